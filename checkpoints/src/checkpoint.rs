@@ -1,0 +1,178 @@
+//! The checkpoint data model: what one step of a thread leaves behind.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{CheckpointId, Namespace, TaskId, ThreadId};
+
+/// Why a checkpoint was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// New input was accepted (before the `__start__` step applies it).
+    Input,
+    /// A superstep finished.
+    Loop,
+    /// The state was updated from outside, as if a node had written it.
+    Update,
+    /// A new branch was started from an older checkpoint.
+    Fork,
+}
+
+impl Source {
+    /// The lowercase name used in metadata and on disk.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Input => "input",
+            Source::Loop => "loop",
+            Source::Update => "update",
+            Source::Fork => "fork",
+        }
+    }
+}
+
+/// A `Send` waiting to run as a task of the next step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingSend {
+    /// The target node.
+    pub node: String,
+    /// The task's input, as JSON.
+    pub arg: serde_json::Value,
+}
+
+/// The engine's control state at a checkpoint: what decides the next step's tasks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Control {
+    /// Version of every channel that has one: state fields by name, trigger channels as
+    /// `branch:to:<node>` and `join:<a>+<b>:<node>`.
+    pub versions: BTreeMap<String, u64>,
+    /// For each node, the versions of its trigger channels when it last ran.
+    pub versions_seen: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Trigger channels that are available now (`branch:to:<node>`), in node order.
+    pub branches: Vec<String>,
+    /// Fan-in barriers partly or wholly reached: channel → sources seen so far.
+    pub barriers: BTreeMap<String, Vec<String>>,
+    /// `Send` tasks for the next step, in order.
+    pub sends: Vec<PendingSend>,
+    /// Channel versions already acknowledged by static interrupts.
+    pub interrupt_seen: BTreeMap<String, u64>,
+}
+
+/// One checkpoint's header: identity, lineage and control state, without field values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The checkpoint's id (time-ordered).
+    pub id: CheckpointId,
+    /// The checkpoint this one follows, if any.
+    pub parent: Option<CheckpointId>,
+    /// The superstep (−1 for the first input checkpoint of a thread).
+    pub step: i64,
+    /// Why it was written.
+    pub source: Source,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// Control state for planning the next step.
+    pub control: Control,
+    /// User and engine metadata (`run_id`, `writes` per node, …).
+    pub metadata: BTreeMap<String, serde_json::Value>,
+}
+
+impl Checkpoint {
+    /// Nodes with a trigger available at this checkpoint, followed by the targets of pending
+    /// `Send`s (what the next step would run, before trigger/version filtering).
+    pub fn next_nodes(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .control
+            .branches
+            .iter()
+            .filter_map(|b| b.strip_prefix("branch:to:").map(str::to_string))
+            .collect();
+        out.extend(self.control.sends.iter().map(|s| s.node.clone()));
+        out
+    }
+}
+
+/// The stored form of one field's value, as a reducer produced it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FieldPart {
+    /// The whole value (JSON).
+    Whole(Vec<u8>),
+    /// Items appended after the earlier parts (a JSON array).
+    Tail(Vec<u8>),
+}
+
+/// What a step changed in one field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldWrite {
+    /// The field's name.
+    pub field: String,
+    /// Its stored change.
+    pub part: FieldPart,
+}
+
+/// What a finished task left behind in a step that did not complete (or the resume values an
+/// interrupted task consumed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WriteKind {
+    /// The task succeeded; its output (update, goto, sends) as JSON.
+    Output(serde_json::Value),
+    /// The task failed with this message.
+    Error(String),
+    /// The task paused on an interrupt.
+    Interrupt {
+        /// The interrupt's id.
+        id: String,
+        /// The value shown to the caller.
+        value: serde_json::Value,
+    },
+    /// Resume values the task received so far, by position.
+    Resume(Vec<serde_json::Value>),
+}
+
+/// A pending write of one task against the checkpoint its step started from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingWrite {
+    /// The task that wrote it.
+    pub task_id: TaskId,
+    /// The task's node.
+    pub node: String,
+    /// What it wrote.
+    pub kind: WriteKind,
+}
+
+/// A checkpoint to store: header plus the fields its step changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PutCheckpoint {
+    /// Thread.
+    pub thread: ThreadId,
+    /// Namespace.
+    pub ns: Namespace,
+    /// Header and control state.
+    pub checkpoint: Checkpoint,
+    /// Fields changed since the parent checkpoint (all fields for a checkpoint without parent
+    /// or one that starts a new chain of stored parts).
+    pub writes: Vec<FieldWrite>,
+}
+
+/// A checkpoint as loaded: header, every field's stored parts, pending writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedCheckpoint {
+    /// Header and control state.
+    pub checkpoint: Checkpoint,
+    /// For each field with a value: its parts, oldest first (a `Whole` then `Tail`s).
+    pub fields: BTreeMap<String, Vec<FieldPart>>,
+    /// Pending writes recorded against this checkpoint.
+    pub pending: Vec<PendingWrite>,
+}
+
+/// Options for listing a thread's history.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// At most this many checkpoints.
+    pub limit: Option<usize>,
+    /// Only checkpoints older than this one.
+    pub before: Option<CheckpointId>,
+    /// Only checkpoints whose metadata has these key/value pairs.
+    pub filter: BTreeMap<String, serde_json::Value>,
+}

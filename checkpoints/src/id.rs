@@ -1,0 +1,276 @@
+//! Typed identities: threads, namespaces, checkpoints, tasks.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::CheckpointError;
+
+/// Longest accepted thread id, in bytes.
+pub const MAX_THREAD_ID_LEN: usize = 256;
+
+/// A thread's id: non-empty, at most [`MAX_THREAD_ID_LEN`] bytes, no control characters.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ThreadId(Arc<str>);
+
+impl ThreadId {
+    /// Validate and wrap a thread id.
+    ///
+    /// # Errors
+    /// [`CheckpointError::InvalidThreadId`] if empty, too long or holding control characters.
+    pub fn new(id: impl Into<String>) -> Result<Self, CheckpointError> {
+        let id: String = id.into();
+        let reason = if id.is_empty() {
+            Some("empty")
+        } else if id.len() > MAX_THREAD_ID_LEN {
+            Some("longer than 256 bytes")
+        } else if id.chars().any(char::is_control) {
+            Some("contains a control character")
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(CheckpointError::InvalidThreadId {
+                id: id.chars().take(64).collect(),
+                reason,
+            }),
+            None => Ok(ThreadId(id.into())),
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ThreadId {
+    type Error = CheckpointError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        ThreadId::new(value)
+    }
+}
+
+impl From<ThreadId> for String {
+    fn from(value: ThreadId) -> Self {
+        value.0.to_string()
+    }
+}
+
+impl fmt::Display for ThreadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ThreadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", &*self.0)
+    }
+}
+
+/// A checkpoint namespace: `""` for the root graph; each subgraph level adds `node:task`
+/// (or `node` for a subgraph that keeps its own history), levels joined by `|`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+pub struct Namespace(Arc<str>);
+
+impl Namespace {
+    /// The root namespace.
+    pub fn root() -> Self {
+        Namespace(Arc::from(""))
+    }
+
+    /// Whether this is the root namespace.
+    pub fn is_root(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The namespace of a child level `segment` below this one.
+    pub fn child(&self, segment: &str) -> Self {
+        if self.0.is_empty() {
+            Namespace(Arc::from(segment))
+        } else {
+            Namespace(Arc::from(format!("{}|{}", self.0, segment)))
+        }
+    }
+
+    /// Parse a namespace from its text form.
+    pub fn parse(text: &str) -> Self {
+        Namespace(Arc::from(text))
+    }
+
+    /// The namespace as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The levels, outermost first (empty for the root).
+    pub fn levels(&self) -> Vec<&str> {
+        if self.0.is_empty() {
+            Vec::new()
+        } else {
+            self.0.split('|').collect()
+        }
+    }
+}
+
+impl fmt::Display for Namespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Namespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", &*self.0)
+    }
+}
+
+/// A checkpoint's id: 128 bits, time-ordered (milliseconds since the epoch in the high 48
+/// bits, then a process-wide counter), shown as 32 hex digits. Within one process ids are
+/// strictly increasing, so the newest checkpoint has the greatest id.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CheckpointId(u128);
+
+static LAST_ID: AtomicU64 = AtomicU64::new(0);
+
+impl CheckpointId {
+    /// A new id, greater than every id this process made before.
+    pub fn generate() -> Self {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        // High 48 bits of the u64: milliseconds; low 16: counter within the millisecond.
+        let candidate = now_ms << 16;
+        let mut prev = LAST_ID.load(Ordering::Relaxed);
+        loop {
+            let next = candidate.max(prev + 1);
+            match LAST_ID.compare_exchange_weak(prev, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    let random = random_u64();
+                    return CheckpointId((u128::from(next) << 64) | u128::from(random));
+                }
+                Err(actual) => prev = actual,
+            }
+        }
+    }
+
+    /// The raw 128-bit value.
+    pub fn as_u128(self) -> u128 {
+        self.0
+    }
+
+    /// Wrap a raw value.
+    pub fn from_u128(v: u128) -> Self {
+        CheckpointId(v)
+    }
+
+    /// Milliseconds since the Unix epoch when the id was made.
+    pub fn created_at_ms(self) -> u64 {
+        ((self.0 >> 64) as u64) >> 16
+    }
+}
+
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(LAST_ID.load(Ordering::Relaxed));
+    h.finish()
+}
+
+impl fmt::Display for CheckpointId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Debug for CheckpointId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CheckpointId({:032x})", self.0)
+    }
+}
+
+impl FromStr for CheckpointId {
+    type Err = CheckpointError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.len() != 32 {
+            return Err(CheckpointError::InvalidCheckpointId {
+                text: s.chars().take(64).collect(),
+            });
+        }
+        u128::from_str_radix(s, 16).map(CheckpointId).map_err(|_| {
+            CheckpointError::InvalidCheckpointId {
+                text: s.to_string(),
+            }
+        })
+    }
+}
+
+impl TryFrom<String> for CheckpointId {
+    type Error = CheckpointError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+
+impl From<CheckpointId> for String {
+    fn from(value: CheckpointId) -> Self {
+        value.to_string()
+    }
+}
+
+/// A task's id: the blake3 hash (first 128 bits) of the checkpoint the step started from, the
+/// namespace, the step, the node and the task's kind and position. The same task gets the same
+/// id on every re-execution, so it serves tools as an idempotency key.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct TaskId(u128);
+
+impl TaskId {
+    /// Derive a task id from its identity parts.
+    pub fn derive(parts: &[&[u8]]) -> Self {
+        let mut h = blake3::Hasher::new();
+        for p in parts {
+            h.update(&(p.len() as u64).to_le_bytes());
+            h.update(p);
+        }
+        let bytes = h.finalize();
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&bytes.as_bytes()[..16]);
+        TaskId(u128::from_be_bytes(first))
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Debug for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TaskId({:032x})", self.0)
+    }
+}
+
+impl TryFrom<String> for TaskId {
+    type Error = CheckpointError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        u128::from_str_radix(&value, 16)
+            .map(TaskId)
+            .map_err(|_| CheckpointError::InvalidCheckpointId { text: value })
+    }
+}
+
+impl From<TaskId> for String {
+    fn from(value: TaskId) -> Self {
+        value.to_string()
+    }
+}

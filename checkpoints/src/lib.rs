@@ -1,0 +1,28 @@
+//! Checkpoints for stategraph: the data model, the [`Saver`] trait and the savers.
+//!
+//! After every superstep of a thread the engine hands a saver a [`PutCheckpoint`]: the new
+//! checkpoint's header (id, parent, step, [`Source`], control state, metadata) and only the
+//! fields that step changed, each as a [`FieldPart`] — the whole value, or for an appended
+//! list only the appended items. Savers store bytes and versions; they never see node code or
+//! the user's Rust types.
+//!
+//! ```
+//! use stategraph_checkpoints::{MemorySaver, Saver};
+//! let saver: std::sync::Arc<dyn Saver> = std::sync::Arc::new(MemorySaver::new());
+//! # let _ = saver;
+//! ```
+
+mod checkpoint;
+mod error;
+mod id;
+mod memory;
+mod saver;
+
+pub use checkpoint::{
+    Checkpoint, Control, FieldPart, FieldWrite, ListOptions, LoadedCheckpoint, PendingSend,
+    PendingWrite, PutCheckpoint, Source, WriteKind,
+};
+pub use error::{validate_filter_key, CheckpointError};
+pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};
+pub use memory::MemorySaver;
+pub use saver::Saver;

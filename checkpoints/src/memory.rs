@@ -1,0 +1,277 @@
+//! [`MemorySaver`]: checkpoints kept in process memory, for tests and short-lived programs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::future::{self, BoxFuture};
+
+use crate::{
+    validate_filter_key, Checkpoint, CheckpointError, CheckpointId, FieldPart, FieldWrite,
+    ListOptions, LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Saver, Source, ThreadId,
+};
+
+/// Past this many stored parts, a list field is compacted into one whole part.
+const MAX_PARTS: usize = 32;
+
+type Parts = Vec<Arc<FieldPart>>;
+
+#[derive(Debug)]
+struct Entry {
+    checkpoint: Checkpoint,
+    fields: BTreeMap<String, Arc<Parts>>,
+    pending: Vec<PendingWrite>,
+}
+
+type Chain = BTreeMap<CheckpointId, Entry>;
+
+/// A [`Saver`] that keeps everything in memory. Cloning shares the store.
+///
+/// Field parts are shared between checkpoints (an unchanged field costs a pointer), and an
+/// appended list stores only its tail until it is compacted.
+///
+/// ```
+/// use stategraph_checkpoints::{MemorySaver, Namespace, Saver, ThreadId};
+/// # futures::executor::block_on(async {
+/// let saver = MemorySaver::new();
+/// let thread = ThreadId::new("t1")?;
+/// assert!(saver.get(&thread, &Namespace::root(), None).await?.is_none());
+/// # Ok::<(), stategraph_checkpoints::CheckpointError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct MemorySaver {
+    inner: Arc<Mutex<HashMap<(ThreadId, Namespace), Chain>>>,
+}
+
+impl MemorySaver {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<(ThreadId, Namespace), Chain>> {
+        // A poisoned lock only means another thread panicked mid-call; the map itself is
+        // always left consistent (every mutation is a single insert), so keep serving.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many checkpoints the store holds in all threads and namespaces.
+    pub fn checkpoint_count(&self) -> usize {
+        self.lock().values().map(BTreeMap::len).sum()
+    }
+
+    /// How many checkpoints a thread holds, in every namespace.
+    pub fn thread_checkpoint_count(&self, thread: &ThreadId) -> usize {
+        self.lock()
+            .iter()
+            .filter(|((t, _), _)| t == thread)
+            .map(|(_, c)| c.len())
+            .sum()
+    }
+
+    /// The namespaces that hold checkpoints of a thread.
+    pub fn namespaces(&self, thread: &ThreadId) -> Vec<Namespace> {
+        let mut out: Vec<Namespace> = self
+            .lock()
+            .keys()
+            .filter(|(t, _)| t == thread)
+            .map(|(_, ns)| ns.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn put_sync(&self, put: PutCheckpoint) -> Result<(), CheckpointError> {
+        let mut map = self.lock();
+        let key = (put.thread.clone(), put.ns.clone());
+        let chain = map.entry(key).or_default();
+        let head = chain.keys().next_back().copied();
+        let cp = &put.checkpoint;
+        let must_extend_head = matches!(cp.source, Source::Loop | Source::Input);
+        if must_extend_head && cp.parent != head {
+            return Err(CheckpointError::StaleParent {
+                thread: put.thread,
+                ns: put.ns,
+                expected: cp.parent,
+                found: head,
+            });
+        }
+        let mut fields = match cp.parent {
+            Some(parent) => match chain.get(&parent) {
+                Some(entry) => entry.fields.clone(),
+                None => {
+                    return Err(CheckpointError::NotFound {
+                        thread: put.thread,
+                        ns: put.ns,
+                        id: parent,
+                    })
+                }
+            },
+            None => BTreeMap::new(),
+        };
+        for FieldWrite { field, part } in put.writes {
+            let parts = match part {
+                FieldPart::Whole(_) => vec![Arc::new(part)],
+                FieldPart::Tail(_) => {
+                    let mut parts: Parts = fields
+                        .get(&field)
+                        .map(|p| p.as_ref().clone())
+                        .unwrap_or_default();
+                    parts.push(Arc::new(part));
+                    if parts.len() > MAX_PARTS {
+                        parts = compact(&parts);
+                    }
+                    parts
+                }
+            };
+            fields.insert(field, Arc::new(parts));
+        }
+        chain.insert(
+            cp.id,
+            Entry {
+                checkpoint: put.checkpoint,
+                fields,
+                pending: Vec::new(),
+            },
+        );
+        Ok(())
+    }
+}
+
+/// Concatenate JSON-array parts into one whole part. Parts that are not arrays are left as
+/// they are (a decoder will report them).
+fn compact(parts: &[Arc<FieldPart>]) -> Parts {
+    let mut items: Vec<serde_json::Value> = Vec::new();
+    for part in parts {
+        let bytes = match part.as_ref() {
+            FieldPart::Whole(b) | FieldPart::Tail(b) => b,
+        };
+        match serde_json::from_slice::<Vec<serde_json::Value>>(bytes) {
+            Ok(more) => items.extend(more),
+            Err(_) => return parts.to_vec(),
+        }
+    }
+    match serde_json::to_vec(&items) {
+        Ok(bytes) => vec![Arc::new(FieldPart::Whole(bytes))],
+        Err(_) => parts.to_vec(),
+    }
+}
+
+fn matches_filter(cp: &Checkpoint, filter: &BTreeMap<String, serde_json::Value>) -> bool {
+    filter.iter().all(|(k, v)| match k.as_str() {
+        "source" => v.as_str() == Some(cp.source.as_str()),
+        "step" => v.as_i64() == Some(cp.step),
+        _ => cp.metadata.get(k) == Some(v),
+    })
+}
+
+impl Saver for MemorySaver {
+    fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        Box::pin(future::ready(self.put_sync(put)))
+    }
+
+    fn put_writes<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: CheckpointId,
+        writes: Vec<PendingWrite>,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let result = (|| {
+            let mut map = self.lock();
+            let entry = map
+                .get_mut(&(thread.clone(), ns.clone()))
+                .and_then(|c| c.get_mut(&id))
+                .ok_or_else(|| CheckpointError::NotFound {
+                    thread: thread.clone(),
+                    ns: ns.clone(),
+                    id,
+                })?;
+            for w in writes {
+                // A task's writes of one kind replace its earlier ones (a resumed task
+                // records its resume list again).
+                entry.pending.retain(|p| {
+                    !(p.task_id == w.task_id
+                        && std::mem::discriminant(&p.kind) == std::mem::discriminant(&w.kind))
+                });
+                entry.pending.push(w);
+            }
+            Ok(())
+        })();
+        Box::pin(future::ready(result))
+    }
+
+    fn get<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: Option<CheckpointId>,
+    ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
+        let result = (|| {
+            let map = self.lock();
+            let chain = map.get(&(thread.clone(), ns.clone()));
+            let entry = match (chain, id) {
+                (Some(chain), None) => chain.values().next_back(),
+                (Some(chain), Some(id)) => chain.get(&id),
+                (None, _) => None,
+            };
+            match (entry, id) {
+                (Some(e), _) => Ok(Some(LoadedCheckpoint {
+                    checkpoint: e.checkpoint.clone(),
+                    fields: e
+                        .fields
+                        .iter()
+                        .map(|(k, parts)| {
+                            (k.clone(), parts.iter().map(|p| (**p).clone()).collect())
+                        })
+                        .collect(),
+                    pending: e.pending.clone(),
+                })),
+                (None, Some(id)) => Err(CheckpointError::NotFound {
+                    thread: thread.clone(),
+                    ns: ns.clone(),
+                    id,
+                }),
+                (None, None) => Ok(None),
+            }
+        })();
+        Box::pin(future::ready(result))
+    }
+
+    fn list<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        options: ListOptions,
+    ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>> {
+        let result = (|| {
+            for key in options.filter.keys() {
+                validate_filter_key(key)?;
+            }
+            let map = self.lock();
+            let Some(chain) = map.get(&(thread.clone(), ns.clone())) else {
+                return Ok(Vec::new());
+            };
+            let upper = options
+                .before
+                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+            Ok(chain
+                .range((std::ops::Bound::Unbounded, upper))
+                .rev()
+                .map(|(_, e)| &e.checkpoint)
+                .filter(|cp| matches_filter(cp, &options.filter))
+                .take(options.limit.unwrap_or(usize::MAX))
+                .cloned()
+                .collect())
+        })();
+        Box::pin(future::ready(result))
+    }
+
+    fn delete_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.lock().retain(|(t, _), _| t != thread);
+        Box::pin(future::ready(Ok(())))
+    }
+}

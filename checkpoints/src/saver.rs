@@ -1,0 +1,71 @@
+//! The [`Saver`] trait: where a graph's checkpoints go.
+
+use futures::future::BoxFuture;
+
+use crate::{
+    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
+    PendingWrite, PutCheckpoint, ThreadId,
+};
+
+/// A checkpoint store. Savers store bytes and versions; they know no node code.
+///
+/// Contract (the conformance tests hold every saver to it):
+/// - [`Saver::put`] of a `loop` or `input` checkpoint succeeds only if its parent is the
+///   current head of `(thread, ns)` (none for a new thread); otherwise it fails with
+///   [`CheckpointError::StaleParent`] and stores nothing. `update` and `fork` checkpoints may
+///   branch from any stored checkpoint.
+/// - A put stores the checkpoint and its field writes atomically.
+/// - [`Saver::get`] without an id returns the newest checkpoint (greatest id).
+/// - [`Saver::list`] returns newest first.
+pub trait Saver: Send + Sync + 'static {
+    /// Store a checkpoint and the fields its step changed.
+    ///
+    /// # Errors
+    /// [`CheckpointError::StaleParent`] if another writer moved the thread; storage errors.
+    fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>>;
+
+    /// Record pending writes of finished tasks against checkpoint `id` (a step that failed or
+    /// was interrupted). Writes of a task already recorded are replaced.
+    ///
+    /// # Errors
+    /// [`CheckpointError::NotFound`] if the checkpoint does not exist; storage errors.
+    fn put_writes<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: CheckpointId,
+        writes: Vec<PendingWrite>,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>>;
+
+    /// Load a checkpoint (the newest when `id` is `None`) with its field values and pending
+    /// writes.
+    ///
+    /// # Errors
+    /// [`CheckpointError::NotFound`] for an unknown `id`; storage and integrity errors.
+    fn get<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: Option<CheckpointId>,
+    ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>>;
+
+    /// List checkpoint headers of `(thread, ns)`, newest first.
+    ///
+    /// # Errors
+    /// [`CheckpointError::InvalidFilterKey`] for a bad filter key; storage errors.
+    fn list<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        options: ListOptions,
+    ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>>;
+
+    /// Delete every checkpoint of a thread, in every namespace.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn delete_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>>;
+}

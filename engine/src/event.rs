@@ -1,0 +1,183 @@
+//! Streaming: the typed [`Event`]s a run emits.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use stategraph_checkpoints::{CheckpointId, Namespace, Source, TaskId};
+use tokio::sync::mpsc;
+
+use crate::Interrupt;
+
+/// Which kinds of events a stream carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamMode {
+    /// The whole state after each step.
+    pub values: bool,
+    /// Each task's update, per node.
+    pub updates: bool,
+    /// Events emitted by nodes with [`NodeContext::emit`](crate::NodeContext::emit).
+    pub custom: bool,
+    /// Task start and end (debug).
+    pub tasks: bool,
+    /// Each checkpoint written.
+    pub checkpoints: bool,
+    /// Include events from subgraphs (with their namespace).
+    pub subgraphs: bool,
+}
+
+impl StreamMode {
+    /// Every kind of event, subgraphs included.
+    pub fn all() -> Self {
+        StreamMode {
+            values: true,
+            updates: true,
+            custom: true,
+            tasks: true,
+            checkpoints: true,
+            subgraphs: true,
+        }
+    }
+
+    /// Only values after each step.
+    pub fn values() -> Self {
+        StreamMode {
+            values: true,
+            ..Self::none()
+        }
+    }
+
+    /// Only per-node updates.
+    pub fn updates() -> Self {
+        StreamMode {
+            updates: true,
+            ..Self::none()
+        }
+    }
+
+    /// Nothing.
+    pub fn none() -> Self {
+        StreamMode {
+            values: false,
+            updates: false,
+            custom: false,
+            tasks: false,
+            checkpoints: false,
+            subgraphs: false,
+        }
+    }
+}
+
+impl Default for StreamMode {
+    fn default() -> Self {
+        StreamMode {
+            values: true,
+            updates: true,
+            custom: true,
+            ..Self::none()
+        }
+    }
+}
+
+/// A shared, typed view of a value whose type depends on the graph that emitted it (a
+/// subgraph's state type may differ from its parent's).
+#[derive(Clone)]
+pub struct Shared(pub(crate) Arc<dyn Any + Send + Sync>);
+
+impl Shared {
+    /// The value, if it is a `T`.
+    pub fn get<T: 'static>(&self) -> Option<&T> {
+        self.0.downcast_ref::<T>()
+    }
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Shared(..)")
+    }
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// It returned an update or command.
+    Succeeded,
+    /// Its writes were taken from the pending writes of an earlier attempt; it did not run.
+    Reused,
+    /// It failed (message of the error).
+    Failed(String),
+    /// It paused on an interrupt.
+    Interrupted,
+}
+
+/// What happened.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// The state after a step: `Shared` holds an `S` (the state type of the graph at `ns`).
+    Values(Shared),
+    /// A task's update: `Shared` holds an `S::Update`.
+    Updates {
+        /// The node.
+        node: Arc<str>,
+        /// The update.
+        update: Shared,
+    },
+    /// A node's custom event.
+    Custom {
+        /// The node.
+        node: Arc<str>,
+        /// The payload.
+        payload: serde_json::Value,
+    },
+    /// A task started.
+    TaskStart {
+        /// The node.
+        node: Arc<str>,
+        /// The task.
+        task: TaskId,
+    },
+    /// A task ended.
+    TaskEnd {
+        /// The node.
+        node: Arc<str>,
+        /// The task.
+        task: TaskId,
+        /// How.
+        status: TaskStatus,
+    },
+    /// A checkpoint was written (or, with durability `async`, handed to the writer).
+    Checkpoint {
+        /// Its id.
+        id: CheckpointId,
+        /// Why.
+        source: Source,
+    },
+    /// The run paused.
+    Interrupt(Vec<Interrupt>),
+}
+
+/// One streamed event.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// The namespace of the graph that emitted it (root: empty).
+    pub ns: Namespace,
+    /// The superstep it belongs to.
+    pub step: i64,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// Where a run sends its events.
+#[derive(Clone)]
+pub(crate) struct EventSink {
+    pub(crate) tx: mpsc::Sender<Event>,
+    pub(crate) mode: StreamMode,
+}
+
+impl EventSink {
+    pub(crate) async fn send(&self, event: Event) {
+        // A closed receiver means nobody listens any more; the run goes on.
+        let _ = self.tx.send(event).await;
+    }
+}

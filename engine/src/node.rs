@@ -1,0 +1,401 @@
+//! Nodes: the [`Node`] trait, the [`NodeContext`] a task sees, and per-node options.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{de::DeserializeOwned, Serialize};
+use stategraph_checkpoints::{Namespace, TaskId, ThreadId};
+use tokio::sync::Notify;
+
+use crate::event::{Event, EventKind, EventSink};
+use crate::{BoxError, Command, Interrupt, Interrupted, State};
+
+/// A node of a graph over state `S`.
+///
+/// Any `Fn(Arc<S>, NodeContext) -> impl Future<Output = Result<O, E>>` is a node, where `O`
+/// converts into a [`Command<S>`] (the state's update type does) and `E` into a [`BoxError`].
+/// All tasks of a step share one `Arc<S>` snapshot: reading it is free, and no task sees
+/// another's writes before the next step.
+pub trait Node<S: State>: Send + Sync + 'static {
+    /// Run one task.
+    fn run(
+        &self,
+        state: Arc<S>,
+        ctx: NodeContext,
+    ) -> BoxFuture<'static, Result<Command<S>, BoxError>>;
+}
+
+impl<S, F, Fut, O, E> Node<S> for F
+where
+    S: State,
+    F: Fn(Arc<S>, NodeContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, E>> + Send + 'static,
+    O: Into<Command<S>>,
+    E: Into<BoxError>,
+{
+    fn run(
+        &self,
+        state: Arc<S>,
+        ctx: NodeContext,
+    ) -> BoxFuture<'static, Result<Command<S>, BoxError>> {
+        let fut = (self)(state, ctx);
+        Box::pin(async move { fut.await.map(Into::into).map_err(Into::into) })
+    }
+}
+
+/// When and how often a failing node is retried within its step.
+#[derive(Clone)]
+pub struct RetryPolicy {
+    /// Total attempts, the first included (at least 1).
+    pub max_attempts: u32,
+    /// Wait before the second attempt.
+    pub initial_interval: Duration,
+    /// Each further wait is the previous one times this factor.
+    pub backoff_factor: f64,
+    /// Upper bound on one wait.
+    pub max_interval: Duration,
+    /// Add up to 50% random jitter to each wait.
+    pub jitter: bool,
+    retry_on: Option<Arc<dyn Fn(&BoxError) -> bool + Send + Sync>>,
+}
+
+impl fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryPolicy")
+            .field("max_attempts", &self.max_attempts)
+            .field("initial_interval", &self.initial_interval)
+            .field("backoff_factor", &self.backoff_factor)
+            .field("max_interval", &self.max_interval)
+            .field("jitter", &self.jitter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 3,
+            initial_interval: Duration::from_millis(500),
+            backoff_factor: 2.0,
+            max_interval: Duration::from_secs(128),
+            jitter: true,
+            retry_on: None,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// `max_attempts` attempts with the default backoff (0.5 s, ×2, jitter).
+    pub fn attempts(max_attempts: u32) -> Self {
+        RetryPolicy {
+            max_attempts: max_attempts.max(1),
+            ..Self::default()
+        }
+    }
+
+    /// Set the first wait.
+    pub fn initial_interval(mut self, d: Duration) -> Self {
+        self.initial_interval = d;
+        self
+    }
+
+    /// Turn jitter off or on.
+    pub fn jitter(mut self, on: bool) -> Self {
+        self.jitter = on;
+        self
+    }
+
+    /// Retry only errors for which `pred` is true (default: every error).
+    pub fn retry_on(mut self, pred: impl Fn(&BoxError) -> bool + Send + Sync + 'static) -> Self {
+        self.retry_on = Some(Arc::new(pred));
+        self
+    }
+
+    pub(crate) fn should_retry(&self, attempt: u32, err: &BoxError) -> bool {
+        attempt < self.max_attempts && self.retry_on.as_ref().is_none_or(|p| p(err))
+    }
+
+    pub(crate) fn wait(&self, attempt: u32) -> Duration {
+        let factor = self.backoff_factor.powi(attempt.saturating_sub(1) as i32);
+        let base = self.initial_interval.as_secs_f64() * factor;
+        let capped = base.min(self.max_interval.as_secs_f64());
+        let jittered = if self.jitter {
+            capped * (1.0 + 0.5 * pseudo_random())
+        } else {
+            capped
+        };
+        Duration::from_secs_f64(jittered.max(0.0))
+    }
+}
+
+fn pseudo_random() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u8(0);
+    (h.finish() % 10_000) as f64 / 10_000.0
+}
+
+/// Options of one node: retry, timeout, deferral, declared `goto` destinations.
+#[derive(Debug, Clone, Default)]
+pub struct NodeOptions {
+    pub(crate) retry: Option<RetryPolicy>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) defer: bool,
+    pub(crate) destinations: Option<Vec<String>>,
+}
+
+impl NodeOptions {
+    /// Default options: no retry, no timeout.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Retry failures with this policy.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// Fail an attempt that runs longer than `d` with [`RunError::Timeout`](crate::RunError::Timeout).
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.timeout = Some(d);
+        self
+    }
+
+    /// Run only when no other node is left to run (for reduce steps after a fan-out of
+    /// uneven depth).
+    pub fn defer(mut self) -> Self {
+        self.defer = true;
+        self
+    }
+
+    /// The nodes this node may `goto` (used by `compile` for reachability and checked at run
+    /// time).
+    pub fn destinations<I: IntoIterator<Item = T>, T: Into<String>>(mut self, names: I) -> Self {
+        self.destinations = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+}
+
+/// Cooperative cancellation of a run: cancel it from anywhere; the run stops at the next
+/// step boundary (running tasks are dropped) with [`RunError::Cancelled`](crate::RunError::Cancelled).
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken {
+    inner: Arc<(AtomicBool, Notify)>,
+}
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancel.
+    pub fn cancel(&self) {
+        self.inner.0.store(true, Ordering::SeqCst);
+        self.inner.1.notify_waiters();
+    }
+
+    /// Whether [`CancelToken::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.0.load(Ordering::SeqCst)
+    }
+
+    /// Wait until cancelled.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.inner.1.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Resume values given to a run, shared by every level of subgraphs.
+#[derive(Debug, Default)]
+pub(crate) struct ResumeInput {
+    pub(crate) value: Option<serde_json::Value>,
+    pub(crate) map: BTreeMap<String, serde_json::Value>,
+}
+
+/// Per-task interrupt bookkeeping.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    /// Resume values this task has received, by position.
+    pub(crate) resume: Vec<serde_json::Value>,
+    /// How many `interrupt` calls the current execution made.
+    pub(crate) calls: usize,
+}
+
+/// Everything a task knows about where it runs.
+pub(crate) struct TaskCtx {
+    pub(crate) node: Arc<str>,
+    pub(crate) task: TaskId,
+    pub(crate) step: i64,
+    pub(crate) ns: Namespace,
+    pub(crate) thread: Option<ThreadId>,
+    pub(crate) arg: Option<serde_json::Value>,
+    pub(crate) sink: Option<EventSink>,
+    pub(crate) scratch: Mutex<Scratch>,
+    pub(crate) resume: Arc<Mutex<ResumeInput>>,
+    pub(crate) cancel: CancelToken,
+    pub(crate) run: Arc<crate::run::RunShared>,
+    pub(crate) level: LevelInfo,
+}
+
+/// Where the task's graph checkpoints (what a subgraph node inherits).
+pub(crate) struct LevelInfo {
+    pub(crate) ns: Namespace,
+    pub(crate) saver: Option<Arc<dyn stategraph_checkpoints::Saver>>,
+    pub(crate) ephemeral: bool,
+}
+
+/// What a running task can see and do besides reading the state: its identity, its `Send`
+/// argument, custom events, interrupts, cancellation.
+#[derive(Clone)]
+pub struct NodeContext {
+    pub(crate) inner: Arc<TaskCtx>,
+}
+
+impl fmt::Debug for NodeContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeContext")
+            .field("node", &self.inner.node)
+            .field("task", &self.inner.task)
+            .field("step", &self.inner.step)
+            .field("ns", &self.inner.ns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeContext {
+    /// The node's name.
+    pub fn node(&self) -> &str {
+        &self.inner.node
+    }
+
+    /// The task's id: the same on every re-execution of this task (after a crash, a retry
+    /// or an interrupt), different in a fork. Use it as an idempotency key for side effects.
+    pub fn task_id(&self) -> TaskId {
+        self.inner.task
+    }
+
+    /// The superstep.
+    pub fn step(&self) -> i64 {
+        self.inner.step
+    }
+
+    /// The namespace of the graph running this task (root: empty).
+    pub fn namespace(&self) -> &Namespace {
+        &self.inner.ns
+    }
+
+    /// The thread, if the run has one.
+    pub fn thread(&self) -> Option<&ThreadId> {
+        self.inner.thread.as_ref()
+    }
+
+    /// The [`Send`](crate::Send) argument of this task, decoded as `T`.
+    ///
+    /// # Errors
+    /// If the task was not started by a `Send`, or the argument is not a `T`.
+    pub fn arg<T: DeserializeOwned>(&self) -> Result<T, BoxError> {
+        match &self.inner.arg {
+            Some(v) => T::deserialize(v).map_err(|e| {
+                format!(
+                    "node {:?}: Send argument is not a {}: {e}",
+                    &*self.inner.node,
+                    std::any::type_name::<T>()
+                )
+                .into()
+            }),
+            None => Err(format!("node {:?} was not started by a Send", &*self.inner.node).into()),
+        }
+    }
+
+    /// Emit a custom stream event.
+    pub async fn emit(&self, payload: impl Serialize) {
+        if let Some(sink) = &self.inner.sink {
+            if sink.mode.custom && (self.inner.ns.is_root() || sink.mode.subgraphs) {
+                let payload = serde_json::to_value(payload).unwrap_or(serde_json::Value::Null);
+                sink.send(Event {
+                    ns: self.inner.ns.clone(),
+                    step: self.inner.step,
+                    kind: EventKind::Custom {
+                        node: self.inner.node.clone(),
+                        payload,
+                    },
+                })
+                .await;
+            }
+        }
+    }
+
+    /// Whether the run was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// The id interrupts of this task carry.
+    pub fn interrupt_id(&self) -> String {
+        interrupt_id(self.inner.task)
+    }
+
+    /// Pause the run and ask the caller for a value.
+    ///
+    /// The k-th call in a task returns the k-th resume value given to this task. While no
+    /// value exists, it returns an error carrying [`Interrupted`]: propagate it with `?`, and
+    /// the run pauses; a resume re-runs the node **from the top**, with earlier calls returning
+    /// their stored answers in order (so code before an interrupt runs again).
+    ///
+    /// # Errors
+    /// The interrupt signal (propagate it), or a resume value that does not decode as `T`.
+    pub fn interrupt<T: DeserializeOwned>(&self, value: impl Serialize) -> Result<T, BoxError> {
+        let id = self.interrupt_id();
+        let mut scratch = self.inner.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        let k = scratch.calls;
+        scratch.calls += 1;
+        let answer = match scratch.resume.get(k) {
+            Some(v) => Some(v.clone()),
+            None => {
+                let mut input = self.inner.resume.lock().unwrap_or_else(|p| p.into_inner());
+                let fresh = input.map.remove(&id).or_else(|| input.value.take());
+                if let Some(v) = &fresh {
+                    scratch.resume.push(v.clone());
+                }
+                fresh
+            }
+        };
+        match answer {
+            Some(v) => T::deserialize(&v).map_err(|e| {
+                format!(
+                    "resume value for node {:?} is not a {}: {e}",
+                    &*self.inner.node,
+                    std::any::type_name::<T>()
+                )
+                .into()
+            }),
+            None => {
+                let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+                Err(Box::new(Interrupted {
+                    interrupts: vec![Interrupt {
+                        id,
+                        value,
+                        node: self.inner.node.to_string(),
+                    }],
+                }))
+            }
+        }
+    }
+}
+
+pub(crate) fn interrupt_id(task: TaskId) -> String {
+    TaskId::derive(&[b"interrupt", task.to_string().as_bytes()]).to_string()
+}

@@ -1,0 +1,1701 @@
+//! The superstep runner: plan, execute, apply, checkpoint.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use stategraph_checkpoints::{
+    Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, LoadedCheckpoint,
+    Namespace, PendingSend, PendingWrite, PutCheckpoint, Saver, Source, TaskId, ThreadId,
+    WriteKind,
+};
+use stategraph_reducers::{Change, ReduceCtx, Stored, StoredRef};
+use tokio::task::JoinHandle;
+
+use crate::command::{Goto, ParentCommand, Resume, START};
+use crate::event::{Event, EventKind, EventSink, Shared, TaskStatus};
+use crate::graph::{CompiledGraph, GraphInner, TaskOutput};
+use crate::node::{CancelToken, NodeContext, ResumeInput, Scratch, TaskCtx};
+use crate::state::Field;
+use crate::{BoxError, Command, Interrupt, Interrupted, RunError, State};
+
+/// Default recursion limit (supersteps per invocation), as in LangGraph.
+pub const DEFAULT_RECURSION_LIMIT: usize = 10_007;
+
+/// When a step's checkpoint must be stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Each step's checkpoint is stored before the next step starts.
+    Sync,
+    /// A step's checkpoint is stored while the next step runs (at most one in flight; a
+    /// storage error surfaces at the next step boundary). A crash may lose the last step.
+    #[default]
+    Async,
+    /// Only the final checkpoint of an invocation (at its end, error or interrupt) is stored.
+    Exit,
+}
+
+/// How a run is configured: thread, time travel, limits, durability, metadata, cancellation.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub(crate) thread: Option<String>,
+    pub(crate) checkpoint: Option<CheckpointId>,
+    pub(crate) recursion_limit: usize,
+    pub(crate) durability: Durability,
+    pub(crate) metadata: BTreeMap<String, serde_json::Value>,
+    pub(crate) cancel: CancelToken,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            thread: None,
+            checkpoint: None,
+            recursion_limit: DEFAULT_RECURSION_LIMIT,
+            durability: Durability::default(),
+            metadata: BTreeMap::new(),
+            cancel: CancelToken::new(),
+        }
+    }
+}
+
+impl RunConfig {
+    /// A config without a thread (enough for a graph without checkpointer).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Run on this thread (validated when the run starts).
+    pub fn thread(mut self, id: impl Into<String>) -> Self {
+        self.thread = Some(id.into());
+        self
+    }
+
+    /// Start from this checkpoint instead of the thread's newest: a fork.
+    pub fn checkpoint(mut self, id: CheckpointId) -> Self {
+        self.checkpoint = Some(id);
+        self
+    }
+
+    /// At most this many supersteps.
+    pub fn recursion_limit(mut self, limit: usize) -> Self {
+        self.recursion_limit = limit;
+        self
+    }
+
+    /// When checkpoints are stored.
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+
+    /// A metadata entry stored on every checkpoint of the run.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Cancel the run through this token.
+    pub fn cancel_token(mut self, token: CancelToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    fn thread_id(&self) -> Result<Option<ThreadId>, RunError> {
+        self.thread
+            .clone()
+            .map(ThreadId::new)
+            .transpose()
+            .map_err(RunError::from)
+    }
+}
+
+/// What a run starts from.
+pub enum Input<S: State> {
+    /// New input: applied by the `__start__` step, then the entry edges run.
+    Update(S::Update),
+    /// A command: resume interrupts, update the state and/or route, then continue.
+    Command(Command<S>),
+    /// Continue where the thread stopped (after a failure or a static interrupt).
+    Continue,
+}
+
+impl<S: State> From<Command<S>> for Input<S> {
+    fn from(value: Command<S>) -> Self {
+        Input::Command(value)
+    }
+}
+
+/// How a run ended (an interrupt is an outcome, not an error).
+#[derive(Debug, Clone)]
+pub struct RunOutcome<S> {
+    /// The state at the end.
+    pub state: Arc<S>,
+    /// Pending interrupts, if the run paused.
+    pub interrupts: Vec<Interrupt>,
+    /// The last checkpoint written, if the graph has a checkpointer.
+    pub checkpoint: Option<CheckpointId>,
+    /// Supersteps run by this invocation.
+    pub steps: usize,
+}
+
+impl<S> RunOutcome<S> {
+    /// Whether the run paused on an interrupt.
+    pub fn is_interrupted(&self) -> bool {
+        !self.interrupts.is_empty()
+    }
+}
+
+/// A thread's state at one checkpoint, as `get_state` shows it.
+#[derive(Debug, Clone)]
+pub struct StateSnapshot<S> {
+    /// The state values.
+    pub values: Arc<S>,
+    /// Nodes the next step would run.
+    pub next: Vec<String>,
+    /// The checkpoint's header.
+    pub checkpoint: Checkpoint,
+    /// Pending interrupts.
+    pub interrupts: Vec<Interrupt>,
+    /// Errors of tasks that failed in the step after this checkpoint: (node, message).
+    pub errors: Vec<(String, String)>,
+}
+
+/// Run-wide context shared by every task and subgraph level.
+pub(crate) struct RunShared {
+    pub(crate) resume: Arc<Mutex<ResumeInput>>,
+    pub(crate) resuming: bool,
+    pub(crate) cancel: CancelToken,
+    pub(crate) sink: Option<EventSink>,
+    pub(crate) thread: Option<ThreadId>,
+    pub(crate) durability: Durability,
+    pub(crate) recursion_limit: usize,
+    pub(crate) metadata: BTreeMap<String, serde_json::Value>,
+}
+
+/// Where one level of a run checkpoints.
+pub(crate) struct Level {
+    pub(crate) ns: Namespace,
+    pub(crate) saver: Option<Arc<dyn Saver>>,
+    /// Checkpointing disabled for this subgraph (interrupts are an error).
+    pub(crate) ephemeral: bool,
+    pub(crate) is_root: bool,
+}
+
+/// How a level's run ended.
+pub(crate) enum LevelEnd<S: State> {
+    Done(RunOutcome<S>),
+    Parent(Vec<ParentCommand>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Start,
+    Pull,
+    Push(usize),
+}
+
+struct Planned {
+    id: TaskId,
+    node: Option<usize>,
+    kind: Kind,
+    arg: Option<serde_json::Value>,
+}
+
+enum TaskResult<S: State> {
+    Done(TaskOutput<S>),
+    Failed(RunError),
+    Interrupted(Vec<Interrupt>, Vec<serde_json::Value>),
+}
+
+/// Typed control state (the fast in-memory form of [`Control`]).
+#[derive(Clone)]
+struct Ctl<S: State> {
+    field_versions: Vec<u64>,
+    branch_versions: Vec<u64>,
+    join_versions: Vec<u64>,
+    seen_branch: Vec<u64>,
+    seen_join: Vec<u64>,
+    branches: Vec<bool>,
+    barriers: Vec<Vec<bool>>,
+    sends: Vec<(usize, serde_json::Value)>,
+    start: Option<S::Update>,
+    max_version: u64,
+    interrupt_seen: u64,
+}
+
+impl<S: State> Ctl<S> {
+    fn new(g: &GraphInner<S>) -> Self {
+        Ctl {
+            field_versions: vec![0; S::Field::ALL.len()],
+            branch_versions: vec![0; g.nodes.len()],
+            join_versions: vec![0; g.joins.len()],
+            seen_branch: vec![0; g.nodes.len()],
+            seen_join: vec![0; g.joins.len()],
+            branches: vec![false; g.nodes.len()],
+            barriers: g
+                .joins
+                .iter()
+                .map(|j| vec![false; j.sources.len()])
+                .collect(),
+            sends: Vec::new(),
+            start: None,
+            max_version: 0,
+            interrupt_seen: 0,
+        }
+    }
+
+    fn to_control(&self, g: &GraphInner<S>) -> Result<Control, RunError> {
+        let mut versions = BTreeMap::new();
+        for f in S::Field::ALL {
+            let v = self.field_versions[f.index()];
+            if v > 0 {
+                versions.insert(f.name().to_string(), v);
+            }
+        }
+        let mut versions_seen: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        for (i, n) in g.nodes.iter().enumerate() {
+            if self.branch_versions[i] > 0 {
+                versions.insert(n.branch_channel.clone(), self.branch_versions[i]);
+            }
+            if self.seen_branch[i] > 0 {
+                versions_seen
+                    .entry(n.name.to_string())
+                    .or_default()
+                    .insert(n.branch_channel.clone(), self.seen_branch[i]);
+            }
+        }
+        let mut barriers = BTreeMap::new();
+        for (j, join) in g.joins.iter().enumerate() {
+            if self.join_versions[j] > 0 {
+                versions.insert(join.channel.clone(), self.join_versions[j]);
+            }
+            if self.seen_join[j] > 0 {
+                versions_seen
+                    .entry(g.nodes[join.target].name.to_string())
+                    .or_default()
+                    .insert(join.channel.clone(), self.seen_join[j]);
+            }
+            let seen: Vec<String> = join
+                .sources
+                .iter()
+                .zip(&self.barriers[j])
+                .filter(|(_, s)| **s)
+                .map(|(&src, _)| g.nodes[src].name.to_string())
+                .collect();
+            if !seen.is_empty() {
+                barriers.insert(join.channel.clone(), seen);
+            }
+        }
+        let mut sends: Vec<PendingSend> = Vec::new();
+        if let Some(start) = &self.start {
+            let arg = serde_json::to_value(start).map_err(|source| RunError::Encode {
+                field: START,
+                source,
+            })?;
+            sends.push(PendingSend {
+                node: START.to_string(),
+                arg,
+            });
+        }
+        sends.extend(self.sends.iter().map(|(n, arg)| PendingSend {
+            node: g.nodes[*n].name.to_string(),
+            arg: arg.clone(),
+        }));
+        let mut interrupt_seen = BTreeMap::new();
+        if self.interrupt_seen > 0 {
+            interrupt_seen.insert("*".to_string(), self.interrupt_seen);
+        }
+        Ok(Control {
+            versions,
+            versions_seen,
+            branches: g
+                .nodes
+                .iter()
+                .zip(&self.branches)
+                .filter(|(_, b)| **b)
+                .map(|(n, _)| n.branch_channel.clone())
+                .collect(),
+            barriers,
+            sends,
+            interrupt_seen,
+        })
+    }
+
+    fn from_control(
+        g: &GraphInner<S>,
+        c: &Control,
+        thread: &Option<ThreadId>,
+    ) -> Result<Self, RunError> {
+        let mut ctl = Ctl::new(g);
+        let unknown = |what: &str, name: &str| RunError::Decode {
+            field: what.to_string(),
+            thread: thread.clone(),
+            detail: format!("checkpoint names {name:?}, which this graph does not have"),
+        };
+        for (name, &v) in &c.versions {
+            ctl.max_version = ctl.max_version.max(v);
+            if let Some(f) = S::Field::from_name(name) {
+                ctl.field_versions[f.index()] = v;
+            } else if let Some(node) = name.strip_prefix("branch:to:") {
+                let i = *g.index.get(node).ok_or_else(|| unknown("control", name))?;
+                ctl.branch_versions[i] = v;
+            } else if let Some(j) = g.joins.iter().position(|j| &j.channel == name) {
+                ctl.join_versions[j] = v;
+            } else {
+                return Err(unknown("control", name));
+            }
+        }
+        for (node, chans) in &c.versions_seen {
+            let i = *g
+                .index
+                .get(node)
+                .ok_or_else(|| unknown("versions_seen", node))?;
+            for (chan, &v) in chans {
+                if chan == &g.nodes[i].branch_channel {
+                    ctl.seen_branch[i] = v;
+                } else if let Some(j) = g.joins.iter().position(|j| &j.channel == chan) {
+                    ctl.seen_join[j] = v;
+                }
+            }
+        }
+        for b in &c.branches {
+            let node = b.strip_prefix("branch:to:").unwrap_or(b);
+            let i = *g.index.get(node).ok_or_else(|| unknown("branches", b))?;
+            ctl.branches[i] = true;
+        }
+        for (chan, seen) in &c.barriers {
+            let j = g
+                .joins
+                .iter()
+                .position(|j| &j.channel == chan)
+                .ok_or_else(|| unknown("barriers", chan))?;
+            for s in seen {
+                let i = *g.index.get(s).ok_or_else(|| unknown("barriers", s))?;
+                if let Some(pos) = g.joins[j].sources.iter().position(|&x| x == i) {
+                    ctl.barriers[j][pos] = true;
+                }
+            }
+        }
+        for s in &c.sends {
+            if s.node == START {
+                let u = serde_json::from_value(s.arg.clone()).map_err(|e| RunError::Decode {
+                    field: START.to_string(),
+                    thread: thread.clone(),
+                    detail: e.to_string(),
+                })?;
+                ctl.start = Some(u);
+            } else {
+                let i = *g
+                    .index
+                    .get(&s.node)
+                    .ok_or_else(|| unknown("sends", &s.node))?;
+                ctl.sends.push((i, s.arg.clone()));
+            }
+        }
+        ctl.interrupt_seen = c.interrupt_seen.values().copied().max().unwrap_or(0);
+        Ok(ctl)
+    }
+
+    fn join_ready(&self, j: usize) -> bool {
+        self.barriers[j].iter().all(|s| *s)
+    }
+}
+
+/// Decode a state from a loaded checkpoint.
+pub(crate) fn decode_state<S: State>(
+    loaded: &LoadedCheckpoint,
+    thread: &Option<ThreadId>,
+) -> Result<S, RunError> {
+    let mut state = S::default();
+    for (name, parts) in &loaded.fields {
+        let field = S::Field::from_name(name).ok_or_else(|| RunError::Decode {
+            field: name.clone(),
+            thread: thread.clone(),
+            detail: "the checkpoint has a field the state type does not declare".to_string(),
+        })?;
+        let refs: Vec<StoredRef<'_>> = parts
+            .iter()
+            .map(|p| match p {
+                FieldPart::Whole(b) => StoredRef::Whole(b),
+                FieldPart::Tail(b) => StoredRef::Tail(b),
+            })
+            .collect();
+        state
+            .decode_field(field, &refs)
+            .map_err(|e| RunError::Decode {
+                field: name.clone(),
+                thread: thread.clone(),
+                detail: e.to_string(),
+            })?;
+    }
+    Ok(state)
+}
+
+fn output_to_json<S: State>(g: &GraphInner<S>, out: &TaskOutput<S>) -> serde_json::Value {
+    let goto: Vec<serde_json::Value> = out
+        .goto
+        .iter()
+        .map(|g| match g {
+            Goto::Node(n) => serde_json::json!({ "node": n }),
+            Goto::Send(s) => serde_json::json!({ "send": s.node, "arg": s.arg.clone().unwrap_or(serde_json::Value::Null) }),
+        })
+        .collect();
+    let _ = g;
+    serde_json::json!({ "updates": out.updates, "goto": goto })
+}
+
+fn output_from_json<S: State>(v: &serde_json::Value) -> Result<TaskOutput<S>, String> {
+    let updates: Vec<S::Update> =
+        serde_json::from_value(v.get("updates").cloned().unwrap_or_default())
+            .map_err(|e| e.to_string())?;
+    let mut goto = Vec::new();
+    if let Some(items) = v.get("goto").and_then(|g| g.as_array()) {
+        for item in items {
+            if let Some(n) = item.get("node").and_then(|n| n.as_str()) {
+                goto.push(Goto::Node(n.to_string()));
+            } else if let Some(n) = item.get("send").and_then(|n| n.as_str()) {
+                goto.push(Goto::Send(crate::Send {
+                    node: n.to_string(),
+                    arg: Ok(item.get("arg").cloned().unwrap_or_default()),
+                }));
+            } else {
+                return Err(format!("unreadable goto record {item}"));
+            }
+        }
+    }
+    Ok(TaskOutput {
+        updates,
+        goto,
+        parents: Vec::new(),
+    })
+}
+
+/// One level's superstep loop.
+pub(crate) struct Loop<S: State> {
+    g: Arc<GraphInner<S>>,
+    shared: Arc<RunShared>,
+    level: Level,
+    state: Arc<S>,
+    ctl: Ctl<S>,
+    /// The checkpoint the current step starts from (also its id when not yet stored).
+    head: Option<CheckpointId>,
+    /// The newest checkpoint actually stored (differs from `head` under durability exit).
+    stored_head: Option<CheckpointId>,
+    step: i64,
+    stop: i64,
+    pending: Vec<PendingWrite>,
+    /// Changes not yet stored (durability exit), per field.
+    unsaved: Vec<Change>,
+    inflight: Option<JoinHandle<Result<(), CheckpointError>>>,
+    /// Pending writes held back until the final checkpoint (durability exit).
+    deferred_pending: Vec<PendingWrite>,
+    steps_run: usize,
+}
+
+impl<S: State> Loop<S> {
+    /// Load the level's thread (if any) and apply the input.
+    pub(crate) async fn start(
+        graph: &CompiledGraph<S>,
+        shared: Arc<RunShared>,
+        level: Level,
+        input: Input<S>,
+        from: Option<CheckpointId>,
+    ) -> Result<Self, RunError> {
+        let g = graph.inner.clone();
+        let thread = shared.thread.clone();
+        let loaded = match (&level.saver, &thread) {
+            (Some(saver), Some(t)) => saver.get(t, &level.ns, from).await?,
+            (Some(_), None) => return Err(RunError::MissingThread),
+            _ => None,
+        };
+        let mut lp = Loop {
+            ctl: Ctl::new(&g),
+            g,
+            shared,
+            level,
+            state: Arc::new(S::default()),
+            head: None,
+            stored_head: None,
+            step: -1,
+            stop: 0,
+            pending: Vec::new(),
+            unsaved: vec![Change::Unchanged; S::Field::ALL.len()],
+            inflight: None,
+            deferred_pending: Vec::new(),
+            steps_run: 0,
+        };
+        let limit = i64::try_from(lp.shared.recursion_limit).unwrap_or(i64::MAX / 4);
+        if let Some(loaded) = &loaded {
+            lp.state = Arc::new(decode_state(loaded, &thread)?);
+            lp.ctl = Ctl::from_control(&lp.g, &loaded.checkpoint.control, &thread)?;
+            lp.head = Some(loaded.checkpoint.id);
+            lp.stored_head = lp.head;
+            lp.step = loaded.checkpoint.step;
+            lp.pending = loaded.pending.clone();
+            if from.is_some() {
+                // Time travel: a new branch starts with a fork checkpoint; the recorded
+                // pending writes of the old branch are not reused.
+                lp.pending.clear();
+                lp.put(Source::Fork, lp.step, Vec::new()).await?;
+            }
+        }
+        match input {
+            Input::Update(update) => {
+                // New input discards tasks the thread had left to run.
+                lp.ctl.branches.iter_mut().for_each(|b| *b = false);
+                lp.ctl.sends.clear();
+                lp.pending.clear();
+                lp.ctl.start = Some(update);
+                let input_step = if loaded.is_some() { lp.step + 1 } else { -1 };
+                lp.put(Source::Input, input_step, Vec::new()).await?;
+                lp.step = input_step + 1;
+                lp.stop = input_step + limit + 1;
+            }
+            Input::Command(cmd) => {
+                lp.ctl.interrupt_seen = lp.ctl.max_version;
+                lp.step += 1;
+                lp.stop = lp.step + limit + 1;
+                if let Some(resume) = cmd.resume {
+                    if lp.level.is_root {
+                        lp.validate_resume(&resume)?;
+                    }
+                    let mut r = lp.shared.resume.lock().unwrap_or_else(|p| p.into_inner());
+                    match resume {
+                        Resume::Value(v) => r.value = Some(v),
+                        Resume::Map(m) => r.map.extend(m),
+                    }
+                }
+                if cmd.update.is_some() || !cmd.goto.is_empty() {
+                    let out = TaskOutput {
+                        updates: cmd.update.into_iter().collect(),
+                        goto: cmd.goto,
+                        parents: Vec::new(),
+                    };
+                    lp.apply_input_command(out)?;
+                }
+            }
+            Input::Continue => {
+                lp.ctl.interrupt_seen = lp.ctl.max_version;
+                lp.step += 1;
+                lp.stop = lp.step + limit + 1;
+            }
+        }
+        Ok(lp)
+    }
+
+    fn pending_interrupt_ids(&self) -> Vec<String> {
+        self.pending
+            .iter()
+            .filter_map(|w| match &w.kind {
+                WriteKind::Interrupt { id, .. } => Some(id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn validate_resume(&self, resume: &Resume) -> Result<(), RunError> {
+        let pending = self.pending_interrupt_ids();
+        if pending.is_empty() {
+            return Err(RunError::NoPendingInterrupt {
+                thread: self.shared.thread.clone(),
+            });
+        }
+        match resume {
+            Resume::Value(_) if pending.len() > 1 => Err(RunError::AmbiguousResume { pending }),
+            Resume::Value(_) => Ok(()),
+            Resume::Map(m) if m.is_empty() => Err(RunError::EmptyResume),
+            Resume::Map(m) => match m.keys().find(|k| !pending.contains(k)) {
+                Some(id) => Err(RunError::UnknownInterruptId {
+                    id: id.clone(),
+                    pending,
+                }),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// A command given as input: its update and routing apply at once, as writes of no task.
+    fn apply_input_command(&mut self, out: TaskOutput<S>) -> Result<(), RunError> {
+        let version = self.ctl.max_version + 1;
+        let mut next_branches = vec![false; self.g.nodes.len()];
+        let mut next_sends = Vec::new();
+        self.route(
+            &out.goto,
+            "input",
+            None,
+            &mut next_branches,
+            &mut next_sends,
+        )?;
+        let changes = Arc::make_mut(&mut self.state)
+            .apply(out.updates, &mut ReduceCtx::new(self.step))
+            .map_err(|(field, source)| RunError::Reduce {
+                field: field.name(),
+                writers: vec!["input".to_string()],
+                step: self.step,
+                source,
+            })?;
+        for (f, c) in changes {
+            self.ctl.field_versions[f.index()] = version;
+            self.unsaved[f.index()] = self.unsaved[f.index()].then(c);
+        }
+        for (i, b) in next_branches.into_iter().enumerate() {
+            if b {
+                self.ctl.branches[i] = true;
+                self.ctl.branch_versions[i] = version;
+            }
+        }
+        self.ctl.sends.extend(next_sends);
+        self.ctl.max_version = version;
+        Ok(())
+    }
+
+    fn plan(&self) -> Vec<Planned> {
+        let mut tasks = Vec::new();
+        let base = self
+            .head
+            .map(|h| h.as_u128().to_be_bytes())
+            .unwrap_or([0; 16]);
+        let ns = self.level.ns.as_str().as_bytes();
+        let step = self.step.to_le_bytes();
+        let id = |kind: &[u8], node: &str, idx: usize| {
+            TaskId::derive(&[&base, ns, &step, kind, node.as_bytes(), &idx.to_le_bytes()])
+        };
+        if self.ctl.start.is_some() {
+            tasks.push(Planned {
+                id: id(b"start", START, 0),
+                node: None,
+                kind: Kind::Start,
+                arg: None,
+            });
+            return tasks;
+        }
+        let triggered = |i: usize| {
+            self.ctl.branches[i]
+                || self
+                    .g
+                    .joins
+                    .iter()
+                    .enumerate()
+                    .any(|(j, join)| join.target == i && self.ctl.join_ready(j))
+        };
+        for (i, n) in self.g.nodes.iter().enumerate() {
+            if !n.options.defer && triggered(i) {
+                tasks.push(Planned {
+                    id: id(b"pull", &n.name, i),
+                    node: Some(i),
+                    kind: Kind::Pull,
+                    arg: None,
+                });
+            }
+        }
+        for (k, (i, arg)) in self.ctl.sends.iter().enumerate() {
+            tasks.push(Planned {
+                id: id(b"push", &self.g.nodes[*i].name, k),
+                node: Some(*i),
+                kind: Kind::Push(k),
+                arg: Some(arg.clone()),
+            });
+        }
+        if tasks.is_empty() {
+            for (i, n) in self.g.nodes.iter().enumerate() {
+                if n.options.defer && triggered(i) {
+                    tasks.push(Planned {
+                        id: id(b"pull", &n.name, i),
+                        node: Some(i),
+                        kind: Kind::Pull,
+                        arg: None,
+                    });
+                }
+            }
+        }
+        tasks
+    }
+
+    fn node_name(&self, t: &Planned) -> Arc<str> {
+        match t.node {
+            Some(i) => self.g.nodes[i].name.clone(),
+            None => Arc::from(START),
+        }
+    }
+
+    async fn emit(&self, kind: EventKind) {
+        if let Some(sink) = &self.shared.sink {
+            if self.level.ns.is_root() || sink.mode.subgraphs {
+                sink.send(Event {
+                    ns: self.level.ns.clone(),
+                    step: self.step,
+                    kind,
+                })
+                .await;
+            }
+        }
+    }
+
+    fn wants(&self, pick: impl Fn(&crate::StreamMode) -> bool) -> bool {
+        self.shared
+            .sink
+            .as_ref()
+            .is_some_and(|s| pick(&s.mode) && (self.level.ns.is_root() || s.mode.subgraphs))
+    }
+
+    /// Run the loop to its end.
+    pub(crate) async fn run(mut self) -> Result<LevelEnd<S>, RunError> {
+        let result = self.run_steps().await;
+        // Whatever happened, a checkpoint handed to the background writer must land (or its
+        // error surface) before the run reports.
+        let flushed = self.flush().await;
+        match (result, flushed) {
+            (Ok(end), Ok(())) => Ok(end),
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        }
+    }
+
+    async fn run_steps(&mut self) -> Result<LevelEnd<S>, RunError> {
+        loop {
+            if self.shared.cancel.is_cancelled() {
+                return Err(RunError::Cancelled { step: self.step });
+            }
+            if self.step > self.stop {
+                return Err(RunError::RecursionLimit {
+                    limit: self.shared.recursion_limit,
+                    thread: self.shared.thread.clone(),
+                });
+            }
+            let tasks = self.plan();
+            if tasks.is_empty() {
+                return Ok(LevelEnd::Done(self.outcome(Vec::new())));
+            }
+            // Static interrupt before: only for versions not yet acknowledged by a resume.
+            if self.ctl.max_version > self.ctl.interrupt_seen {
+                let hits: Vec<Interrupt> = tasks
+                    .iter()
+                    .filter_map(|t| t.node)
+                    .filter(|&i| self.g.interrupt_before[i])
+                    .map(|i| static_interrupt("before", &self.g.nodes[i].name))
+                    .collect();
+                if !hits.is_empty() {
+                    self.require_checkpointer(&hits[0].node)?;
+                    self.emit(EventKind::Interrupt(hits.clone())).await;
+                    return Ok(LevelEnd::Done(self.outcome(hits)));
+                }
+            }
+            match self.execute(&tasks).await? {
+                Executed::Applied => {}
+                Executed::Interrupted(interrupts) => {
+                    return Ok(LevelEnd::Done(self.outcome(interrupts)))
+                }
+                Executed::Parent(cmds) => return Ok(LevelEnd::Parent(cmds)),
+            }
+            self.steps_run += 1;
+            // Static interrupt after.
+            let hits: Vec<Interrupt> = tasks
+                .iter()
+                .filter_map(|t| t.node)
+                .filter(|&i| self.g.interrupt_after[i])
+                .map(|i| static_interrupt("after", &self.g.nodes[i].name))
+                .collect();
+            self.step += 1;
+            if !hits.is_empty() {
+                self.require_checkpointer(&hits[0].node)?;
+                self.ctl.interrupt_seen = self.ctl.max_version;
+                self.emit(EventKind::Interrupt(hits.clone())).await;
+                return Ok(LevelEnd::Done(self.outcome(hits)));
+            }
+        }
+    }
+
+    fn require_checkpointer(&self, node: &str) -> Result<(), RunError> {
+        if self.level.ephemeral {
+            Err(RunError::InterruptInEphemeralSubgraph {
+                subgraph: self.level.ns.clone(),
+            })
+        } else if self.level.saver.is_none() {
+            Err(RunError::InterruptWithoutCheckpointer {
+                node: node.to_string(),
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn outcome(&self, interrupts: Vec<Interrupt>) -> RunOutcome<S> {
+        RunOutcome {
+            state: self.state.clone(),
+            interrupts,
+            checkpoint: self.head,
+            steps: self.steps_run,
+        }
+    }
+
+    fn task_ctx(&self, t: &Planned, resume: Vec<serde_json::Value>) -> NodeContext {
+        NodeContext {
+            inner: Arc::new(TaskCtx {
+                node: self.node_name(t),
+                task: t.id,
+                step: self.step,
+                ns: self.level.ns.clone(),
+                thread: self.shared.thread.clone(),
+                arg: t.arg.clone(),
+                sink: self.shared.sink.clone(),
+                scratch: Mutex::new(Scratch { resume, calls: 0 }),
+                resume: self.shared.resume.clone(),
+                cancel: self.shared.cancel.clone(),
+                run: self.shared.clone(),
+                level: crate::node::LevelInfo {
+                    ns: self.level.ns.clone(),
+                    saver: self.level.saver.clone(),
+                    ephemeral: self.level.ephemeral,
+                },
+            }),
+        }
+    }
+
+    async fn execute(&mut self, tasks: &[Planned]) -> Result<Executed, RunError> {
+        // Writes recorded by an earlier attempt of this step.
+        let mut reused: BTreeMap<usize, TaskOutput<S>> = BTreeMap::new();
+        let mut resumes: BTreeMap<usize, Vec<serde_json::Value>> = BTreeMap::new();
+        if !self.pending.is_empty() {
+            for (ti, t) in tasks.iter().enumerate() {
+                for w in self.pending.iter().filter(|w| w.task_id == t.id) {
+                    match &w.kind {
+                        WriteKind::Output(v) => {
+                            let out =
+                                output_from_json::<S>(v).map_err(|detail| RunError::Decode {
+                                    field: format!("pending write of task {}", t.id),
+                                    thread: self.shared.thread.clone(),
+                                    detail,
+                                })?;
+                            reused.insert(ti, out);
+                        }
+                        WriteKind::Resume(values) => {
+                            resumes.insert(ti, values.clone());
+                        }
+                        WriteKind::Error(_) | WriteKind::Interrupt { .. } => {}
+                    }
+                }
+            }
+        }
+
+        let mut results: Vec<Option<TaskResult<S>>> = (0..tasks.len()).map(|_| None).collect();
+        let mut to_run = Vec::new();
+        for (ti, t) in tasks.iter().enumerate() {
+            if let Some(out) = reused.remove(&ti) {
+                if self.wants(|m| m.tasks) {
+                    self.emit(EventKind::TaskEnd {
+                        node: self.node_name(t),
+                        task: t.id,
+                        status: TaskStatus::Reused,
+                    })
+                    .await;
+                }
+                results[ti] = Some(TaskResult::Done(out));
+            } else if t.kind == Kind::Start {
+                let update = self.ctl.start.take().unwrap_or_default();
+                results[ti] = Some(TaskResult::Done(TaskOutput {
+                    updates: vec![update],
+                    goto: Vec::new(),
+                    parents: Vec::new(),
+                }));
+            } else {
+                to_run.push(ti);
+            }
+        }
+
+        if !to_run.is_empty() {
+            if self.wants(|m| m.tasks) {
+                for &ti in &to_run {
+                    self.emit(EventKind::TaskStart {
+                        node: self.node_name(&tasks[ti]),
+                        task: tasks[ti].id,
+                    })
+                    .await;
+                }
+            }
+            let cancel = self.shared.cancel.clone();
+            if to_run.len() == 1 {
+                let ti = to_run[0];
+                let fut = self.task_future(&tasks[ti], resumes.remove(&ti).unwrap_or_default());
+                let r = tokio::select! {
+                    r = fut => r,
+                    _ = cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
+                };
+                results[ti] = Some(r);
+            } else {
+                let mut running: FuturesUnordered<_> = to_run
+                    .iter()
+                    .map(|&ti| {
+                        let handle = tokio::spawn(
+                            self.task_future(&tasks[ti], resumes.remove(&ti).unwrap_or_default()),
+                        );
+                        async move { (ti, handle.await) }
+                    })
+                    .collect();
+                let mut handles_failed = false;
+                loop {
+                    let next = tokio::select! {
+                        n = running.next() => n,
+                        _ = cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
+                    };
+                    let Some((ti, joined)) = next else { break };
+                    let r = match joined {
+                        Ok(r) => r,
+                        Err(e) => TaskResult::Failed(RunError::Node {
+                            node: self.node_name(&tasks[ti]).to_string(),
+                            step: self.step,
+                            task: tasks[ti].id,
+                            source: format!("task panicked or was aborted: {e}").into(),
+                        }),
+                    };
+                    let failed = matches!(r, TaskResult::Failed(_));
+                    results[ti] = Some(r);
+                    if failed {
+                        // A failure cancels the siblings still running.
+                        handles_failed = true;
+                        break;
+                    }
+                }
+                if handles_failed {
+                    drop(running);
+                }
+            }
+        }
+
+        let node_of = |ti: usize| self.node_name(&tasks[ti]);
+        if self.wants(|m| m.tasks) {
+            for &ti in &to_run {
+                let status = match &results[ti] {
+                    Some(TaskResult::Done(_)) => TaskStatus::Succeeded,
+                    Some(TaskResult::Failed(e)) => TaskStatus::Failed(e.to_string()),
+                    Some(TaskResult::Interrupted(..)) => TaskStatus::Interrupted,
+                    None => continue,
+                };
+                self.emit(EventKind::TaskEnd {
+                    node: node_of(ti),
+                    task: tasks[ti].id,
+                    status,
+                })
+                .await;
+            }
+        }
+
+        // A failure: record what finished, report the first failure in task order.
+        let failed = results
+            .iter()
+            .position(|r| matches!(r, Some(TaskResult::Failed(_))));
+        let interrupted = results
+            .iter()
+            .any(|r| matches!(r, Some(TaskResult::Interrupted(..))));
+        if failed.is_some() || interrupted {
+            let mut writes = Vec::new();
+            let mut interrupts = Vec::new();
+            for (ti, r) in results.iter().enumerate() {
+                let node = node_of(ti).to_string();
+                let task_id = tasks[ti].id;
+                match r {
+                    Some(TaskResult::Done(out)) if tasks[ti].kind != Kind::Start => {
+                        writes.push(PendingWrite {
+                            task_id,
+                            node,
+                            kind: WriteKind::Output(output_to_json(&self.g, out)),
+                        })
+                    }
+                    Some(TaskResult::Failed(e)) => writes.push(PendingWrite {
+                        task_id,
+                        node,
+                        kind: WriteKind::Error(e.to_string()),
+                    }),
+                    Some(TaskResult::Interrupted(list, resume)) => {
+                        for i in list {
+                            writes.push(PendingWrite {
+                                task_id,
+                                node: node.clone(),
+                                kind: WriteKind::Interrupt {
+                                    id: i.id.clone(),
+                                    value: i.value.clone(),
+                                },
+                            });
+                        }
+                        if !resume.is_empty() {
+                            writes.push(PendingWrite {
+                                task_id,
+                                node: node.clone(),
+                                kind: WriteKind::Resume(resume.clone()),
+                            });
+                        }
+                        interrupts.extend(list.iter().cloned());
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(fi) = failed {
+                self.record_pending(writes).await?;
+                let Some(Some(TaskResult::Failed(e))) = results.into_iter().nth(fi) else {
+                    return Err(RunError::Cancelled { step: self.step });
+                };
+                return Err(e);
+            }
+            if let Some(first) = interrupts.first() {
+                self.require_checkpointer(&first.node)?;
+            }
+            self.record_pending(writes).await?;
+            self.emit(EventKind::Interrupt(interrupts.clone())).await;
+            return Ok(Executed::Interrupted(interrupts));
+        }
+
+        let outputs: Vec<(usize, TaskOutput<S>)> = results
+            .into_iter()
+            .enumerate()
+            .filter_map(|(ti, r)| match r {
+                Some(TaskResult::Done(out)) => Some((ti, out)),
+                _ => None,
+            })
+            .collect();
+
+        // Commands for the enclosing graph end this level's run.
+        if outputs.iter().any(|(_, o)| !o.parents.is_empty()) {
+            if self.level.is_root {
+                let (ti, _) = outputs
+                    .iter()
+                    .find(|(_, o)| !o.parents.is_empty())
+                    .map(|(t, o)| (*t, o))
+                    .ok_or(RunError::Cancelled { step: self.step })?;
+                return Err(RunError::ParentCommand {
+                    node: node_of(ti).to_string(),
+                    reason: "there is no parent graph".to_string(),
+                });
+            }
+            let cmds = outputs.into_iter().flat_map(|(_, o)| o.parents).collect();
+            return Ok(Executed::Parent(cmds));
+        }
+
+        self.apply(tasks, outputs).await?;
+        Ok(Executed::Applied)
+    }
+
+    fn task_future(
+        &self,
+        t: &Planned,
+        resume: Vec<serde_json::Value>,
+    ) -> impl std::future::Future<Output = TaskResult<S>> + std::marker::Send + 'static {
+        let node_ix = t.node.unwrap_or(0);
+        let node = self.g.nodes[node_ix].run.clone();
+        let options = self.g.nodes[node_ix].options.clone();
+        let name = self.g.nodes[node_ix].name.to_string();
+        let state = self.state.clone();
+        let ctx = self.task_ctx(t, resume);
+        let step = self.step;
+        let task = t.id;
+        async move {
+            let mut attempt = 1u32;
+            loop {
+                ctx.inner
+                    .scratch
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .calls = 0;
+                let fut = node.run(state.clone(), ctx.clone());
+                let result: Result<TaskOutput<S>, RunError> = match options.timeout {
+                    Some(d) => match tokio::time::timeout(d, fut).await {
+                        Ok(r) => r.map_err(|source| RunError::Node {
+                            node: name.clone(),
+                            step,
+                            task,
+                            source,
+                        }),
+                        Err(_) => Err(RunError::Timeout {
+                            node: name.clone(),
+                            step,
+                            after: d,
+                        }),
+                    },
+                    None => fut.await.map_err(|source| RunError::Node {
+                        node: name.clone(),
+                        step,
+                        task,
+                        source,
+                    }),
+                };
+                match result {
+                    Ok(out) => return TaskResult::Done(out),
+                    Err(RunError::Node {
+                        source,
+                        node,
+                        step,
+                        task,
+                    }) => {
+                        if let Some(i) = source.downcast_ref::<Interrupted>() {
+                            let resume = ctx
+                                .inner
+                                .scratch
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .resume
+                                .clone();
+                            return TaskResult::Interrupted(i.interrupts.clone(), resume);
+                        }
+                        if let Some(e) = source.downcast_ref::<crate::subgraph::ChildError>() {
+                            return TaskResult::Failed(e.take());
+                        }
+                        match &options.retry {
+                            Some(p) if p.should_retry(attempt, &source) => {
+                                tokio::time::sleep(p.wait(attempt)).await;
+                                attempt += 1;
+                            }
+                            _ => {
+                                return TaskResult::Failed(RunError::Node {
+                                    node,
+                                    step,
+                                    task,
+                                    source,
+                                })
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let boxed: BoxError = e.to_string().into();
+                        match &options.retry {
+                            Some(p) if p.should_retry(attempt, &boxed) => {
+                                tokio::time::sleep(p.wait(attempt)).await;
+                                attempt += 1;
+                            }
+                            _ => return TaskResult::Failed(e),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Route `gotos` issued by `from` (a node name or "input").
+    fn route(
+        &self,
+        gotos: &[Goto],
+        from: &str,
+        allowed: Option<&std::collections::BTreeSet<String>>,
+        next_branches: &mut [bool],
+        next_sends: &mut Vec<(usize, serde_json::Value)>,
+    ) -> Result<(), RunError> {
+        for g in gotos {
+            let name = match g {
+                Goto::Node(n) => n.as_str(),
+                Goto::Send(s) => s.node.as_str(),
+            };
+            if let Some(allowed) = allowed {
+                if !allowed.contains(name) {
+                    return Err(RunError::UnknownRouteTarget {
+                        router: from.to_string(),
+                        value: name.to_string(),
+                    });
+                }
+            }
+            if name == crate::END {
+                continue;
+            }
+            let Some(&i) = self.g.index.get(name) else {
+                return Err(RunError::UnknownNode {
+                    name: name.to_string(),
+                    from: from.to_string(),
+                    step: self.step,
+                });
+            };
+            match g {
+                Goto::Node(_) => next_branches[i] = true,
+                Goto::Send(s) => match &s.arg {
+                    Ok(v) => next_sends.push((i, v.clone())),
+                    Err(detail) => {
+                        return Err(RunError::SendArg {
+                            node: s.node.clone(),
+                            detail: detail.clone(),
+                        })
+                    }
+                },
+            }
+        }
+        Ok(())
+    }
+
+    async fn apply(
+        &mut self,
+        tasks: &[Planned],
+        outputs: Vec<(usize, TaskOutput<S>)>,
+    ) -> Result<(), RunError> {
+        let g = self.g.clone();
+        let version = self.ctl.max_version + 1;
+        let mut next_branches = vec![false; g.nodes.len()];
+        let mut next_sends: Vec<(usize, serde_json::Value)> = Vec::new();
+        let mut joins_touched = false;
+
+        // Triggers consumed by the tasks that ran.
+        for t in tasks {
+            if let (Some(i), Kind::Pull) = (t.node, t.kind) {
+                self.ctl.seen_branch[i] = self.ctl.branch_versions[i];
+                self.ctl.branches[i] = false;
+                for (j, join) in g.joins.iter().enumerate() {
+                    if join.target == i && self.ctl.join_ready(j) {
+                        self.ctl.seen_join[j] = self.ctl.join_versions[j];
+                        self.ctl.barriers[j].iter_mut().for_each(|s| *s = false);
+                    }
+                }
+            }
+        }
+
+        let want_updates = self.wants(|m| m.updates);
+        let mut writers: Vec<(S::Field, usize)> = Vec::new();
+        let mut updates: Vec<S::Update> = Vec::new();
+        let mut routed: Vec<usize> = Vec::with_capacity(outputs.len());
+        for (ti, out) in outputs {
+            let t = &tasks[ti];
+            let name = self.node_name(t);
+            for u in &out.updates {
+                S::written(u, &mut |f| writers.push((f, ti)));
+                if want_updates {
+                    self.emit(EventKind::Updates {
+                        node: name.clone(),
+                        update: Shared(Arc::new(u.clone())),
+                    })
+                    .await;
+                }
+            }
+            let (out_edges, allowed) = match t.node {
+                Some(i) => (&g.nodes[i].out, g.nodes[i].destinations.as_ref()),
+                None => (&g.entry, None),
+            };
+            for &to in out_edges {
+                next_branches[to] = true;
+            }
+            if let Some(i) = t.node {
+                for &j in &g.nodes[i].joins {
+                    if let Some(pos) = g.joins[j].sources.iter().position(|&s| s == i) {
+                        self.ctl.barriers[j][pos] = true;
+                        self.ctl.join_versions[j] = version;
+                        joins_touched = true;
+                    }
+                }
+            }
+            self.route(
+                &out.goto,
+                &name,
+                allowed,
+                &mut next_branches,
+                &mut next_sends,
+            )?;
+            updates.extend(out.updates);
+            routed.push(ti);
+        }
+
+        let mut rctx = ReduceCtx::new(self.step);
+        let changes = Arc::make_mut(&mut self.state)
+            .apply(updates, &mut rctx)
+            .map_err(|(field, source)| {
+                let mut names: Vec<String> = writers
+                    .iter()
+                    .filter(|(f, _)| *f == field)
+                    .map(|(_, ti)| self.node_name(&tasks[*ti]).to_string())
+                    .collect();
+                names.dedup();
+                RunError::Reduce {
+                    field: field.name(),
+                    writers: names,
+                    step: self.step,
+                    source,
+                }
+            })?;
+
+        // Conditional edges read the state after the step's writes.
+        for ti in routed {
+            let t = &tasks[ti];
+            let branch_ids = match t.node {
+                Some(i) => &g.nodes[i].branches,
+                None => &g.entry_branches,
+            };
+            for &b in branch_ids {
+                let branch = &g.branches[b];
+                let route = (branch.router)(&self.state);
+                self.route(
+                    &route.0,
+                    &branch.from,
+                    Some(&branch.targets),
+                    &mut next_branches,
+                    &mut next_sends,
+                )?;
+            }
+        }
+
+        let mut changed = joins_touched;
+        for &(f, c) in &changes {
+            self.ctl.field_versions[f.index()] = version;
+            self.unsaved[f.index()] = self.unsaved[f.index()].then(c);
+            changed = true;
+        }
+        for (i, b) in next_branches.into_iter().enumerate() {
+            if b {
+                self.ctl.branches[i] = true;
+                self.ctl.branch_versions[i] = version;
+                changed = true;
+            } else if !g.nodes[i].options.defer {
+                self.ctl.branches[i] = false;
+            }
+        }
+        changed |= !next_sends.is_empty();
+        self.ctl.sends = next_sends;
+        if changed {
+            self.ctl.max_version = version;
+        }
+
+        let field_writes = self.encode_changes()?;
+        self.put(Source::Loop, self.step, field_writes).await?;
+        if self.wants(|m| m.values) {
+            self.emit(EventKind::Values(Shared(self.state.clone())))
+                .await;
+        }
+        Ok(())
+    }
+
+    /// Encode the fields changed since the last stored checkpoint (nothing without a saver).
+    fn encode_changes(&mut self) -> Result<Vec<FieldWrite>, RunError> {
+        if self.level.saver.is_none() || self.shared.durability == Durability::Exit {
+            return Ok(Vec::new());
+        }
+        self.take_unsaved()
+    }
+
+    fn take_unsaved(&mut self) -> Result<Vec<FieldWrite>, RunError> {
+        let mut writes = Vec::new();
+        for f in S::Field::ALL {
+            let change = std::mem::replace(&mut self.unsaved[f.index()], Change::Unchanged);
+            if change.is_changed() {
+                let stored =
+                    self.state
+                        .encode_field(*f, change)
+                        .map_err(|source| RunError::Encode {
+                            field: f.name(),
+                            source,
+                        })?;
+                let part = match stored {
+                    Stored::Whole(b) => FieldPart::Whole(b),
+                    Stored::Tail(b) => FieldPart::Tail(b),
+                };
+                writes.push(FieldWrite {
+                    field: f.name().to_string(),
+                    part,
+                });
+            }
+        }
+        Ok(writes)
+    }
+
+    /// Write a checkpoint at `step` (or, under durability exit, only advance the head).
+    async fn put(
+        &mut self,
+        source: Source,
+        step: i64,
+        writes: Vec<FieldWrite>,
+    ) -> Result<(), RunError> {
+        let id = CheckpointId::generate();
+        let parent = self.head;
+        self.head = Some(id);
+        self.step = step;
+        self.pending.clear();
+        let Some(saver) = self.level.saver.clone() else {
+            return Ok(());
+        };
+        let Some(thread) = self.shared.thread.clone() else {
+            return Ok(());
+        };
+        if self.shared.durability == Durability::Exit && source != Source::Fork {
+            return Ok(());
+        }
+        let put = PutCheckpoint {
+            thread,
+            ns: self.level.ns.clone(),
+            checkpoint: Checkpoint {
+                id,
+                parent: if self.shared.durability == Durability::Exit {
+                    self.stored_head
+                } else {
+                    parent
+                },
+                step,
+                source,
+                created_at_ms: id.created_at_ms(),
+                control: self.ctl.to_control(&self.g)?,
+                metadata: self.shared.metadata.clone(),
+            },
+            writes,
+        };
+        self.stored_head = Some(id);
+        self.submit(saver, put).await?;
+        if self.wants(|m| m.checkpoints) {
+            self.emit(EventKind::Checkpoint { id, source }).await;
+        }
+        Ok(())
+    }
+
+    async fn submit(&mut self, saver: Arc<dyn Saver>, put: PutCheckpoint) -> Result<(), RunError> {
+        // At most one checkpoint in flight; an earlier failure surfaces here.
+        if let Some(prev) = self.inflight.take() {
+            join_put(prev).await?;
+        }
+        if self.shared.durability == Durability::Async {
+            self.inflight = Some(tokio::spawn(async move { saver.put(put).await }));
+        } else {
+            saver.put(put).await?;
+        }
+        Ok(())
+    }
+
+    /// Store what must be stored before the run reports: the in-flight checkpoint, and under
+    /// durability exit the final one.
+    async fn flush(&mut self) -> Result<(), RunError> {
+        if let Some(prev) = self.inflight.take() {
+            join_put(prev).await?;
+        }
+        if self.shared.durability == Durability::Exit && self.head != self.stored_head {
+            if let (Some(saver), Some(thread), Some(id)) = (
+                self.level.saver.clone(),
+                self.shared.thread.clone(),
+                self.head,
+            ) {
+                let writes = self.take_unsaved()?;
+                let put = PutCheckpoint {
+                    thread,
+                    ns: self.level.ns.clone(),
+                    checkpoint: Checkpoint {
+                        id,
+                        parent: self.stored_head,
+                        step: self.step,
+                        source: Source::Loop,
+                        created_at_ms: id.created_at_ms(),
+                        control: self.ctl.to_control(&self.g)?,
+                        metadata: self.shared.metadata.clone(),
+                    },
+                    writes,
+                };
+                saver.put(put).await?;
+                self.stored_head = Some(id);
+                if !self.deferred_pending.is_empty() {
+                    let writes = std::mem::take(&mut self.deferred_pending);
+                    if let Some(thread) = self.shared.thread.clone() {
+                        saver
+                            .put_writes(&thread, &self.level.ns, id, writes)
+                            .await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn record_pending(&mut self, writes: Vec<PendingWrite>) -> Result<(), RunError> {
+        self.pending = writes.clone();
+        if self.shared.durability == Durability::Exit {
+            self.deferred_pending = writes;
+            return Ok(());
+        }
+        if let Some(prev) = self.inflight.take() {
+            join_put(prev).await?;
+        }
+        if let (Some(saver), Some(thread), Some(head)) =
+            (&self.level.saver, &self.shared.thread, self.head)
+        {
+            saver
+                .put_writes(thread, &self.level.ns, head, writes)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+enum Executed {
+    Applied,
+    Interrupted(Vec<Interrupt>),
+    Parent(Vec<ParentCommand>),
+}
+
+async fn join_put(handle: JoinHandle<Result<(), CheckpointError>>) -> Result<(), RunError> {
+    match handle.await {
+        Ok(r) => r.map_err(RunError::from),
+        Err(e) => Err(RunError::Checkpoint(CheckpointError::Storage(
+            format!("checkpoint writer failed: {e}").into(),
+        ))),
+    }
+}
+
+fn static_interrupt(when: &str, node: &str) -> Interrupt {
+    Interrupt {
+        id: format!("{when}:{node}"),
+        value: serde_json::Value::Null,
+        node: node.to_string(),
+    }
+}
+
+impl<S: State> CompiledGraph<S> {
+    fn shared(
+        &self,
+        config: &RunConfig,
+        resuming: bool,
+        sink: Option<EventSink>,
+    ) -> Result<Arc<RunShared>, RunError> {
+        Ok(Arc::new(RunShared {
+            resume: Arc::new(Mutex::new(ResumeInput::default())),
+            resuming,
+            cancel: config.cancel.clone(),
+            sink,
+            thread: config.thread_id()?,
+            durability: config.durability,
+            recursion_limit: config.recursion_limit,
+            metadata: config.metadata.clone(),
+        }))
+    }
+
+    pub(crate) async fn run_root(
+        &self,
+        input: Input<S>,
+        config: &RunConfig,
+        sink: Option<EventSink>,
+    ) -> Result<RunOutcome<S>, RunError> {
+        let resuming = !matches!(input, Input::Update(_));
+        let shared = self.shared(config, resuming, sink)?;
+        let level = Level {
+            ns: Namespace::root(),
+            saver: self.saver.clone(),
+            ephemeral: false,
+            is_root: true,
+        };
+        let lp = Loop::start(self, shared, level, input, config.checkpoint).await?;
+        match lp.run().await? {
+            LevelEnd::Done(outcome) => Ok(outcome),
+            LevelEnd::Parent(_) => Err(RunError::ParentCommand {
+                node: "?".to_string(),
+                reason: "there is no parent graph".to_string(),
+            }),
+        }
+    }
+
+    /// Run the graph to its end (or an interrupt).
+    ///
+    /// # Errors
+    /// A [`RunError`]: a node failure, a reducer conflict, the recursion limit, a bad resume,
+    /// a storage error. Tasks that finished in a failed step keep their writes (with a
+    /// checkpointer), so a later [`Input::Continue`] does not run them again.
+    pub async fn invoke(
+        &self,
+        input: impl Into<Input<S>>,
+        config: &RunConfig,
+    ) -> Result<RunOutcome<S>, RunError> {
+        self.run_root(input.into(), config, None).await
+    }
+
+    /// Run the graph, streaming its events (see [`crate::RunStream`]).
+    pub fn stream(
+        &self,
+        input: impl Into<Input<S>>,
+        config: &RunConfig,
+        mode: crate::StreamMode,
+    ) -> crate::RunStream<S> {
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let graph = self.clone();
+        let config = config.clone();
+        let input = input.into();
+        let handle = tokio::spawn(async move {
+            graph
+                .run_root(input, &config, Some(EventSink { tx, mode }))
+                .await
+        });
+        crate::RunStream::new(rx, handle)
+    }
+
+    /// The thread's state at its newest checkpoint (or at `checkpoint`).
+    ///
+    /// # Errors
+    /// [`RunError::MissingThread`] without a checkpointer's thread; storage and decode errors.
+    pub async fn get_state(
+        &self,
+        thread: &str,
+        checkpoint: Option<CheckpointId>,
+    ) -> Result<Option<StateSnapshot<S>>, RunError> {
+        let saver = self.saver.clone().ok_or(RunError::MissingThread)?;
+        let thread_id = ThreadId::new(thread)?;
+        let Some(loaded) = saver
+            .get(&thread_id, &Namespace::root(), checkpoint)
+            .await?
+        else {
+            return Ok(None);
+        };
+        self.snapshot(loaded, &Some(thread_id)).map(Some)
+    }
+
+    /// The thread's checkpoints, newest first, as snapshots.
+    ///
+    /// # Errors
+    /// Storage and decode errors; [`CheckpointError::InvalidFilterKey`] for a bad filter key.
+    pub async fn get_state_history(
+        &self,
+        thread: &str,
+        options: stategraph_checkpoints::ListOptions,
+    ) -> Result<Vec<StateSnapshot<S>>, RunError> {
+        let saver = self.saver.clone().ok_or(RunError::MissingThread)?;
+        let thread_id = ThreadId::new(thread)?;
+        let headers = saver.list(&thread_id, &Namespace::root(), options).await?;
+        let mut out = Vec::with_capacity(headers.len());
+        for h in headers {
+            if let Some(loaded) = saver
+                .get(&thread_id, &Namespace::root(), Some(h.id))
+                .await?
+            {
+                out.push(self.snapshot(loaded, &Some(thread_id.clone()))?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn snapshot(
+        &self,
+        loaded: LoadedCheckpoint,
+        thread: &Option<ThreadId>,
+    ) -> Result<StateSnapshot<S>, RunError> {
+        let values = Arc::new(decode_state::<S>(&loaded, thread)?);
+        let ctl = Ctl::<S>::from_control(&self.inner, &loaded.checkpoint.control, thread)?;
+        let mut next: Vec<String> = Vec::new();
+        if ctl.start.is_some() {
+            next.push(START.to_string());
+        }
+        for (i, n) in self.inner.nodes.iter().enumerate() {
+            let joined = self
+                .inner
+                .joins
+                .iter()
+                .enumerate()
+                .any(|(j, join)| join.target == i && ctl.join_ready(j));
+            if ctl.branches[i] || joined {
+                next.push(n.name.to_string());
+            }
+        }
+        next.extend(
+            ctl.sends
+                .iter()
+                .map(|(i, _)| self.inner.nodes[*i].name.to_string()),
+        );
+        let mut interrupts = Vec::new();
+        let mut errors = Vec::new();
+        for w in &loaded.pending {
+            match &w.kind {
+                WriteKind::Interrupt { id, value } => interrupts.push(Interrupt {
+                    id: id.clone(),
+                    value: value.clone(),
+                    node: w.node.clone(),
+                }),
+                WriteKind::Error(e) => errors.push((w.node.clone(), e.clone())),
+                _ => {}
+            }
+        }
+        Ok(StateSnapshot {
+            values,
+            next,
+            checkpoint: loaded.checkpoint,
+            interrupts,
+            errors,
+        })
+    }
+}

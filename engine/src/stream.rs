@@ -1,0 +1,53 @@
+//! [`RunStream`]: the events of a run, then its outcome.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::{Event, RunError, RunOutcome};
+
+/// A running graph's events. Poll it as a [`Stream`]; when it ends, call
+/// [`RunStream::outcome`] for the run's result.
+pub struct RunStream<S> {
+    rx: mpsc::Receiver<Event>,
+    handle: JoinHandle<Result<RunOutcome<S>, RunError>>,
+}
+
+impl<S> RunStream<S> {
+    pub(crate) fn new(
+        rx: mpsc::Receiver<Event>,
+        handle: JoinHandle<Result<RunOutcome<S>, RunError>>,
+    ) -> Self {
+        RunStream { rx, handle }
+    }
+
+    /// Wait for the run to end and return its outcome. Events not yet read are dropped.
+    ///
+    /// # Errors
+    /// The run's [`RunError`].
+    pub async fn outcome(self) -> Result<RunOutcome<S>, RunError> {
+        let RunStream { rx, handle } = self;
+        drop(rx);
+        match handle.await {
+            Ok(r) => r,
+            Err(e) => Err(RunError::Node {
+                node: "<runner>".to_string(),
+                step: -1,
+                task: stategraph_checkpoints::TaskId::derive(&[b"runner"]),
+                source: format!("the run's task failed: {e}").into(),
+            }),
+        }
+    }
+}
+
+impl<S> Stream for RunStream<S> {
+    type Item = Event;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl<S> Unpin for RunStream<S> {}

@@ -1,0 +1,561 @@
+//! [`AddMessages`]: the add-messages reducer for a conversation, with its update type.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::{decode_list, encode_list, Change, ReduceCtx, ReduceError, Reducer, Stored, StoredRef};
+
+/// A list item with an optional id, as [`AddMessages`] needs it.
+///
+/// ```
+/// use stategraph_reducers::Message;
+///
+/// struct Note { id: Option<String>, text: String }
+///
+/// impl Message for Note {
+///     fn id(&self) -> Option<&str> { self.id.as_deref() }
+///     fn set_id(&mut self, id: String) { self.id = Some(id); }
+/// }
+/// ```
+pub trait Message {
+    /// The message's id, if it has one yet.
+    fn id(&self) -> Option<&str>;
+    /// Give the message an id (the reducer does this for messages that arrive without one).
+    fn set_id(&mut self, id: String);
+}
+
+/// One operation of a [`MessagesUpdate`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageOp<M> {
+    /// Add the message, or replace in place the message that has its id.
+    Upsert(M),
+    /// Delete the message with this id.
+    Remove(String),
+    /// Delete every message, including those added earlier in the same step.
+    RemoveAll,
+}
+
+impl<M> From<M> for MessageOp<M> {
+    fn from(message: M) -> Self {
+        MessageOp::Upsert(message)
+    }
+}
+
+/// What one write to an [`AddMessages`] field carries: operations applied in order.
+///
+/// Most writes just add messages: `MessagesUpdate::from(vec![msg])` or `MessagesUpdate::from(msg)`.
+///
+/// ```
+/// use stategraph_reducers::{MessageOp, MessagesUpdate};
+///
+/// let mut update = MessagesUpdate::remove("m1");
+/// update.push("hello");
+/// assert_eq!(update.ops(), [MessageOp::Remove("m1".into()), MessageOp::Upsert("hello")]);
+///
+/// let reset = MessagesUpdate::replace_all(["only"]);
+/// assert_eq!(reset.ops(), [MessageOp::RemoveAll, MessageOp::Upsert("only")]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MessagesUpdate<M> {
+    ops: Vec<MessageOp<M>>,
+}
+
+impl<M> MessagesUpdate<M> {
+    /// An update with no operations.
+    pub fn new() -> Self {
+        MessagesUpdate { ops: Vec::new() }
+    }
+
+    /// An update that deletes the message with `id`.
+    pub fn remove(id: impl Into<String>) -> Self {
+        MessagesUpdate {
+            ops: vec![MessageOp::Remove(id.into())],
+        }
+    }
+
+    /// An update that deletes every message.
+    pub fn remove_all() -> Self {
+        MessagesUpdate {
+            ops: vec![MessageOp::RemoveAll],
+        }
+    }
+
+    /// An update that replaces the whole list with `messages`.
+    pub fn replace_all(messages: impl IntoIterator<Item = M>) -> Self {
+        let mut update = Self::remove_all();
+        update.extend(messages);
+        update
+    }
+
+    /// Add an operation: a message (an upsert) or any [`MessageOp`].
+    pub fn push(&mut self, op: impl Into<MessageOp<M>>) {
+        self.ops.push(op.into());
+    }
+
+    /// Builder form of [`MessagesUpdate::push`].
+    pub fn with(mut self, op: impl Into<MessageOp<M>>) -> Self {
+        self.push(op);
+        self
+    }
+
+    /// The operations, in order.
+    pub fn ops(&self) -> &[MessageOp<M>] {
+        &self.ops
+    }
+
+    /// Take the operations out.
+    pub fn into_ops(self) -> Vec<MessageOp<M>> {
+        self.ops
+    }
+
+    /// How many operations the update holds.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the update holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+impl<M> Default for MessagesUpdate<M> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<M> From<M> for MessagesUpdate<M> {
+    fn from(message: M) -> Self {
+        MessagesUpdate {
+            ops: vec![MessageOp::Upsert(message)],
+        }
+    }
+}
+
+impl<M> From<Vec<M>> for MessagesUpdate<M> {
+    fn from(messages: Vec<M>) -> Self {
+        messages.into_iter().collect()
+    }
+}
+
+impl<M> From<Vec<MessageOp<M>>> for MessagesUpdate<M> {
+    fn from(ops: Vec<MessageOp<M>>) -> Self {
+        MessagesUpdate { ops }
+    }
+}
+
+impl<M> FromIterator<M> for MessagesUpdate<M> {
+    fn from_iter<I: IntoIterator<Item = M>>(iter: I) -> Self {
+        MessagesUpdate {
+            ops: iter.into_iter().map(MessageOp::Upsert).collect(),
+        }
+    }
+}
+
+impl<M> Extend<M> for MessagesUpdate<M> {
+    fn extend<I: IntoIterator<Item = M>>(&mut self, iter: I) {
+        self.ops.extend(iter.into_iter().map(MessageOp::Upsert));
+    }
+}
+
+impl<M> IntoIterator for MessagesUpdate<M> {
+    type Item = MessageOp<M>;
+    type IntoIter = std::vec::IntoIter<MessageOp<M>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.ops.into_iter()
+    }
+}
+
+/// The add-messages reducer: messages are upserted by id, removed by id, or all removed.
+///
+/// The type parameter is the field's value type, `Vec<M>` with `M:` [`Message`]. The
+/// operations of a step's writes are applied one after another, in task order:
+///
+/// - [`MessageOp::Upsert`]: a message without an id gets [`ReduceCtx::new_id`] and is appended;
+///   a message whose id is already in the list replaces that message in place; any other
+///   message is appended.
+/// - [`MessageOp::Remove`]: deletes the message with that id; an id not in the list is
+///   [`ReduceError::UnknownMessageId`].
+/// - [`MessageOp::RemoveAll`]: empties the list, so the list becomes the messages that follow
+///   it.
+///
+/// Because operations apply strictly in order, reducing several writes in one step gives the
+/// same list as reducing them in successive steps. Two deliberate differences from LangGraph's
+/// `add_messages` follow from that: a message removed and re-added in one write is appended at
+/// the end (LangGraph keeps its old slot), and operations before a `RemoveAll` in the same write
+/// still run (so an unknown id there is an error; LangGraph skips them).
+///
+/// The change is [`Change::Appended`] when the messages that were in the list before the step
+/// are all still there, untouched and in place, and [`Change::Replaced`] otherwise. A checkpoint
+/// of an appended step stores only the new messages. The work per step is linear in the list
+/// length and the number of operations; a step that only adds messages without ids does not
+/// look at the existing list at all (minted ids are assumed not to be in it).
+///
+/// ```
+/// use stategraph_reducers::{AddMessages, Change, Message, MessagesUpdate, ReduceCtx, Reducer};
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// # struct Msg { id: Option<String>, text: String }
+/// # impl Message for Msg {
+/// #     fn id(&self) -> Option<&str> { self.id.as_deref() }
+/// #     fn set_id(&mut self, id: String) { self.id = Some(id); }
+/// # }
+/// # let msg = |id: Option<&str>, text: &str| Msg { id: id.map(String::from), text: text.into() };
+///
+/// let mut chat = vec![msg(Some("a"), "hi")];
+/// let writes = vec![
+///     MessagesUpdate::from(msg(None, "hello")),
+///     MessagesUpdate::from(msg(Some("a"), "hi!")),
+/// ];
+/// let change = AddMessages::<Vec<Msg>>::reduce(&mut chat, writes, &mut ReduceCtx::new(3))?;
+/// assert_eq!(chat, [msg(Some("a"), "hi!"), msg(Some("s3-0"), "hello")]);
+/// assert_eq!(change, Change::Replaced);
+/// # Ok::<(), stategraph_reducers::ReduceError>(())
+/// ```
+pub struct AddMessages<V>(PhantomData<fn() -> V>);
+
+impl<M> Reducer for AddMessages<Vec<M>>
+where
+    M: Message + Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
+{
+    type Value = Vec<M>;
+    type Update = MessagesUpdate<M>;
+
+    /// Apply every operation of every write, in order.
+    ///
+    /// # Errors
+    /// [`ReduceError::UnknownMessageId`] if a removal names an id that is not in the list at
+    /// that point. The value is then left partly updated (possibly empty).
+    fn reduce(
+        value: &mut Vec<M>,
+        writes: Vec<MessagesUpdate<M>>,
+        ctx: &mut ReduceCtx,
+    ) -> Result<Change, ReduceError> {
+        let old_len = value.len();
+        // Appending messages without ids is done in place; the first operation that may touch
+        // an existing message switches to an indexed working copy.
+        let mut indexed: Option<Indexed<M>> = None;
+        for op in writes.into_iter().flat_map(|w| w.ops) {
+            match (op, indexed.as_mut()) {
+                (MessageOp::Upsert(mut message), None) if message.id().is_none() => {
+                    message.set_id(ctx.new_id());
+                    value.push(message);
+                }
+                (op, Some(work)) => work.apply(op, ctx)?,
+                (op, None) => indexed
+                    .insert(Indexed::new(std::mem::take(value), old_len))
+                    .apply(op, ctx)?,
+            }
+        }
+        let prefix_intact = match indexed {
+            Some(work) => {
+                let intact = work.prefix_intact;
+                *value = work.finish();
+                intact
+            }
+            None => true,
+        };
+        Ok(if !prefix_intact {
+            Change::Replaced
+        } else if value.len() > old_len {
+            Change::Appended { from: old_len }
+        } else {
+            Change::Unchanged
+        })
+    }
+
+    fn encode(value: &Vec<M>, change: Change) -> Result<Stored, serde_json::Error> {
+        encode_list(value, change)
+    }
+
+    fn decode(parts: &[StoredRef<'_>]) -> Result<Vec<M>, serde_json::Error> {
+        decode_list(parts)
+    }
+}
+
+/// The working copy of a message list while operations that look up ids are applied.
+///
+/// Removed messages leave a hole, so every operation is O(1); [`Indexed::finish`] compacts.
+struct Indexed<M> {
+    slots: Vec<Option<M>>,
+    /// Id → slot, for the live messages that have an id.
+    index: HashMap<String, usize>,
+    /// Length of the list before the step.
+    old_len: usize,
+    /// Whether every message from before the step is still untouched in its slot.
+    prefix_intact: bool,
+}
+
+impl<M: Message> Indexed<M> {
+    fn new(messages: Vec<M>, old_len: usize) -> Self {
+        let mut index = HashMap::with_capacity(messages.len());
+        for (i, message) in messages.iter().enumerate() {
+            if let Some(id) = message.id() {
+                index.insert(id.to_owned(), i);
+            }
+        }
+        Indexed {
+            slots: messages.into_iter().map(Some).collect(),
+            index,
+            old_len,
+            prefix_intact: true,
+        }
+    }
+
+    fn apply(&mut self, op: MessageOp<M>, ctx: &mut ReduceCtx) -> Result<(), ReduceError> {
+        match op {
+            MessageOp::Upsert(mut message) => {
+                let id = match message.id() {
+                    Some(id) => id.to_owned(),
+                    None => {
+                        let id = ctx.new_id();
+                        message.set_id(id.clone());
+                        id
+                    }
+                };
+                match self.index.get(&id) {
+                    Some(&slot) => {
+                        self.touch(slot);
+                        if let Some(place) = self.slots.get_mut(slot) {
+                            *place = Some(message);
+                        }
+                    }
+                    None => {
+                        self.index.insert(id, self.slots.len());
+                        self.slots.push(Some(message));
+                    }
+                }
+            }
+            MessageOp::Remove(id) => match self.index.remove(&id) {
+                Some(slot) => {
+                    self.touch(slot);
+                    if let Some(place) = self.slots.get_mut(slot) {
+                        *place = None;
+                    }
+                }
+                None => return Err(ReduceError::UnknownMessageId { id }),
+            },
+            MessageOp::RemoveAll => {
+                if self.old_len > 0 {
+                    self.prefix_intact = false;
+                }
+                self.slots.clear();
+                self.index.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// Record that `slot` is replaced or removed.
+    fn touch(&mut self, slot: usize) {
+        if slot < self.old_len {
+            self.prefix_intact = false;
+        }
+    }
+
+    fn finish(self) -> Vec<M> {
+        self.slots.into_iter().flatten().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Msg {
+        id: Option<String>,
+        text: String,
+    }
+
+    impl Message for Msg {
+        fn id(&self) -> Option<&str> {
+            self.id.as_deref()
+        }
+        fn set_id(&mut self, id: String) {
+            self.id = Some(id);
+        }
+    }
+
+    type R = AddMessages<Vec<Msg>>;
+
+    fn msg(id: Option<&str>, text: &str) -> Msg {
+        Msg {
+            id: id.map(String::from),
+            text: text.to_owned(),
+        }
+    }
+
+    fn texts(list: &[Msg]) -> Vec<&str> {
+        list.iter().map(|m| m.text.as_str()).collect()
+    }
+
+    #[test]
+    fn messages_without_id_get_minted_ids_and_are_appended() -> Result<(), ReduceError> {
+        let mut list = vec![msg(Some("a"), "one")];
+        let writes = vec![
+            MessagesUpdate::from(vec![msg(None, "two"), msg(None, "three")]),
+            MessagesUpdate::from(msg(None, "four")),
+        ];
+        let change = R::reduce(&mut list, writes, &mut ReduceCtx::new(5))?;
+        assert_eq!(change, Change::Appended { from: 1 });
+        let ids: Vec<_> = list.iter().map(|m| m.id.as_deref()).collect();
+        assert_eq!(ids, [Some("a"), Some("s5-0"), Some("s5-1"), Some("s5-2")]);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_existing_id_replaces_in_place() -> Result<(), ReduceError> {
+        let mut list = vec![msg(Some("a"), "one"), msg(Some("b"), "two")];
+        let change = R::reduce(
+            &mut list,
+            vec![MessagesUpdate::from(msg(Some("a"), "ONE"))],
+            &mut ReduceCtx::new(1),
+        )?;
+        assert_eq!(change, Change::Replaced);
+        assert_eq!(texts(&list), ["ONE", "two"]);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_new_id_is_appended() -> Result<(), ReduceError> {
+        let mut list = vec![msg(Some("a"), "one")];
+        let change = R::reduce(
+            &mut list,
+            vec![MessagesUpdate::from(msg(Some("b"), "two"))],
+            &mut ReduceCtx::new(1),
+        )?;
+        assert_eq!(change, Change::Appended { from: 1 });
+        assert_eq!(texts(&list), ["one", "two"]);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_remove_deletes_by_id() -> Result<(), ReduceError> {
+        let mut list = vec![
+            msg(Some("a"), "one"),
+            msg(Some("b"), "two"),
+            msg(Some("c"), "three"),
+        ];
+        let change = R::reduce(
+            &mut list,
+            vec![MessagesUpdate::remove("b")],
+            &mut ReduceCtx::new(1),
+        )?;
+        assert_eq!(change, Change::Replaced);
+        assert_eq!(texts(&list), ["one", "three"]);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_remove_unknown_id_is_an_error() {
+        let mut list = vec![msg(Some("a"), "one")];
+        let result = R::reduce(
+            &mut list,
+            vec![MessagesUpdate::remove("zzz")],
+            &mut ReduceCtx::new(1),
+        );
+        assert!(matches!(result, Err(ReduceError::UnknownMessageId { id }) if id == "zzz"));
+    }
+
+    #[test]
+    fn messages_remove_twice_is_an_error() {
+        let mut list = vec![msg(Some("a"), "one")];
+        let update = MessagesUpdate::remove("a").with(MessageOp::Remove("a".into()));
+        let result = R::reduce(&mut list, vec![update], &mut ReduceCtx::new(1));
+        assert!(matches!(result, Err(ReduceError::UnknownMessageId { .. })));
+    }
+
+    #[test]
+    fn messages_remove_all_keeps_only_the_messages_after_it() -> Result<(), ReduceError> {
+        let mut list = vec![msg(Some("a"), "one"), msg(Some("b"), "two")];
+        let writes = vec![
+            MessagesUpdate::from(msg(None, "dropped")),
+            MessagesUpdate::replace_all([msg(Some("b"), "kept"), msg(None, "new")]),
+        ];
+        let change = R::reduce(&mut list, writes, &mut ReduceCtx::new(1))?;
+        assert_eq!(change, Change::Replaced);
+        assert_eq!(texts(&list), ["kept", "new"]);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_remove_all_on_empty_list_is_an_append() -> Result<(), ReduceError> {
+        let mut list = Vec::new();
+        let update = MessagesUpdate::from(msg(None, "x"))
+            .with(MessageOp::RemoveAll)
+            .with(msg(None, "y"));
+        let change = R::reduce(&mut list, vec![update], &mut ReduceCtx::new(1))?;
+        assert_eq!(change, Change::Appended { from: 0 });
+        assert_eq!(texts(&list), ["y"]);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_removing_a_message_added_this_step_is_still_an_append() -> Result<(), ReduceError> {
+        let mut list = vec![msg(Some("a"), "one")];
+        let writes = vec![
+            MessagesUpdate::from(vec![msg(Some("b"), "two"), msg(Some("c"), "three")]),
+            MessagesUpdate::remove("b"),
+        ];
+        let change = R::reduce(&mut list, writes, &mut ReduceCtx::new(1))?;
+        assert_eq!(change, Change::Appended { from: 1 });
+        assert_eq!(texts(&list), ["one", "three"]);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_removed_then_readded_goes_to_the_end() -> Result<(), ReduceError> {
+        let mut list = vec![msg(Some("a"), "one"), msg(Some("b"), "two")];
+        let update = MessagesUpdate::remove("a").with(msg(Some("a"), "again"));
+        R::reduce(&mut list, vec![update], &mut ReduceCtx::new(1))?;
+        assert_eq!(texts(&list), ["two", "again"]);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_empty_writes_are_unchanged() -> Result<(), ReduceError> {
+        let mut list = vec![msg(Some("a"), "one")];
+        let change = R::reduce(
+            &mut list,
+            vec![MessagesUpdate::new()],
+            &mut ReduceCtx::new(1),
+        )?;
+        assert_eq!(change, Change::Unchanged);
+        assert_eq!(texts(&list), ["one"]);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_update_serializes_as_a_list_of_ops() -> Result<(), serde_json::Error> {
+        let update = MessagesUpdate::remove("a")
+            .with("hi".to_owned())
+            .with(MessageOp::RemoveAll);
+        let json = serde_json::to_string(&update)?;
+        assert_eq!(json, r#"[{"remove":"a"},{"upsert":"hi"},"remove_all"]"#);
+        let back: MessagesUpdate<String> = serde_json::from_str(&json)?;
+        assert_eq!(back, update);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_appended_step_stores_only_new_messages() -> Result<(), Box<dyn std::error::Error>> {
+        let mut list = vec![msg(Some("a"), "one")];
+        let whole = R::encode(&list, Change::Replaced)?;
+        let change = R::reduce(
+            &mut list,
+            vec![MessagesUpdate::from(msg(None, "two"))],
+            &mut ReduceCtx::new(1),
+        )?;
+        let tail = R::encode(&list, change)?;
+        assert!(matches!(tail, Stored::Tail(_)));
+        assert_eq!(R::decode(&[whole.as_ref(), tail.as_ref()])?, list);
+        Ok(())
+    }
+}

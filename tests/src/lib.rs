@@ -1,0 +1,95 @@
+//! Shared helpers for the behaviour tests: a saver that records what it is asked to store.
+
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use stategraph_checkpoints::{
+    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, MemorySaver,
+    Namespace, PendingWrite, PutCheckpoint, Saver, ThreadId,
+};
+
+/// A [`MemorySaver`] that also records every `put` and `put_writes` call.
+#[derive(Debug, Clone, Default)]
+pub struct RecordingSaver {
+    /// The store behind it.
+    pub inner: MemorySaver,
+    /// Every checkpoint put, in order.
+    pub puts: Arc<Mutex<Vec<PutCheckpoint>>>,
+    /// Every pending-writes call: (namespace, checkpoint, writes).
+    pub writes: Arc<Mutex<Vec<(Namespace, CheckpointId, Vec<PendingWrite>)>>>,
+}
+
+impl RecordingSaver {
+    /// An empty recording saver.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The recorded puts.
+    pub fn puts(&self) -> Vec<PutCheckpoint> {
+        self.puts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The recorded pending writes.
+    pub fn pending_calls(&self) -> Vec<(Namespace, CheckpointId, Vec<PendingWrite>)> {
+        self.writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// As a shared saver.
+    pub fn shared(&self) -> Arc<dyn Saver> {
+        Arc::new(self.clone())
+    }
+}
+
+impl Saver for RecordingSaver {
+    fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        self.puts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(put.clone());
+        self.inner.put(put)
+    }
+
+    fn put_writes<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: CheckpointId,
+        writes: Vec<PendingWrite>,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.writes.lock().unwrap_or_else(|p| p.into_inner()).push((
+            ns.clone(),
+            id,
+            writes.clone(),
+        ));
+        self.inner.put_writes(thread, ns, id, writes)
+    }
+
+    fn get<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: Option<CheckpointId>,
+    ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
+        self.inner.get(thread, ns, id)
+    }
+
+    fn list<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        options: ListOptions,
+    ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>> {
+        self.inner.list(thread, ns, options)
+    }
+
+    fn delete_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.inner.delete_thread(thread)
+    }
+}

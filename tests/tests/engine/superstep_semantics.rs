@@ -1,0 +1,460 @@
+//! Supersteps: shared snapshots, deterministic merge order, conflicts, failures, limits,
+//! fan-in, deferral, retry, timeout, cancellation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use stategraph::checkpoints::MemorySaver;
+use stategraph::prelude::*;
+use stategraph::{RetryPolicy, RunError};
+
+use crate::{Counter, TestResult};
+
+#[derive(State, Clone, Default, Debug, PartialEq)]
+pub struct Log {
+    #[reduce(append)]
+    pub log: Vec<String>,
+    pub value: i64,
+}
+
+fn push(s: &str) -> LogUpdate {
+    Log::update().log(vec![s.to_string()])
+}
+
+#[tokio::test]
+async fn parallel_tasks_see_the_same_snapshot_and_not_each_others_writes() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node("a", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(Log::update().value(1))
+        })
+        .add_node("b", |s: Arc<Log>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(push(&format!("b saw {}", s.value)))
+        })
+        .add_node("c", |s: Arc<Log>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(push(&format!("c saw {}", s.value)))
+        })
+        .add_node("d", |s: Arc<Log>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(push(&format!("d saw {} lines", s.log.len())))
+        })
+        .add_edge(START, "a")
+        .add_edge("a", "b")
+        .add_edge("a", "c")
+        .add_join(["b", "c"], "d")
+        .add_edge("d", END)
+        .compile()?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    assert_eq!(out.state.log, ["b saw 1", "c saw 1", "d saw 2 lines"]);
+    Ok(())
+}
+
+fn delayed_fanout(delays: Vec<u64>) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    let mut g = StateGraph::<Log>::new();
+    for (i, d) in delays.into_iter().enumerate() {
+        let name = format!("n{i}");
+        let label = name.clone();
+        g = g
+            .add_node(name.clone(), move |_s: Arc<Log>, _c: NodeContext| {
+                let label = label.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(d)).await;
+                    Ok::<_, BoxError>(push(&label))
+                }
+            })
+            .add_edge(START, name.clone())
+            .add_edge(name, END);
+    }
+    g.compile()
+}
+
+#[tokio::test]
+async fn writes_merge_in_node_order_not_in_finish_order() -> TestResult {
+    // n0 finishes last, n2 first: the append order is still n0, n1, n2.
+    let g = delayed_fanout(vec![30, 15, 0])?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    assert_eq!(out.state.log, ["n0", "n1", "n2"]);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn final_state_does_not_depend_on_task_finish_order(delays in proptest::collection::vec(0u64..6, 2..6)) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let n = delays.len();
+        let g = delayed_fanout(delays).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let out = rt.block_on(g.invoke(Log::update(), &RunConfig::new())).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let expected: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+        prop_assert_eq!(&out.state.log, &expected);
+    }
+}
+
+#[tokio::test]
+async fn two_writes_to_a_last_value_field_in_one_step_fail_naming_field_and_writers() -> TestResult
+{
+    let g = StateGraph::<Log>::new()
+        .add_node("a", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(Log::update().value(1))
+        })
+        .add_node("b", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(Log::update().value(2))
+        })
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .compile()?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("expected a conflict")?;
+    match err {
+        RunError::Reduce {
+            field,
+            writers,
+            source,
+            ..
+        } => {
+            assert_eq!(field, "value");
+            assert_eq!(writers, ["a", "b"]);
+            assert!(matches!(
+                source,
+                stategraph::reducers::ReduceError::ConcurrentUpdate { writes: 2 }
+            ));
+        }
+        other => return Err(format!("unexpected error {other}").into()),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failed_step_keeps_finished_writes_and_resume_runs_only_the_failed_task() -> TestResult {
+    let (a_runs, b_runs) = (Counter::default(), Counter::default());
+    let (a2, b2) = (a_runs.clone(), b_runs.clone());
+    let g = StateGraph::<Log>::new()
+        .add_node("a", move |_s: Arc<Log>, _c: NodeContext| {
+            a2.hit();
+            async { Ok::<_, BoxError>(push("a")) }
+        })
+        .add_node("b", move |_s: Arc<Log>, _c: NodeContext| {
+            let n = b2.hit();
+            async move {
+                // Let "a" finish first so its writes are recorded.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if n == 1 {
+                    Err::<LogUpdate, BoxError>("b fails once".into())
+                } else {
+                    Ok(push("b"))
+                }
+            }
+        })
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .compile()?
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let cfg = RunConfig::new().thread("t");
+    let err = g
+        .invoke(Log::update(), &cfg)
+        .await
+        .err()
+        .ok_or("expected failure")?;
+    assert!(
+        matches!(err, RunError::Node { ref node, .. } if node == "b"),
+        "{err}"
+    );
+
+    let snap = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(snap.next, ["a", "b"]);
+    assert_eq!(snap.errors.len(), 1);
+    assert_eq!(snap.errors[0].0, "b");
+
+    let out = g.invoke(Input::Continue, &cfg).await?;
+    assert_eq!(out.state.log, ["a", "b"]);
+    assert_eq!((a_runs.get(), b_runs.get()), (1, 2));
+    Ok(())
+}
+
+fn chain(n: usize) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    let mut g = StateGraph::<Log>::new().add_edge(START, "n0");
+    for i in 0..n {
+        let name = format!("n{i}");
+        g = g.add_node(name.clone(), |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("x"))
+        });
+        let next = if i + 1 == n {
+            END.to_string()
+        } else {
+            format!("n{}", i + 1)
+        };
+        g = g.add_edge(name, next);
+    }
+    g.compile()
+}
+
+#[tokio::test]
+async fn recursion_limit_lets_limit_minus_one_node_steps_finish_like_langgraph() -> TestResult {
+    let cfg = RunConfig::new().recursion_limit(5);
+    let ok = chain(4)?.invoke(Log::update(), &cfg).await?;
+    assert_eq!(ok.state.log.len(), 4);
+    let err = chain(5)?
+        .invoke(Log::update(), &cfg)
+        .await
+        .err()
+        .ok_or("expected limit")?;
+    assert!(
+        matches!(err, RunError::RecursionLimit { limit: 5, .. }),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_runaway_loop_stops_at_the_recursion_limit() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node("spin", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("x"))
+        })
+        .add_edge(START, "spin")
+        .add_conditional_edges("spin", |_s: &Log| "spin", ["spin", END])
+        .compile()?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new().recursion_limit(50))
+        .await
+        .err()
+        .ok_or("expected limit")?;
+    assert!(matches!(err, RunError::RecursionLimit { limit: 50, .. }));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_fan_in_edge_waits_for_every_source() -> TestResult {
+    let joined = Counter::default();
+    let j2 = joined.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node("a", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("a"))
+        })
+        .add_node("b1", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("b1"))
+        })
+        .add_node("b2", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("b2"))
+        })
+        .add_node("join", move |s: Arc<Log>, _c: NodeContext| {
+            j2.hit();
+            async move { Ok::<_, BoxError>(push(&format!("join after {}", s.log.join(",")))) }
+        })
+        .add_edge(START, "a")
+        .add_edge(START, "b1")
+        .add_edge("b1", "b2")
+        .add_join(["a", "b2"], "join")
+        .add_edge("join", END)
+        .compile()?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    assert_eq!(joined.get(), 1);
+    assert_eq!(
+        out.state.log.last().map(String::as_str),
+        Some("join after a,b1,b2")
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_deferred_node_runs_once_after_branches_of_uneven_length() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node("short", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("short"))
+        })
+        .add_node("long1", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("long1"))
+        })
+        .add_node("long2", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("long2"))
+        })
+        .add_node_with(
+            "after",
+            |s: Arc<Log>, _c: NodeContext| async move {
+                Ok::<_, BoxError>(push(&format!("after {}", s.log.len())))
+            },
+            NodeOptions::new().defer(),
+        )
+        .add_edge(START, "short")
+        .add_edge(START, "long1")
+        .add_edge("long1", "long2")
+        .add_edge("short", "after")
+        .add_edge("long2", "after")
+        .add_edge("after", END)
+        .compile()?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    assert_eq!(out.state.log, ["short", "long1", "long2", "after 3"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_retry_policy_reruns_a_failing_node_within_the_step() -> TestResult {
+    let runs = Counter::default();
+    let r2 = runs.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            move |_s: Arc<Log>, _c: NodeContext| {
+                let n = r2.hit();
+                async move {
+                    if n < 3 {
+                        Err::<LogUpdate, BoxError>(format!("attempt {n} failed").into())
+                    } else {
+                        Ok(push("ok"))
+                    }
+                }
+            },
+            NodeOptions::new().retry(
+                RetryPolicy::attempts(3)
+                    .initial_interval(Duration::from_millis(1))
+                    .jitter(false),
+            ),
+        )
+        .add_edge(START, "flaky")
+        .compile()?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    assert_eq!(out.state.log, ["ok"]);
+    assert_eq!(runs.get(), 3);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_retry_policy_gives_up_after_max_attempts_and_respects_its_predicate() -> TestResult {
+    let runs = Counter::default();
+    let r2 = runs.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "bad",
+            move |_s: Arc<Log>, _c: NodeContext| {
+                r2.hit();
+                async { Err::<LogUpdate, BoxError>("permanent".into()) }
+            },
+            NodeOptions::new().retry(
+                RetryPolicy::attempts(5)
+                    .initial_interval(Duration::from_millis(1))
+                    .retry_on(|e| e.to_string() != "permanent"),
+            ),
+        )
+        .add_edge(START, "bad")
+        .compile()?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("expected failure")?;
+    assert!(matches!(err, RunError::Node { .. }));
+    assert_eq!(runs.get(), 1, "the predicate rejects retrying this error");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_node_over_its_timeout_fails_with_a_timeout_error() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "slow",
+            |_s: Arc<Log>, _c: NodeContext| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Ok::<_, BoxError>(push("late"))
+            },
+            NodeOptions::new().timeout(Duration::from_millis(20)),
+        )
+        .add_edge(START, "slow")
+        .compile()?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("expected timeout")?;
+    assert!(
+        matches!(err, RunError::Timeout { ref node, .. } if node == "slow"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn cancelling_a_run_stops_it_with_a_cancelled_error() -> TestResult {
+    let token = CancelToken::new();
+    let g = StateGraph::<Log>::new()
+        .add_node("spin", |_s: Arc<Log>, _c: NodeContext| async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            Ok::<_, BoxError>(push("x"))
+        })
+        .add_edge(START, "spin")
+        .add_conditional_edges("spin", |_s: &Log| "spin", ["spin", END])
+        .compile()?;
+    let cfg = RunConfig::new().cancel_token(token.clone());
+    let run = tokio::spawn(async move { g.invoke(Log::update(), &cfg).await });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    token.cancel();
+    let err = run.await?.err().ok_or("expected cancel")?;
+    assert!(matches!(err, RunError::Cancelled { .. }), "{err}");
+    Ok(())
+}
+
+use stategraph::CancelToken;
+
+#[tokio::test]
+async fn a_conditional_edge_routes_on_the_state_after_the_step() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node("count", |s: Arc<Log>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(Log::update().value(s.value + 1))
+        })
+        .add_node("done", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("done"))
+        })
+        .add_edge(START, "count")
+        .add_conditional_edges(
+            "count",
+            |s: &Log| if s.value < 3 { "count" } else { "done" },
+            ["count", "done"],
+        )
+        .add_edge("done", END)
+        .compile()?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    assert_eq!(
+        (out.state.value, out.state.log.as_slice()),
+        (3, &["done".to_string()][..])
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_router_returning_an_undeclared_target_is_a_typed_error() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node("a", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("a"))
+        })
+        .add_node("b", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("b"))
+        })
+        .add_edge(START, "a")
+        .add_conditional_edges("a", |_s: &Log| "b", [END])
+        .add_edge(START, "b")
+        .compile()?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("expected error")?;
+    assert!(
+        matches!(err, RunError::UnknownRouteTarget { ref router, ref value } if router == "a" && value == "b"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn public_engine_types_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<CompiledGraph<Log>>();
+    check::<RunConfig>();
+    check::<NodeContext>();
+    check::<stategraph::RunOutcome<Log>>();
+    check::<stategraph::Event>();
+    check::<RunError>();
+    check::<Command<Log>>();
+    check::<MemorySaver>();
+}

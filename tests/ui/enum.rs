@@ -1,0 +1,10 @@
+use stategraph::State;
+
+#[derive(State, Clone, Default)]
+enum Mode {
+    #[default]
+    Fast,
+    Slow,
+}
+
+fn main() {}
