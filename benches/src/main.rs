@@ -1,1 +1,712 @@
-fn main() {}
+//! Side-by-side benchmark of stategraph against LangGraph.
+//!
+//! Runs the workloads of `shared/bench/langgraph_bench.py` with identical shapes and prints
+//! one JSON object per line per workload and variant, with the same keys plus
+//! `"engine": "stategraph"`. Compare ratios measured in one session on one machine, never
+//! absolute times across runs.
+//!
+//! ```text
+//! cargo run --release -p stategraph-bench -- --only chain,fanout,wide --checkpointer none
+//! ```
+//!
+//! Flags (as the Python script's): `--only chain,fanout,agent,wide`, `--checkpointer
+//! none|memory|sqlite` (a comma list is accepted: `none,memory`), `--steps 1000`,
+//! `--fanout-k 1000`, `--wide-fields 100`, `--wide-steps 100`, `--repeats 3`,
+//! `--durabilities async,sync,exit` (checkpointer runs), `--fanout-mem-ks 1000,10000`
+//! (fanout runs repeated each in a fresh process, so that each K's own peak RSS shows).
+
+mod report;
+mod wide_state;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use stategraph::checkpoints::MemorySaver;
+use stategraph::{
+    BoxError, Command, CompiledGraph, Durability, NodeContext, NodeOptions, RunConfig, State,
+    StateGraph, END, START,
+};
+
+use report::{median, min, peak_rss_mb, round, rss_mb, Record};
+use wide_state::{WideState, WideVal, WIDE_MAX_FIELDS};
+
+const ENGINE: &str = "stategraph";
+const WORKLOADS: [&str; 4] = ["chain", "fanout", "agent", "wide"];
+
+/// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
+fn pad(n: usize) -> String {
+    "x".repeat(n)
+}
+
+// ------------------------------------------------------------------------------- arguments
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Saver {
+    None,
+    Memory,
+}
+
+impl Saver {
+    fn name(self) -> &'static str {
+        match self {
+            Saver::None => "none",
+            Saver::Memory => "memory",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Args {
+    only: Vec<String>,
+    checkpointers: Vec<Saver>,
+    steps: usize,
+    fanout_k: i64,
+    wide_fields: usize,
+    wide_steps: usize,
+    repeats: usize,
+    durabilities: Vec<(String, Durability)>,
+    fanout_mem_ks: Vec<i64>,
+    /// Internal: run one fanout of this K in this (fresh) process and report its memory.
+    internal_fanout_mem: Option<i64>,
+}
+
+const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide] \
+[--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--wide-fields 100] \
+[--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] [--fanout-mem-ks 1000,10000]";
+
+/// A command-line problem: message and exit code.
+struct Usage(String, u8);
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, Usage> {
+    v.trim()
+        .parse()
+        .map_err(|_| Usage(format!("{flag}: not a valid number: {v:?}\n{USAGE}"), 2))
+}
+
+fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
+    let mut args = Args {
+        only: list("chain,fanout,agent,wide"),
+        checkpointers: vec![Saver::None],
+        steps: 1000,
+        fanout_k: 1000,
+        wide_fields: 100,
+        wide_steps: 100,
+        repeats: 3,
+        durabilities: Vec::new(),
+        fanout_mem_ks: vec![1000, 10_000],
+        internal_fanout_mem: None,
+    };
+    let mut durabilities = list("async,sync,exit");
+    let mut it = argv.into_iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        if flag == "-h" || flag == "--help" {
+            return Err(Usage(USAGE.to_string(), 0));
+        }
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| Usage(format!("{flag} needs a value\n{USAGE}"), 2))
+        };
+        match flag.as_str() {
+            "--only" => args.only = list(&value()?),
+            "--checkpointer" => {
+                let mut savers = Vec::new();
+                for c in list(&value()?) {
+                    savers.push(match c.as_str() {
+                        "none" => Saver::None,
+                        "memory" => Saver::Memory,
+                        "sqlite" => {
+                            return Err(Usage(
+                                "--checkpointer sqlite: the SQLite saver is not built yet"
+                                    .to_string(),
+                                2,
+                            ))
+                        }
+                        other => {
+                            return Err(Usage(
+                                format!(
+                                    "--checkpointer: unknown checkpointer {other:?} \
+                                     (none, memory, sqlite)"
+                                ),
+                                2,
+                            ))
+                        }
+                    });
+                }
+                args.checkpointers = savers;
+            }
+            "--steps" => args.steps = number(&flag, &value()?)?,
+            "--fanout-k" => args.fanout_k = number(&flag, &value()?)?,
+            "--wide-fields" => args.wide_fields = number(&flag, &value()?)?,
+            "--wide-steps" => args.wide_steps = number(&flag, &value()?)?,
+            "--repeats" => args.repeats = number(&flag, &value()?)?,
+            "--durabilities" => durabilities = list(&value()?),
+            "--fanout-mem-ks" => {
+                args.fanout_mem_ks = list(&value()?)
+                    .iter()
+                    .map(|k| number(&flag, k))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--internal-fanout-mem" => {
+                args.internal_fanout_mem = Some(number(&flag, &value()?)?);
+            }
+            other => return Err(Usage(format!("unknown argument {other:?}\n{USAGE}"), 2)),
+        }
+    }
+    for w in &args.only {
+        if !WORKLOADS.contains(&w.as_str()) {
+            return Err(Usage(
+                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide)"),
+                2,
+            ));
+        }
+    }
+    for d in durabilities {
+        let mode = match d.as_str() {
+            "async" => Durability::Async,
+            "sync" => Durability::Sync,
+            "exit" => Durability::Exit,
+            other => {
+                return Err(Usage(
+                    format!("--durabilities: unknown durability {other:?} (async, sync, exit)"),
+                    2,
+                ))
+            }
+        };
+        args.durabilities.push((d, mode));
+    }
+    if args.repeats == 0 {
+        return Err(Usage("--repeats must be at least 1".to_string(), 2));
+    }
+    if args.wide_fields < WIDE_NODES || args.wide_fields > WIDE_MAX_FIELDS {
+        return Err(Usage(
+            format!(
+                "--wide-fields must be between {WIDE_NODES} (the writer nodes) and \
+                 {WIDE_MAX_FIELDS} (the fields the typed state declares)"
+            ),
+            2,
+        ));
+    }
+    Ok(args)
+}
+
+// ----------------------------------------------------------------------------------- chain
+
+/// A chain message: `{role, i, content}`, about 190 bytes as JSON.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+struct Msg {
+    role: String,
+    i: i64,
+    content: String,
+}
+
+fn make_msg(kind: &str, i: i64) -> Msg {
+    Msg {
+        role: kind.to_string(),
+        i,
+        content: pad(160),
+    }
+}
+
+#[derive(State, Clone, Default, Debug)]
+struct ChainState {
+    #[reduce(append)]
+    messages: Vec<Msg>,
+    counter: i64,
+}
+
+const CHAIN_NODES: usize = 10;
+
+fn build_chain(n_nodes: usize) -> Result<CompiledGraph<ChainState>, BoxError> {
+    let mut b = StateGraph::<ChainState>::new();
+    let mut prev = START.to_string();
+    for i in 0..n_nodes {
+        let name = format!("n{i}");
+        b = b
+            .add_node(
+                name.clone(),
+                |s: Arc<ChainState>, _ctx: NodeContext| async move {
+                    let c = s.counter + 1;
+                    Ok::<_, BoxError>(
+                        ChainState::update()
+                            .messages(vec![make_msg("node", c)])
+                            .counter(c),
+                    )
+                },
+            )
+            .add_edge(prev, name.clone());
+        prev = name;
+    }
+    Ok(b.add_edge(prev, END).compile()?)
+}
+
+fn fresh_chain_input() -> ChainStateUpdate {
+    ChainState::update().messages(Vec::new()).counter(0)
+}
+
+async fn run_chain(args: &Args) -> Result<(), BoxError> {
+    let invokes = (args.steps / CHAIN_NODES).max(1);
+    let supersteps = invokes * CHAIN_NODES;
+    let engine_steps = invokes * (CHAIN_NODES + 1);
+    let graph = build_chain(CHAIN_NODES)?;
+    let cfg = RunConfig::new();
+
+    // warm-up
+    graph.invoke(fresh_chain_input(), &cfg).await?;
+
+    let per_step = |wall: f64| round(wall * 1000.0 / supersteps as f64, 4);
+    let base = |cp: &str| {
+        Record::new()
+            .kv("engine", ENGINE)
+            .kv("workload", "chain")
+            .kv("checkpointer", cp)
+    };
+
+    if args.checkpointers.contains(&Saver::None) {
+        for mode in ["carry", "fresh"] {
+            // The Python script times one pass; the extra passes only show the spread.
+            let mut walls = Vec::new();
+            let mut final_messages = 0;
+            for _ in 0..args.repeats {
+                let mut state: Option<Arc<ChainState>> = None;
+                let t0 = Instant::now();
+                for _ in 0..invokes {
+                    let input = match (&state, mode) {
+                        (Some(s), "carry") => ChainState::update()
+                            .messages(s.messages.clone())
+                            .counter(s.counter),
+                        _ => fresh_chain_input(),
+                    };
+                    let out = graph.invoke(input, &cfg).await?;
+                    state = Some(out.state);
+                }
+                walls.push(t0.elapsed().as_secs_f64());
+                final_messages = state.map_or(0, |s| s.messages.len());
+            }
+            let wall = walls[0];
+            base("none")
+                .kv("state_mode", mode)
+                .kv("invokes", invokes)
+                .kv("supersteps", supersteps)
+                .kv("engine_supersteps", engine_steps)
+                .kv("final_messages", final_messages)
+                .kv("wall_s", round(wall, 6))
+                .kv("per_step_ms", per_step(wall))
+                .kv(
+                    "per_engine_step_ms",
+                    round(wall * 1000.0 / engine_steps as f64, 4),
+                )
+                .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 4))
+                .kv(
+                    "repeats_per_step_ms",
+                    walls.iter().map(|&w| per_step(w)).collect::<Vec<_>>(),
+                )
+                .kv("peak_rss_mb", peak_rss_mb())
+                .emit();
+        }
+    }
+
+    if args.checkpointers.contains(&Saver::Memory) {
+        for (dname, durability) in &args.durabilities {
+            for thread_mode in ["one_thread", "thread_per_invoke"] {
+                let saver = MemorySaver::new();
+                let g = graph.with_checkpointer(Arc::new(saver.clone()));
+                let mut tid = "chain-1".to_string();
+                let mut final_messages = 0;
+                let t0 = Instant::now();
+                for k in 0..invokes {
+                    if thread_mode == "thread_per_invoke" {
+                        tid = format!("t-{k}");
+                    }
+                    let input = if k == 0 || thread_mode == "thread_per_invoke" {
+                        fresh_chain_input()
+                    } else {
+                        ChainState::update().messages(Vec::new())
+                    };
+                    let cfg = RunConfig::new().thread(tid.clone()).durability(*durability);
+                    let out = g.invoke(input, &cfg).await?;
+                    final_messages = out.state.messages.len();
+                }
+                let wall = t0.elapsed().as_secs_f64();
+                base("memory")
+                    .kv("durability", dname.as_str())
+                    .kv("state_mode", thread_mode)
+                    .kv("invokes", invokes)
+                    .kv("supersteps", supersteps)
+                    .kv("engine_supersteps", engine_steps)
+                    .kv("final_messages", final_messages)
+                    .kv("wall_s", round(wall, 6))
+                    .kv("per_step_ms", per_step(wall))
+                    .kv(
+                        "per_engine_step_ms",
+                        round(wall * 1000.0 / engine_steps as f64, 4),
+                    )
+                    .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 4))
+                    .kv("checkpoint_rows", saver.checkpoint_count())
+                    .kv("peak_rss_mb", peak_rss_mb())
+                    .emit();
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------- fanout
+
+#[derive(State, Clone, Default, Debug)]
+struct FanState {
+    k: i64,
+    #[reduce(append)]
+    results: Vec<i64>,
+    total: i64,
+}
+
+/// A worker's `Send` argument: `{"i": i}`.
+#[derive(Serialize, Deserialize)]
+struct WorkerIn {
+    i: i64,
+}
+
+fn build_fanout() -> Result<CompiledGraph<FanState>, BoxError> {
+    let g = StateGraph::<FanState>::new()
+        .add_node_with(
+            "emit",
+            |s: Arc<FanState>, _ctx: NodeContext| async move {
+                let mut cmd = Command::<FanState>::new();
+                for i in 0..s.k {
+                    cmd = cmd.goto(stategraph::Send::new("worker", WorkerIn { i }));
+                }
+                Ok::<_, BoxError>(cmd)
+            },
+            NodeOptions::new().destinations(["worker"]),
+        )
+        .add_node("worker", |_s: Arc<FanState>, ctx: NodeContext| async move {
+            let inp: WorkerIn = ctx.arg()?;
+            Ok::<_, BoxError>(FanState::update().results(vec![inp.i * 2]))
+        })
+        .add_node("reduce", |s: Arc<FanState>, _ctx: NodeContext| async move {
+            Ok::<_, BoxError>(FanState::update().total(s.results.iter().sum::<i64>()))
+        })
+        .add_edge(START, "emit")
+        .add_edge("worker", "reduce")
+        .add_edge("reduce", END)
+        .compile()?;
+    Ok(g)
+}
+
+fn fan_input(k: i64) -> FanStateUpdate {
+    FanState::update().k(k).results(Vec::new())
+}
+
+/// Run the fanout `repeats` times on `graph`; the wall times, checking every total.
+async fn time_fanout(
+    graph: &CompiledGraph<FanState>,
+    k: i64,
+    repeats: usize,
+    config: impl Fn(usize) -> RunConfig,
+) -> Result<Vec<f64>, BoxError> {
+    let expected: i64 = (0..k).map(|i| i * 2).sum();
+    let mut times = Vec::new();
+    for r in 0..repeats {
+        let cfg = config(r);
+        let t0 = Instant::now();
+        let out = graph.invoke(fan_input(k), &cfg).await?;
+        times.push(t0.elapsed().as_secs_f64());
+        if out.state.total != expected {
+            return Err(format!("fanout total {} != {expected}", out.state.total).into());
+        }
+    }
+    Ok(times)
+}
+
+fn fan_record(cp: &str, k: i64, repeats: usize, times: &[f64]) -> Record {
+    Record::new()
+        .kv("engine", ENGINE)
+        .kv("workload", "fanout")
+        .kv("checkpointer", cp)
+        .kv("k", k)
+        .kv("supersteps_per_run", 4) // __start__, emit, K workers, reduce
+        .kv("repeats", repeats)
+        .kv("wall_s_median", round(median(times), 6))
+        .kv("wall_s_min", round(min(times), 6))
+        .kv(
+            "per_send_task_us",
+            round(median(times) * 1e6 / k.max(1) as f64, 3),
+        )
+}
+
+async fn run_fanout(args: &Args) -> Result<(), BoxError> {
+    let k = args.fanout_k;
+    let graph = build_fanout()?;
+    graph.invoke(fan_input(10), &RunConfig::new()).await?; // warm-up
+
+    if args.checkpointers.contains(&Saver::None) {
+        let times = time_fanout(&graph, k, args.repeats, |_| RunConfig::new()).await?;
+        fan_record("none", k, args.repeats, &times)
+            .kv("peak_rss_mb", peak_rss_mb())
+            .emit();
+
+        // Each K again in a fresh process: its own peak RSS, so memory against K shows.
+        for &mk in &args.fanout_mem_ks {
+            let exe = std::env::current_exe()?;
+            let status = std::process::Command::new(exe)
+                .args([
+                    "--internal-fanout-mem".to_string(),
+                    mk.to_string(),
+                    "--repeats".to_string(),
+                    args.repeats.to_string(),
+                ])
+                .status()?;
+            if !status.success() {
+                return Err(format!("the fanout K={mk} child failed: {status}").into());
+            }
+        }
+    }
+
+    if args.checkpointers.contains(&Saver::Memory) {
+        for (dname, durability) in &args.durabilities {
+            let saver = MemorySaver::new();
+            let g = graph.with_checkpointer(Arc::new(saver.clone()));
+            let times = time_fanout(&g, k, args.repeats, |r| {
+                RunConfig::new()
+                    .thread(format!("fan-{r}"))
+                    .durability(*durability)
+            })
+            .await?;
+            fan_record("memory", k, args.repeats, &times)
+                .kv("durability", dname.as_str())
+                .kv("threads", args.repeats)
+                .kv("checkpoint_rows", saver.checkpoint_count())
+                .kv("peak_rss_mb", peak_rss_mb())
+                .emit();
+        }
+    }
+    Ok(())
+}
+
+/// The child side of `--fanout-mem-ks`: one K in a fresh process.
+async fn fanout_mem_child(k: i64, repeats: usize) -> Result<(), BoxError> {
+    let graph = build_fanout()?;
+    graph.invoke(fan_input(10), &RunConfig::new()).await?; // warm-up
+    let before = rss_mb();
+    let times = time_fanout(&graph, k, repeats, |_| RunConfig::new()).await?;
+    let peak = peak_rss_mb();
+    fan_record("none", k, repeats, &times)
+        .kv("variant", "fresh_process")
+        .kv("fanout_k", k)
+        .kv("rss_before_mb", before)
+        .kv("peak_rss_mb", peak)
+        .kv("peak_rss_delta_mb", round(peak - before, 1))
+        .emit();
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------ wide
+
+const WIDE_NODES: usize = 10;
+
+fn wide_val(iter: i64) -> WideVal {
+    WideVal {
+        iter,
+        pad: pad(100),
+    }
+}
+
+fn build_wide(n_nodes: usize, loops: i64) -> Result<CompiledGraph<WideState>, BoxError> {
+    let mut b = StateGraph::<WideState>::new();
+    let mut prev = START.to_string();
+    for idx in 0..n_nodes {
+        let name = format!("w{idx}");
+        b = b
+            .add_node(
+                name.clone(),
+                move |s: Arc<WideState>, _ctx: NodeContext| async move {
+                    let it = s.get(idx).map_or(0, |v| v.iter) + 1;
+                    Ok::<_, BoxError>(WideState::update().set(idx, wide_val(it)))
+                },
+            )
+            .add_edge(prev, name.clone());
+        prev = name;
+    }
+    let last = n_nodes - 1;
+    let b = b.add_conditional_edges(
+        prev,
+        move |s: &WideState| {
+            if s.get(last).map_or(0, |v| v.iter) < loops {
+                "w0"
+            } else {
+                END
+            }
+        },
+        ["w0", END],
+    );
+    Ok(b.compile()?)
+}
+
+async fn run_wide(args: &Args) -> Result<(), BoxError> {
+    let (n_fields, n_nodes) = (args.wide_fields, WIDE_NODES);
+    let loops = (args.wide_steps / n_nodes).max(1);
+    let supersteps = loops * n_nodes;
+    let graph = build_wide(n_nodes, loops as i64)?;
+    let init = (0..n_fields).fold(WideState::update(), |u, i| u.set(i, wide_val(0)));
+    let cfg = RunConfig::new().recursion_limit(supersteps + 50);
+    let check = |s: &WideState| -> Result<(), BoxError> {
+        match s.get(n_nodes - 1) {
+            Some(v) if v.iter == loops as i64 => Ok(()),
+            other => Err(format!("wide: last writer field is {other:?}, not iter {loops}").into()),
+        }
+    };
+    check(&graph.invoke(init.clone(), &cfg).await?.state)?; // warm-up
+
+    let per_step = |wall: f64| round(wall * 1000.0 / supersteps as f64, 4);
+    let base = |cp: &str| {
+        Record::new()
+            .kv("engine", ENGINE)
+            .kv("workload", "wide")
+            .kv("checkpointer", cp)
+    };
+
+    if args.checkpointers.contains(&Saver::None) {
+        // The Python script times one run; the extra runs only show the spread.
+        let mut walls = Vec::new();
+        for _ in 0..args.repeats {
+            let t0 = Instant::now();
+            let out = graph.invoke(init.clone(), &cfg).await?;
+            walls.push(t0.elapsed().as_secs_f64());
+            check(&out.state)?;
+        }
+        let wall = walls[0];
+        base("none")
+            .kv("fields", n_fields)
+            .kv("writer_nodes", n_nodes)
+            .kv("supersteps", supersteps)
+            .kv("wall_s", round(wall, 6))
+            .kv("per_step_ms", per_step(wall))
+            .kv(
+                "repeats_per_step_ms",
+                walls.iter().map(|&w| per_step(w)).collect::<Vec<_>>(),
+            )
+            .kv("peak_rss_mb", peak_rss_mb())
+            .emit();
+    }
+
+    if args.checkpointers.contains(&Saver::Memory) {
+        for (dname, durability) in &args.durabilities {
+            let saver = MemorySaver::new();
+            let g = graph.with_checkpointer(Arc::new(saver.clone()));
+            let cfg = cfg.clone().thread("wide-1").durability(*durability);
+            let t0 = Instant::now();
+            let out = g.invoke(init.clone(), &cfg).await?;
+            let wall = t0.elapsed().as_secs_f64();
+            check(&out.state)?;
+            let t1 = Instant::now();
+            g.get_state("wide-1", None).await?;
+            let gs_ms = t1.elapsed().as_secs_f64() * 1000.0;
+            base("memory")
+                .kv("durability", dname.as_str())
+                .kv("fields", n_fields)
+                .kv("writer_nodes", n_nodes)
+                .kv("supersteps", supersteps)
+                .kv("wall_s", round(wall, 6))
+                .kv("per_step_ms", per_step(wall))
+                .kv("get_state_ms", round(gs_ms, 3))
+                .kv("checkpoint_rows", saver.checkpoint_count())
+                .kv("peak_rss_mb", peak_rss_mb())
+                .emit();
+        }
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------ main
+
+async fn run(args: Args) -> Result<(), BoxError> {
+    if let Some(k) = args.internal_fanout_mem {
+        return fanout_mem_child(k, args.repeats).await;
+    }
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    Record::new()
+        .kv("engine", ENGINE)
+        .kv("workload", "env")
+        .kv("stategraph", env!("CARGO_PKG_VERSION"))
+        .kv("build", if cfg!(debug_assertions) { "debug" } else { "release" })
+        .kv("runtime", "tokio multi_thread")
+        .kv("cpus", cpus)
+        .kv(
+            "args",
+            json!({
+                "only": args.only,
+                "checkpointer": args.checkpointers.iter().map(|c| c.name()).collect::<Vec<_>>(),
+                "steps": args.steps,
+                "fanout_k": args.fanout_k,
+                "wide_fields": args.wide_fields,
+                "wide_steps": args.wide_steps,
+                "repeats": args.repeats,
+                "durabilities": args.durabilities.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>(),
+                "fanout_mem_ks": args.fanout_mem_ks,
+            }),
+        )
+        .emit();
+    for name in &args.only {
+        let t0 = Instant::now();
+        match name.as_str() {
+            "chain" => run_chain(&args).await?,
+            "fanout" => run_fanout(&args).await?,
+            "wide" => run_wide(&args).await?,
+            "agent" => {
+                eprintln!("# agent skipped: it needs the SQLite saver, which is not built yet");
+                continue;
+            }
+            _ => continue,
+        }
+        eprintln!("# {name} done in {:.1}s", t0.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(Usage(msg, code)) => {
+            if code == 0 {
+                println!("{msg}");
+            } else {
+                eprintln!("stategraph-bench: {msg}");
+            }
+            return ExitCode::from(code);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("stategraph-bench: cannot start the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stategraph-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

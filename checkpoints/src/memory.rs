@@ -187,15 +187,11 @@ impl Saver for MemorySaver {
                     ns: ns.clone(),
                     id,
                 })?;
-            for w in writes {
-                // A task's writes of one kind replace its earlier ones (a resumed task
-                // records its resume list again).
-                entry.pending.retain(|p| {
-                    !(p.task_id == w.task_id
-                        && std::mem::discriminant(&p.kind) == std::mem::discriminant(&w.kind))
-                });
-                entry.pending.push(w);
-            }
+            // The writes of a task replace everything recorded for it before (a resumed
+            // task records its outcome afresh).
+            let tasks: std::collections::BTreeSet<_> = writes.iter().map(|w| w.task_id).collect();
+            entry.pending.retain(|p| !tasks.contains(&p.task_id));
+            entry.pending.extend(writes);
             Ok(())
         })();
         Box::pin(future::ready(result))

@@ -25,7 +25,8 @@ pub trait Saver: Send + Sync + 'static {
     fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>>;
 
     /// Record pending writes of finished tasks against checkpoint `id` (a step that failed or
-    /// was interrupted). Writes of a task already recorded are replaced.
+    /// was interrupted). The writes given for a task replace all writes recorded for that task
+    /// before; tasks not named keep theirs.
     ///
     /// # Errors
     /// [`CheckpointError::NotFound`] if the checkpoint does not exist; storage errors.

@@ -159,18 +159,39 @@ impl<S: State> StateGraph<S> {
     /// final state into the parent's update. `checkpointing` decides whether the child's
     /// steps are checkpointed (see [`Checkpointing`]).
     pub fn add_subgraph<C: State>(
-        mut self,
+        self,
         name: impl Into<String>,
         graph: CompiledGraph<C>,
         checkpointing: Checkpointing,
         input: impl Fn(&S) -> C::Update + Send + Sync + 'static,
         output: impl Fn(&C) -> S::Update + Send + Sync + 'static,
     ) -> Self {
+        self.add_subgraph_with(
+            name,
+            graph,
+            checkpointing,
+            input,
+            output,
+            NodeOptions::default(),
+        )
+    }
+
+    /// [`StateGraph::add_subgraph`] with node options (for example the `destinations` its
+    /// nodes' parent commands may route to).
+    pub fn add_subgraph_with<C: State>(
+        mut self,
+        name: impl Into<String>,
+        graph: CompiledGraph<C>,
+        checkpointing: Checkpointing,
+        input: impl Fn(&S) -> C::Update + Send + Sync + 'static,
+        output: impl Fn(&C) -> S::Update + Send + Sync + 'static,
+        options: NodeOptions,
+    ) -> Self {
         let render: Arc<dyn crate::mermaid::Render> = Arc::new(graph.clone());
         self.nodes.push(NodeSpec {
             name: name.into(),
             run: Arc::new(SubgraphNode::new(graph, checkpointing, input, output)),
-            options: NodeOptions::default(),
+            options,
             subgraph: Some(render),
         });
         self

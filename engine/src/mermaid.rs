@@ -91,7 +91,8 @@ impl<S: State> Render for CompiledGraph<S> {
 impl<S: State> CompiledGraph<S> {
     /// The graph as a Mermaid flowchart: static edges solid, fan-in joins as `a & b --> c`,
     /// conditional edges and goto destinations dotted (conditional ones labelled with their
-    /// target), subgraphs as blocks. The text is deterministic: declaration order throughout.
+    /// target), subgraphs as blocks. The text is deterministic: nodes, edges and joins in
+    /// declaration order, the targets of a conditional edge sorted by name.
     ///
     /// ```
     /// use std::sync::Arc;

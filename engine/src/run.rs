@@ -483,6 +483,8 @@ pub(crate) struct Loop<S: State> {
     /// The newest checkpoint actually stored (differs from `head` under durability exit).
     stored_head: Option<CheckpointId>,
     step: i64,
+    /// The step of `head`.
+    head_step: i64,
     stop: i64,
     pending: Vec<PendingWrite>,
     /// Changes not yet stored (durability exit), per field.
@@ -518,6 +520,7 @@ impl<S: State> Loop<S> {
             head: None,
             stored_head: None,
             step: -1,
+            head_step: -1,
             stop: 0,
             pending: Vec::new(),
             unsaved: vec![Change::Unchanged; S::Field::ALL.len()],
@@ -532,6 +535,7 @@ impl<S: State> Loop<S> {
             lp.head = Some(loaded.checkpoint.id);
             lp.stored_head = lp.head;
             lp.step = loaded.checkpoint.step;
+            lp.head_step = lp.step;
             lp.pending = loaded.pending.clone();
             if from.is_some() {
                 // Time travel: a new branch starts with a fork checkpoint; the recorded
@@ -1396,6 +1400,7 @@ impl<S: State> Loop<S> {
         let parent = self.head;
         self.head = Some(id);
         self.step = step;
+        self.head_step = step;
         self.pending.clear();
         let Some(saver) = self.level.saver.clone() else {
             return Ok(());
@@ -1464,7 +1469,7 @@ impl<S: State> Loop<S> {
                     checkpoint: Checkpoint {
                         id,
                         parent: self.stored_head,
-                        step: self.step,
+                        step: self.head_step,
                         source: Source::Loop,
                         created_at_ms: id.created_at_ms(),
                         control: self.ctl.to_control(&self.g)?,

@@ -85,7 +85,7 @@ fn ctx() -> ReduceCtx {
 
 #[test]
 fn update_builder_sets_only_the_named_fields() {
-    let update = Chat::update().counter(3).r#type("greeting");
+    let update = Chat::update().counter(3).r#type("greeting".into());
     assert_eq!(update.counter, Some(3));
     assert_eq!(update.r#type.as_deref(), Some("greeting"));
     assert!(update.messages.is_none());
@@ -99,7 +99,7 @@ fn update_builder_sets_only_the_named_fields() {
 #[test]
 fn update_setter_takes_anything_convertible_into_the_write_type() {
     // `total` is reduced by `Sum`, whose write type is `i32`: an `i16` converts.
-    let update = Chat::update().total(7i16).r#type("t");
+    let update = Chat::update().total(7).r#type("t".into());
     assert_eq!(update.total, Some(7i32));
     assert_eq!(update.r#type, Some(String::from("t")));
 }
@@ -181,12 +181,15 @@ fn apply_two_writes_to_a_last_value_field_is_a_concurrent_update_of_that_field()
 #[test]
 fn apply_reports_the_raw_identifier_field_by_its_plain_name() {
     let mut chat = Chat::default();
-    let writes = vec![Chat::update().r#type("a"), Chat::update().r#type("b")];
+    let writes = vec![
+        Chat::update().r#type("a".into()),
+        Chat::update().r#type("b".into()),
+    ];
     let (field, _) = chat.apply(writes, &mut ctx()).unwrap_err();
     assert_eq!((field, field.name()), (ChatField::Type, "type"));
 
     let changes = chat
-        .apply(vec![Chat::update().r#type("c")], &mut ctx())
+        .apply(vec![Chat::update().r#type("c".into())], &mut ctx())
         .unwrap();
     assert_eq!(chat.r#type, "c");
     assert_eq!(changes, vec![(ChatField::Type, Change::Replaced)]);
@@ -232,7 +235,7 @@ fn custom_reducer_type_path_reduces_its_field() {
 #[test]
 fn written_reports_exactly_the_written_fields_in_declaration_order() {
     let update = Chat::update()
-        .r#type("t")
+        .r#type("t".into())
         .tags(vec![])
         .messages(vec![msg("a", "b")]);
     assert_eq!(
@@ -308,7 +311,7 @@ fn update_serializes_only_the_fields_it_writes() {
     let json = serde_json::to_string(&Chat::update().counter(3)).unwrap();
     assert_eq!(json, r#"{"counter":3}"#);
 
-    let json = serde_json::to_value(Chat::update().r#type("x").total(2)).unwrap();
+    let json = serde_json::to_value(Chat::update().r#type("x".into()).total(2)).unwrap();
     assert_eq!(json, serde_json::json!({"total": 2, "type": "x"}));
 }
 
@@ -441,8 +444,8 @@ fn add_messages_field_upserts_by_id_through_its_update_type() {
         ..Agent::default()
     };
     let writes = vec![
-        Agent::update().messages(id_msg(None, "hello")),
-        Agent::update().messages(vec![id_msg(Some("a"), "hi!")]),
+        Agent::update().messages(id_msg(None, "hello").into()),
+        Agent::update().messages(vec![id_msg(Some("a"), "hi!")].into()),
     ];
     let changes = agent.apply(writes, &mut ReduceCtx::new(3)).unwrap();
     assert_eq!(

@@ -366,8 +366,8 @@ fn gen_update_struct(
         quote! {
             #[doc = #doc]
             #[must_use]
-            #vis fn #ident(mut self, value: impl ::core::convert::Into<#ty>) -> Self {
-                self.#ident = ::core::option::Option::Some(::core::convert::Into::into(value));
+            #vis fn #ident(mut self, value: #ty) -> Self {
+                self.#ident = ::core::option::Option::Some(value);
                 self
             }
         }

@@ -50,7 +50,7 @@ mod expand;
 /// - `ChatUpdate`: a partial write, one `Option<Reducer::Update>` per field, deriving
 ///   `Clone`, `Default`, `Debug`, `Serialize` and `Deserialize` (`None` fields are skipped
 ///   when serializing and default to `None` when missing); one builder setter per field,
-///   named like the field and taking `impl Into<Update>`.
+///   named like the field and taking the field's update type (exact type, so integer literals infer).
 /// - `Chat::update()`: an empty `ChatUpdate` to chain setters on.
 /// - `ChatField`: the field ids, one variant per field in `UpperCamelCase`, implementing
 ///   `stategraph::state::Field` (`name()` is the field's Rust name without `r#`).

@@ -1,14 +1,14 @@
 //! Behaviour tests of the engine core, one module per area.
 #![allow(missing_docs)]
 
-// mod command_routing;
+mod checkpoint_records;
+mod command_routing;
 mod compile_validation;
-// mod durability_modes;
-// mod interrupt_resume;
-// mod mermaid_export;
-// mod checkpoint_records;
-// mod stream_events;
-// mod subgraph_checkpointing;
+mod durability_modes;
+mod interrupt_resume;
+mod mermaid_export;
+mod stream_events;
+mod subgraph_checkpointing;
 mod superstep_semantics;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,0 +1,196 @@
+//! Durability: `sync`, `async`, `exit`.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use stategraph::checkpoints::{
+    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
+    PendingWrite, PutCheckpoint, Saver, Source, ThreadId,
+};
+use stategraph::prelude::*;
+use stategraph::RunError;
+use stategraph_tests::RecordingSaver;
+
+use crate::superstep_semantics::{Log, LogUpdate};
+use crate::TestResult;
+
+fn counting_chain(saver: RecordingSaver) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    let mut g = StateGraph::<Log>::new().add_edge(START, "n0");
+    for i in 0..4 {
+        let saver = saver.clone();
+        let name = format!("n{i}");
+        g = g.add_node(name.clone(), move |_s: Arc<Log>, _c: NodeContext| {
+            // Each node records how many checkpoints exist when it starts.
+            let stored = saver.puts().len();
+            async move { Ok::<_, BoxError>(Log::update().log(vec![format!("{stored}")])) }
+        });
+        let next = if i == 3 {
+            END.to_string()
+        } else {
+            format!("n{}", i + 1)
+        };
+        g = g.add_edge(name, next);
+    }
+    g.compile()
+}
+
+#[tokio::test]
+async fn sync_stores_each_step_before_the_next_step_starts() -> TestResult {
+    let saver = RecordingSaver::new();
+    let g = counting_chain(saver.clone())?.with_checkpointer(saver.shared());
+    let out = g
+        .invoke(
+            Log::update(),
+            &RunConfig::new().thread("t").durability(Durability::Sync),
+        )
+        .await?;
+    // n0 runs at step 1, after the input (-1) and start (0) checkpoints: 2 stored; and so on.
+    assert_eq!(out.state.log, ["2", "3", "4", "5"]);
+    assert_eq!(saver.puts().len(), 6);
+    Ok(())
+}
+
+#[tokio::test]
+async fn async_stores_every_step_by_the_time_the_run_returns() -> TestResult {
+    let saver = RecordingSaver::new();
+    let g = counting_chain(saver.clone())?.with_checkpointer(saver.shared());
+    g.invoke(
+        Log::update(),
+        &RunConfig::new().thread("t").durability(Durability::Async),
+    )
+    .await?;
+    let steps: Vec<i64> = saver.puts().iter().map(|p| p.checkpoint.step).collect();
+    assert_eq!(steps, [-1, 0, 1, 2, 3, 4]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn exit_stores_one_checkpoint_per_invocation_with_every_change() -> TestResult {
+    let saver = RecordingSaver::new();
+    let g = counting_chain(saver.clone())?.with_checkpointer(saver.shared());
+    let cfg = RunConfig::new().thread("t").durability(Durability::Exit);
+    let out = g.invoke(Log::update(), &cfg).await?;
+    assert_eq!(
+        out.state.log,
+        ["0", "0", "0", "0"],
+        "nothing is stored while the run goes"
+    );
+    let puts = saver.puts();
+    assert_eq!(puts.len(), 1);
+    assert_eq!(
+        (
+            puts[0].checkpoint.step,
+            puts[0].checkpoint.source,
+            puts[0].checkpoint.parent
+        ),
+        (4, Source::Loop, None)
+    );
+    let snap = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(*snap.values, *out.state);
+    // A second invocation appends one more checkpoint, chained to the first.
+    g.invoke(Log::update(), &cfg).await?;
+    let puts = saver.puts();
+    assert_eq!(puts.len(), 2);
+    assert_eq!(puts[1].checkpoint.parent, Some(puts[0].checkpoint.id));
+    let snap = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(snap.values.log.len(), 8);
+    Ok(())
+}
+
+#[tokio::test]
+async fn exit_keeps_an_interrupted_run_resumable() -> TestResult {
+    let saver = RecordingSaver::new();
+    let g = StateGraph::<Log>::new()
+        .add_node("a", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(Log::update().log(vec!["a".into()]))
+        })
+        .add_node("ask", |_s: Arc<Log>, c: NodeContext| async move {
+            let v: String = c.interrupt("?")?;
+            Ok::<_, BoxError>(Log::update().log(vec![v]))
+        })
+        .add_edge(START, "a")
+        .add_edge("a", "ask")
+        .compile()?
+        .with_checkpointer(saver.shared());
+    let cfg = RunConfig::new().thread("t").durability(Durability::Exit);
+    let paused = g.invoke(Log::update(), &cfg).await?;
+    assert!(paused.is_interrupted());
+    assert_eq!(saver.puts().len(), 1);
+    let done = g
+        .invoke(Command::resume(Resume::value("answer")), &cfg)
+        .await?;
+    assert_eq!(done.state.log, ["a", "answer"]);
+    Ok(())
+}
+
+/// A saver whose `put` fails from the n-th call on.
+#[derive(Clone)]
+struct FailingSaver {
+    inner: RecordingSaver,
+    fail_from: usize,
+}
+
+impl Saver for FailingSaver {
+    fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        if self.inner.puts().len() + 1 >= self.fail_from {
+            return Box::pin(async { Err(CheckpointError::Storage("disk full".into())) });
+        }
+        self.inner.put(put)
+    }
+    fn put_writes<'a>(
+        &'a self,
+        t: &'a ThreadId,
+        ns: &'a Namespace,
+        id: CheckpointId,
+        w: Vec<PendingWrite>,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.inner.put_writes(t, ns, id, w)
+    }
+    fn get<'a>(
+        &'a self,
+        t: &'a ThreadId,
+        ns: &'a Namespace,
+        id: Option<CheckpointId>,
+    ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
+        self.inner.get(t, ns, id)
+    }
+    fn list<'a>(
+        &'a self,
+        t: &'a ThreadId,
+        ns: &'a Namespace,
+        o: ListOptions,
+    ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>> {
+        self.inner.list(t, ns, o)
+    }
+    fn delete_thread<'a>(&'a self, t: &'a ThreadId) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.inner.delete_thread(t)
+    }
+}
+
+#[tokio::test]
+async fn a_failed_background_write_surfaces_as_an_error_of_the_run() -> TestResult {
+    for durability in [Durability::Async, Durability::Sync] {
+        let saver = FailingSaver {
+            inner: RecordingSaver::new(),
+            fail_from: 3,
+        };
+        let g = counting_chain(saver.inner.clone())?.with_checkpointer(Arc::new(saver.clone()));
+        let err = g
+            .invoke(
+                Log::update(),
+                &RunConfig::new().thread("t").durability(durability),
+            )
+            .await
+            .err();
+        let err = err.ok_or("expected a storage error")?;
+        assert!(
+            matches!(err, RunError::Checkpoint(CheckpointError::Storage(_))),
+            "{durability:?}: {err}"
+        );
+        assert_eq!(saver.inner.puts().len(), 2);
+    }
+    Ok(())
+}
+
+#[allow(dead_code)]
+fn _unused(_: LogUpdate) {}
