@@ -287,17 +287,20 @@ async fn run_chain(args: &Args) -> Result<(), BoxError> {
                 let mut state: Option<Arc<ChainState>> = None;
                 let t0 = Instant::now();
                 for _ in 0..invokes {
-                    let input = match (&state, mode) {
-                        (Some(s), "carry") => ChainState::update()
-                            .messages(s.messages.clone())
-                            .counter(s.counter),
+                    let input = match (state.take(), mode) {
+                        // Hand the output back as input, as the Python script passes its
+                        // output dict: moved when this is the only reference (no copy).
+                        (Some(s), "carry") => {
+                            let s = Arc::try_unwrap(s).unwrap_or_else(|s| (*s).clone());
+                            ChainState::update().messages(s.messages).counter(s.counter)
+                        }
                         _ => fresh_chain_input(),
                     };
                     let out = graph.invoke(input, &cfg).await?;
+                    final_messages = out.state.messages.len();
                     state = Some(out.state);
                 }
                 walls.push(t0.elapsed().as_secs_f64());
-                final_messages = state.map_or(0, |s| s.messages.len());
             }
             let wall = walls[0];
             base("none")

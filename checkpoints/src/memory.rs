@@ -136,6 +136,88 @@ impl MemorySaver {
         );
         Ok(())
     }
+
+    fn put_writes_sync(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+        id: CheckpointId,
+        writes: Vec<PendingWrite>,
+    ) -> Result<(), CheckpointError> {
+        let mut map = self.lock();
+        let entry = map
+            .get_mut(&(thread.clone(), ns.clone()))
+            .and_then(|c| c.get_mut(&id))
+            .ok_or_else(|| CheckpointError::NotFound {
+                thread: thread.clone(),
+                ns: ns.clone(),
+                id,
+            })?;
+        // The writes of a task replace everything recorded for it before (a resumed
+        // task records its outcome afresh).
+        let tasks: std::collections::BTreeSet<_> = writes.iter().map(|w| w.task_id).collect();
+        entry.pending.retain(|p| !tasks.contains(&p.task_id));
+        entry.pending.extend(writes);
+        Ok(())
+    }
+
+    fn get_sync(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+        id: Option<CheckpointId>,
+    ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
+        let map = self.lock();
+        let chain = map.get(&(thread.clone(), ns.clone()));
+        let entry = match (chain, id) {
+            (Some(chain), None) => chain.values().next_back(),
+            (Some(chain), Some(id)) => chain.get(&id),
+            (None, _) => None,
+        };
+        match (entry, id) {
+            (Some(e), _) => Ok(Some(LoadedCheckpoint {
+                checkpoint: e.checkpoint.clone(),
+                fields: e
+                    .fields
+                    .iter()
+                    .map(|(k, parts)| (k.clone(), parts.iter().map(|p| (**p).clone()).collect()))
+                    .collect(),
+                pending: e.pending.clone(),
+            })),
+            (None, Some(id)) => Err(CheckpointError::NotFound {
+                thread: thread.clone(),
+                ns: ns.clone(),
+                id,
+            }),
+            (None, None) => Ok(None),
+        }
+    }
+
+    fn list_sync(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+        options: ListOptions,
+    ) -> Result<Vec<Checkpoint>, CheckpointError> {
+        for key in options.filter.keys() {
+            validate_filter_key(key)?;
+        }
+        let map = self.lock();
+        let Some(chain) = map.get(&(thread.clone(), ns.clone())) else {
+            return Ok(Vec::new());
+        };
+        let upper = options
+            .before
+            .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        Ok(chain
+            .range((std::ops::Bound::Unbounded, upper))
+            .rev()
+            .map(|(_, e)| &e.checkpoint)
+            .filter(|cp| matches_filter(cp, &options.filter))
+            .take(options.limit.unwrap_or(usize::MAX))
+            .cloned()
+            .collect())
+    }
 }
 
 /// Concatenate JSON-array parts into one whole part. Parts that are not arrays are left as
@@ -177,23 +259,7 @@ impl Saver for MemorySaver {
         id: CheckpointId,
         writes: Vec<PendingWrite>,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        let result = (|| {
-            let mut map = self.lock();
-            let entry = map
-                .get_mut(&(thread.clone(), ns.clone()))
-                .and_then(|c| c.get_mut(&id))
-                .ok_or_else(|| CheckpointError::NotFound {
-                    thread: thread.clone(),
-                    ns: ns.clone(),
-                    id,
-                })?;
-            // The writes of a task replace everything recorded for it before (a resumed
-            // task records its outcome afresh).
-            let tasks: std::collections::BTreeSet<_> = writes.iter().map(|w| w.task_id).collect();
-            entry.pending.retain(|p| !tasks.contains(&p.task_id));
-            entry.pending.extend(writes);
-            Ok(())
-        })();
+        let result = self.put_writes_sync(thread, ns, id, writes);
         Box::pin(future::ready(result))
     }
 
@@ -203,34 +269,7 @@ impl Saver for MemorySaver {
         ns: &'a Namespace,
         id: Option<CheckpointId>,
     ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
-        let result = (|| {
-            let map = self.lock();
-            let chain = map.get(&(thread.clone(), ns.clone()));
-            let entry = match (chain, id) {
-                (Some(chain), None) => chain.values().next_back(),
-                (Some(chain), Some(id)) => chain.get(&id),
-                (None, _) => None,
-            };
-            match (entry, id) {
-                (Some(e), _) => Ok(Some(LoadedCheckpoint {
-                    checkpoint: e.checkpoint.clone(),
-                    fields: e
-                        .fields
-                        .iter()
-                        .map(|(k, parts)| {
-                            (k.clone(), parts.iter().map(|p| (**p).clone()).collect())
-                        })
-                        .collect(),
-                    pending: e.pending.clone(),
-                })),
-                (None, Some(id)) => Err(CheckpointError::NotFound {
-                    thread: thread.clone(),
-                    ns: ns.clone(),
-                    id,
-                }),
-                (None, None) => Ok(None),
-            }
-        })();
+        let result = self.get_sync(thread, ns, id);
         Box::pin(future::ready(result))
     }
 
@@ -240,26 +279,7 @@ impl Saver for MemorySaver {
         ns: &'a Namespace,
         options: ListOptions,
     ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>> {
-        let result = (|| {
-            for key in options.filter.keys() {
-                validate_filter_key(key)?;
-            }
-            let map = self.lock();
-            let Some(chain) = map.get(&(thread.clone(), ns.clone())) else {
-                return Ok(Vec::new());
-            };
-            let upper = options
-                .before
-                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
-            Ok(chain
-                .range((std::ops::Bound::Unbounded, upper))
-                .rev()
-                .map(|(_, e)| &e.checkpoint)
-                .filter(|cp| matches_filter(cp, &options.filter))
-                .take(options.limit.unwrap_or(usize::MAX))
-                .cloned()
-                .collect())
-        })();
+        let result = self.list_sync(thread, ns, options);
         Box::pin(future::ready(result))
     }
 

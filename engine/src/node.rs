@@ -48,6 +48,8 @@ where
     }
 }
 
+type RetryPredicate = Arc<dyn Fn(&BoxError) -> bool + Send + Sync>;
+
 /// When and how often a failing node is retried within its step.
 #[derive(Clone)]
 pub struct RetryPolicy {
@@ -61,7 +63,7 @@ pub struct RetryPolicy {
     pub max_interval: Duration,
     /// Add up to 50% random jitter to each wait.
     pub jitter: bool,
-    retry_on: Option<Arc<dyn Fn(&BoxError) -> bool + Send + Sync>>,
+    retry_on: Option<RetryPredicate>,
 }
 
 impl fmt::Debug for RetryPolicy {

@@ -26,11 +26,13 @@ pub enum Checkpointing {
     Disabled,
 }
 
+type MapFn<A, B> = Arc<dyn Fn(&A) -> B + Send + Sync>;
+
 pub(crate) struct SubgraphNode<S: State, C: State> {
     graph: CompiledGraph<C>,
     mode: Checkpointing,
-    input: Arc<dyn Fn(&S) -> C::Update + Send + Sync>,
-    output: Arc<dyn Fn(&C) -> S::Update + Send + Sync>,
+    input: MapFn<S, C::Update>,
+    output: MapFn<C, S::Update>,
 }
 
 impl<S: State, C: State> SubgraphNode<S, C> {

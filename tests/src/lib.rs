@@ -8,6 +8,9 @@ use stategraph_checkpoints::{
     Namespace, PendingWrite, PutCheckpoint, Saver, ThreadId,
 };
 
+/// One recorded `put_writes` call: namespace, checkpoint, writes.
+pub type PendingCall = (Namespace, CheckpointId, Vec<PendingWrite>);
+
 /// A [`MemorySaver`] that also records every `put` and `put_writes` call.
 #[derive(Debug, Clone, Default)]
 pub struct RecordingSaver {
@@ -16,7 +19,7 @@ pub struct RecordingSaver {
     /// Every checkpoint put, in order.
     pub puts: Arc<Mutex<Vec<PutCheckpoint>>>,
     /// Every pending-writes call: (namespace, checkpoint, writes).
-    pub writes: Arc<Mutex<Vec<(Namespace, CheckpointId, Vec<PendingWrite>)>>>,
+    pub writes: Arc<Mutex<Vec<PendingCall>>>,
 }
 
 impl RecordingSaver {
@@ -31,7 +34,7 @@ impl RecordingSaver {
     }
 
     /// The recorded pending writes.
-    pub fn pending_calls(&self) -> Vec<(Namespace, CheckpointId, Vec<PendingWrite>)> {
+    pub fn pending_calls(&self) -> Vec<PendingCall> {
         self.writes
             .lock()
             .unwrap_or_else(|p| p.into_inner())

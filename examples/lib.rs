@@ -1,0 +1,1 @@
+//! Runnable examples for stategraph; see the `[[example]]` targets in this package.
