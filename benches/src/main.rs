@@ -270,7 +270,7 @@ async fn run_chain(args: &Args) -> Result<(), BoxError> {
     // warm-up
     graph.invoke(fresh_chain_input(), &cfg).await?;
 
-    let per_step = |wall: f64| round(wall * 1000.0 / supersteps as f64, 4);
+    let per_step = |wall: f64| round(wall * 1000.0 / supersteps as f64, 6);
     let base = |cp: &str| {
         Record::new()
             .kv("engine", ENGINE)
@@ -313,9 +313,9 @@ async fn run_chain(args: &Args) -> Result<(), BoxError> {
                 .kv("per_step_ms", per_step(wall))
                 .kv(
                     "per_engine_step_ms",
-                    round(wall * 1000.0 / engine_steps as f64, 4),
+                    round(wall * 1000.0 / engine_steps as f64, 6),
                 )
-                .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 4))
+                .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 6))
                 .kv(
                     "repeats_per_step_ms",
                     walls.iter().map(|&w| per_step(w)).collect::<Vec<_>>(),
@@ -358,9 +358,9 @@ async fn run_chain(args: &Args) -> Result<(), BoxError> {
                     .kv("per_step_ms", per_step(wall))
                     .kv(
                         "per_engine_step_ms",
-                        round(wall * 1000.0 / engine_steps as f64, 4),
+                        round(wall * 1000.0 / engine_steps as f64, 6),
                     )
-                    .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 4))
+                    .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 6))
                     .kv("checkpoint_rows", saver.checkpoint_count())
                     .kv("peak_rss_mb", peak_rss_mb())
                     .emit();
@@ -577,7 +577,7 @@ async fn run_wide(args: &Args) -> Result<(), BoxError> {
     };
     check(&graph.invoke(init.clone(), &cfg).await?.state)?; // warm-up
 
-    let per_step = |wall: f64| round(wall * 1000.0 / supersteps as f64, 4);
+    let per_step = |wall: f64| round(wall * 1000.0 / supersteps as f64, 6);
     let base = |cp: &str| {
         Record::new()
             .kv("engine", ENGINE)

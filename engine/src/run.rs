@@ -559,7 +559,6 @@ impl<S: State> Loop<S> {
             Input::Command(cmd) => {
                 lp.ctl.interrupt_seen = lp.ctl.max_version;
                 lp.step += 1;
-                lp.stop = lp.step + limit + 1;
                 if let Some(resume) = cmd.resume {
                     if lp.level.is_root {
                         lp.validate_resume(&resume)?;
@@ -571,13 +570,32 @@ impl<S: State> Loop<S> {
                     }
                 }
                 if cmd.update.is_some() || !cmd.goto.is_empty() {
+                    // The command's update and routing apply at once. Without a resume they
+                    // are checkpointed before any task runs, so they are kept even if nothing
+                    // runs after; with a resume the interrupted step's tasks (and their
+                    // recorded writes) must keep their ids, so the changes are stored with
+                    // that step's checkpoint instead.
+                    let resuming_tasks = lp
+                        .shared
+                        .resume
+                        .lock()
+                        .map(|r| r.value.is_some() || !r.map.is_empty())
+                        .unwrap_or(true);
                     let out = TaskOutput {
                         updates: cmd.update.into_iter().collect(),
                         goto: cmd.goto,
                         parents: Vec::new(),
                     };
                     lp.apply_input_command(out)?;
+                    if !resuming_tasks {
+                        let writes = lp.encode_changes()?;
+                        lp.put(Source::Input, lp.step, writes).await?;
+                        lp.step += 1;
+                    }
                 }
+                // A command resumes: static interrupts do not refire on what it acknowledged.
+                lp.ctl.interrupt_seen = lp.ctl.max_version;
+                lp.stop = lp.step + limit + 1;
             }
             Input::Continue => {
                 lp.ctl.interrupt_seen = lp.ctl.max_version;
@@ -926,17 +944,20 @@ impl<S: State> Loop<S> {
                 };
                 results[ti] = Some(r);
             } else {
+                let mut aborts = AbortOnDrop(Vec::with_capacity(to_run.len()));
                 let mut running: FuturesUnordered<_> = to_run
                     .iter()
                     .map(|&ti| {
                         let handle = tokio::spawn(
                             self.task_future(&tasks[ti], resumes.remove(&ti).unwrap_or_default()),
                         );
+                        aborts.0.push(handle.abort_handle());
                         async move { (ti, handle.await) }
                     })
                     .collect();
-                let mut handles_failed = false;
                 loop {
+                    // Leaving this loop early (failure, cancellation) aborts the siblings
+                    // still running, through `aborts`.
                     let next = tokio::select! {
                         n = running.next() => n,
                         _ = cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
@@ -954,14 +975,11 @@ impl<S: State> Loop<S> {
                     let failed = matches!(r, TaskResult::Failed(_));
                     results[ti] = Some(r);
                     if failed {
-                        // A failure cancels the siblings still running.
-                        handles_failed = true;
                         break;
                     }
                 }
-                if handles_failed {
-                    drop(running);
-                }
+                drop(running);
+                drop(aborts);
             }
         }
 
@@ -1509,6 +1527,17 @@ impl<S: State> Loop<S> {
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// Aborts spawned tasks when dropped.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for h in &self.0 {
+            h.abort();
+        }
     }
 }
 

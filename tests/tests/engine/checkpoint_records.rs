@@ -240,3 +240,54 @@ async fn a_thread_id_with_control_characters_is_rejected_before_anything_runs() 
     assert!(saver.puts().is_empty());
     Ok(())
 }
+
+#[tokio::test]
+async fn a_command_update_on_an_idle_thread_is_checkpointed() -> TestResult {
+    let saver = RecordingSaver::new();
+    let g = ab()?.with_checkpointer(saver.shared());
+    let cfg = RunConfig::new().thread("t");
+    g.invoke(Log::update(), &cfg).await?;
+    let out = g
+        .invoke(Command::new().update(Log::update().value(41)), &cfg)
+        .await?;
+    assert_eq!(out.state.value, 41);
+    let snap = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(snap.values.value, 41);
+    assert_eq!(snap.checkpoint.source, Source::Input);
+    Ok(())
+}
+
+#[tokio::test]
+async fn running_from_an_older_checkpoint_forks_and_keeps_the_old_branch() -> TestResult {
+    let saver = RecordingSaver::new();
+    let g = ab()?.with_checkpointer(saver.shared());
+    let cfg = RunConfig::new().thread("t");
+    g.invoke(Log::update(), &cfg).await?;
+    let history = g.get_state_history("t", ListOptions::default()).await?;
+    let old_ids: Vec<_> = history.iter().map(|h| h.checkpoint.id).collect();
+    // The checkpoint after `a` ran: next is `b`.
+    let mid = history
+        .iter()
+        .find(|h| h.next == ["b"])
+        .ok_or("no mid checkpoint")?;
+    let forked = g
+        .invoke(Input::Continue, &cfg.clone().checkpoint(mid.checkpoint.id))
+        .await?;
+    assert_eq!(forked.state.log, ["a", "b"]);
+    let after = g.get_state_history("t", ListOptions::default()).await?;
+    // The old branch is intact; the new one starts with a fork checkpoint whose parent is mid.
+    for id in &old_ids {
+        assert!(after.iter().any(|h| h.checkpoint.id == *id));
+    }
+    let fork = after
+        .iter()
+        .find(|h| h.checkpoint.source == Source::Fork)
+        .ok_or("no fork checkpoint")?;
+    assert_eq!(fork.checkpoint.parent, Some(mid.checkpoint.id));
+    assert_eq!(
+        after[0].checkpoint.parent,
+        Some(fork.checkpoint.id),
+        "the new branch is the head"
+    );
+    Ok(())
+}

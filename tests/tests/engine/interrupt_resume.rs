@@ -267,3 +267,36 @@ async fn interrupt_after_pauses_after_the_node_and_does_not_refire_on_continue()
     assert_eq!(done.state.log, ["a", "b", "c"]);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_resume_command_with_an_update_keeps_finished_siblings_and_applies_the_update(
+) -> TestResult {
+    let quick = Counter::default();
+    let q2 = quick.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node("quick", move |_s: Arc<Log>, _c: NodeContext| {
+            q2.hit();
+            async { Ok::<_, BoxError>(push("quick")) }
+        })
+        .add_node("ask", |s: Arc<Log>, c: NodeContext| async move {
+            let a: String = c.interrupt("?")?;
+            Ok::<_, BoxError>(push(&format!("{a} at value {}", s.value)))
+        })
+        .add_edge(START, "quick")
+        .add_edge(START, "ask")
+        .compile()?
+        .with_checkpointer(saver());
+    let cfg = RunConfig::new().thread("t");
+    g.invoke(Log::update(), &cfg).await?;
+    let cmd = Command::resume(Resume::value("yes")).update(Log::update().value(5));
+    let done = g.invoke(cmd, &cfg).await?;
+    assert_eq!(quick.get(), 1);
+    assert_eq!(done.state.value, 5);
+    assert_eq!(done.state.log, ["quick", "yes at value 5"]);
+    let snap = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(
+        snap.values.value, 5,
+        "the update was stored with the resumed step"
+    );
+    Ok(())
+}
