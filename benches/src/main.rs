@@ -13,7 +13,8 @@
 //! none|memory|sqlite` (a comma list is accepted: `none,memory`), `--steps 1000`,
 //! `--fanout-k 1000`, `--wide-fields 100`, `--wide-steps 100`, `--repeats 3`,
 //! `--durabilities async,sync,exit` (checkpointer runs), `--fanout-mem-ks 1000,10000`
-//! (fanout runs repeated each in a fresh process, so that each K's own peak RSS shows).
+//! (fanout runs repeated each in a fresh process, so that each K's own peak RSS shows),
+//! `--worker-threads N` (tokio worker threads; default one per CPU).
 
 mod report;
 mod wide_state;
@@ -69,13 +70,16 @@ struct Args {
     repeats: usize,
     durabilities: Vec<(String, Durability)>,
     fanout_mem_ks: Vec<i64>,
+    /// Tokio worker threads (default: tokio's, one per CPU).
+    worker_threads: Option<usize>,
     /// Internal: run one fanout of this K in this (fresh) process and report its memory.
     internal_fanout_mem: Option<i64>,
 }
 
 const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide] \
 [--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--wide-fields 100] \
-[--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] [--fanout-mem-ks 1000,10000]";
+[--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] [--fanout-mem-ks 1000,10000] \
+[--worker-threads N]";
 
 /// A command-line problem: message and exit code.
 struct Usage(String, u8);
@@ -105,6 +109,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
         repeats: 3,
         durabilities: Vec::new(),
         fanout_mem_ks: vec![1000, 10_000],
+        worker_threads: None,
         internal_fanout_mem: None,
     };
     let mut durabilities = list("async,sync,exit");
@@ -163,6 +168,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
                     .map(|k| number(&flag, k))
                     .collect::<Result<_, _>>()?;
             }
+            "--worker-threads" => args.worker_threads = Some(number(&flag, &value()?)?),
             "--internal-fanout-mem" => {
                 args.internal_fanout_mem = Some(number(&flag, &value()?)?);
             }
@@ -475,6 +481,12 @@ async fn run_fanout(args: &Args) -> Result<(), BoxError> {
                     "--repeats".to_string(),
                     args.repeats.to_string(),
                 ])
+                .args(
+                    args.worker_threads
+                        .into_iter()
+                        .flat_map(|n| ["--worker-threads".to_string(), n.to_string()]),
+                )
+                .args(["--checkpointer", "none"])
                 .status()?;
             if !status.success() {
                 return Err(format!("the fanout K={mk} child failed: {status}").into());
@@ -650,6 +662,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         .kv("stategraph", env!("CARGO_PKG_VERSION"))
         .kv("build", if cfg!(debug_assertions) { "debug" } else { "release" })
         .kv("runtime", "tokio multi_thread")
+        .kv("worker_threads", args.worker_threads.unwrap_or(cpus))
         .kv("cpus", cpus)
         .kv(
             "args",
@@ -695,10 +708,11 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.worker_threads {
+        builder.worker_threads(n.max(1));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("stategraph-bench: cannot start the tokio runtime: {e}");

@@ -1,6 +1,56 @@
 //! Typed thread state: the [`State`] trait and its field ids.
 //!
 //! `#[derive(State)]` implements these for a struct; they stay implementable by hand.
+//!
+//! # Deriving
+//!
+//! ```
+//! use stategraph::reducers::{Change, ReduceCtx};
+//! use stategraph::state::{Field, State};
+//!
+//! fn keep_longest(current: &mut String, update: String) {
+//!     if update.len() > current.len() {
+//!         *current = update;
+//!     }
+//! }
+//!
+//! #[derive(stategraph::State, Clone, Default, Debug)]
+//! pub struct Chat {
+//!     /// Every message, in order.
+//!     #[reduce(append)]
+//!     pub messages: Vec<String>,
+//!     /// Written by one node per step.
+//!     pub counter: i64,
+//!     /// The longest title proposed so far.
+//!     #[reduce(with = keep_longest)]
+//!     pub title: String,
+//! }
+//!
+//! // Generated: `ChatUpdate` (+ setters), `Chat::update()`, `ChatField`, `impl State for Chat`.
+//! let writes = vec![
+//!     Chat::update().messages(vec!["hi".to_string()]).counter(1),
+//!     Chat::update().messages(vec!["there".to_string()]).title("A title".into()),
+//! ];
+//! let mut chat = Chat::default();
+//! let changes = chat.apply(writes, &mut ReduceCtx::new(0)).map_err(|(field, err)| {
+//!     format!("{}: {err}", field.name())
+//! })?;
+//! assert_eq!(chat.messages, ["hi", "there"]);
+//! assert_eq!(
+//!     changes,
+//!     [
+//!         (ChatField::Messages, Change::Appended { from: 0 }),
+//!         (ChatField::Counter, Change::Replaced),
+//!         (ChatField::Title, Change::Replaced),
+//!     ]
+//! );
+//! assert_eq!(ChatField::Title.name(), "title");
+//! assert_eq!(
+//!     stategraph::serde_json::to_string(&Chat::update().counter(3))?,
+//!     r#"{"counter":3}"#
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::fmt::Debug;
 use std::hash::Hash;

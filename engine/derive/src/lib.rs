@@ -61,6 +61,8 @@ mod expand;
 ///
 /// # Example
 ///
+/// (Compiled as a doc test on the `stategraph::state` module.)
+///
 /// ```text
 /// use stategraph::reducers::{Change, ReduceCtx};
 /// use stategraph::state::{Field, State};
@@ -86,7 +88,7 @@ mod expand;
 /// // Generated: `ChatUpdate` (+ setters), `Chat::update()`, `ChatField`, `impl State for Chat`.
 /// let writes = vec![
 ///     Chat::update().messages(vec!["hi".to_string()]).counter(1),
-///     Chat::update().messages(vec!["there".to_string()]).title("A title"),
+///     Chat::update().messages(vec!["there".to_string()]).title("A title".into()),
 /// ];
 /// let mut chat = Chat::default();
 /// let changes = chat.apply(writes, &mut ReduceCtx::new(0)).map_err(|(field, err)| {
