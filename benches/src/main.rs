@@ -434,8 +434,9 @@ async fn time_fanout(
     let mut times = Vec::new();
     for r in 0..repeats {
         let cfg = config(r);
+        let input = fan_input(k);
         let t0 = Instant::now();
-        let out = graph.invoke(fan_input(k), &cfg).await?;
+        let out = graph.invoke(input, &cfg).await?;
         times.push(t0.elapsed().as_secs_f64());
         if out.state.total != expected {
             return Err(format!("fanout total {} != {expected}", out.state.total).into());
@@ -601,8 +602,9 @@ async fn run_wide(args: &Args) -> Result<(), BoxError> {
         // The Python script times one run; the extra runs only show the spread.
         let mut walls = Vec::new();
         for _ in 0..args.repeats {
+            let input = init.clone();
             let t0 = Instant::now();
-            let out = graph.invoke(init.clone(), &cfg).await?;
+            let out = graph.invoke(input, &cfg).await?;
             walls.push(t0.elapsed().as_secs_f64());
             check(&out.state)?;
         }
@@ -626,8 +628,9 @@ async fn run_wide(args: &Args) -> Result<(), BoxError> {
             let saver = MemorySaver::new();
             let g = graph.with_checkpointer(Arc::new(saver.clone()));
             let cfg = cfg.clone().thread("wide-1").durability(*durability);
+            let input = init.clone();
             let t0 = Instant::now();
-            let out = g.invoke(init.clone(), &cfg).await?;
+            let out = g.invoke(input, &cfg).await?;
             let wall = t0.elapsed().as_secs_f64();
             check(&out.state)?;
             let t1 = Instant::now();

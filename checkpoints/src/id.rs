@@ -236,14 +236,25 @@ pub struct TaskId(u128);
 impl TaskId {
     /// Derive a task id from its identity parts.
     pub fn derive(parts: &[&[u8]]) -> Self {
-        let mut h = blake3::Hasher::new();
+        // Length-prefixed parts, hashed in one call (one compression for the usual sizes).
+        let total: usize = parts.iter().map(|p| 8 + p.len()).sum();
+        let mut stack = [0u8; 256];
+        let mut heap = Vec::new();
+        let buf: &mut [u8] = if total <= stack.len() {
+            &mut stack[..total]
+        } else {
+            heap.resize(total, 0);
+            &mut heap
+        };
+        let mut at = 0;
         for p in parts {
-            h.update(&(p.len() as u64).to_le_bytes());
-            h.update(p);
+            buf[at..at + 8].copy_from_slice(&(p.len() as u64).to_le_bytes());
+            buf[at + 8..at + 8 + p.len()].copy_from_slice(p);
+            at += 8 + p.len();
         }
-        let bytes = h.finalize();
+        let hash = blake3::hash(buf);
         let mut first = [0u8; 16];
-        first.copy_from_slice(&bytes.as_bytes()[..16]);
+        first.copy_from_slice(&hash.as_bytes()[..16]);
         TaskId(u128::from_be_bytes(first))
     }
 }

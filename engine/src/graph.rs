@@ -499,7 +499,7 @@ impl<S: State> StateGraph<S> {
                     .destinations
                     .clone()
                     .map(|d| d.into_iter().collect()),
-                options: n.options,
+                options: Arc::new(n.options),
                 out: std::mem::take(&mut out_static[i]),
                 joins: std::mem::take(&mut joins_of[i]),
                 branches: std::mem::take(&mut branches_of[i]),
@@ -529,7 +529,7 @@ pub(crate) struct CompiledNode<S: State> {
     pub(crate) name: Arc<str>,
     pub(crate) branch_channel: String,
     pub(crate) run: Arc<dyn NodeRun<S>>,
-    pub(crate) options: NodeOptions,
+    pub(crate) options: Arc<NodeOptions>,
     pub(crate) destinations: Option<BTreeSet<String>>,
     pub(crate) out: Vec<usize>,
     pub(crate) joins: Vec<usize>,

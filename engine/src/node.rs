@@ -148,6 +148,7 @@ pub struct NodeOptions {
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) defer: bool,
+    pub(crate) spawn: bool,
     pub(crate) destinations: Option<Vec<String>>,
 }
 
@@ -173,6 +174,14 @@ impl NodeOptions {
     /// uneven depth).
     pub fn defer(mut self) -> Self {
         self.defer = true;
+        self
+    }
+
+    /// Run each task of this node on its own tokio task, in parallel with the other tasks of
+    /// the step (for CPU-heavy nodes). By default a step's tasks run concurrently on the
+    /// run's own task, which is cheaper for the I/O-bound nodes of agent workflows.
+    pub fn spawn(mut self) -> Self {
+        self.spawn = true;
         self
     }
 
@@ -243,7 +252,7 @@ pub(crate) struct TaskCtx {
     pub(crate) step: i64,
     pub(crate) ns: Namespace,
     pub(crate) thread: Option<ThreadId>,
-    pub(crate) arg: Option<serde_json::Value>,
+    pub(crate) arg: Option<Arc<serde_json::Value>>,
     pub(crate) sink: Option<EventSink>,
     pub(crate) scratch: Mutex<Scratch>,
     pub(crate) resume: Arc<Mutex<ResumeInput>>,
@@ -310,7 +319,7 @@ impl NodeContext {
     /// If the task was not started by a `Send`, or the argument is not a `T`.
     pub fn arg<T: DeserializeOwned>(&self) -> Result<T, BoxError> {
         match &self.inner.arg {
-            Some(v) => T::deserialize(v).map_err(|e| {
+            Some(v) => T::deserialize(v.as_ref()).map_err(|e| {
                 format!(
                     "node {:?}: Send argument is not a {}: {e}",
                     &*self.inner.node,

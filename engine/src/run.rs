@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use stategraph_checkpoints::{
     Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, LoadedCheckpoint,
@@ -199,7 +200,7 @@ struct Planned {
     id: TaskId,
     node: Option<usize>,
     kind: Kind,
-    arg: Option<serde_json::Value>,
+    arg: Option<Arc<serde_json::Value>>,
 }
 
 enum TaskResult<S: State> {
@@ -218,7 +219,7 @@ struct Ctl<S: State> {
     seen_join: Vec<u64>,
     branches: Vec<bool>,
     barriers: Vec<Vec<bool>>,
-    sends: Vec<(usize, serde_json::Value)>,
+    sends: Vec<(usize, Arc<serde_json::Value>)>,
     start: Option<S::Update>,
     max_version: u64,
     interrupt_seen: u64,
@@ -300,7 +301,7 @@ impl<S: State> Ctl<S> {
         }
         sends.extend(self.sends.iter().map(|(n, arg)| PendingSend {
             node: g.nodes[*n].name.to_string(),
-            arg: arg.clone(),
+            arg: arg.as_ref().clone(),
         }));
         let mut interrupt_seen = BTreeMap::new();
         if self.interrupt_seen > 0 {
@@ -390,7 +391,7 @@ impl<S: State> Ctl<S> {
                     .index
                     .get(&s.node)
                     .ok_or_else(|| unknown("sends", &s.node))?;
-                ctl.sends.push((i, s.arg.clone()));
+                ctl.sends.push((i, Arc::new(s.arg.clone())));
             }
         }
         ctl.interrupt_seen = c.interrupt_seen.values().copied().max().unwrap_or(0);
@@ -642,13 +643,7 @@ impl<S: State> Loop<S> {
         let version = self.ctl.max_version + 1;
         let mut next_branches = vec![false; self.g.nodes.len()];
         let mut next_sends = Vec::new();
-        self.route(
-            &out.goto,
-            "input",
-            None,
-            &mut next_branches,
-            &mut next_sends,
-        )?;
+        self.route(out.goto, "input", None, &mut next_branches, &mut next_sends)?;
         let changes = Arc::make_mut(&mut self.state)
             .apply(out.updates, &mut ReduceCtx::new(self.step))
             .map_err(|(field, source)| RunError::Reduce {
@@ -716,7 +711,7 @@ impl<S: State> Loop<S> {
                 id: id(b"push", &self.g.nodes[*i].name, k),
                 node: Some(*i),
                 kind: Kind::Push(k),
-                arg: Some(arg.clone()),
+                arg: Some(Arc::clone(arg)),
             });
         }
         if tasks.is_empty() {
@@ -944,20 +939,29 @@ impl<S: State> Loop<S> {
                 };
                 results[ti] = Some(r);
             } else {
-                let mut aborts = AbortOnDrop(Vec::with_capacity(to_run.len()));
-                let mut running: FuturesUnordered<_> = to_run
-                    .iter()
-                    .map(|&ti| {
-                        let handle = tokio::spawn(
-                            self.task_future(&tasks[ti], resumes.remove(&ti).unwrap_or_default()),
-                        );
+                // Tasks run concurrently on this task; a node marked `spawn` runs on its
+                // own tokio task (in parallel with the others). Leaving the loop early
+                // (failure, cancellation) drops the inline futures and aborts the spawned
+                // ones, through `aborts`.
+                let mut aborts = AbortOnDrop(Vec::new());
+                let mut running: FuturesUnordered<BoxFuture<'static, (usize, TaskJoin<S>)>> =
+                    FuturesUnordered::new();
+                for &ti in &to_run {
+                    let fut = self.task_future(&tasks[ti], resumes.remove(&ti).unwrap_or_default());
+                    let spawn = tasks[ti]
+                        .node
+                        .is_some_and(|i| self.g.nodes[i].options.spawn);
+                    if spawn {
+                        let handle = tokio::spawn(fut);
                         aborts.0.push(handle.abort_handle());
-                        async move { (ti, handle.await) }
-                    })
-                    .collect();
+                        running.push(Box::pin(async move {
+                            (ti, handle.await.map_err(|e| e.to_string()))
+                        }));
+                    } else {
+                        running.push(Box::pin(async move { (ti, Ok(fut.await)) }));
+                    }
+                }
                 loop {
-                    // Leaving this loop early (failure, cancellation) aborts the siblings
-                    // still running, through `aborts`.
                     let next = tokio::select! {
                         n = running.next() => n,
                         _ = cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
@@ -1103,7 +1107,7 @@ impl<S: State> Loop<S> {
         let node_ix = t.node.unwrap_or(0);
         let node = self.g.nodes[node_ix].run.clone();
         let options = self.g.nodes[node_ix].options.clone();
-        let name = self.g.nodes[node_ix].name.to_string();
+        let name = self.g.nodes[node_ix].name.clone();
         let state = self.state.clone();
         let ctx = self.task_ctx(t, resume);
         let step = self.step;
@@ -1120,19 +1124,19 @@ impl<S: State> Loop<S> {
                 let result: Result<TaskOutput<S>, RunError> = match options.timeout {
                     Some(d) => match tokio::time::timeout(d, fut).await {
                         Ok(r) => r.map_err(|source| RunError::Node {
-                            node: name.clone(),
+                            node: name.to_string(),
                             step,
                             task,
                             source,
                         }),
                         Err(_) => Err(RunError::Timeout {
-                            node: name.clone(),
+                            node: name.to_string(),
                             step,
                             after: d,
                         }),
                     },
                     None => fut.await.map_err(|source| RunError::Node {
-                        node: name.clone(),
+                        node: name.to_string(),
                         step,
                         task,
                         source,
@@ -1192,14 +1196,14 @@ impl<S: State> Loop<S> {
     /// Route `gotos` issued by `from` (a node name or "input").
     fn route(
         &self,
-        gotos: &[Goto],
+        gotos: Vec<Goto>,
         from: &str,
         allowed: Option<&std::collections::BTreeSet<String>>,
         next_branches: &mut [bool],
-        next_sends: &mut Vec<(usize, serde_json::Value)>,
+        next_sends: &mut Vec<(usize, Arc<serde_json::Value>)>,
     ) -> Result<(), RunError> {
         for g in gotos {
-            let name = match g {
+            let name = match &g {
                 Goto::Node(n) => n.as_str(),
                 Goto::Send(s) => s.node.as_str(),
             };
@@ -1223,12 +1227,12 @@ impl<S: State> Loop<S> {
             };
             match g {
                 Goto::Node(_) => next_branches[i] = true,
-                Goto::Send(s) => match &s.arg {
-                    Ok(v) => next_sends.push((i, v.clone())),
+                Goto::Send(s) => match s.arg {
+                    Ok(v) => next_sends.push((i, Arc::new(v))),
                     Err(detail) => {
                         return Err(RunError::SendArg {
-                            node: s.node.clone(),
-                            detail: detail.clone(),
+                            node: s.node,
+                            detail,
                         })
                     }
                 },
@@ -1245,7 +1249,7 @@ impl<S: State> Loop<S> {
         let g = self.g.clone();
         let version = self.ctl.max_version + 1;
         let mut next_branches = vec![false; g.nodes.len()];
-        let mut next_sends: Vec<(usize, serde_json::Value)> = Vec::new();
+        let mut next_sends: Vec<(usize, Arc<serde_json::Value>)> = Vec::new();
         let mut joins_touched = false;
 
         // Triggers consumed by the tasks that ran.
@@ -1296,7 +1300,7 @@ impl<S: State> Loop<S> {
                 }
             }
             self.route(
-                &out.goto,
+                out.goto,
                 &name,
                 allowed,
                 &mut next_branches,
@@ -1335,7 +1339,7 @@ impl<S: State> Loop<S> {
                 let branch = &g.branches[b];
                 let route = (branch.router)(&self.state);
                 self.route(
-                    &route.0,
+                    route.0,
                     &branch.from,
                     Some(&branch.targets),
                     &mut next_branches,
@@ -1461,7 +1465,13 @@ impl<S: State> Loop<S> {
             join_put(prev).await?;
         }
         if self.shared.durability == Durability::Async {
-            self.inflight = Some(tokio::spawn(async move { saver.put(put).await }));
+            // A saver that completes at once (in memory) needs no background task.
+            let mut write: BoxFuture<'static, Result<(), CheckpointError>> =
+                Box::pin(async move { saver.put(put).await });
+            match futures::FutureExt::now_or_never(&mut write) {
+                Some(done) => done?,
+                None => self.inflight = Some(tokio::spawn(write)),
+            }
         } else {
             saver.put(put).await?;
         }
@@ -1540,6 +1550,9 @@ impl Drop for AbortOnDrop {
         }
     }
 }
+
+/// A task's result, or why its spawned tokio task did not return one.
+type TaskJoin<S> = Result<TaskResult<S>, String>;
 
 enum Executed {
     Applied,

@@ -272,6 +272,28 @@ fn generate(input: &DeriveInput, fields: &[StateField]) -> TokenStream {
                     (#field_enum, #r::ReduceError),
                 > {
                     #quiet_unused
+                    // Fast path: one write (most steps) needs no per-field buckets.
+                    if writes.len() == 1 {
+                        let mut writes = writes;
+                        let mut __changes = ::std::vec::Vec::new();
+                        if let ::core::option::Option::Some(__write) = writes.pop() {
+                            let #update { #(#idents: #part),* } = __write;
+                            #(
+                                if let ::core::option::Option::Some(__v) = #part {
+                                    let __change = #reducers::reduce(
+                                        #field_mut(&mut self.#idents),
+                                        ::std::vec![__v],
+                                        __ctx,
+                                    )
+                                    .map_err(|__e| (#field_enum::#variants, __e))?;
+                                    if __change.is_changed() {
+                                        __changes.push((#field_enum::#variants, __change));
+                                    }
+                                }
+                            )*
+                        }
+                        return ::core::result::Result::Ok(__changes);
+                    }
                     #(
                         let mut #bucket: ::std::vec::Vec<#reducers::Update> =
                             ::std::vec::Vec::new();

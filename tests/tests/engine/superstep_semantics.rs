@@ -458,3 +458,45 @@ fn public_engine_types_are_send_and_sync() {
     check::<Command<Log>>();
     check::<MemorySaver>();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_of_spawned_nodes_run_in_parallel_on_the_runtime() -> TestResult {
+    // Each node blocks its thread until it hears from the other: this only finishes if the two
+    // tasks run at the same time on different threads.
+    let (to_b, from_a) = std::sync::mpsc::channel::<()>();
+    let (to_a, from_b) = std::sync::mpsc::channel::<()>();
+    let from_a = Arc::new(std::sync::Mutex::new(from_a));
+    let from_b = Arc::new(std::sync::Mutex::new(from_b));
+    let rendezvous = |tx: std::sync::mpsc::Sender<()>,
+                      rx: Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
+                      name: &'static str| {
+        move |_s: Arc<Log>, _c: NodeContext| {
+            let (tx, rx) = (tx.clone(), rx.clone());
+            async move {
+                tx.send(()).map_err(|e| e.to_string())?;
+                rx.lock()
+                    .map_err(|e| e.to_string())?
+                    .recv_timeout(Duration::from_secs(10))
+                    .map_err(|_| format!("{name} never met its sibling"))?;
+                Ok::<_, BoxError>(push(name))
+            }
+        }
+    };
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "a",
+            rendezvous(to_b, from_b, "a"),
+            NodeOptions::new().spawn(),
+        )
+        .add_node_with(
+            "b",
+            rendezvous(to_a, from_a, "b"),
+            NodeOptions::new().spawn(),
+        )
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .compile()?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    assert_eq!(out.state.log, ["a", "b"]);
+    Ok(())
+}
