@@ -176,3 +176,73 @@ pub struct ListOptions {
     /// Only checkpoints whose metadata has these key/value pairs.
     pub filter: BTreeMap<String, serde_json::Value>,
 }
+
+/// How a thread stands at its newest checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadStatus {
+    /// Nothing left to run.
+    Done,
+    /// Paused: an interrupt is pending, or tasks are planned but not run (a static
+    /// interrupt, or a run that stopped mid-way).
+    Interrupted,
+    /// The last step failed; its error is recorded.
+    Error,
+}
+
+impl ThreadStatus {
+    /// The status of a thread whose newest checkpoint is `head`.
+    pub fn of(head: &LoadedCheckpoint) -> Self {
+        if head
+            .pending
+            .iter()
+            .any(|w| matches!(w.kind, WriteKind::Error(_)))
+        {
+            ThreadStatus::Error
+        } else if head
+            .pending
+            .iter()
+            .any(|w| matches!(w.kind, WriteKind::Interrupt { .. }))
+            || !head.checkpoint.control.branches.is_empty()
+            || !head.checkpoint.control.sends.is_empty()
+        {
+            ThreadStatus::Interrupted
+        } else {
+            ThreadStatus::Done
+        }
+    }
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadStatus::Done => "done",
+            ThreadStatus::Interrupted => "interrupted",
+            ThreadStatus::Error => "error",
+        }
+    }
+}
+
+/// One thread, as listed by [`Saver::list_threads`](crate::Saver::list_threads).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    /// The thread.
+    pub thread: ThreadId,
+    /// Checkpoints in its root namespace.
+    pub checkpoints: usize,
+    /// Step of its newest checkpoint.
+    pub last_step: i64,
+    /// How it stands.
+    pub status: ThreadStatus,
+    /// Creation time of its newest checkpoint, milliseconds since the Unix epoch.
+    pub updated_at_ms: u64,
+}
+
+/// Which checkpoints of a thread [`Saver::prune`](crate::Saver::prune) keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    /// The newest `n` checkpoints of each namespace.
+    KeepLast(usize),
+    /// Checkpoints created at or after this time (ms since the epoch); the newest one of each
+    /// namespace is always kept.
+    NewerThan(u64),
+}

@@ -60,6 +60,37 @@ pub enum CheckpointError {
         /// What was wrong.
         detail: String,
     },
+    /// Stored bytes that do not match their hash, or that are not a valid envelope or
+    /// record: never decoded into a wrong or default state.
+    #[error(
+        "integrity error in thread {thread:?}, checkpoint {checkpoint}, blob {blob}: {detail}"
+    )]
+    Integrity {
+        /// Thread.
+        thread: String,
+        /// Checkpoint (32 hex digits), or `-` when not tied to one.
+        checkpoint: String,
+        /// The blob's hash (hex) or the row it was read from.
+        blob: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A file written by a newer format than this build reads.
+    #[error("checkpoint file format {found} is newer than the supported {supported}")]
+    UnsupportedFormatVersion {
+        /// The file's format version.
+        found: u32,
+        /// The newest this build reads.
+        supported: u32,
+    },
+    /// A value over the configured size cap.
+    #[error("value of {size} bytes is over the {limit}-byte cap")]
+    BlobTooLarge {
+        /// Its size.
+        size: usize,
+        /// The cap.
+        limit: usize,
+    },
     /// The storage backend failed.
     #[error("storage error: {0}")]
     Storage(#[source] Box<dyn std::error::Error + Send + Sync>),

@@ -259,6 +259,18 @@ impl TaskId {
     }
 }
 
+impl TaskId {
+    /// The raw 128-bit value.
+    pub fn as_u128(self) -> u128 {
+        self.0
+    }
+
+    /// Wrap a raw value.
+    pub fn from_u128(v: u128) -> Self {
+        TaskId(v)
+    }
+}
+
 impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:032x}", self.0)

@@ -13,16 +13,19 @@
 //! ```
 
 mod checkpoint;
+pub mod envelope;
 mod error;
 mod id;
 mod memory;
 mod saver;
+mod sqlite;
 
 pub use checkpoint::{
     Checkpoint, Control, FieldPart, FieldWrite, ListOptions, LoadedCheckpoint, PendingSend,
-    PendingWrite, PutCheckpoint, Source, WriteKind,
+    PendingWrite, PutCheckpoint, Retention, Source, ThreadInfo, ThreadStatus, WriteKind,
 };
 pub use error::{validate_filter_key, CheckpointError};
 pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};
 pub use memory::MemorySaver;
 pub use saver::Saver;
+pub use sqlite::{SqliteOptions, SqliteSaver, Synchronous, FORMAT_VERSION};

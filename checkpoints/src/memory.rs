@@ -7,7 +7,8 @@ use futures::future::{self, BoxFuture};
 
 use crate::{
     validate_filter_key, Checkpoint, CheckpointError, CheckpointId, FieldPart, FieldWrite,
-    ListOptions, LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Saver, Source, ThreadId,
+    ListOptions, LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention, Saver,
+    Source, ThreadId, ThreadInfo, ThreadStatus,
 };
 
 /// Past this many stored parts, a list field is compacted into one whole part.
@@ -289,5 +290,106 @@ impl Saver for MemorySaver {
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
         self.lock().retain(|(t, _), _| t != thread);
         Box::pin(future::ready(Ok(())))
+    }
+
+    fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {
+        let mut threads: Vec<ThreadId> = self
+            .lock()
+            .keys()
+            .filter(|(_, ns)| ns.is_root())
+            .map(|(t, _)| t.clone())
+            .collect();
+        threads.sort();
+        let mut out = Vec::new();
+        for thread in threads {
+            let count = self
+                .lock()
+                .get(&(thread.clone(), Namespace::root()))
+                .map_or(0, BTreeMap::len);
+            match self.get_sync(&thread, &Namespace::root(), None) {
+                Ok(Some(head)) => out.push(ThreadInfo {
+                    thread,
+                    checkpoints: count,
+                    last_step: head.checkpoint.step,
+                    status: ThreadStatus::of(&head),
+                    updated_at_ms: head.checkpoint.created_at_ms,
+                }),
+                Ok(None) => {}
+                Err(e) => return Box::pin(future::ready(Err(e))),
+            }
+        }
+        Box::pin(future::ready(Ok(out)))
+    }
+
+    fn copy_thread<'a>(
+        &'a self,
+        from: &'a ThreadId,
+        to: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let mut map = self.lock();
+        if let Some(((_, ns), chain)) = map.iter().find(|((t, _), c)| t == to && !c.is_empty()) {
+            let err = CheckpointError::StaleParent {
+                thread: to.clone(),
+                ns: ns.clone(),
+                expected: None,
+                found: chain.keys().next_back().copied(),
+            };
+            return Box::pin(future::ready(Err(err)));
+        }
+        let copies: Vec<((ThreadId, Namespace), Chain)> = map
+            .iter()
+            .filter(|((t, _), _)| t == from)
+            .map(|((_, ns), chain)| {
+                let chain = chain
+                    .iter()
+                    .map(|(id, e)| {
+                        (
+                            *id,
+                            Entry {
+                                checkpoint: e.checkpoint.clone(),
+                                fields: e.fields.clone(),
+                                pending: e.pending.clone(),
+                            },
+                        )
+                    })
+                    .collect();
+                ((to.clone(), ns.clone()), chain)
+            })
+            .collect();
+        map.extend(copies);
+        Box::pin(future::ready(Ok(())))
+    }
+
+    fn prune<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        retention: Retention,
+    ) -> BoxFuture<'a, Result<usize, CheckpointError>> {
+        let mut map = self.lock();
+        let mut deleted = 0;
+        for ((t, _), chain) in map.iter_mut() {
+            if t != thread {
+                continue;
+            }
+            let keep: std::collections::BTreeSet<CheckpointId> = chain
+                .iter()
+                .rev()
+                .enumerate()
+                .filter(|(i, (_, e))| match retention {
+                    Retention::KeepLast(n) => *i < n.max(1),
+                    Retention::NewerThan(ms) => *i == 0 || e.checkpoint.created_at_ms >= ms,
+                })
+                .map(|(_, (id, _))| *id)
+                .collect();
+            let before = chain.len();
+            chain.retain(|id, _| keep.contains(id));
+            deleted += before - chain.len();
+            for e in chain.values_mut() {
+                if e.checkpoint.parent.is_some_and(|p| !keep.contains(&p)) {
+                    e.checkpoint.parent = None;
+                }
+            }
+        }
+        Box::pin(future::ready(Ok(deleted)))
     }
 }

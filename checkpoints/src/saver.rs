@@ -4,7 +4,7 @@ use futures::future::BoxFuture;
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
-    PendingWrite, PutCheckpoint, ThreadId,
+    PendingWrite, PutCheckpoint, Retention, ThreadId, ThreadInfo,
 };
 
 /// A checkpoint store. Savers store bytes and versions; they know no node code.
@@ -69,4 +69,32 @@ pub trait Saver: Send + Sync + 'static {
         &'a self,
         thread: &'a ThreadId,
     ) -> BoxFuture<'a, Result<(), CheckpointError>>;
+
+    /// Every thread with checkpoints in its root namespace, by thread id.
+    ///
+    /// # Errors
+    /// Storage and integrity errors.
+    fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>>;
+
+    /// Copy every checkpoint and pending write of `from` into the empty thread `to`.
+    ///
+    /// # Errors
+    /// [`CheckpointError::StaleParent`] if `to` already has checkpoints; storage errors.
+    fn copy_thread<'a>(
+        &'a self,
+        from: &'a ThreadId,
+        to: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>>;
+
+    /// Delete the checkpoints of `thread` that `retention` does not keep. A kept checkpoint
+    /// stays loadable and resumable; one whose parent is deleted becomes a root. Returns how
+    /// many checkpoints were deleted.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn prune<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        retention: Retention,
+    ) -> BoxFuture<'a, Result<usize, CheckpointError>>;
 }

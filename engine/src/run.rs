@@ -11,7 +11,6 @@ use stategraph_checkpoints::{
     WriteKind,
 };
 use stategraph_reducers::{Change, ReduceCtx, Stored, StoredRef};
-use tokio::task::JoinHandle;
 
 use crate::command::{Goto, ParentCommand, Resume, START};
 use crate::event::{Event, EventKind, EventSink, Shared, TaskStatus};
@@ -22,6 +21,9 @@ use crate::{BoxError, Command, Interrupt, Interrupted, RunError, State};
 
 /// Default recursion limit (supersteps per invocation), as in LangGraph.
 pub const DEFAULT_RECURSION_LIMIT: usize = 10_007;
+
+/// Most checkpoint writes in flight under durability `async`: a crash loses at most these.
+pub const MAX_INFLIGHT: usize = 64;
 
 /// When a step's checkpoint must be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -490,7 +492,9 @@ pub(crate) struct Loop<S: State> {
     pending: Vec<PendingWrite>,
     /// Changes not yet stored (durability exit), per field.
     unsaved: Vec<Change>,
-    inflight: Option<JoinHandle<Result<(), CheckpointError>>>,
+    /// Checkpoint writes handed to the saver and not yet confirmed (durability async), oldest
+    /// first.
+    inflight: std::collections::VecDeque<tokio::task::JoinHandle<Result<(), CheckpointError>>>,
     /// Pending writes held back until the final checkpoint (durability exit).
     deferred_pending: Vec<PendingWrite>,
     steps_run: usize,
@@ -525,7 +529,7 @@ impl<S: State> Loop<S> {
             stop: 0,
             pending: Vec::new(),
             unsaved: vec![Change::Unchanged; S::Field::ALL.len()],
-            inflight: None,
+            inflight: std::collections::VecDeque::new(),
             deferred_pending: Vec::new(),
             steps_run: 0,
         };
@@ -1460,20 +1464,42 @@ impl<S: State> Loop<S> {
     }
 
     async fn submit(&mut self, saver: Arc<dyn Saver>, put: PutCheckpoint) -> Result<(), RunError> {
-        // At most one checkpoint in flight; an earlier failure surfaces here.
-        if let Some(prev) = self.inflight.take() {
-            join_put(prev).await?;
+        let mut write: BoxFuture<'static, Result<(), CheckpointError>> =
+            Box::pin(async move { saver.put(put).await });
+        if self.shared.durability != Durability::Async {
+            self.drain_inflight().await?;
+            return write.await.map_err(RunError::from);
         }
-        if self.shared.durability == Durability::Async {
-            // A saver that completes at once (in memory) needs no background task.
-            let mut write: BoxFuture<'static, Result<(), CheckpointError>> =
-                Box::pin(async move { saver.put(put).await });
-            match futures::FutureExt::now_or_never(&mut write) {
-                Some(done) => done?,
-                None => self.inflight = Some(tokio::spawn(write)),
-            }
+        // The first poll hands the checkpoint to the saver (a saver that completes at once,
+        // like the memory saver, is done here). Later steps go on while it is stored; a
+        // saver that groups queued writes commits several steps at once.
+        if let Some(done) = futures::FutureExt::now_or_never(&mut write) {
+            done?;
         } else {
-            saver.put(put).await?;
+            self.inflight.push_back(tokio::spawn(write));
+        }
+        // Surface finished writes (and their errors) early; bound what is in flight.
+        while let Some(front) = self.inflight.front_mut() {
+            match futures::FutureExt::now_or_never(front) {
+                Some(done) => {
+                    self.inflight.pop_front();
+                    joined(done)?;
+                }
+                None => break,
+            }
+        }
+        while self.inflight.len() > MAX_INFLIGHT {
+            if let Some(front) = self.inflight.pop_front() {
+                joined(front.await)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for every checkpoint write in flight.
+    async fn drain_inflight(&mut self) -> Result<(), RunError> {
+        while let Some(front) = self.inflight.pop_front() {
+            joined(front.await)?;
         }
         Ok(())
     }
@@ -1481,9 +1507,7 @@ impl<S: State> Loop<S> {
     /// Store what must be stored before the run reports: the in-flight checkpoint, and under
     /// durability exit the final one.
     async fn flush(&mut self) -> Result<(), RunError> {
-        if let Some(prev) = self.inflight.take() {
-            join_put(prev).await?;
-        }
+        self.drain_inflight().await?;
         if self.shared.durability == Durability::Exit && self.head != self.stored_head {
             if let (Some(saver), Some(thread), Some(id)) = (
                 self.level.saver.clone(),
@@ -1526,9 +1550,7 @@ impl<S: State> Loop<S> {
             self.deferred_pending = writes;
             return Ok(());
         }
-        if let Some(prev) = self.inflight.take() {
-            join_put(prev).await?;
-        }
+        self.drain_inflight().await?;
         if let (Some(saver), Some(thread), Some(head)) =
             (&self.level.saver, &self.shared.thread, self.head)
         {
@@ -1560,8 +1582,8 @@ enum Executed {
     Parent(Vec<ParentCommand>),
 }
 
-async fn join_put(handle: JoinHandle<Result<(), CheckpointError>>) -> Result<(), RunError> {
-    match handle.await {
+fn joined(r: Result<Result<(), CheckpointError>, tokio::task::JoinError>) -> Result<(), RunError> {
+    match r {
         Ok(r) => r.map_err(RunError::from),
         Err(e) => Err(RunError::Checkpoint(CheckpointError::Storage(
             format!("checkpoint writer failed: {e}").into(),

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use stategraph_checkpoints::{
     Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, MemorySaver,
-    Namespace, PendingWrite, PutCheckpoint, Saver, ThreadId,
+    Namespace, PendingWrite, PutCheckpoint, Retention, Saver, ThreadId, ThreadInfo,
 };
 
 /// One recorded `put_writes` call: namespace, checkpoint, writes.
@@ -94,5 +94,25 @@ impl Saver for RecordingSaver {
         thread: &'a ThreadId,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
         self.inner.delete_thread(thread)
+    }
+
+    fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {
+        self.inner.list_threads()
+    }
+
+    fn copy_thread<'a>(
+        &'a self,
+        from: &'a ThreadId,
+        to: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.inner.copy_thread(from, to)
+    }
+
+    fn prune<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        retention: Retention,
+    ) -> BoxFuture<'a, Result<usize, CheckpointError>> {
+        self.inner.prune(thread, retention)
     }
 }

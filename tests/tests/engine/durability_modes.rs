@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use stategraph::checkpoints::{
     Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
-    PendingWrite, PutCheckpoint, Saver, Source, ThreadId,
+    PendingWrite, PutCheckpoint, Retention, Saver, Source, ThreadId, ThreadInfo,
 };
 use stategraph::prelude::*;
 use stategraph::RunError;
@@ -164,6 +164,23 @@ impl Saver for FailingSaver {
     }
     fn delete_thread<'a>(&'a self, t: &'a ThreadId) -> BoxFuture<'a, Result<(), CheckpointError>> {
         self.inner.delete_thread(t)
+    }
+    fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {
+        self.inner.list_threads()
+    }
+    fn copy_thread<'a>(
+        &'a self,
+        f: &'a ThreadId,
+        t: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.inner.copy_thread(f, t)
+    }
+    fn prune<'a>(
+        &'a self,
+        t: &'a ThreadId,
+        r: Retention,
+    ) -> BoxFuture<'a, Result<usize, CheckpointError>> {
+        self.inner.prune(t, r)
     }
 }
 

@@ -1,0 +1,453 @@
+//! [`SqliteSaver`]: checkpoints in one SQLite file (WAL, one writer thread per process).
+//!
+//! Each `put` stores the checkpoint row, the values its step changed and nothing else: a
+//! whole value goes to `sg_blobs` (content-addressed: an identical value is stored once), an
+//! appended list stores only the appended items as a part of a log (`sg_logs`,
+//! `sg_log_parts`), and the row's record holds what changed since the parent (a full record
+//! every [`SqliteOptions::full_every`] checkpoints). Loading a checkpoint reads at most that
+//! many rows plus one blob or one log range per field: O(fields), not O(history).
+//!
+//! Writes go through one writer thread that groups every queued operation into one
+//! `BEGIN IMMEDIATE` transaction (a savepoint each, so one failing operation does not undo
+//! the others). With durability `sync` the engine waits for each commit; with `async` it goes
+//! on, and steps queued meanwhile share the next commit.
+
+mod ops;
+mod record;
+mod schema;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use rusqlite::{Connection, ErrorCode};
+
+pub use schema::{SqliteOptions, Synchronous, FORMAT_VERSION};
+
+use crate::{
+    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
+    PendingWrite, PutCheckpoint, Retention, Saver, ThreadId, ThreadInfo,
+};
+use record::Full;
+
+/// Operations the writer thread runs.
+pub(crate) enum Op {
+    Put(Box<PutCheckpoint>),
+    PutWrites {
+        thread: ThreadId,
+        ns: Namespace,
+        id: CheckpointId,
+        writes: Vec<PendingWrite>,
+    },
+    DeleteThread(ThreadId),
+    CopyThread {
+        from: ThreadId,
+        to: ThreadId,
+    },
+    Prune {
+        thread: ThreadId,
+        retention: Retention,
+    },
+}
+
+/// What an operation returns.
+pub(crate) enum Reply {
+    Done,
+    Count(usize),
+}
+
+struct Job {
+    op: Op,
+    done: tokio::sync::oneshot::Sender<Result<Reply, CheckpointError>>,
+}
+
+/// Full state records by checkpoint row (`seq` values are never reused).
+#[derive(Default)]
+pub(crate) struct Cache {
+    map: HashMap<i64, Arc<Full>>,
+}
+
+const CACHE_LIMIT: usize = 4096;
+
+impl Cache {
+    pub(crate) fn get(&self, seq: i64) -> Option<Arc<Full>> {
+        self.map.get(&seq).cloned()
+    }
+
+    pub(crate) fn insert(&mut self, seq: i64, full: Arc<Full>) {
+        if self.map.len() >= CACHE_LIMIT {
+            self.map.clear();
+        }
+        self.map.insert(seq, full);
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
+struct Inner {
+    path: PathBuf,
+    options: SqliteOptions,
+    tx: Mutex<Option<mpsc::Sender<Job>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    readers: Mutex<Vec<Connection>>,
+    cache: Arc<Mutex<Cache>>,
+}
+
+/// A [`Saver`] over one SQLite file: the default, embedded store.
+///
+/// Cloning shares the connection pool and the writer thread. Several processes may use the
+/// same file: writes serialize through SQLite's lock (`BEGIN IMMEDIATE` with a busy timeout,
+/// retried), and two runners on the same thread are told apart by
+/// [`CheckpointError::StaleParent`].
+///
+/// ```
+/// use stategraph_checkpoints::{Namespace, Saver, SqliteSaver, ThreadId};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let saver = SqliteSaver::open(dir.path().join("threads.db"))?;
+/// let thread = ThreadId::new("t1")?;
+/// assert!(saver.get(&thread, &Namespace::root(), None).await?.is_none());
+/// # Ok::<(), stategraph_checkpoints::CheckpointError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct SqliteSaver {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SqliteSaver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteSaver")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteSaver {
+    /// Open (or create) a checkpoint file with default options.
+    ///
+    /// # Errors
+    /// Storage errors; [`CheckpointError::UnsupportedFormatVersion`] for a file written by a
+    /// newer format (nothing is written to it).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Open (or create) a checkpoint file.
+    ///
+    /// # Errors
+    /// As [`SqliteSaver::open`].
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+    ) -> Result<Self, CheckpointError> {
+        let path = path.as_ref().to_path_buf();
+        let mut conn = schema::connect(&path, &options)?;
+        retry_busy(|| schema::init(&mut conn))?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        let cache = Arc::new(Mutex::new(Cache::default()));
+        let writer_cache = cache.clone();
+        let writer_options = options.clone();
+        let writer = std::thread::Builder::new()
+            .name("stategraph-sqlite-writer".to_string())
+            .spawn(move || writer_loop(conn, rx, writer_cache, writer_options))
+            .map_err(|e| CheckpointError::Storage(Box::new(e)))?;
+        Ok(SqliteSaver {
+            inner: Arc::new(Inner {
+                path,
+                options,
+                tx: Mutex::new(Some(tx)),
+                writer: Mutex::new(Some(writer)),
+                readers: Mutex::new(Vec::new()),
+                cache,
+            }),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Stop the writer after it has committed everything queued, and checkpoint the WAL into
+    /// the main file. Later calls fail with a storage error. Dropping the last clone does the
+    /// same.
+    pub fn close(&self) {
+        let tx = self
+            .inner
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        drop(tx);
+        if let Some(handle) = self
+            .inner
+            .writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = handle.join();
+        }
+        self.inner
+            .readers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    fn submit(&self, op: Op) -> BoxFuture<'static, Result<Reply, CheckpointError>> {
+        let (done, rx) = tokio::sync::oneshot::channel();
+        let sent = match self
+            .inner
+            .tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(tx) => tx.send(Job { op, done }).is_ok(),
+            None => false,
+        };
+        Box::pin(async move {
+            if !sent {
+                return Err(CheckpointError::Storage(
+                    "the SQLite saver is closed".into(),
+                ));
+            }
+            rx.await.unwrap_or_else(|_| {
+                Err(CheckpointError::Storage(
+                    "the SQLite writer thread stopped".into(),
+                ))
+            })
+        })
+    }
+
+    /// Run a read on a pooled connection, off the async runtime when there is one.
+    fn read<T: Send + 'static>(
+        &self,
+        f: impl Fn(&Connection, &Mutex<Cache>) -> Result<T, CheckpointError> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, CheckpointError>> {
+        let inner = self.inner.clone();
+        let job = move || -> Result<T, CheckpointError> {
+            let conn = match inner
+                .readers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop()
+            {
+                Some(c) => c,
+                None => schema::connect(&inner.path, &inner.options)?,
+            };
+            let result = retry_busy(|| f(&conn, &inner.cache));
+            inner
+                .readers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(conn);
+            result
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                let task = handle.spawn_blocking(job);
+                Box::pin(async move {
+                    task.await.unwrap_or_else(|e| {
+                        Err(CheckpointError::Storage(
+                            format!("read task failed: {e}").into(),
+                        ))
+                    })
+                })
+            }
+            Err(_) => Box::pin(futures::future::ready(job())),
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(tx);
+        if let Some(handle) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Whether an error is SQLite's "busy/locked" (worth retrying).
+fn is_busy(e: &CheckpointError) -> bool {
+    match e {
+        CheckpointError::Storage(inner) => inner
+            .downcast_ref::<rusqlite::Error>()
+            .and_then(rusqlite::Error::sqlite_error_code)
+            .is_some_and(|c| matches!(c, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)),
+        _ => false,
+    }
+}
+
+/// Retry an operation while SQLite reports the database busy, for up to a minute (each try
+/// already waits out the busy timeout).
+fn retry_busy<T>(mut f: impl FnMut() -> Result<T, CheckpointError>) -> Result<T, CheckpointError> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match f() {
+            Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Commit queued operations in groups, one transaction per group.
+fn writer_loop(
+    mut conn: Connection,
+    rx: mpsc::Receiver<Job>,
+    cache: Arc<Mutex<Cache>>,
+    options: SqliteOptions,
+) {
+    const MAX_GROUP: usize = 512;
+    while let Ok(first) = rx.recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        let (ops, dones): (Vec<Op>, Vec<_>) = jobs.into_iter().map(|j| (j.op, j.done)).unzip();
+        let results = retry_busy_group(&mut conn, &cache, &options, ops);
+        for (done, result) in dones.into_iter().zip(results) {
+            let _ = done.send(result);
+        }
+    }
+    // Fold the WAL back into the main file on a clean close.
+    let _ = conn.pragma_update(None, "wal_checkpoint", "TRUNCATE");
+}
+
+/// Run a group in one transaction; if the transaction itself cannot start or commit because
+/// the database is busy, retry the whole group.
+fn retry_busy_group(
+    conn: &mut Connection,
+    cache: &Mutex<Cache>,
+    options: &SqliteOptions,
+    ops: Vec<Op>,
+) -> Vec<Result<Reply, CheckpointError>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut ops = Some(ops);
+    loop {
+        let Some(current) = ops.take() else {
+            return Vec::new();
+        };
+        match ops::run_group(conn, cache, options, current) {
+            ops::GroupResult::Committed(results) => return results,
+            ops::GroupResult::Busy(returned) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(2));
+                ops = Some(returned);
+            }
+            ops::GroupResult::Busy(returned) => {
+                return returned
+                    .iter()
+                    .map(|_| {
+                        Err(CheckpointError::Storage(
+                            "database stayed locked for 60 s".into(),
+                        ))
+                    })
+                    .collect()
+            }
+            ops::GroupResult::Failed(e, n) => {
+                let text = e.to_string();
+                return (0..n)
+                    .map(|_| Err(CheckpointError::Storage(text.clone().into())))
+                    .collect();
+            }
+        }
+    }
+}
+
+impl Saver for SqliteSaver {
+    fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        let fut = self.submit(Op::Put(Box::new(put)));
+        Box::pin(async move { fut.await.map(|_| ()) })
+    }
+
+    fn put_writes<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: CheckpointId,
+        writes: Vec<PendingWrite>,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let fut = self.submit(Op::PutWrites {
+            thread: thread.clone(),
+            ns: ns.clone(),
+            id,
+            writes,
+        });
+        Box::pin(async move { fut.await.map(|_| ()) })
+    }
+
+    fn get<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: Option<CheckpointId>,
+    ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
+        let (thread, ns) = (thread.clone(), ns.clone());
+        self.read(move |conn, cache| ops::get(conn, cache, &thread, &ns, id))
+    }
+
+    fn list<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        options: ListOptions,
+    ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>> {
+        let (thread, ns) = (thread.clone(), ns.clone());
+        self.read(move |conn, cache| ops::list(conn, cache, &thread, &ns, &options))
+    }
+
+    fn delete_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let fut = self.submit(Op::DeleteThread(thread.clone()));
+        Box::pin(async move { fut.await.map(|_| ()) })
+    }
+
+    fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {
+        self.read(ops::list_threads)
+    }
+
+    fn copy_thread<'a>(
+        &'a self,
+        from: &'a ThreadId,
+        to: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let fut = self.submit(Op::CopyThread {
+            from: from.clone(),
+            to: to.clone(),
+        });
+        Box::pin(async move { fut.await.map(|_| ()) })
+    }
+
+    fn prune<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        retention: Retention,
+    ) -> BoxFuture<'a, Result<usize, CheckpointError>> {
+        let fut = self.submit(Op::Prune {
+            thread: thread.clone(),
+            retention,
+        });
+        Box::pin(async move {
+            match fut.await? {
+                Reply::Count(n) => Ok(n),
+                Reply::Done => Ok(0),
+            }
+        })
+    }
+}

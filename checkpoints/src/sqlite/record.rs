@@ -1,0 +1,265 @@
+//! The per-checkpoint state record: control state plus a reference per field, stored as a
+//! delta against the parent (a full record every few checkpoints).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Control, PendingSend};
+
+/// Where a field's value lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Ref {
+    /// A whole value in `sg_blobs` (by row id).
+    Blob(i64),
+    /// A list kept as log parts: the first `parts` parts of log `log` (and of its bases).
+    Log {
+        /// The log's id in `sg_logs`.
+        log: i64,
+        /// How many parts (counted from the root log's first) make up the value.
+        parts: i64,
+    },
+}
+
+/// A checkpoint's whole state record, rebuilt from a full body and the deltas after it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Full {
+    pub(crate) versions: BTreeMap<String, u64>,
+    pub(crate) seen: BTreeMap<String, BTreeMap<String, u64>>,
+    pub(crate) fields: BTreeMap<String, Ref>,
+    pub(crate) branches: Vec<String>,
+    pub(crate) barriers: BTreeMap<String, Vec<String>>,
+    /// Pending sends: node and JSON text of the argument.
+    pub(crate) sends: Vec<(String, String)>,
+    pub(crate) interrupt_seen: BTreeMap<String, u64>,
+}
+
+/// What a checkpoint row stores: a full record, or what changed since the parent's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Body {
+    pub(crate) full: bool,
+    pub(crate) versions: Vec<(String, u64)>,
+    pub(crate) seen: Vec<(String, String, u64)>,
+    pub(crate) fields: Vec<(String, Ref)>,
+    pub(crate) branches: Vec<String>,
+    pub(crate) barriers: Vec<(String, Vec<String>)>,
+    pub(crate) sends: Vec<(String, String)>,
+    pub(crate) interrupt_seen: Vec<(String, u64)>,
+}
+
+impl Full {
+    /// Take the control state of a checkpoint (field refs are set separately).
+    pub(crate) fn set_control(&mut self, c: &Control) -> Result<(), serde_json::Error> {
+        self.versions = c.versions.clone();
+        self.seen = c.versions_seen.clone();
+        self.branches = c.branches.clone();
+        self.barriers = c.barriers.clone();
+        self.sends = c
+            .sends
+            .iter()
+            .map(|s| Ok((s.node.clone(), serde_json::to_string(&s.arg)?)))
+            .collect::<Result<_, serde_json::Error>>()?;
+        self.interrupt_seen = c.interrupt_seen.clone();
+        Ok(())
+    }
+
+    /// The control state.
+    pub(crate) fn control(&self) -> Result<Control, serde_json::Error> {
+        Ok(Control {
+            versions: self.versions.clone(),
+            versions_seen: self.seen.clone(),
+            branches: self.branches.clone(),
+            barriers: self.barriers.clone(),
+            sends: self
+                .sends
+                .iter()
+                .map(|(node, arg)| {
+                    Ok(PendingSend {
+                        node: node.clone(),
+                        arg: serde_json::from_str(arg)?,
+                    })
+                })
+                .collect::<Result<_, serde_json::Error>>()?,
+            interrupt_seen: self.interrupt_seen.clone(),
+        })
+    }
+
+    /// The whole record as a body.
+    pub(crate) fn to_full_body(&self) -> Body {
+        Body {
+            full: true,
+            versions: self.versions.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            seen: self
+                .seen
+                .iter()
+                .flat_map(|(n, m)| m.iter().map(move |(c, v)| (n.clone(), c.clone(), *v)))
+                .collect(),
+            fields: self.fields.iter().map(|(k, r)| (k.clone(), *r)).collect(),
+            branches: self.branches.clone(),
+            barriers: self
+                .barriers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            sends: self.sends.clone(),
+            interrupt_seen: self
+                .interrupt_seen
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+        }
+    }
+
+    /// What changed from `parent` to `self`, or `None` if an entry disappeared (then only a
+    /// full body describes `self`).
+    pub(crate) fn delta_from(&self, parent: &Full) -> Option<Body> {
+        let removed = parent
+            .versions
+            .keys()
+            .any(|k| !self.versions.contains_key(k))
+            || parent.fields.keys().any(|k| !self.fields.contains_key(k))
+            || parent.seen.iter().any(|(n, m)| {
+                m.keys()
+                    .any(|c| self.seen.get(n).is_none_or(|s| !s.contains_key(c)))
+            });
+        if removed {
+            return None;
+        }
+        Some(Body {
+            full: false,
+            versions: self
+                .versions
+                .iter()
+                .filter(|(k, v)| parent.versions.get(*k) != Some(v))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            seen: self
+                .seen
+                .iter()
+                .flat_map(|(n, m)| {
+                    m.iter()
+                        .filter(move |(c, v)| {
+                            parent.seen.get(n).and_then(|pm| pm.get(*c)) != Some(v)
+                        })
+                        .map(move |(c, v)| (n.clone(), c.clone(), *v))
+                })
+                .collect(),
+            fields: self
+                .fields
+                .iter()
+                .filter(|(k, r)| parent.fields.get(*k) != Some(r))
+                .map(|(k, r)| (k.clone(), *r))
+                .collect(),
+            branches: self.branches.clone(),
+            barriers: self
+                .barriers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            sends: self.sends.clone(),
+            interrupt_seen: self
+                .interrupt_seen
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+        })
+    }
+
+    /// Apply a body on top of this record (a full body replaces it).
+    pub(crate) fn apply(&mut self, body: Body) {
+        if body.full {
+            *self = Full::default();
+        }
+        self.versions.extend(body.versions);
+        for (n, c, v) in body.seen {
+            self.seen.entry(n).or_default().insert(c, v);
+        }
+        self.fields.extend(body.fields);
+        self.branches = body.branches;
+        self.barriers = body.barriers.into_iter().collect();
+        self.sends = body.sends;
+        self.interrupt_seen = body.interrupt_seen.into_iter().collect();
+    }
+}
+
+/// bincode configuration for engine records.
+pub(crate) fn bincode_config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+/// Encode a body with bincode.
+pub(crate) fn encode_body(body: &Body) -> Result<Vec<u8>, bincode::error::EncodeError> {
+    bincode::serde::encode_to_vec(body, bincode_config())
+}
+
+/// Decode a body, rejecting trailing bytes.
+pub(crate) fn decode_body(bytes: &[u8]) -> Result<Body, String> {
+    let (body, used): (Body, usize) =
+        bincode::serde::decode_from_slice(bytes, bincode_config()).map_err(|e| e.to_string())?;
+    if used != bytes.len() {
+        return Err(format!(
+            "{} trailing bytes after the record",
+            bytes.len() - used
+        ));
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Full {
+        let mut f = Full::default();
+        f.versions.insert("a".into(), 1);
+        f.versions.insert("b".into(), 2);
+        f.seen
+            .entry("n".into())
+            .or_default()
+            .insert("branch:to:n".into(), 1);
+        f.fields.insert("a".into(), Ref::Blob(3));
+        f.fields.insert("b".into(), Ref::Log { log: 1, parts: 2 });
+        f.branches = vec!["branch:to:n".into()];
+        f.sends = vec![("w".into(), "{\"i\":1}".into())];
+        f
+    }
+
+    #[test]
+    fn a_delta_applied_to_the_parent_gives_the_child() {
+        let parent = sample();
+        let mut child = parent.clone();
+        child.versions.insert("b".into(), 5);
+        child
+            .fields
+            .insert("b".into(), Ref::Log { log: 1, parts: 3 });
+        child
+            .seen
+            .entry("m".into())
+            .or_default()
+            .insert("branch:to:m".into(), 4);
+        child.branches.clear();
+        let delta = child.delta_from(&parent).ok_or("no delta").unwrap();
+        assert_eq!(delta.versions, [("b".to_string(), 5)]);
+        assert_eq!(delta.fields.len(), 1);
+        let mut rebuilt = parent.clone();
+        rebuilt.apply(delta);
+        assert_eq!(rebuilt, child);
+    }
+
+    #[test]
+    fn a_removed_entry_forces_a_full_record() {
+        let parent = sample();
+        let mut child = parent.clone();
+        child.fields.remove("a");
+        assert!(child.delta_from(&parent).is_none());
+    }
+
+    #[test]
+    fn bodies_round_trip_and_reject_trailing_bytes() {
+        let body = sample().to_full_body();
+        let mut bytes = encode_body(&body).unwrap();
+        assert_eq!(decode_body(&bytes).unwrap(), body);
+        bytes.push(0);
+        assert!(decode_body(&bytes).is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! The SQLite schema (format version 1) and connection set-up.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::CheckpointError;
+
+/// The file format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Tables of format 1. See `docs/design.md` for each column.
+pub(crate) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS sg_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sg_checkpoints (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    thread     TEXT NOT NULL,
+    ns         TEXT NOT NULL,
+    id         BLOB NOT NULL,
+    parent     BLOB,
+    parent_seq INTEGER,
+    step       INTEGER NOT NULL,
+    source     TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    metadata   TEXT NOT NULL,
+    depth      INTEGER NOT NULL,
+    body_hash  BLOB NOT NULL,
+    body       BLOB NOT NULL,
+    UNIQUE (thread, ns, id)
+);
+CREATE TABLE IF NOT EXISTS sg_blobs (
+    id   INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL UNIQUE,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sg_logs (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    base_log   INTEGER,
+    base_parts INTEGER NOT NULL,
+    tip        INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sg_log_parts (
+    log  INTEGER NOT NULL,
+    part INTEGER NOT NULL,
+    blob INTEGER,
+    hash BLOB,
+    data BLOB,
+    PRIMARY KEY (log, part)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sg_writes (
+    thread     TEXT NOT NULL,
+    ns         TEXT NOT NULL,
+    checkpoint BLOB NOT NULL,
+    task       BLOB NOT NULL,
+    idx        INTEGER NOT NULL,
+    ord        INTEGER NOT NULL,
+    node       TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    hash       BLOB NOT NULL,
+    data       BLOB NOT NULL,
+    PRIMARY KEY (thread, ns, checkpoint, task, idx)
+) WITHOUT ROWID;
+";
+
+/// How hard SQLite syncs a commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// `synchronous=FULL`: a committed checkpoint survives power loss.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: survives a process crash; the last commits may be lost on power
+    /// loss.
+    Normal,
+}
+
+impl Synchronous {
+    /// The pragma value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
+}
+
+/// Options of a [`SqliteSaver`](super::SqliteSaver).
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// How commits are synced (default FULL).
+    pub synchronous: Synchronous,
+    /// How long a connection waits for another writer's lock before retrying.
+    pub busy_timeout: Duration,
+    /// Largest value (one field's stored part) accepted, in bytes.
+    pub max_value_bytes: usize,
+    /// A full state record is stored at least every this many checkpoints of a branch (the
+    /// others store what changed since their parent); bounds the rows a load reads.
+    pub full_every: u32,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            synchronous: Synchronous::Full,
+            busy_timeout: Duration::from_secs(5),
+            max_value_bytes: 16 << 20,
+            full_every: 16,
+        }
+    }
+}
+
+pub(crate) fn storage(e: rusqlite::Error) -> CheckpointError {
+    CheckpointError::Storage(Box::new(e))
+}
+
+/// Open a connection with the pragmas every connection needs.
+pub(crate) fn connect(
+    path: &std::path::Path,
+    options: &SqliteOptions,
+) -> Result<Connection, CheckpointError> {
+    let conn = Connection::open(path).map_err(storage)?;
+    conn.busy_timeout(options.busy_timeout).map_err(storage)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(storage)?;
+    conn.pragma_update(None, "synchronous", options.synchronous.as_str())
+        .map_err(storage)?;
+    conn.pragma_update(None, "foreign_keys", "OFF")
+        .map_err(storage)?;
+    Ok(conn)
+}
+
+/// Create the schema if the file is new, and check its format version.
+pub(crate) fn init(conn: &mut Connection) -> Result<(), CheckpointError> {
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(storage)?;
+    // Check the version before writing anything: a newer file is refused untouched.
+    let has_meta: bool = tx
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sg_meta'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(storage)?
+        > 0;
+    let found: Option<String> = if has_meta {
+        tx.query_row(
+            "SELECT value FROM sg_meta WHERE key = 'format_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(storage)?
+    } else {
+        None
+    };
+    if let Some(v) = &found {
+        let found: u32 = v.parse().map_err(|_| CheckpointError::Integrity {
+            thread: "-".to_string(),
+            checkpoint: "-".to_string(),
+            blob: "sg_meta.format_version".to_string(),
+            detail: format!("unreadable format version {v:?}"),
+        })?;
+        if found > FORMAT_VERSION {
+            return Err(CheckpointError::UnsupportedFormatVersion {
+                found,
+                supported: FORMAT_VERSION,
+            });
+        }
+    }
+    tx.execute_batch(SCHEMA).map_err(storage)?;
+    if found.is_none() {
+        tx.execute(
+            "INSERT INTO sg_meta(key, value) VALUES ('format_version', ?1)",
+            [FORMAT_VERSION.to_string()],
+        )
+        .map_err(storage)?;
+    }
+    tx.commit().map_err(storage)
+}

@@ -1,0 +1,1110 @@
+//! The clauses, each a behaviour every saver must have.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use stategraph_checkpoints::{
+    Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, ListOptions,
+    LoadedCheckpoint, Namespace, PendingSend, PendingWrite, PutCheckpoint, Retention, Saver,
+    Source, TaskId, ThreadId, ThreadStatus, WriteKind,
+};
+
+use crate::{Subject, TestResult};
+
+fn thread(id: &str) -> ThreadId {
+    ThreadId::new(id).expect("valid thread id")
+}
+
+fn header(parent: Option<CheckpointId>, step: i64, source: Source) -> Checkpoint {
+    let id = CheckpointId::generate();
+    Checkpoint {
+        id,
+        parent,
+        step,
+        source,
+        created_at_ms: id.created_at_ms(),
+        control: Control::default(),
+        metadata: BTreeMap::new(),
+    }
+}
+
+fn whole(field: &str, json: &str) -> FieldWrite {
+    FieldWrite {
+        field: field.to_string(),
+        part: FieldPart::Whole(json.as_bytes().to_vec()),
+    }
+}
+
+fn tail(field: &str, json: &str) -> FieldWrite {
+    FieldWrite {
+        field: field.to_string(),
+        part: FieldPart::Tail(json.as_bytes().to_vec()),
+    }
+}
+
+/// Put a checkpoint with these writes after `parent`; returns its id.
+async fn step(
+    saver: &Arc<dyn Saver>,
+    t: &ThreadId,
+    ns: &Namespace,
+    parent: Option<CheckpointId>,
+    source: Source,
+    writes: Vec<FieldWrite>,
+) -> Result<CheckpointId, CheckpointError> {
+    let step = match parent {
+        Some(p) => saver
+            .get(t, ns, Some(p))
+            .await?
+            .map_or(0, |l| l.checkpoint.step + 1),
+        None => -1,
+    };
+    let checkpoint = header(parent, step, source);
+    let id = checkpoint.id;
+    saver
+        .put(PutCheckpoint {
+            thread: t.clone(),
+            ns: ns.clone(),
+            checkpoint,
+            writes,
+        })
+        .await?;
+    Ok(id)
+}
+
+/// A field's value as JSON: a whole part, followed by tails, concatenated as arrays.
+fn value(loaded: &LoadedCheckpoint, field: &str) -> serde_json::Value {
+    let Some(parts) = loaded.fields.get(field) else {
+        return serde_json::Value::Null;
+    };
+    let mut items: Vec<serde_json::Value> = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        match p {
+            FieldPart::Whole(b) => {
+                let v: serde_json::Value = serde_json::from_slice(b).unwrap_or_default();
+                match v {
+                    serde_json::Value::Array(a) if parts.len() > 1 || i > 0 => items.extend(a),
+                    other if parts.len() == 1 => return other,
+                    serde_json::Value::Array(a) => items.extend(a),
+                    other => return other,
+                }
+            }
+            FieldPart::Tail(b) => {
+                let v: Vec<serde_json::Value> = serde_json::from_slice(b).unwrap_or_default();
+                items.extend(v);
+            }
+        }
+    }
+    serde_json::Value::Array(items)
+}
+
+async fn load(
+    saver: &Arc<dyn Saver>,
+    t: &ThreadId,
+    id: CheckpointId,
+) -> Result<LoadedCheckpoint, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(saver
+        .get(t, &Namespace::root(), Some(id))
+        .await?
+        .ok_or("checkpoint missing")?)
+}
+
+pub async fn an_empty_thread_has_no_checkpoint(s: Subject) -> TestResult {
+    assert!(s
+        .saver
+        .get(&thread("t"), &Namespace::root(), None)
+        .await?
+        .is_none());
+    assert!(s
+        .saver
+        .list(&thread("t"), &Namespace::root(), ListOptions::default())
+        .await?
+        .is_empty());
+    Ok(())
+}
+
+pub async fn an_unknown_checkpoint_id_is_not_found(s: Subject) -> TestResult {
+    let t = thread("t");
+    let id = step(
+        &s.saver,
+        &t,
+        &Namespace::root(),
+        None,
+        Source::Input,
+        vec![],
+    )
+    .await?;
+    let other = thread("other");
+    // An id that exists in another thread is not found either: no existence oracle.
+    let err = s
+        .saver
+        .get(&other, &Namespace::root(), Some(id))
+        .await
+        .err()
+        .ok_or("expected not found")?;
+    assert!(matches!(err, CheckpointError::NotFound { .. }), "{err}");
+    let err = s
+        .saver
+        .get(&t, &Namespace::root(), Some(CheckpointId::generate()))
+        .await
+        .err()
+        .ok_or("expected not found")?;
+    assert!(matches!(err, CheckpointError::NotFound { .. }), "{err}");
+    Ok(())
+}
+
+pub async fn a_put_checkpoint_loads_back_with_its_fields_control_and_metadata(
+    s: Subject,
+) -> TestResult {
+    let t = thread("t");
+    let mut cp = header(None, -1, Source::Input);
+    cp.control.versions.insert("count".into(), 3);
+    cp.control.versions.insert("branch:to:a".into(), 3);
+    cp.control
+        .versions_seen
+        .entry("a".into())
+        .or_default()
+        .insert("branch:to:a".into(), 2);
+    cp.control.branches = vec!["branch:to:a".into()];
+    cp.control
+        .barriers
+        .insert("join:a+b:c".into(), vec!["a".into()]);
+    cp.control.sends = vec![PendingSend {
+        node: "w".into(),
+        arg: serde_json::json!({ "i": 1 }),
+    }];
+    cp.control.interrupt_seen.insert("*".into(), 2);
+    cp.metadata.insert("run".into(), serde_json::json!("r1"));
+    let id = cp.id;
+    let expected = cp.clone();
+    s.saver
+        .put(PutCheckpoint {
+            thread: t.clone(),
+            ns: Namespace::root(),
+            checkpoint: cp,
+            writes: vec![whole("count", "3"), tail("log", "[\"a\"]")],
+        })
+        .await?;
+    let got = load(&s.saver, &t, id).await?;
+    assert_eq!(got.checkpoint, expected);
+    assert_eq!(value(&got, "count"), serde_json::json!(3));
+    assert_eq!(value(&got, "log"), serde_json::json!(["a"]));
+    assert!(got.pending.is_empty());
+    let head = s
+        .saver
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(head.checkpoint.id, id);
+    Ok(())
+}
+
+pub async fn appended_parts_load_back_in_order(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ns = Namespace::root();
+    let mut parent = Some(
+        step(
+            &s.saver,
+            &t,
+            &ns,
+            None,
+            Source::Input,
+            vec![whole("n", "0")],
+        )
+        .await?,
+    );
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        let id = step(
+            &s.saver,
+            &t,
+            &ns,
+            parent,
+            Source::Loop,
+            vec![tail("log", &format!("[{i}]"))],
+        )
+        .await?;
+        ids.push(id);
+        parent = Some(id);
+    }
+    let last = load(&s.saver, &t, ids[39]).await?;
+    assert_eq!(
+        value(&last, "log"),
+        serde_json::Value::Array((0..40).map(|i| serde_json::json!(i)).collect())
+    );
+    assert_eq!(
+        value(&last, "n"),
+        serde_json::json!(0),
+        "an unchanged field keeps its value"
+    );
+    // Any older checkpoint shows the list as it was then.
+    let mid = load(&s.saver, &t, ids[9]).await?;
+    assert_eq!(
+        value(&mid, "log"),
+        serde_json::Value::Array((0..10).map(|i| serde_json::json!(i)).collect())
+    );
+    Ok(())
+}
+
+pub async fn a_whole_value_resets_an_appended_list(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ns = Namespace::root();
+    let a = step(
+        &s.saver,
+        &t,
+        &ns,
+        None,
+        Source::Input,
+        vec![tail("log", "[1,2]")],
+    )
+    .await?;
+    let b = step(
+        &s.saver,
+        &t,
+        &ns,
+        Some(a),
+        Source::Loop,
+        vec![whole("log", "[9]")],
+    )
+    .await?;
+    let c = step(
+        &s.saver,
+        &t,
+        &ns,
+        Some(b),
+        Source::Loop,
+        vec![tail("log", "[10]")],
+    )
+    .await?;
+    assert_eq!(
+        value(&load(&s.saver, &t, b).await?, "log"),
+        serde_json::json!([9])
+    );
+    assert_eq!(
+        value(&load(&s.saver, &t, c).await?, "log"),
+        serde_json::json!([9, 10])
+    );
+    assert_eq!(
+        value(&load(&s.saver, &t, a).await?, "log"),
+        serde_json::json!([1, 2])
+    );
+    Ok(())
+}
+
+async fn chain(s: &Subject, t: &ThreadId, n: usize) -> Result<Vec<CheckpointId>, CheckpointError> {
+    let mut ids = Vec::new();
+    let mut parent = None;
+    for i in 0..n {
+        let source = if i == 0 { Source::Input } else { Source::Loop };
+        let id = step(
+            &s.saver,
+            t,
+            &Namespace::root(),
+            parent,
+            source,
+            vec![whole("i", &i.to_string())],
+        )
+        .await?;
+        ids.push(id);
+        parent = Some(id);
+    }
+    Ok(ids)
+}
+
+pub async fn list_is_newest_first_with_limit_and_before(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ids = chain(&s, &t, 6).await?;
+    let all = s
+        .saver
+        .list(&t, &Namespace::root(), ListOptions::default())
+        .await?;
+    let listed: Vec<CheckpointId> = all.iter().map(|c| c.id).collect();
+    let mut expected = ids.clone();
+    expected.reverse();
+    assert_eq!(listed, expected);
+    let limited = s
+        .saver
+        .list(
+            &t,
+            &Namespace::root(),
+            ListOptions {
+                limit: Some(2),
+                ..ListOptions::default()
+            },
+        )
+        .await?;
+    assert_eq!(
+        limited.iter().map(|c| c.id).collect::<Vec<_>>(),
+        expected[..2]
+    );
+    let before = s
+        .saver
+        .list(
+            &t,
+            &Namespace::root(),
+            ListOptions {
+                before: Some(ids[3]),
+                ..ListOptions::default()
+            },
+        )
+        .await?;
+    assert_eq!(
+        before.iter().map(|c| c.id).collect::<Vec<_>>(),
+        [ids[2], ids[1], ids[0]]
+    );
+    Ok(())
+}
+
+pub async fn list_filters_on_metadata_source_and_step(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ns = Namespace::root();
+    let mut first = header(None, -1, Source::Input);
+    first
+        .metadata
+        .insert("user".into(), serde_json::json!("ada"));
+    first.metadata.insert("n".into(), serde_json::json!(1));
+    let first_id = first.id;
+    s.saver
+        .put(PutCheckpoint {
+            thread: t.clone(),
+            ns: ns.clone(),
+            checkpoint: first,
+            writes: vec![],
+        })
+        .await?;
+    let mut second = header(Some(first_id), 0, Source::Loop);
+    second
+        .metadata
+        .insert("user".into(), serde_json::json!("bob"));
+    second.metadata.insert("n".into(), serde_json::json!(2));
+    let second_id = second.id;
+    s.saver
+        .put(PutCheckpoint {
+            thread: t.clone(),
+            ns: ns.clone(),
+            checkpoint: second,
+            writes: vec![],
+        })
+        .await?;
+    let by = |k: &str, v: serde_json::Value| ListOptions {
+        filter: BTreeMap::from([(k.to_string(), v)]),
+        ..ListOptions::default()
+    };
+    let ids = |v: Vec<Checkpoint>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(s
+            .saver
+            .list(&t, &ns, by("user", serde_json::json!("bob")))
+            .await?),
+        [second_id]
+    );
+    assert_eq!(
+        ids(s.saver.list(&t, &ns, by("n", serde_json::json!(1))).await?),
+        [first_id]
+    );
+    assert_eq!(
+        ids(s
+            .saver
+            .list(&t, &ns, by("source", serde_json::json!("input")))
+            .await?),
+        [first_id]
+    );
+    assert_eq!(
+        ids(s
+            .saver
+            .list(&t, &ns, by("step", serde_json::json!(0)))
+            .await?),
+        [second_id]
+    );
+    assert!(s
+        .saver
+        .list(&t, &ns, by("user", serde_json::json!("eve")))
+        .await?
+        .is_empty());
+    Ok(())
+}
+
+pub async fn an_invalid_filter_key_is_rejected(s: Subject) -> TestResult {
+    let t = thread("t");
+    chain(&s, &t, 1).await?;
+    for key in ["x') OR 1=1 --", "", "a\"b", "$.x", "a b", &"k".repeat(65)] {
+        let options = ListOptions {
+            filter: BTreeMap::from([(key.to_string(), serde_json::json!(1))]),
+            ..ListOptions::default()
+        };
+        let err = s
+            .saver
+            .list(&t, &Namespace::root(), options)
+            .await
+            .err()
+            .ok_or("expected an error")?;
+        assert!(
+            matches!(err, CheckpointError::InvalidFilterKey { .. }),
+            "{key:?}: {err}"
+        );
+    }
+    Ok(())
+}
+
+pub async fn a_second_child_of_the_same_head_is_a_stale_parent(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ids = chain(&s, &t, 2).await?;
+    step(
+        &s.saver,
+        &t,
+        &Namespace::root(),
+        Some(ids[1]),
+        Source::Loop,
+        vec![whole("i", "2")],
+    )
+    .await?;
+    let err = step(
+        &s.saver,
+        &t,
+        &Namespace::root(),
+        Some(ids[1]),
+        Source::Loop,
+        vec![whole("i", "99")],
+    )
+    .await
+    .err();
+    assert!(
+        matches!(err, Some(CheckpointError::StaleParent { .. })),
+        "{err:?}"
+    );
+    // A new thread's first checkpoint must have no parent, and only one may be first.
+    let err = step(
+        &s.saver,
+        &t,
+        &Namespace::root(),
+        None,
+        Source::Input,
+        vec![],
+    )
+    .await
+    .err();
+    assert!(
+        matches!(err, Some(CheckpointError::StaleParent { .. })),
+        "{err:?}"
+    );
+    assert_eq!(
+        s.saver
+            .list(&t, &Namespace::root(), ListOptions::default())
+            .await?
+            .len(),
+        3
+    );
+    Ok(())
+}
+
+pub async fn a_fork_from_an_older_checkpoint_keeps_both_branches(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ids = chain(&s, &t, 4).await?;
+    let fork = step(
+        &s.saver,
+        &t,
+        &Namespace::root(),
+        Some(ids[1]),
+        Source::Fork,
+        vec![],
+    )
+    .await?;
+    let after = step(
+        &s.saver,
+        &t,
+        &Namespace::root(),
+        Some(fork),
+        Source::Loop,
+        vec![whole("i", "100")],
+    )
+    .await?;
+    let head = s
+        .saver
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(head.checkpoint.id, after);
+    assert_eq!(value(&head, "i"), serde_json::json!(100));
+    assert_eq!(
+        value(&load(&s.saver, &t, ids[3]).await?, "i"),
+        serde_json::json!(3),
+        "the old branch is intact"
+    );
+    assert_eq!(
+        load(&s.saver, &t, fork).await?.checkpoint.parent,
+        Some(ids[1])
+    );
+    Ok(())
+}
+
+pub async fn appends_on_two_branches_do_not_mix(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ns = Namespace::root();
+    let a = step(
+        &s.saver,
+        &t,
+        &ns,
+        None,
+        Source::Input,
+        vec![tail("log", "[\"a\"]")],
+    )
+    .await?;
+    let b = step(
+        &s.saver,
+        &t,
+        &ns,
+        Some(a),
+        Source::Loop,
+        vec![tail("log", "[\"b\"]")],
+    )
+    .await?;
+    let x = step(
+        &s.saver,
+        &t,
+        &ns,
+        Some(a),
+        Source::Fork,
+        vec![tail("log", "[\"x\"]")],
+    )
+    .await?;
+    let y = step(
+        &s.saver,
+        &t,
+        &ns,
+        Some(x),
+        Source::Loop,
+        vec![tail("log", "[\"y\"]")],
+    )
+    .await?;
+    let b2 = step(
+        &s.saver,
+        &t,
+        &ns,
+        Some(b),
+        Source::Update,
+        vec![tail("log", "[\"c\"]")],
+    )
+    .await?;
+    assert_eq!(
+        value(&load(&s.saver, &t, b).await?, "log"),
+        serde_json::json!(["a", "b"])
+    );
+    assert_eq!(
+        value(&load(&s.saver, &t, y).await?, "log"),
+        serde_json::json!(["a", "x", "y"])
+    );
+    assert_eq!(
+        value(&load(&s.saver, &t, b2).await?, "log"),
+        serde_json::json!(["a", "b", "c"])
+    );
+    assert_eq!(
+        value(&load(&s.saver, &t, a).await?, "log"),
+        serde_json::json!(["a"])
+    );
+    Ok(())
+}
+
+fn task(n: u8) -> TaskId {
+    TaskId::derive(&[&[n]])
+}
+
+pub async fn pending_writes_replace_per_task_and_keep_order(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ns = Namespace::root();
+    let ids = chain(&s, &t, 1).await?;
+    let w = |task_id: TaskId, node: &str, kind: WriteKind| PendingWrite {
+        task_id,
+        node: node.to_string(),
+        kind,
+    };
+    s.saver
+        .put_writes(
+            &t,
+            &ns,
+            ids[0],
+            vec![
+                w(
+                    task(1),
+                    "a",
+                    WriteKind::Output(serde_json::json!({ "updates": [] })),
+                ),
+                w(
+                    task(2),
+                    "b",
+                    WriteKind::Interrupt {
+                        id: "i2".into(),
+                        value: serde_json::json!("?"),
+                    },
+                ),
+                w(task(3), "c", WriteKind::Error("boom".into())),
+            ],
+        )
+        .await?;
+    // Task 2 resumed and interrupted again: its writes replace what it had.
+    s.saver
+        .put_writes(
+            &t,
+            &ns,
+            ids[0],
+            vec![
+                w(
+                    task(2),
+                    "b",
+                    WriteKind::Resume(vec![serde_json::json!("yes")]),
+                ),
+                w(
+                    task(2),
+                    "b",
+                    WriteKind::Interrupt {
+                        id: "i2".into(),
+                        value: serde_json::json!("again?"),
+                    },
+                ),
+            ],
+        )
+        .await?;
+    let got = load(&s.saver, &t, ids[0]).await?.pending;
+    let summary: Vec<(&str, &WriteKind)> = got.iter().map(|p| (p.node.as_str(), &p.kind)).collect();
+    assert_eq!(summary.len(), 4, "{summary:?}");
+    assert_eq!(summary[0].0, "a");
+    assert_eq!(summary[1], ("c", &WriteKind::Error("boom".into())));
+    assert_eq!(
+        summary[2],
+        ("b", &WriteKind::Resume(vec![serde_json::json!("yes")]))
+    );
+    assert_eq!(
+        summary[3],
+        (
+            "b",
+            &WriteKind::Interrupt {
+                id: "i2".into(),
+                value: serde_json::json!("again?")
+            }
+        )
+    );
+    Ok(())
+}
+
+pub async fn pending_writes_on_an_unknown_checkpoint_are_rejected(s: Subject) -> TestResult {
+    let t = thread("t");
+    let err = s
+        .saver
+        .put_writes(
+            &t,
+            &Namespace::root(),
+            CheckpointId::generate(),
+            vec![PendingWrite {
+                task_id: task(1),
+                node: "a".into(),
+                kind: WriteKind::Error("x".into()),
+            }],
+        )
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(CheckpointError::NotFound { .. })),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+pub async fn namespaces_keep_separate_chains(s: Subject) -> TestResult {
+    let t = thread("t");
+    let root = Namespace::root();
+    let child = root.child("sub:1");
+    let a = step(
+        &s.saver,
+        &t,
+        &root,
+        None,
+        Source::Input,
+        vec![whole("v", "1")],
+    )
+    .await?;
+    let b = step(
+        &s.saver,
+        &t,
+        &child,
+        None,
+        Source::Input,
+        vec![whole("v", "2")],
+    )
+    .await?;
+    assert_eq!(
+        s.saver.get(&t, &root, None).await?.map(|l| l.checkpoint.id),
+        Some(a)
+    );
+    assert_eq!(
+        s.saver
+            .get(&t, &child, None)
+            .await?
+            .map(|l| l.checkpoint.id),
+        Some(b)
+    );
+    assert!(matches!(
+        s.saver.get(&t, &root, Some(b)).await,
+        Err(CheckpointError::NotFound { .. })
+    ));
+    Ok(())
+}
+
+pub async fn delete_thread_removes_every_namespace_and_nothing_else(s: Subject) -> TestResult {
+    let (t, keep) = (thread("t"), thread("keep"));
+    let root = Namespace::root();
+    step(
+        &s.saver,
+        &t,
+        &root,
+        None,
+        Source::Input,
+        vec![tail("log", "[1]")],
+    )
+    .await?;
+    step(
+        &s.saver,
+        &t,
+        &root.child("sub"),
+        None,
+        Source::Input,
+        vec![],
+    )
+    .await?;
+    let kept = step(
+        &s.saver,
+        &keep,
+        &root,
+        None,
+        Source::Input,
+        vec![tail("log", "[2]"), whole("w", "\"same\"")],
+    )
+    .await?;
+    step(
+        &s.saver,
+        &t,
+        &root,
+        s.saver.get(&t, &root, None).await?.map(|l| l.checkpoint.id),
+        Source::Loop,
+        vec![whole("w", "\"same\"")],
+    )
+    .await?;
+    s.saver.delete_thread(&t).await?;
+    assert!(s.saver.get(&t, &root, None).await?.is_none());
+    assert!(s.saver.get(&t, &root.child("sub"), None).await?.is_none());
+    let other = load(&s.saver, &keep, kept).await?;
+    assert_eq!(value(&other, "log"), serde_json::json!([2]));
+    assert_eq!(
+        value(&other, "w"),
+        serde_json::json!("same"),
+        "a value shared with the deleted thread survives"
+    );
+    Ok(())
+}
+
+pub async fn list_threads_reports_counts_steps_and_status(s: Subject) -> TestResult {
+    let root = Namespace::root();
+    let done = thread("done");
+    chain(&s, &done, 3).await?;
+    let paused = thread("paused");
+    let ids = chain(&s, &paused, 1).await?;
+    s.saver
+        .put_writes(
+            &paused,
+            &root,
+            ids[0],
+            vec![PendingWrite {
+                task_id: task(1),
+                node: "ask".into(),
+                kind: WriteKind::Interrupt {
+                    id: "i".into(),
+                    value: serde_json::json!(null),
+                },
+            }],
+        )
+        .await?;
+    let failed = thread("failed");
+    let ids = chain(&s, &failed, 2).await?;
+    s.saver
+        .put_writes(
+            &failed,
+            &root,
+            ids[1],
+            vec![PendingWrite {
+                task_id: task(1),
+                node: "n".into(),
+                kind: WriteKind::Error("x".into()),
+            }],
+        )
+        .await?;
+    let threads = s.saver.list_threads().await?;
+    let summary: Vec<(&str, usize, i64, ThreadStatus)> = threads
+        .iter()
+        .map(|i| (i.thread.as_str(), i.checkpoints, i.last_step, i.status))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("done", 3, 1, ThreadStatus::Done),
+            ("failed", 2, 0, ThreadStatus::Error),
+            ("paused", 1, -1, ThreadStatus::Interrupted)
+        ]
+    );
+    Ok(())
+}
+
+pub async fn a_copied_thread_has_the_same_history_and_diverges_independently(
+    s: Subject,
+) -> TestResult {
+    let (from, to) = (thread("from"), thread("to"));
+    let root = Namespace::root();
+    let a = step(
+        &s.saver,
+        &from,
+        &root,
+        None,
+        Source::Input,
+        vec![tail("log", "[1]")],
+    )
+    .await?;
+    let b = step(
+        &s.saver,
+        &from,
+        &root,
+        Some(a),
+        Source::Loop,
+        vec![tail("log", "[2]")],
+    )
+    .await?;
+    s.saver.copy_thread(&from, &to).await?;
+    let copy_head = s
+        .saver
+        .get(&to, &root, None)
+        .await?
+        .ok_or("copy has no head")?;
+    assert_eq!(copy_head.checkpoint.id, b);
+    assert_eq!(value(&copy_head, "log"), serde_json::json!([1, 2]));
+    let c = step(
+        &s.saver,
+        &to,
+        &root,
+        Some(b),
+        Source::Loop,
+        vec![tail("log", "[3]")],
+    )
+    .await?;
+    let d = step(
+        &s.saver,
+        &from,
+        &root,
+        Some(b),
+        Source::Loop,
+        vec![tail("log", "[4]")],
+    )
+    .await?;
+    assert_eq!(
+        value(&s.saver.get(&to, &root, Some(c)).await?.ok_or("c")?, "log"),
+        serde_json::json!([1, 2, 3])
+    );
+    assert_eq!(
+        value(
+            &s.saver.get(&from, &root, Some(d)).await?.ok_or("d")?,
+            "log"
+        ),
+        serde_json::json!([1, 2, 4])
+    );
+    Ok(())
+}
+
+pub async fn copy_into_a_thread_that_has_checkpoints_is_refused(s: Subject) -> TestResult {
+    let (from, to) = (thread("from"), thread("to"));
+    chain(&s, &from, 1).await?;
+    chain(&s, &to, 1).await?;
+    let err = s.saver.copy_thread(&from, &to).await.err();
+    assert!(
+        matches!(err, Some(CheckpointError::StaleParent { .. })),
+        "{err:?}"
+    );
+    assert_eq!(
+        s.saver
+            .list(&to, &Namespace::root(), ListOptions::default())
+            .await?
+            .len(),
+        1
+    );
+    Ok(())
+}
+
+pub async fn prune_keeps_the_last_n_loadable_and_resumable(s: Subject) -> TestResult {
+    let t = thread("t");
+    let root = Namespace::root();
+    let mut parent = None;
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        let source = if i == 0 { Source::Input } else { Source::Loop };
+        let writes = vec![tail("log", &format!("[{i}]")), whole("i", &i.to_string())];
+        let id = step(&s.saver, &t, &root, parent, source, writes).await?;
+        ids.push(id);
+        parent = Some(id);
+    }
+    let before: Vec<serde_json::Value> = {
+        let mut v = Vec::new();
+        for id in &ids[35..] {
+            v.push(value(&load(&s.saver, &t, *id).await?, "log"));
+        }
+        v
+    };
+    let deleted = s.saver.prune(&t, Retention::KeepLast(5)).await?;
+    assert_eq!(deleted, 35);
+    let left = s.saver.list(&t, &root, ListOptions::default()).await?;
+    assert_eq!(
+        left.iter().map(|c| c.id).rev().collect::<Vec<_>>(),
+        ids[35..]
+    );
+    for (id, expected) in ids[35..].iter().zip(&before) {
+        assert_eq!(
+            &value(&load(&s.saver, &t, *id).await?, "log"),
+            expected,
+            "a kept checkpoint loads as before"
+        );
+    }
+    assert_eq!(
+        load(&s.saver, &t, ids[35]).await?.checkpoint.parent,
+        None,
+        "the oldest kept is a root now"
+    );
+    assert!(matches!(
+        s.saver.get(&t, &root, Some(ids[0])).await,
+        Err(CheckpointError::NotFound { .. })
+    ));
+    // The thread goes on from its head.
+    let next = step(
+        &s.saver,
+        &t,
+        &root,
+        Some(ids[39]),
+        Source::Loop,
+        vec![tail("log", "[40]")],
+    )
+    .await?;
+    let head = load(&s.saver, &t, next).await?;
+    assert_eq!(
+        value(&head, "log"),
+        serde_json::Value::Array((0..41).map(|i| serde_json::json!(i)).collect())
+    );
+    Ok(())
+}
+
+pub async fn prune_keeps_checkpoints_newer_than_a_time(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ids = chain(&s, &t, 3).await?;
+    let cutoff = load(&s.saver, &t, ids[2]).await?.checkpoint.created_at_ms + 1;
+    // Nothing is newer than the cutoff: the newest checkpoint is kept anyway.
+    let deleted = s.saver.prune(&t, Retention::NewerThan(cutoff)).await?;
+    assert_eq!(deleted, 2);
+    let left = s
+        .saver
+        .list(&t, &Namespace::root(), ListOptions::default())
+        .await?;
+    assert_eq!(left.iter().map(|c| c.id).collect::<Vec<_>>(), [ids[2]]);
+    Ok(())
+}
+
+pub async fn many_threads_written_concurrently_all_land(s: Subject) -> TestResult {
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let saver = s.saver.clone();
+        tasks.push(tokio::spawn(async move {
+            let t = thread(&format!("w{w}"));
+            let mut parent = None;
+            for i in 0..50 {
+                let source = if i == 0 { Source::Input } else { Source::Loop };
+                parent = Some(
+                    step(
+                        &saver,
+                        &t,
+                        &Namespace::root(),
+                        parent,
+                        source,
+                        vec![tail("log", &format!("[{i}]"))],
+                    )
+                    .await?,
+                );
+            }
+            Ok::<_, CheckpointError>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    for w in 0..8 {
+        let t = thread(&format!("w{w}"));
+        let list = s
+            .saver
+            .list(&t, &Namespace::root(), ListOptions::default())
+            .await?;
+        assert_eq!(list.len(), 50);
+        let head = s
+            .saver
+            .get(&t, &Namespace::root(), None)
+            .await?
+            .ok_or("no head")?;
+        assert_eq!(
+            value(&head, "log"),
+            serde_json::Value::Array((0..50).map(|i| serde_json::json!(i)).collect())
+        );
+    }
+    Ok(())
+}
+
+pub async fn two_writers_on_one_thread_commit_exactly_one_child(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ids = chain(&s, &t, 1).await?;
+    for round in 0..20 {
+        let head = s
+            .saver
+            .get(&t, &Namespace::root(), None)
+            .await?
+            .ok_or("no head")?
+            .checkpoint
+            .id;
+        let (a, b) = (s.saver.clone(), s.saver.clone());
+        let (ta, tb) = (t.clone(), t.clone());
+        let ra = tokio::spawn(async move {
+            step(
+                &a,
+                &ta,
+                &Namespace::root(),
+                Some(head),
+                Source::Loop,
+                vec![whole("w", "\"a\"")],
+            )
+            .await
+        });
+        let rb = tokio::spawn(async move {
+            step(
+                &b,
+                &tb,
+                &Namespace::root(),
+                Some(head),
+                Source::Loop,
+                vec![whole("w", "\"b\"")],
+            )
+            .await
+        });
+        let results = [ra.await?, rb.await?];
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(ok, 1, "round {round}: {results:?}");
+        assert!(results
+            .iter()
+            .any(|r| matches!(r, Err(CheckpointError::StaleParent { .. }))));
+    }
+    // One linear chain: every checkpoint's parent is the one before it.
+    let list = s
+        .saver
+        .list(&t, &Namespace::root(), ListOptions::default())
+        .await?;
+    assert_eq!(list.len(), 21);
+    for pair in list.windows(2) {
+        assert_eq!(pair[0].parent, Some(pair[1].id));
+    }
+    assert_eq!(list.last().map(|c| c.id), Some(ids[0]));
+    Ok(())
+}

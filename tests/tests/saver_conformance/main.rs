@@ -1,0 +1,84 @@
+//! The saver conformance suite: one set of behaviour tests, generic over [`Saver`], that
+//! every saver must pass. Each clause is instantiated for every saver by `conformance!`.
+#![allow(
+    missing_docs,
+    unreachable_pub,
+    clippy::expect_used,
+    clippy::unwrap_used
+)]
+
+mod clauses;
+mod sqlite_only;
+
+use std::sync::Arc;
+
+use stategraph_checkpoints::{MemorySaver, Saver, SqliteSaver};
+
+pub type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// A saver under test, with whatever must live as long as it (a temporary directory).
+pub struct Subject {
+    pub saver: Arc<dyn Saver>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub fn memory() -> Subject {
+    Subject {
+        saver: Arc::new(MemorySaver::new()),
+        _dir: None,
+    }
+}
+
+pub fn sqlite() -> Subject {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let saver = SqliteSaver::open(dir.path().join("conformance.db")).expect("open sqlite");
+    Subject {
+        saver: Arc::new(saver),
+        _dir: Some(dir),
+    }
+}
+
+macro_rules! conformance {
+    ($saver:ident: $($clause:ident),* $(,)?) => {
+        mod $saver {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $clause() -> crate::TestResult {
+                    crate::clauses::$clause(crate::$saver()).await
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! all_clauses {
+    ($saver:ident) => {
+        conformance!($saver:
+            an_empty_thread_has_no_checkpoint,
+            an_unknown_checkpoint_id_is_not_found,
+            a_put_checkpoint_loads_back_with_its_fields_control_and_metadata,
+            appended_parts_load_back_in_order,
+            a_whole_value_resets_an_appended_list,
+            list_is_newest_first_with_limit_and_before,
+            list_filters_on_metadata_source_and_step,
+            an_invalid_filter_key_is_rejected,
+            a_second_child_of_the_same_head_is_a_stale_parent,
+            a_fork_from_an_older_checkpoint_keeps_both_branches,
+            appends_on_two_branches_do_not_mix,
+            pending_writes_replace_per_task_and_keep_order,
+            pending_writes_on_an_unknown_checkpoint_are_rejected,
+            namespaces_keep_separate_chains,
+            delete_thread_removes_every_namespace_and_nothing_else,
+            list_threads_reports_counts_steps_and_status,
+            a_copied_thread_has_the_same_history_and_diverges_independently,
+            copy_into_a_thread_that_has_checkpoints_is_refused,
+            prune_keeps_the_last_n_loadable_and_resumable,
+            prune_keeps_checkpoints_newer_than_a_time,
+            many_threads_written_concurrently_all_land,
+            two_writers_on_one_thread_commit_exactly_one_child,
+        );
+    };
+}
+
+all_clauses!(memory);
+all_clauses!(sqlite);

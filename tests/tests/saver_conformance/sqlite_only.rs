@@ -1,0 +1,1 @@
+//! Clauses only the SQLite saver has (its file format).
