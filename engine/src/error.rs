@@ -67,6 +67,14 @@ pub enum GraphProblem {
         /// The missing target.
         target: String,
     },
+    /// A fan-in edge with no source, or with a source named twice (it could never fire).
+    #[error("join {sources:?} -> {to:?} needs at least one source, each named once")]
+    InvalidJoin {
+        /// The sources as given.
+        sources: Vec<String>,
+        /// The target.
+        to: String,
+    },
     /// A static interrupt that names a missing node.
     #[error("interrupt_{when} names missing node {name:?}")]
     UnknownInterruptNode {

@@ -351,7 +351,11 @@ impl<S: State> StateGraph<S> {
                 }
             }
             match target {
-                Some(t) if src_ix.len() == sources.len() && !src_ix.is_empty() => {
+                Some(t)
+                    if src_ix.len() == sources.len()
+                        && !src_ix.is_empty()
+                        && sources.iter().collect::<BTreeSet<_>>().len() == sources.len() =>
+                {
                     let j = joins.len();
                     for &s in &src_ix {
                         flow.add_edge(s, t, ());
@@ -369,6 +373,13 @@ impl<S: State> StateGraph<S> {
                     from: sources.join("+"),
                     to: to.clone(),
                 }),
+            }
+            let distinct: BTreeSet<&String> = sources.iter().collect();
+            if sources.is_empty() || distinct.len() != sources.len() {
+                problems.push(GraphProblem::InvalidJoin {
+                    sources: sources.clone(),
+                    to: to.clone(),
+                });
             }
         }
 

@@ -11,18 +11,18 @@ pub(crate) trait Render: Send + Sync {
     fn render(&self, out: &mut String, prefix: &str, indent: usize);
 }
 
+/// A Mermaid id for a node name: letters and digits stay, `_` doubles, anything else becomes
+/// `_<hex>_`, so two different names never share an id.
 fn ident(prefix: &str, name: &str) -> String {
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("{prefix}{clean}")
+    let mut out = String::from(prefix);
+    for c in name.chars() {
+        match c {
+            c if c.is_ascii_alphanumeric() => out.push(c),
+            '_' => out.push_str("__"),
+            c => out.push_str(&format!("_{:x}_", u32::from(c))),
+        }
+    }
+    out
 }
 
 fn label(name: &str) -> String {
@@ -41,7 +41,7 @@ impl<S: State> Render for CompiledGraph<S> {
             match &n.subgraph {
                 Some(child) => {
                     let _ = writeln!(out, "{pad}subgraph {id}[\"{}\"]", label(&n.name));
-                    child.render(out, &format!("{id}__"), indent + 1);
+                    child.render(out, &format!("{id}_2f_"), indent + 1);
                     let _ = writeln!(out, "{pad}end");
                 }
                 None => {

@@ -131,7 +131,7 @@ impl RetryPolicy {
         } else {
             capped
         };
-        Duration::from_secs_f64(jittered.max(0.0))
+        Duration::try_from_secs_f64(jittered.max(0.0)).unwrap_or(self.max_interval)
     }
 }
 
@@ -198,6 +198,7 @@ impl NodeOptions {
 #[derive(Debug, Clone, Default)]
 pub struct CancelToken {
     inner: Arc<(AtomicBool, Notify)>,
+    parent: Option<Arc<(AtomicBool, Notify)>>,
 }
 
 impl CancelToken {
@@ -206,25 +207,46 @@ impl CancelToken {
         Self::default()
     }
 
+    /// A token cancelled by its own `cancel` or by this one's.
+    pub fn child(&self) -> Self {
+        CancelToken {
+            inner: Arc::default(),
+            parent: Some(self.inner.clone()),
+        }
+    }
+
     /// Cancel.
     pub fn cancel(&self) {
         self.inner.0.store(true, Ordering::SeqCst);
         self.inner.1.notify_waiters();
     }
 
-    /// Whether [`CancelToken::cancel`] was called.
+    /// Whether [`CancelToken::cancel`] was called (on this token or its parent).
     pub fn is_cancelled(&self) -> bool {
         self.inner.0.load(Ordering::SeqCst)
+            || self
+                .parent
+                .as_ref()
+                .is_some_and(|p| p.0.load(Ordering::SeqCst))
     }
 
     /// Wait until cancelled.
     pub async fn cancelled(&self) {
         loop {
-            let notified = self.inner.1.notified();
+            let own = self.inner.1.notified();
+            let parent = self.parent.as_ref().map(|p| p.1.notified());
             if self.is_cancelled() {
                 return;
             }
-            notified.await;
+            match parent {
+                Some(parent) => {
+                    tokio::select! {
+                        _ = own => {}
+                        _ = parent => {}
+                    }
+                }
+                None => own.await,
+            }
         }
     }
 }
@@ -255,6 +277,8 @@ pub(crate) struct TaskCtx {
     pub(crate) arg: Option<Arc<serde_json::Value>>,
     pub(crate) sink: Option<EventSink>,
     pub(crate) scratch: Mutex<Scratch>,
+    /// The task paused or failed in an earlier attempt of this step.
+    pub(crate) resumed: bool,
     pub(crate) resume: Arc<Mutex<ResumeInput>>,
     pub(crate) cancel: CancelToken,
     pub(crate) run: Arc<crate::run::RunShared>,

@@ -167,7 +167,6 @@ pub struct StateSnapshot<S> {
 /// Run-wide context shared by every task and subgraph level.
 pub(crate) struct RunShared {
     pub(crate) resume: Arc<Mutex<ResumeInput>>,
-    pub(crate) resuming: bool,
     pub(crate) cancel: CancelToken,
     pub(crate) sink: Option<EventSink>,
     pub(crate) thread: Option<ThreadId>,
@@ -207,7 +206,7 @@ struct Planned {
 
 enum TaskResult<S: State> {
     Done(TaskOutput<S>),
-    Failed(RunError),
+    Failed(RunError, Vec<serde_json::Value>),
     Interrupted(Vec<Interrupt>, Vec<serde_json::Value>),
 }
 
@@ -435,16 +434,20 @@ pub(crate) fn decode_state<S: State>(
     Ok(state)
 }
 
-fn output_to_json<S: State>(g: &GraphInner<S>, out: &TaskOutput<S>) -> serde_json::Value {
+/// The stored form of a task's output: its updates and routing (a `Send` whose argument
+/// could not be serialized keeps its error, so a reuse fails the same way).
+fn output_to_json<S: State>(out: &TaskOutput<S>) -> serde_json::Value {
     let goto: Vec<serde_json::Value> = out
         .goto
         .iter()
         .map(|g| match g {
             Goto::Node(n) => serde_json::json!({ "node": n }),
-            Goto::Send(s) => serde_json::json!({ "send": s.node, "arg": s.arg.clone().unwrap_or(serde_json::Value::Null) }),
+            Goto::Send(s) => match &s.arg {
+                Ok(arg) => serde_json::json!({ "send": s.node, "arg": arg }),
+                Err(e) => serde_json::json!({ "send": s.node, "arg_error": e }),
+            },
         })
         .collect();
-    let _ = g;
     serde_json::json!({ "updates": out.updates, "goto": goto })
 }
 
@@ -458,9 +461,13 @@ fn output_from_json<S: State>(v: &serde_json::Value) -> Result<TaskOutput<S>, St
             if let Some(n) = item.get("node").and_then(|n| n.as_str()) {
                 goto.push(Goto::Node(n.to_string()));
             } else if let Some(n) = item.get("send").and_then(|n| n.as_str()) {
+                let arg = match item.get("arg_error").and_then(|e| e.as_str()) {
+                    Some(e) => Err(e.to_string()),
+                    None => Ok(item.get("arg").cloned().unwrap_or_default()),
+                };
                 goto.push(Goto::Send(crate::Send {
                     node: n.to_string(),
-                    arg: Ok(item.get("arg").cloned().unwrap_or_default()),
+                    arg,
                 }));
             } else {
                 return Err(format!("unreadable goto record {item}"));
@@ -497,6 +504,14 @@ pub(crate) struct Loop<S: State> {
     inflight: std::collections::VecDeque<tokio::task::JoinHandle<Result<(), CheckpointError>>>,
     /// Pending writes held back until the final checkpoint (durability exit).
     deferred_pending: Vec<PendingWrite>,
+    /// A resuming command's update and routing, kept as pending writes of the input until
+    /// the resumed step commits.
+    input_writes: Vec<PendingWrite>,
+    /// A step failed while being applied: the in-memory state is partly updated and must not
+    /// be stored.
+    poisoned: bool,
+    /// Where the head checkpoint came from (for the final checkpoint under durability exit).
+    head_source: Source,
     steps_run: usize,
 }
 
@@ -531,39 +546,82 @@ impl<S: State> Loop<S> {
             unsaved: vec![Change::Unchanged; S::Field::ALL.len()],
             inflight: std::collections::VecDeque::new(),
             deferred_pending: Vec::new(),
+            input_writes: Vec::new(),
+            poisoned: false,
+            head_source: Source::Loop,
             steps_run: 0,
         };
-        let limit = i64::try_from(lp.shared.recursion_limit).unwrap_or(i64::MAX / 4);
+        let limit = i64::try_from(lp.shared.recursion_limit)
+            .unwrap_or(i64::MAX)
+            .min(i64::MAX / 4);
         if let Some(loaded) = &loaded {
             lp.state = Arc::new(decode_state(loaded, &thread)?);
             lp.ctl = Ctl::from_control(&lp.g, &loaded.checkpoint.control, &thread)?;
             lp.head = Some(loaded.checkpoint.id);
             lp.stored_head = lp.head;
+            lp.head_source = loaded.checkpoint.source;
             lp.step = loaded.checkpoint.step;
             lp.head_step = lp.step;
             lp.pending = loaded.pending.clone();
-            if from.is_some() {
-                // Time travel: a new branch starts with a fork checkpoint; the recorded
-                // pending writes of the old branch are not reused.
-                lp.pending.clear();
-                lp.put(Source::Fork, lp.step, Vec::new()).await?;
+            if let (Some(from), Some(saver), Some(t)) = (from, &lp.level.saver, &thread) {
+                let newest = saver
+                    .get(t, &lp.level.ns, None)
+                    .await?
+                    .map(|l| l.checkpoint.id);
+                if newest != Some(from) {
+                    // Time travel: a new branch starts with a fork checkpoint; the recorded
+                    // pending writes of the old branch are not reused.
+                    lp.pending.clear();
+                    lp.put(Source::Fork, lp.step, Vec::new()).await?;
+                }
+            }
+        }
+        let resuming = !matches!(input, Input::Update(_));
+        // A resuming command's update recorded with an interrupted or failed step applies
+        // again until that step commits.
+        if resuming {
+            let recorded: Vec<PendingWrite> = lp
+                .pending
+                .iter()
+                .filter(|w| w.task_id == input_task())
+                .cloned()
+                .collect();
+            for w in recorded {
+                if let WriteKind::Output(v) = &w.kind {
+                    let out = output_from_json::<S>(v).map_err(|detail| RunError::Decode {
+                        field: "pending input command".to_string(),
+                        thread: thread.clone(),
+                        detail,
+                    })?;
+                    lp.step = lp.head_step.saturating_add(1);
+                    lp.apply_input_command(out)?;
+                }
+                lp.input_writes.push(w);
             }
         }
         match input {
             Input::Update(update) => {
-                // New input discards tasks the thread had left to run.
+                // New input discards tasks the thread had left to run, ready joins included.
                 lp.ctl.branches.iter_mut().for_each(|b| *b = false);
+                lp.ctl
+                    .barriers
+                    .iter_mut()
+                    .for_each(|b| b.iter_mut().for_each(|s| *s = false));
                 lp.ctl.sends.clear();
                 lp.pending.clear();
                 lp.ctl.start = Some(update);
-                let input_step = if loaded.is_some() { lp.step + 1 } else { -1 };
+                let input_step = if loaded.is_some() {
+                    lp.step.saturating_add(1)
+                } else {
+                    -1
+                };
                 lp.put(Source::Input, input_step, Vec::new()).await?;
-                lp.step = input_step + 1;
-                lp.stop = input_step + limit + 1;
+                lp.step = input_step.saturating_add(1);
+                lp.stop = input_step.saturating_add(limit).saturating_add(1);
             }
             Input::Command(cmd) => {
-                lp.ctl.interrupt_seen = lp.ctl.max_version;
-                lp.step += 1;
+                lp.step = lp.head_step.saturating_add(1);
+                let resumes = cmd.resume.is_some();
                 if let Some(resume) = cmd.resume {
                     if lp.level.is_root {
                         lp.validate_resume(&resume)?;
@@ -577,35 +635,37 @@ impl<S: State> Loop<S> {
                 if cmd.update.is_some() || !cmd.goto.is_empty() {
                     // The command's update and routing apply at once. Without a resume they
                     // are checkpointed before any task runs, so they are kept even if nothing
-                    // runs after; with a resume the interrupted step's tasks (and their
-                    // recorded writes) must keep their ids, so the changes are stored with
-                    // that step's checkpoint instead.
-                    let resuming_tasks = lp
-                        .shared
-                        .resume
-                        .lock()
-                        .map(|r| r.value.is_some() || !r.map.is_empty())
-                        .unwrap_or(true);
+                    // runs after. With a resume the interrupted step's tasks (and their
+                    // recorded writes) must keep their ids: the update is stored with that
+                    // step's checkpoint, and kept as a pending write of the input until then.
                     let out = TaskOutput {
                         updates: cmd.update.into_iter().collect(),
                         goto: cmd.goto,
                         parents: Vec::new(),
                     };
+                    let stored = output_to_json(&out);
                     lp.apply_input_command(out)?;
-                    if !resuming_tasks {
+                    if resumes {
+                        lp.input_writes.retain(|w| w.task_id != input_task());
+                        lp.input_writes.push(PendingWrite {
+                            task_id: input_task(),
+                            node: INPUT_NODE.to_string(),
+                            kind: WriteKind::Output(stored),
+                        });
+                    } else {
                         let writes = lp.encode_changes()?;
                         lp.put(Source::Input, lp.step, writes).await?;
-                        lp.step += 1;
+                        lp.step = lp.step.saturating_add(1);
                     }
                 }
                 // A command resumes: static interrupts do not refire on what it acknowledged.
                 lp.ctl.interrupt_seen = lp.ctl.max_version;
-                lp.stop = lp.step + limit + 1;
+                lp.stop = lp.step.saturating_add(limit).saturating_add(1);
             }
             Input::Continue => {
                 lp.ctl.interrupt_seen = lp.ctl.max_version;
-                lp.step += 1;
-                lp.stop = lp.step + limit + 1;
+                lp.step = lp.head_step.saturating_add(1);
+                lp.stop = lp.step.saturating_add(limit).saturating_add(1);
             }
         }
         Ok(lp)
@@ -615,7 +675,8 @@ impl<S: State> Loop<S> {
         self.pending
             .iter()
             .filter_map(|w| match &w.kind {
-                WriteKind::Interrupt { id, .. } => Some(id.clone()),
+                // Static interrupts take no value: they are resumed with `Input::Continue`.
+                WriteKind::Interrupt { id, .. } if !is_static_interrupt(id) => Some(id.clone()),
                 _ => None,
             })
             .collect()
@@ -649,7 +710,7 @@ impl<S: State> Loop<S> {
         let mut next_sends = Vec::new();
         self.route(out.goto, "input", None, &mut next_branches, &mut next_sends)?;
         let changes = Arc::make_mut(&mut self.state)
-            .apply(out.updates, &mut ReduceCtx::new(self.step))
+            .apply(out.updates, &mut ReduceCtx::for_input(self.step))
             .map_err(|(field, source)| RunError::Reduce {
                 field: field.name(),
                 writers: vec!["input".to_string()],
@@ -801,7 +862,14 @@ impl<S: State> Loop<S> {
                     return Ok(LevelEnd::Done(self.outcome(hits)));
                 }
             }
-            match self.execute(&tasks).await? {
+            let executed = self.execute(&tasks).await;
+            if self.level.is_root {
+                // Resume values answer the step they resumed, never a later interrupt.
+                let mut r = self.shared.resume.lock().unwrap_or_else(|p| p.into_inner());
+                r.value = None;
+                r.map.clear();
+            }
+            match executed? {
                 Executed::Applied => {}
                 Executed::Interrupted(interrupts) => {
                     return Ok(LevelEnd::Done(self.outcome(interrupts)))
@@ -849,7 +917,7 @@ impl<S: State> Loop<S> {
         }
     }
 
-    fn task_ctx(&self, t: &Planned, resume: Vec<serde_json::Value>) -> NodeContext {
+    fn task_ctx(&self, t: &Planned, resume: Vec<serde_json::Value>, resumed: bool) -> NodeContext {
         NodeContext {
             inner: Arc::new(TaskCtx {
                 node: self.node_name(t),
@@ -860,6 +928,7 @@ impl<S: State> Loop<S> {
                 arg: t.arg.clone(),
                 sink: self.shared.sink.clone(),
                 scratch: Mutex::new(Scratch { resume, calls: 0 }),
+                resumed,
                 resume: self.shared.resume.clone(),
                 cancel: self.shared.cancel.clone(),
                 run: self.shared.clone(),
@@ -876,6 +945,8 @@ impl<S: State> Loop<S> {
         // Writes recorded by an earlier attempt of this step.
         let mut reused: BTreeMap<usize, TaskOutput<S>> = BTreeMap::new();
         let mut resumes: BTreeMap<usize, Vec<serde_json::Value>> = BTreeMap::new();
+        // Tasks that paused or failed before: a subgraph they run continues where it stopped.
+        let mut resumed: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
         if !self.pending.is_empty() {
             for (ti, t) in tasks.iter().enumerate() {
                 for w in self.pending.iter().filter(|w| w.task_id == t.id) {
@@ -891,8 +962,11 @@ impl<S: State> Loop<S> {
                         }
                         WriteKind::Resume(values) => {
                             resumes.insert(ti, values.clone());
+                            resumed.insert(ti);
                         }
-                        WriteKind::Error(_) | WriteKind::Interrupt { .. } => {}
+                        WriteKind::Error(_) | WriteKind::Interrupt { .. } => {
+                            resumed.insert(ti);
+                        }
                     }
                 }
             }
@@ -936,7 +1010,11 @@ impl<S: State> Loop<S> {
             let cancel = self.shared.cancel.clone();
             if to_run.len() == 1 {
                 let ti = to_run[0];
-                let fut = self.task_future(&tasks[ti], resumes.remove(&ti).unwrap_or_default());
+                let fut = self.task_future(
+                    &tasks[ti],
+                    resumes.remove(&ti).unwrap_or_default(),
+                    resumed.contains(&ti),
+                );
                 let r = tokio::select! {
                     r = fut => r,
                     _ = cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
@@ -951,7 +1029,11 @@ impl<S: State> Loop<S> {
                 let mut running: FuturesUnordered<BoxFuture<'static, (usize, TaskJoin<S>)>> =
                     FuturesUnordered::new();
                 for &ti in &to_run {
-                    let fut = self.task_future(&tasks[ti], resumes.remove(&ti).unwrap_or_default());
+                    let fut = self.task_future(
+                        &tasks[ti],
+                        resumes.remove(&ti).unwrap_or_default(),
+                        resumed.contains(&ti),
+                    );
                     let spawn = tasks[ti]
                         .node
                         .is_some_and(|i| self.g.nodes[i].options.spawn);
@@ -973,14 +1055,17 @@ impl<S: State> Loop<S> {
                     let Some((ti, joined)) = next else { break };
                     let r = match joined {
                         Ok(r) => r,
-                        Err(e) => TaskResult::Failed(RunError::Node {
-                            node: self.node_name(&tasks[ti]).to_string(),
-                            step: self.step,
-                            task: tasks[ti].id,
-                            source: format!("task panicked or was aborted: {e}").into(),
-                        }),
+                        Err(e) => TaskResult::Failed(
+                            RunError::Node {
+                                node: self.node_name(&tasks[ti]).to_string(),
+                                step: self.step,
+                                task: tasks[ti].id,
+                                source: format!("task panicked or was aborted: {e}").into(),
+                            },
+                            Vec::new(),
+                        ),
                     };
-                    let failed = matches!(r, TaskResult::Failed(_));
+                    let failed = matches!(r, TaskResult::Failed(..));
                     results[ti] = Some(r);
                     if failed {
                         break;
@@ -996,7 +1081,7 @@ impl<S: State> Loop<S> {
             for &ti in &to_run {
                 let status = match &results[ti] {
                     Some(TaskResult::Done(_)) => TaskStatus::Succeeded,
-                    Some(TaskResult::Failed(e)) => TaskStatus::Failed(e.to_string()),
+                    Some(TaskResult::Failed(e, _)) => TaskStatus::Failed(e.to_string()),
                     Some(TaskResult::Interrupted(..)) => TaskStatus::Interrupted,
                     None => continue,
                 };
@@ -1009,58 +1094,46 @@ impl<S: State> Loop<S> {
             }
         }
 
-        // A failure: record what finished, report the first failure in task order.
         let failed = results
             .iter()
-            .position(|r| matches!(r, Some(TaskResult::Failed(_))));
+            .position(|r| matches!(r, Some(TaskResult::Failed(..))));
         let interrupted = results
             .iter()
             .any(|r| matches!(r, Some(TaskResult::Interrupted(..))));
-        if failed.is_some() || interrupted {
-            let mut writes = Vec::new();
-            let mut interrupts = Vec::new();
-            for (ti, r) in results.iter().enumerate() {
-                let node = node_of(ti).to_string();
-                let task_id = tasks[ti].id;
-                match r {
-                    Some(TaskResult::Done(out)) if tasks[ti].kind != Kind::Start => {
-                        writes.push(PendingWrite {
-                            task_id,
-                            node,
-                            kind: WriteKind::Output(output_to_json(&self.g, out)),
-                        })
-                    }
-                    Some(TaskResult::Failed(e)) => writes.push(PendingWrite {
-                        task_id,
-                        node,
-                        kind: WriteKind::Error(e.to_string()),
-                    }),
-                    Some(TaskResult::Interrupted(list, resume)) => {
-                        for i in list {
-                            writes.push(PendingWrite {
-                                task_id,
-                                node: node.clone(),
-                                kind: WriteKind::Interrupt {
-                                    id: i.id.clone(),
-                                    value: i.value.clone(),
-                                },
-                            });
-                        }
-                        if !resume.is_empty() {
-                            writes.push(PendingWrite {
-                                task_id,
-                                node: node.clone(),
-                                kind: WriteKind::Resume(resume.clone()),
-                            });
-                        }
-                        interrupts.extend(list.iter().cloned());
-                    }
-                    _ => {}
-                }
+
+        // Commands for the enclosing graph end this level's run; they win over interrupts of
+        // siblings (whose tasks run again when the parent resumes), not over failures.
+        let has_parent = results
+            .iter()
+            .any(|r| matches!(r, Some(TaskResult::Done(o)) if !o.parents.is_empty()));
+        if failed.is_none() && has_parent {
+            if self.level.is_root {
+                let ti = results
+                    .iter()
+                    .position(|r| matches!(r, Some(TaskResult::Done(o)) if !o.parents.is_empty()))
+                    .unwrap_or(0);
+                return Err(RunError::ParentCommand {
+                    node: node_of(ti).to_string(),
+                    reason: "there is no parent graph".to_string(),
+                });
             }
+            let cmds = results
+                .into_iter()
+                .flat_map(|r| match r {
+                    Some(TaskResult::Done(o)) => o.parents,
+                    _ => Vec::new(),
+                })
+                .collect();
+            return Ok(Executed::Parent(cmds));
+        }
+
+        // A failure or an interrupt: record what finished (and what was asked and answered),
+        // then report the first failure in task order, or pause.
+        if failed.is_some() || interrupted {
+            let (writes, interrupts) = self.pending_writes_of(tasks, &results);
             if let Some(fi) = failed {
                 self.record_pending(writes).await?;
-                let Some(Some(TaskResult::Failed(e))) = results.into_iter().nth(fi) else {
+                let Some(Some(TaskResult::Failed(e, _))) = results.into_iter().nth(fi) else {
                     return Err(RunError::Cancelled { step: self.step });
                 };
                 return Err(e);
@@ -1082,38 +1155,120 @@ impl<S: State> Loop<S> {
             })
             .collect();
 
-        // Commands for the enclosing graph end this level's run.
-        if outputs.iter().any(|(_, o)| !o.parents.is_empty()) {
-            if self.level.is_root {
-                let (ti, _) = outputs
-                    .iter()
-                    .find(|(_, o)| !o.parents.is_empty())
-                    .map(|(t, o)| (*t, o))
-                    .ok_or(RunError::Cancelled { step: self.step })?;
-                return Err(RunError::ParentCommand {
-                    node: node_of(ti).to_string(),
-                    reason: "there is no parent graph".to_string(),
+        // With a checkpointer, keep the outputs' stored form until the step is applied: if a
+        // reducer or a route rejects the step, they become its pending writes, so the tasks
+        // do not run again.
+        let saved: Option<Vec<PendingWrite>> = self.keeps_pending().then(|| {
+            let mut writes: Vec<PendingWrite> = outputs
+                .iter()
+                .filter(|(ti, _)| tasks[*ti].kind != Kind::Start)
+                .map(|(ti, out)| PendingWrite {
+                    task_id: tasks[*ti].id,
+                    node: node_of(*ti).to_string(),
+                    kind: WriteKind::Output(output_to_json(out)),
+                })
+                .collect();
+            writes.extend(self.input_writes.iter().cloned());
+            writes
+        });
+        if let Err(e) = self.apply(tasks, outputs).await {
+            // The in-memory state is partly updated: nothing of it may be stored.
+            self.poisoned = true;
+            if let Some(mut writes) = saved {
+                writes.push(PendingWrite {
+                    task_id: TaskId::derive(&[b"apply", &self.step.to_le_bytes()]),
+                    node: "__apply__".to_string(),
+                    kind: WriteKind::Error(e.to_string()),
+                });
+                self.record_pending(writes).await?;
+            }
+            return Err(e);
+        }
+        self.commit_step().await?;
+        Ok(Executed::Applied)
+    }
+
+    /// Whether failed or interrupted steps keep pending writes (a stored thread, and a
+    /// durability that stores before the end of the run).
+    fn keeps_pending(&self) -> bool {
+        self.level.saver.is_some()
+            && self.shared.thread.is_some()
+            && self.shared.durability != Durability::Exit
+    }
+
+    /// The pending writes a failed or interrupted step leaves, and its interrupts.
+    fn pending_writes_of(
+        &self,
+        tasks: &[Planned],
+        results: &[Option<TaskResult<S>>],
+    ) -> (Vec<PendingWrite>, Vec<Interrupt>) {
+        let mut writes = Vec::new();
+        let mut interrupts = Vec::new();
+        let resume_write = |writes: &mut Vec<PendingWrite>,
+                            task_id: TaskId,
+                            node: &str,
+                            resume: &[serde_json::Value]| {
+            if !resume.is_empty() {
+                writes.push(PendingWrite {
+                    task_id,
+                    node: node.to_string(),
+                    kind: WriteKind::Resume(resume.to_vec()),
                 });
             }
-            let cmds = outputs.into_iter().flat_map(|(_, o)| o.parents).collect();
-            return Ok(Executed::Parent(cmds));
+        };
+        for (ti, r) in results.iter().enumerate() {
+            let node = self.node_name(&tasks[ti]).to_string();
+            let task_id = tasks[ti].id;
+            match r {
+                Some(TaskResult::Done(out)) if tasks[ti].kind != Kind::Start => {
+                    writes.push(PendingWrite {
+                        task_id,
+                        node,
+                        kind: WriteKind::Output(output_to_json(out)),
+                    })
+                }
+                Some(TaskResult::Failed(e, resume)) => {
+                    writes.push(PendingWrite {
+                        task_id,
+                        node: node.clone(),
+                        kind: WriteKind::Error(e.to_string()),
+                    });
+                    resume_write(&mut writes, task_id, &node, resume);
+                }
+                Some(TaskResult::Interrupted(list, resume)) => {
+                    for i in list {
+                        writes.push(PendingWrite {
+                            task_id,
+                            node: i.node.clone(),
+                            kind: WriteKind::Interrupt {
+                                id: i.id.clone(),
+                                value: i.value.clone(),
+                            },
+                        });
+                    }
+                    resume_write(&mut writes, task_id, &node, resume);
+                    interrupts.extend(list.iter().cloned());
+                }
+                _ => {}
+            }
         }
-
-        self.apply(tasks, outputs).await?;
-        Ok(Executed::Applied)
+        // A resuming command's update and routing stay pending until the step commits.
+        writes.extend(self.input_writes.iter().cloned());
+        (writes, interrupts)
     }
 
     fn task_future(
         &self,
         t: &Planned,
         resume: Vec<serde_json::Value>,
+        resumed: bool,
     ) -> impl std::future::Future<Output = TaskResult<S>> + std::marker::Send + 'static {
         let node_ix = t.node.unwrap_or(0);
         let node = self.g.nodes[node_ix].run.clone();
         let options = self.g.nodes[node_ix].options.clone();
         let name = self.g.nodes[node_ix].name.clone();
         let state = self.state.clone();
-        let ctx = self.task_ctx(t, resume);
+        let ctx = self.task_ctx(t, resume, resumed);
         let step = self.step;
         let task = t.id;
         async move {
@@ -1124,74 +1279,46 @@ impl<S: State> Loop<S> {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .calls = 0;
-                let fut = node.run(state.clone(), ctx.clone());
-                let result: Result<TaskOutput<S>, RunError> = match options.timeout {
-                    Some(d) => match tokio::time::timeout(d, fut).await {
-                        Ok(r) => r.map_err(|source| RunError::Node {
-                            node: name.to_string(),
-                            step,
-                            task,
-                            source,
-                        }),
-                        Err(_) => Err(RunError::Timeout {
-                            node: name.to_string(),
-                            step,
-                            after: d,
-                        }),
-                    },
-                    None => fut.await.map_err(|source| RunError::Node {
+                let result = run_attempt(&node, &state, &ctx, options.timeout).await;
+                let consumed = || {
+                    ctx.inner
+                        .scratch
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .resume
+                        .clone()
+                };
+                let failure = match result {
+                    Ok(out) => return TaskResult::Done(out),
+                    Err(Attempt::Interrupted(list)) => {
+                        return TaskResult::Interrupted(list, consumed())
+                    }
+                    Err(Attempt::Child(e)) => e,
+                    Err(Attempt::Failed(source)) => RunError::Node {
                         node: name.to_string(),
                         step,
                         task,
                         source,
-                    }),
-                };
-                match result {
-                    Ok(out) => return TaskResult::Done(out),
-                    Err(RunError::Node {
-                        source,
-                        node,
+                    },
+                    Err(Attempt::TimedOut(after)) => RunError::Timeout {
+                        node: name.to_string(),
                         step,
-                        task,
-                    }) => {
-                        if let Some(i) = source.downcast_ref::<Interrupted>() {
-                            let resume = ctx
-                                .inner
-                                .scratch
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .resume
-                                .clone();
-                            return TaskResult::Interrupted(i.interrupts.clone(), resume);
-                        }
-                        if let Some(e) = source.downcast_ref::<crate::subgraph::ChildError>() {
-                            return TaskResult::Failed(e.take());
-                        }
-                        match &options.retry {
-                            Some(p) if p.should_retry(attempt, &source) => {
-                                tokio::time::sleep(p.wait(attempt)).await;
-                                attempt += 1;
-                            }
-                            _ => {
-                                return TaskResult::Failed(RunError::Node {
-                                    node,
-                                    step,
-                                    task,
-                                    source,
-                                })
-                            }
-                        }
+                        after,
+                    },
+                };
+                // A child's interrupt-related errors are final; anything else may be retried.
+                let retryable = !matches!(
+                    failure,
+                    RunError::InterruptInEphemeralSubgraph { .. }
+                        | RunError::InterruptWithoutCheckpointer { .. }
+                        | RunError::Cancelled { .. }
+                );
+                match &options.retry {
+                    Some(p) if retryable && p.should_retry(attempt, &failure_box(&failure)) => {
+                        tokio::time::sleep(p.wait(attempt)).await;
+                        attempt += 1;
                     }
-                    Err(e) => {
-                        let boxed: BoxError = e.to_string().into();
-                        match &options.retry {
-                            Some(p) if p.should_retry(attempt, &boxed) => {
-                                tokio::time::sleep(p.wait(attempt)).await;
-                                attempt += 1;
-                            }
-                            _ => return TaskResult::Failed(e),
-                        }
-                    }
+                    _ => return TaskResult::Failed(failure, consumed()),
                 }
             }
         }
@@ -1373,6 +1500,11 @@ impl<S: State> Loop<S> {
             self.ctl.max_version = version;
         }
 
+        Ok(())
+    }
+
+    /// Store the applied step's checkpoint and show its values.
+    async fn commit_step(&mut self) -> Result<(), RunError> {
         let field_writes = self.encode_changes()?;
         self.put(Source::Loop, self.step, field_writes).await?;
         if self.wants(|m| m.values) {
@@ -1425,9 +1557,14 @@ impl<S: State> Loop<S> {
         let id = CheckpointId::generate();
         let parent = self.head;
         self.head = Some(id);
+        self.head_source = source;
         self.step = step;
         self.head_step = step;
         self.pending.clear();
+        if source == Source::Loop {
+            // The resuming command's update is now part of the committed state.
+            self.input_writes.clear();
+        }
         let Some(saver) = self.level.saver.clone() else {
             return Ok(());
         };
@@ -1508,38 +1645,42 @@ impl<S: State> Loop<S> {
     /// durability exit the final one.
     async fn flush(&mut self) -> Result<(), RunError> {
         self.drain_inflight().await?;
-        if self.shared.durability == Durability::Exit && self.head != self.stored_head {
-            if let (Some(saver), Some(thread), Some(id)) = (
-                self.level.saver.clone(),
-                self.shared.thread.clone(),
-                self.head,
-            ) {
-                let writes = self.take_unsaved()?;
-                let put = PutCheckpoint {
-                    thread,
-                    ns: self.level.ns.clone(),
-                    checkpoint: Checkpoint {
-                        id,
-                        parent: self.stored_head,
-                        step: self.head_step,
-                        source: Source::Loop,
-                        created_at_ms: id.created_at_ms(),
-                        control: self.ctl.to_control(&self.g)?,
-                        metadata: self.shared.metadata.clone(),
-                    },
-                    writes,
-                };
-                saver.put(put).await?;
-                self.stored_head = Some(id);
-                if !self.deferred_pending.is_empty() {
-                    let writes = std::mem::take(&mut self.deferred_pending);
-                    if let Some(thread) = self.shared.thread.clone() {
-                        saver
-                            .put_writes(&thread, &self.level.ns, id, writes)
-                            .await?;
-                    }
-                }
-            }
+        if self.shared.durability != Durability::Exit || self.poisoned {
+            // A step that failed while being applied left the state partly updated: under
+            // durability exit the thread stays at its checkpoint from before the run.
+            return Ok(());
+        }
+        let (Some(saver), Some(thread), Some(id)) = (
+            self.level.saver.clone(),
+            self.shared.thread.clone(),
+            self.head,
+        ) else {
+            return Ok(());
+        };
+        if self.head != self.stored_head {
+            let writes = self.take_unsaved()?;
+            let put = PutCheckpoint {
+                thread: thread.clone(),
+                ns: self.level.ns.clone(),
+                checkpoint: Checkpoint {
+                    id,
+                    parent: self.stored_head,
+                    step: self.head_step,
+                    source: self.head_source,
+                    created_at_ms: id.created_at_ms(),
+                    control: self.ctl.to_control(&self.g)?,
+                    metadata: self.shared.metadata.clone(),
+                },
+                writes,
+            };
+            saver.put(put).await?;
+            self.stored_head = Some(id);
+        }
+        if !self.deferred_pending.is_empty() {
+            let writes = std::mem::take(&mut self.deferred_pending);
+            saver
+                .put_writes(&thread, &self.level.ns, id, writes)
+                .await?;
         }
         Ok(())
     }
@@ -1560,6 +1701,78 @@ impl<S: State> Loop<S> {
         }
         Ok(())
     }
+}
+
+/// How one attempt of a task ended, when it did not succeed.
+enum Attempt {
+    Interrupted(Vec<Interrupt>),
+    /// A subgraph's run error, passed through unchanged.
+    Child(RunError),
+    Failed(BoxError),
+    TimedOut(std::time::Duration),
+}
+
+/// Run one attempt of a node, turning a panic into a failure of the task.
+async fn run_attempt<S: State>(
+    node: &Arc<dyn crate::graph::NodeRun<S>>,
+    state: &Arc<S>,
+    ctx: &NodeContext,
+    timeout: Option<std::time::Duration>,
+) -> Result<TaskOutput<S>, Attempt> {
+    use futures::FutureExt;
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        node.run(state.clone(), ctx.clone())
+    }));
+    let fut = match started {
+        Ok(fut) => fut,
+        Err(panic) => return Err(Attempt::Failed(panic_message(panic).into())),
+    };
+    let guarded = std::panic::AssertUnwindSafe(fut).catch_unwind();
+    let result = match timeout {
+        Some(d) => match tokio::time::timeout(d, guarded).await {
+            Ok(r) => r,
+            Err(_) => return Err(Attempt::TimedOut(d)),
+        },
+        None => guarded.await,
+    };
+    match result {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(e)) => {
+            if let Some(i) = e.downcast_ref::<Interrupted>() {
+                return Err(Attempt::Interrupted(i.interrupts.clone()));
+            }
+            if let Some(c) = e.downcast_ref::<crate::subgraph::ChildError>() {
+                return Err(Attempt::Child(c.take()));
+            }
+            Err(Attempt::Failed(e))
+        }
+        Err(panic) => Err(Attempt::Failed(panic_message(panic).into())),
+    }
+}
+
+fn panic_message(panic: Box<dyn std::any::Any + std::marker::Send>) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string payload".to_string());
+    format!("node panicked: {text}")
+}
+
+/// A run error as the boxed error a retry predicate sees.
+fn failure_box(e: &RunError) -> BoxError {
+    match e {
+        RunError::Node { source, .. } => source.to_string().into(),
+        other => other.to_string().into(),
+    }
+}
+
+/// The node name recorded for a resuming command's update.
+const INPUT_NODE: &str = "__input__";
+
+/// The task id under which a resuming command's update is recorded.
+fn input_task() -> TaskId {
+    TaskId::derive(&[b"input"])
 }
 
 /// Aborts spawned tasks when dropped.
@@ -1591,6 +1804,10 @@ fn joined(r: Result<Result<(), CheckpointError>, tokio::task::JoinError>) -> Res
     }
 }
 
+fn is_static_interrupt(id: &str) -> bool {
+    id.starts_with("before:") || id.starts_with("after:")
+}
+
 fn static_interrupt(when: &str, node: &str) -> Interrupt {
     Interrupt {
         id: format!("{when}:{node}"),
@@ -1603,13 +1820,12 @@ impl<S: State> CompiledGraph<S> {
     fn shared(
         &self,
         config: &RunConfig,
-        resuming: bool,
+        cancel: CancelToken,
         sink: Option<EventSink>,
     ) -> Result<Arc<RunShared>, RunError> {
         Ok(Arc::new(RunShared {
             resume: Arc::new(Mutex::new(ResumeInput::default())),
-            resuming,
-            cancel: config.cancel.clone(),
+            cancel,
             sink,
             thread: config.thread_id()?,
             durability: config.durability,
@@ -1623,9 +1839,9 @@ impl<S: State> CompiledGraph<S> {
         input: Input<S>,
         config: &RunConfig,
         sink: Option<EventSink>,
+        cancel: CancelToken,
     ) -> Result<RunOutcome<S>, RunError> {
-        let resuming = !matches!(input, Input::Update(_));
-        let shared = self.shared(config, resuming, sink)?;
+        let shared = self.shared(config, cancel, sink)?;
         let level = Level {
             ns: Namespace::root(),
             saver: self.saver.clone(),
@@ -1653,7 +1869,8 @@ impl<S: State> CompiledGraph<S> {
         input: impl Into<Input<S>>,
         config: &RunConfig,
     ) -> Result<RunOutcome<S>, RunError> {
-        self.run_root(input.into(), config, None).await
+        self.run_root(input.into(), config, None, config.cancel.clone())
+            .await
     }
 
     /// Run the graph, streaming its events (see [`crate::RunStream`]).
@@ -1667,12 +1884,15 @@ impl<S: State> CompiledGraph<S> {
         let graph = self.clone();
         let config = config.clone();
         let input = input.into();
+        // Dropping the stream cancels the run (at its next step boundary, so it stops cleanly).
+        let cancel = config.cancel.child();
+        let run_cancel = cancel.clone();
         let handle = tokio::spawn(async move {
             graph
-                .run_root(input, &config, Some(EventSink { tx, mode }))
+                .run_root(input, &config, Some(EventSink { tx, mode }), run_cancel)
                 .await
         });
-        crate::RunStream::new(rx, handle)
+        crate::RunStream::new(rx, handle, cancel)
     }
 
     /// The thread's state at its newest checkpoint (or at `checkpoint`).

@@ -7,30 +7,40 @@ use futures::Stream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::{Event, RunError, RunOutcome};
+use crate::{CancelToken, Event, RunError, RunOutcome};
 
 /// A running graph's events. Poll it as a [`Stream`]; when it ends, call
 /// [`RunStream::outcome`] for the run's result.
+///
+/// Dropping it before the run ends cancels the run at its next step boundary.
 pub struct RunStream<S> {
     rx: mpsc::Receiver<Event>,
-    handle: JoinHandle<Result<RunOutcome<S>, RunError>>,
+    handle: Option<JoinHandle<Result<RunOutcome<S>, RunError>>>,
+    cancel: CancelToken,
 }
 
 impl<S> RunStream<S> {
     pub(crate) fn new(
         rx: mpsc::Receiver<Event>,
         handle: JoinHandle<Result<RunOutcome<S>, RunError>>,
+        cancel: CancelToken,
     ) -> Self {
-        RunStream { rx, handle }
+        RunStream {
+            rx,
+            handle: Some(handle),
+            cancel,
+        }
     }
 
     /// Wait for the run to end and return its outcome. Events not yet read are dropped.
     ///
     /// # Errors
     /// The run's [`RunError`].
-    pub async fn outcome(self) -> Result<RunOutcome<S>, RunError> {
-        let RunStream { rx, handle } = self;
-        drop(rx);
+    pub async fn outcome(mut self) -> Result<RunOutcome<S>, RunError> {
+        self.rx.close();
+        let Some(handle) = self.handle.take() else {
+            return Err(RunError::Cancelled { step: -1 });
+        };
         match handle.await {
             Ok(r) => r,
             Err(e) => Err(RunError::Node {
@@ -51,3 +61,11 @@ impl<S> Stream for RunStream<S> {
 }
 
 impl<S> Unpin for RunStream<S> {}
+
+impl<S> Drop for RunStream<S> {
+    fn drop(&mut self) {
+        if self.handle.is_some() {
+            self.cancel.cancel();
+        }
+    }
+}

@@ -107,10 +107,18 @@ impl<S: State, C: State> NodeRun<S> for SubgraphNode<S, C> {
                 ),
             };
             let shared = ctx.inner.run.clone();
-            // Re-enter a child that stopped inside (interrupt or failure) when the parent
-            // resumes; otherwise start it with fresh input.
+            // Re-enter a child that stopped inside (interrupt, failure, crash) instead of
+            // starting it over. Under `Inherit` the namespace belongs to this very task, so an
+            // unfinished child can only be an earlier attempt of it; under `Own` the history
+            // is shared across invocations, so only a task that paused or failed before
+            // re-enters.
+            let may_resume = match mode {
+                Checkpointing::Inherit => true,
+                Checkpointing::Own => ctx.inner.resumed,
+                Checkpointing::Disabled => false,
+            };
             let mut resume_child = false;
-            if let (Some(saver), Some(thread), true) = (&saver, &shared.thread, shared.resuming) {
+            if let (Some(saver), Some(thread), true) = (&saver, &shared.thread, may_resume) {
                 if let Some(head) = saver
                     .get(thread, &ns, None)
                     .await
@@ -118,10 +126,9 @@ impl<S: State, C: State> NodeRun<S> for SubgraphNode<S, C> {
                 {
                     let unfinished = !head.checkpoint.control.branches.is_empty()
                         || !head.checkpoint.control.sends.is_empty();
-                    let paused = head
-                        .pending
-                        .iter()
-                        .any(|w| matches!(w.kind, WriteKind::Interrupt { .. }));
+                    let paused = head.pending.iter().any(|w| {
+                        matches!(w.kind, WriteKind::Interrupt { .. } | WriteKind::Error(_))
+                    });
                     resume_child = unfinished || paused;
                 }
             }

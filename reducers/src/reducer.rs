@@ -44,12 +44,27 @@ impl Change {
 pub struct ReduceCtx {
     step: i64,
     next_id: u64,
+    input: bool,
 }
 
 impl ReduceCtx {
     /// A context for the writes of superstep `step`.
     pub fn new(step: i64) -> Self {
-        ReduceCtx { step, next_id: 0 }
+        ReduceCtx {
+            step,
+            next_id: 0,
+            input: false,
+        }
+    }
+
+    /// A context for writes given as run input before superstep `step` (a command's
+    /// update): its ids never collide with those the step itself mints.
+    pub fn for_input(step: i64) -> Self {
+        ReduceCtx {
+            step,
+            next_id: 0,
+            input: true,
+        }
     }
 
     /// The superstep whose writes are being reduced.
@@ -58,9 +73,13 @@ impl ReduceCtx {
     }
 
     /// A new id, unique within one branch of a thread's history and the same on every replay
-    /// of the same step (`s<step>-<n>`).
+    /// of the same step (`s<step>-<n>`, or `s<step>-in<n>` for run input).
     pub fn new_id(&mut self) -> String {
-        let id = format!("s{}-{}", self.step, self.next_id);
+        let id = if self.input {
+            format!("s{}-in{}", self.step, self.next_id)
+        } else {
+            format!("s{}-{}", self.step, self.next_id)
+        };
         self.next_id += 1;
         id
     }

@@ -301,3 +301,31 @@ async fn a_parent_command_for_the_wrong_state_type_is_a_typed_error() -> TestRes
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_parent_command_wins_over_a_sibling_interrupt_in_the_child() -> TestResult {
+    let child = StateGraph::<Job>::new()
+        .add_node(
+            "handoff",
+            sub_node_to_parent(|| {
+                Command::new()
+                    .update(Job::update().log(vec!["handoff".into()]))
+                    .goto("after")
+            }),
+        )
+        .add_node("ask", |_s: Arc<Job>, c: NodeContext| async move {
+            let _: String = c.interrupt("?")?;
+            Ok::<_, BoxError>(Job::update())
+        })
+        .add_edge(START, "handoff")
+        .add_edge(START, "ask")
+        .compile()?;
+    let g = parent_with_child(child)?
+        .with_checkpointer(Arc::new(stategraph::checkpoints::MemorySaver::new()));
+    let out = g
+        .invoke(Job::update(), &RunConfig::new().thread("t"))
+        .await?;
+    assert!(!out.is_interrupted());
+    assert_eq!(out.state.log, ["handoff", "after"]);
+    Ok(())
+}

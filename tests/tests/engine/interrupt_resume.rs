@@ -300,3 +300,131 @@ async fn a_resume_command_with_an_update_keeps_finished_siblings_and_applies_the
     );
     Ok(())
 }
+
+fn two_questions() -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    StateGraph::<Log>::new()
+        .add_node("ask", |s: Arc<Log>, c: NodeContext| async move {
+            let a1: String = c.interrupt("first?")?;
+            let a2: String = c.interrupt("second?")?;
+            Ok::<_, BoxError>(Log::update().log(vec![a1, a2, format!("value={}", s.value)]))
+        })
+        .add_edge(START, "ask")
+        .compile()
+}
+
+#[tokio::test]
+async fn under_durability_exit_a_second_interrupt_keeps_the_first_answer() -> TestResult {
+    let g = two_questions()?.with_checkpointer(saver());
+    let cfg = RunConfig::new().thread("t").durability(Durability::Exit);
+    g.invoke(Log::update(), &cfg).await?;
+    let second = g.invoke(Command::resume(Resume::value("A1")), &cfg).await?;
+    assert_eq!(second.interrupts[0].value, serde_json::json!("second?"));
+    let done = g.invoke(Command::resume(Resume::value("A2")), &cfg).await?;
+    assert_eq!(done.state.log, ["A1", "A2", "value=0"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_resume_commands_update_survives_a_second_pause() -> TestResult {
+    let g = two_questions()?.with_checkpointer(saver());
+    let cfg = RunConfig::new().thread("t");
+    g.invoke(Log::update(), &cfg).await?;
+    let second = g
+        .invoke(
+            Command::resume(Resume::value("A1")).update(Log::update().value(5)),
+            &cfg,
+        )
+        .await?;
+    assert!(second.is_interrupted());
+    let done = g.invoke(Command::resume(Resume::value("A2")), &cfg).await?;
+    assert_eq!(done.state.log, ["A1", "A2", "value=5"]);
+    assert_eq!(done.state.value, 5);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_task_that_fails_after_its_answers_keeps_them_for_the_retry() -> TestResult {
+    let runs = Counter::default();
+    let r2 = runs.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node("ask", move |_s: Arc<Log>, c: NodeContext| {
+            let n = r2.hit();
+            async move {
+                let a1: String = c.interrupt("first?")?;
+                let a2: String = c.interrupt("second?")?;
+                if n == 3 {
+                    return Err::<LogUpdate, BoxError>("transient".into());
+                }
+                Ok(Log::update().log(vec![a1, a2]))
+            }
+        })
+        .add_edge(START, "ask")
+        .compile()?
+        .with_checkpointer(saver());
+    let cfg = RunConfig::new().thread("t");
+    g.invoke(Log::update(), &cfg).await?;
+    g.invoke(Command::resume(Resume::value("A1")), &cfg).await?;
+    assert!(g
+        .invoke(Command::resume(Resume::value("A2")), &cfg)
+        .await
+        .is_err());
+    let done = g.invoke(Input::Continue, &cfg).await?;
+    assert!(!done.is_interrupted(), "nothing is asked again");
+    assert_eq!(done.state.log, ["A1", "A2"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_resume_value_answers_only_the_step_it_resumes() -> TestResult {
+    // `ask` is answered; `confirm`, in a later step, must pause and not take the same value.
+    let g = StateGraph::<Log>::new()
+        .add_node("ask", |_s: Arc<Log>, c: NodeContext| async move {
+            let a: String = c.interrupt("proceed?")?;
+            Ok::<_, BoxError>(push(&a))
+        })
+        .add_node("confirm", |_s: Arc<Log>, c: NodeContext| async move {
+            let a: String = c.interrupt("really delete everything?")?;
+            Ok::<_, BoxError>(push(&format!("confirm={a}")))
+        })
+        .add_edge(START, "ask")
+        .add_edge("ask", "confirm")
+        .compile()?
+        .with_checkpointer(saver());
+    let cfg = RunConfig::new().thread("t");
+    g.invoke(Log::update(), &cfg).await?;
+    let out = g
+        .invoke(Command::resume(Resume::value("go on")), &cfg)
+        .await?;
+    assert!(
+        out.is_interrupted(),
+        "the second question was answered without being asked"
+    );
+    assert_eq!(
+        out.interrupts[0].value,
+        serde_json::json!("really delete everything?")
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn resuming_at_the_named_head_checkpoint_is_a_resume_not_a_fork() -> TestResult {
+    let g = two_askers()?.with_checkpointer(saver());
+    let cfg = RunConfig::new().thread("t");
+    let paused = g.invoke(Log::update(), &cfg).await?;
+    let head = paused.checkpoint.ok_or("no checkpoint")?;
+    let map: BTreeMap<String, serde_json::Value> = paused
+        .interrupts
+        .iter()
+        .map(|i| (i.id.clone(), serde_json::json!("x")))
+        .collect();
+    let done = g
+        .invoke(
+            Command::resume(Resume::Map(map)),
+            &cfg.clone().checkpoint(head),
+        )
+        .await?;
+    assert_eq!(done.state.log, ["left=x", "right=x"]);
+    Ok(())
+}
+
+use stategraph::Durability;

@@ -83,3 +83,27 @@ fn mermaid_export_is_deterministic() -> TestResult {
     assert_eq!(sample()?.to_mermaid(), sample()?.to_mermaid());
     Ok(())
 }
+
+#[test]
+fn node_names_that_differ_only_in_punctuation_get_distinct_ids() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node("a-b", noop())
+        .add_node("a_b", noop())
+        .add_node("a b", noop())
+        .add_edge(START, "a-b")
+        .add_edge(START, "a_b")
+        .add_edge(START, "a b")
+        .compile()?;
+    let text = g.to_mermaid();
+    let ids: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().split('[').next())
+        .filter(|l| l.starts_with('a'))
+        .collect();
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(ids.len(), 3, "{text}");
+    assert_eq!(unique.len(), 3, "{text}");
+    Ok(())
+}

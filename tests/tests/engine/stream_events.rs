@@ -168,3 +168,64 @@ async fn dropping_the_event_stream_early_does_not_stall_the_run() -> TestResult 
     assert_eq!(out.state.value, 7);
     Ok(())
 }
+
+#[tokio::test]
+async fn dropping_the_stream_cancels_the_run() -> TestResult {
+    let runs = crate::Counter::default();
+    let r2 = runs.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node("spin", move |_s: Arc<Log>, _c: NodeContext| {
+            r2.hit();
+            async {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                Ok::<_, BoxError>(Log::update().value(1))
+            }
+        })
+        .add_edge(START, "spin")
+        .add_conditional_edges("spin", |_s: &Log| "spin", ["spin", END])
+        .compile()?;
+    let mut run = g.stream(Log::update(), &RunConfig::new(), StreamMode::values());
+    run.next().await;
+    drop(run);
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    let at_rest = runs.get();
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    assert_eq!(
+        runs.get(),
+        at_rest,
+        "the run went on after its stream was dropped"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_slow_consumer_does_not_lose_events_past_the_channel_size() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node("spin", |s: Arc<Log>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(Log::update().value(s.value + 1))
+        })
+        .add_edge(START, "spin")
+        .add_conditional_edges(
+            "spin",
+            |s: &Log| if s.value < 1500 { "spin" } else { END },
+            ["spin", END],
+        )
+        .compile()?;
+    let mut run = g.stream(Log::update(), &RunConfig::new(), StreamMode::values());
+    let mut count = 0;
+    while let Some(ev) = run.next().await {
+        if count % 200 == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        if matches!(ev.kind, EventKind::Values(_)) {
+            count += 1;
+        }
+    }
+    let out = run.outcome().await?;
+    assert_eq!(out.state.value, 1500);
+    assert_eq!(
+        count, 1501,
+        "one values event per step, start step included"
+    );
+    Ok(())
+}

@@ -500,3 +500,161 @@ async fn tasks_of_spawned_nodes_run_in_parallel_on_the_runtime() -> TestResult {
     assert_eq!(out.state.log, ["a", "b"]);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_reducer_conflict_records_the_outputs_so_continue_does_not_rerun_the_tasks() -> TestResult
+{
+    let (a_runs, b_runs) = (Counter::default(), Counter::default());
+    let (a2, b2) = (a_runs.clone(), b_runs.clone());
+    let g = StateGraph::<Log>::new()
+        .add_node("a", move |_s: Arc<Log>, _c: NodeContext| {
+            a2.hit();
+            async { Ok::<_, BoxError>(Log::update().value(1)) }
+        })
+        .add_node("b", move |_s: Arc<Log>, _c: NodeContext| {
+            b2.hit();
+            async { Ok::<_, BoxError>(Log::update().value(2)) }
+        })
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .compile()?
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let cfg = RunConfig::new().thread("t");
+    assert!(matches!(
+        g.invoke(Log::update(), &cfg).await,
+        Err(RunError::Reduce { .. })
+    ));
+    let snap = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(
+        snap.errors.len(),
+        1,
+        "the conflict is recorded: {:?}",
+        snap.errors
+    );
+    assert!(snap.errors[0].1.contains("value"));
+    // The conflict is deterministic: it comes back, but the tasks do not run again.
+    assert!(matches!(
+        g.invoke(Input::Continue, &cfg).await,
+        Err(RunError::Reduce { .. })
+    ));
+    assert_eq!((a_runs.get(), b_runs.get()), (1, 1));
+    Ok(())
+}
+
+#[tokio::test]
+async fn under_durability_exit_a_failed_apply_leaves_the_thread_as_before_the_run() -> TestResult {
+    let saver = Arc::new(MemorySaver::new());
+    let g = StateGraph::<Log>::new()
+        .add_node("a", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("a").value(1))
+        })
+        .add_node("b", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("b").value(2))
+        })
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .compile()?
+        .with_checkpointer(saver.clone());
+    let cfg = RunConfig::new()
+        .thread("t")
+        .durability(stategraph::Durability::Exit);
+    assert!(g.invoke(Log::update(), &cfg).await.is_err());
+    assert!(
+        g.get_state("t", None).await?.is_none(),
+        "no half-applied step is stored"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn new_input_discards_a_ready_fan_in_left_by_a_failed_run() -> TestResult {
+    let c_runs = Counter::default();
+    let c2 = c_runs.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node("a", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("a"))
+        })
+        .add_node("b", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("b"))
+        })
+        .add_node("c", move |s: Arc<Log>, _c: NodeContext| {
+            let n = c2.hit();
+            async move {
+                if n == 1 {
+                    return Err::<LogUpdate, BoxError>("c fails once".into());
+                }
+                Ok(push(&format!("c saw {}", s.log.len())))
+            }
+        })
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .add_join(["a", "b"], "c")
+        .compile()?
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let cfg = RunConfig::new().thread("t");
+    assert!(g.invoke(Log::update(), &cfg).await.is_err());
+    let out = g.invoke(Log::update(), &cfg).await?;
+    assert_eq!(
+        c_runs.get(),
+        2,
+        "c runs once in the second run, after its sources"
+    );
+    assert_eq!(out.state.log.last().map(String::as_str), Some("c saw 4"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_huge_recursion_limit_does_not_overflow() -> TestResult {
+    let g = chain(2)?.with_checkpointer(Arc::new(MemorySaver::new()));
+    let cfg = RunConfig::new().thread("t").recursion_limit(usize::MAX);
+    g.invoke(Log::update(), &cfg).await?;
+    let out = g.invoke(Log::update(), &cfg).await?;
+    assert_eq!(out.state.log.len(), 4);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_panicking_node_fails_its_task_with_a_typed_error() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node("ok", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("ok"))
+        })
+        .add_node("boom", |s: Arc<Log>, _c: NodeContext| async move {
+            let items: Vec<u8> = Vec::new();
+            let _ = items[s.log.len() + 3];
+            Ok::<_, BoxError>(push("never"))
+        })
+        .add_edge(START, "ok")
+        .add_edge(START, "boom")
+        .compile()?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("expected failure")?;
+    assert!(
+        matches!(err, RunError::Node { ref node, ref source, .. } if node == "boom" && source.to_string().contains("panicked")),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn joins_without_sources_or_with_a_repeated_source_do_not_compile() {
+    let noop = |_s: Arc<Log>, _c: NodeContext| async { Ok::<_, BoxError>(Log::update()) };
+    let err = StateGraph::<Log>::new()
+        .add_node("a", noop)
+        .add_node("c", noop)
+        .add_edge(START, "a")
+        .add_join(Vec::<String>::new(), "c")
+        .add_join(["a", "a"], "c")
+        .compile()
+        .err()
+        .map(|e| e.problems)
+        .unwrap_or_default();
+    let joins = err
+        .iter()
+        .filter(|p| matches!(p, stategraph::GraphProblem::InvalidJoin { .. }))
+        .count();
+    assert_eq!(joins, 2, "{err:?}");
+}
