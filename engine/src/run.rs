@@ -524,6 +524,18 @@ impl<S: State> Loop<S> {
         input: Input<S>,
         from: Option<CheckpointId>,
     ) -> Result<Self, RunError> {
+        Self::start_at(graph, shared, level, input, from, true).await
+    }
+
+    /// [`Loop::start`], choosing whether a named older checkpoint starts a fork.
+    pub(crate) async fn start_at(
+        graph: &CompiledGraph<S>,
+        shared: Arc<RunShared>,
+        level: Level,
+        input: Input<S>,
+        from: Option<CheckpointId>,
+        fork: bool,
+    ) -> Result<Self, RunError> {
         let g = graph.inner.clone();
         let thread = shared.thread.clone();
         let loaded = match (&level.saver, &thread) {
@@ -563,7 +575,8 @@ impl<S: State> Loop<S> {
             lp.step = loaded.checkpoint.step;
             lp.head_step = lp.step;
             lp.pending = loaded.pending.clone();
-            if let (Some(from), Some(saver), Some(t)) = (from, &lp.level.saver, &thread) {
+            if let (Some(from), Some(saver), Some(t), true) = (from, &lp.level.saver, &thread, fork)
+            {
                 let newest = saver
                     .get(t, &lp.level.ns, None)
                     .await?
@@ -1893,6 +1906,66 @@ impl<S: State> CompiledGraph<S> {
                 .await
         });
         crate::RunStream::new(rx, handle, cancel)
+    }
+
+    /// Write `update` into the thread as if node `as_node` had returned it, on top of its
+    /// newest checkpoint (or of `checkpoint`, starting a new branch from there). The update
+    /// goes through the reducers; the next step runs what `as_node`'s edges lead to. Returns
+    /// the new checkpoint (source `update`).
+    ///
+    /// # Errors
+    /// [`RunError::UnknownNode`] for a node the graph does not have; reducer, routing and
+    /// storage errors; [`RunError::MissingThread`] without a checkpointer.
+    pub async fn update_state(
+        &self,
+        thread: &str,
+        checkpoint: Option<CheckpointId>,
+        update: S::Update,
+        as_node: &str,
+    ) -> Result<CheckpointId, RunError> {
+        if self.saver.is_none() {
+            return Err(RunError::MissingThread);
+        }
+        let node = *self
+            .inner
+            .index
+            .get(as_node)
+            .ok_or_else(|| RunError::UnknownNode {
+                name: as_node.to_string(),
+                from: "update_state".to_string(),
+                step: -1,
+            })?;
+        let config = RunConfig::new().thread(thread).durability(Durability::Sync);
+        let shared = self.shared(&config, config.cancel.clone(), None)?;
+        let level = Level {
+            ns: Namespace::root(),
+            saver: self.saver.clone(),
+            ephemeral: false,
+            is_root: true,
+        };
+        let mut lp =
+            Loop::start_at(self, shared, level, Input::Continue, checkpoint, false).await?;
+        // What was left to run is replaced by what `as_node`'s edges lead to.
+        lp.ctl.branches.iter_mut().for_each(|b| *b = false);
+        lp.ctl.sends.clear();
+        lp.pending.clear();
+        let task = Planned {
+            id: TaskId::derive(&[b"update", as_node.as_bytes()]),
+            node: Some(node),
+            kind: Kind::Pull,
+            arg: None,
+        };
+        let out = TaskOutput {
+            updates: vec![update],
+            goto: Vec::new(),
+            parents: Vec::new(),
+        };
+        lp.apply(std::slice::from_ref(&task), vec![(0, out)])
+            .await?;
+        let writes = lp.take_unsaved()?;
+        lp.put(Source::Update, lp.step, writes).await?;
+        lp.flush().await?;
+        lp.head.ok_or(RunError::MissingThread)
     }
 
     /// The thread's state at its newest checkpoint (or at `checkpoint`).

@@ -291,3 +291,44 @@ async fn running_from_an_older_checkpoint_forks_and_keeps_the_old_branch() -> Te
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn update_state_as_a_node_writes_an_update_checkpoint_whose_next_follows_that_nodes_edges(
+) -> TestResult {
+    let saver = RecordingSaver::new();
+    let g = ab()?.with_checkpointer(saver.shared());
+    let cfg = RunConfig::new().thread("t");
+    g.invoke(Log::update(), &cfg).await?;
+    let history = g.get_state_history("t", ListOptions::default()).await?;
+    let start = history
+        .iter()
+        .find(|h| h.next == ["a"])
+        .ok_or("no checkpoint before a")?;
+    let id = g
+        .update_state(
+            "t",
+            Some(start.checkpoint.id),
+            push("by hand").value(7),
+            "a",
+        )
+        .await?;
+    let snap = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(snap.checkpoint.id, id);
+    assert_eq!(snap.checkpoint.source, Source::Update);
+    assert_eq!(snap.checkpoint.parent, Some(start.checkpoint.id));
+    assert_eq!(snap.next, ["b"]);
+    assert_eq!(snap.values.log, ["by hand"]);
+    let out = g.invoke(Input::Continue, &cfg).await?;
+    assert_eq!(out.state.log, ["by hand", "b"]);
+    assert_eq!(out.state.value, 8);
+    let err = g
+        .update_state("t", None, Log::update(), "ghost")
+        .await
+        .err()
+        .ok_or("expected error")?;
+    assert!(
+        matches!(err, stategraph::RunError::UnknownNode { ref name, .. } if name == "ghost"),
+        "{err}"
+    );
+    Ok(())
+}

@@ -1,5 +1,5 @@
 //! Behaviour tests of the engine core, one module per area.
-#![allow(missing_docs)]
+#![allow(missing_docs, unreachable_pub)]
 
 mod checkpoint_records;
 mod command_routing;
@@ -7,6 +7,7 @@ mod compile_validation;
 mod durability_modes;
 mod interrupt_resume;
 mod mermaid_export;
+mod sqlite_threads;
 mod stream_events;
 mod subgraph_checkpointing;
 mod superstep_semantics;

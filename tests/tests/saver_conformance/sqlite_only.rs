@@ -1,1 +1,274 @@
-//! Clauses only the SQLite saver has (its file format).
+//! Clauses only the SQLite saver has: its file, byte by byte.
+
+use std::sync::Arc;
+
+use rusqlite::Connection;
+use stategraph_checkpoints::{
+    Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, Namespace,
+    PendingWrite, PutCheckpoint, Saver, Source, SqliteSaver, TaskId, ThreadId, WriteKind,
+};
+
+use crate::TestResult;
+
+fn header(parent: Option<CheckpointId>, step: i64, source: Source) -> Checkpoint {
+    let id = CheckpointId::generate();
+    Checkpoint {
+        id,
+        parent,
+        step,
+        source,
+        created_at_ms: id.created_at_ms(),
+        control: Control::default(),
+        metadata: Default::default(),
+    }
+}
+
+/// A file with one thread of 20 checkpoints: a whole field, an appended list, pending writes.
+async fn populated(
+    path: &std::path::Path,
+) -> Result<(ThreadId, Vec<CheckpointId>), Box<dyn std::error::Error + Send + Sync>> {
+    let saver = SqliteSaver::open(path)?;
+    let t = ThreadId::new("victim")?;
+    let mut parent = None;
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let cp = header(
+            parent,
+            i - 1,
+            if i == 0 { Source::Input } else { Source::Loop },
+        );
+        let id = cp.id;
+        let writes = vec![
+            FieldWrite {
+                field: "title".into(),
+                part: FieldPart::Whole(format!("\"title {i}\"").into_bytes()),
+            },
+            FieldWrite {
+                field: "log".into(),
+                part: FieldPart::Tail(format!("[{i}]").into_bytes()),
+            },
+        ];
+        saver
+            .put(PutCheckpoint {
+                thread: t.clone(),
+                ns: Namespace::root(),
+                checkpoint: cp,
+                writes,
+            })
+            .await?;
+        ids.push(id);
+        parent = Some(id);
+    }
+    let last = *ids.last().ok_or("no checkpoint")?;
+    saver
+        .put_writes(
+            &t,
+            &Namespace::root(),
+            last,
+            vec![PendingWrite {
+                task_id: TaskId::derive(&[b"t"]),
+                node: "n".into(),
+                kind: WriteKind::Error("boom".into()),
+            }],
+        )
+        .await?;
+    saver.close();
+    Ok((t, ids))
+}
+
+/// Every stored byte string that a load of some checkpoint reads: (table, column, rowid key).
+fn targets(conn: &Connection) -> rusqlite::Result<Vec<(String, String, String)>> {
+    let mut out = Vec::new();
+    for (table, key, columns) in [
+        ("sg_blobs", "id", &["data", "hash"][..]),
+        ("sg_log_parts", "rowid", &["data", "hash"][..]),
+        ("sg_checkpoints", "seq", &["body", "body_hash"][..]),
+        ("sg_writes", "rowid", &["data", "hash"][..]),
+    ] {
+        // WITHOUT ROWID tables have no rowid: address their rows by their primary key text.
+        let keyexpr = match table {
+            "sg_log_parts" => "log || ':' || part",
+            "sg_writes" => "hex(task) || ':' || idx",
+            _ => key,
+        };
+        let mut stmt = conn.prepare(&format!("SELECT {keyexpr} FROM {table}"))?;
+        let keys: Vec<String> = stmt
+            .query_map([], |r| r.get::<_, rusqlite::types::Value>(0))?
+            .filter_map(|v| v.ok())
+            .map(|v| match v {
+                rusqlite::types::Value::Integer(i) => i.to_string(),
+                rusqlite::types::Value::Text(t) => t,
+                other => format!("{other:?}"),
+            })
+            .collect();
+        for k in keys {
+            for c in columns {
+                out.push((table.to_string(), (*c).to_string(), k.clone()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn where_clause(table: &str) -> &'static str {
+    match table {
+        "sg_blobs" => "id = ?1",
+        "sg_checkpoints" => "seq = ?1",
+        "sg_log_parts" => "log || ':' || part = ?1",
+        _ => "hex(task) || ':' || idx = ?1",
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_flipped_bit_or_truncation_is_an_integrity_error_never_a_wrong_state() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("flips.db");
+    let (t, ids) = populated(&path).await?;
+    let conn = Connection::open(&path)?;
+    let all = targets(&conn)?;
+    assert!(all.len() > 80, "{} targets", all.len());
+    let mut seed: u64 = 0x5eed;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let trials = std::env::var("STATEGRAPH_FLIPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300usize);
+    for trial in 0..trials {
+        let (table, column, key) = &all[(next() % all.len() as u64) as usize];
+        let sql_get = format!("SELECT {column} FROM {table} WHERE {}", where_clause(table));
+        let original: Vec<u8> = conn.query_row(&sql_get, [key], |r| r.get(0))?;
+        let mut damaged = original.clone();
+        let truncate = trial % 5 == 0;
+        if truncate {
+            damaged.truncate((next() % original.len().max(1) as u64) as usize);
+        } else {
+            let i = (next() % damaged.len().max(1) as u64) as usize;
+            if let Some(b) = damaged.get_mut(i) {
+                *b ^= 1 << (next() % 8);
+            }
+        }
+        let sql_set = format!(
+            "UPDATE {table} SET {column} = ?2 WHERE {}",
+            where_clause(table)
+        );
+        conn.execute(&sql_set, rusqlite::params![key, damaged])?;
+        // A fresh saver (no cache) loads every checkpoint: each load either matches the
+        // undamaged file or fails with a typed integrity error.
+        let saver: Arc<dyn Saver> = Arc::new(SqliteSaver::open(&path)?);
+        let mut failures = 0;
+        for id in &ids {
+            match saver.get(&t, &Namespace::root(), Some(*id)).await {
+                Ok(_) => {}
+                Err(CheckpointError::Integrity {
+                    thread,
+                    checkpoint,
+                    blob,
+                    ..
+                }) => {
+                    assert_eq!(thread, "victim");
+                    assert!(!blob.is_empty());
+                    assert!(checkpoint == "-" || checkpoint.len() == 32, "{checkpoint}");
+                    failures += 1;
+                }
+                Err(other) => {
+                    return Err(
+                        format!("trial {trial} {table}.{column}: unexpected error {other}").into(),
+                    )
+                }
+            }
+        }
+        assert!(
+            failures > 0,
+            "trial {trial}: damage to {table}.{column} {key} went unnoticed"
+        );
+        conn.execute(&sql_set, rusqlite::params![key, original])?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_file_of_a_newer_format_is_refused_before_anything_is_written() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("future.db");
+    populated(&path).await?;
+    let conn = Connection::open(&path)?;
+    conn.execute(
+        "UPDATE sg_meta SET value = '99' WHERE key = 'format_version'",
+        [],
+    )?;
+    drop(conn);
+    let before = std::fs::read(&path)?;
+    let err = SqliteSaver::open(&path).err().ok_or("expected a refusal")?;
+    assert!(
+        matches!(
+            err,
+            CheckpointError::UnsupportedFormatVersion {
+                found: 99,
+                supported: 1
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&path)?, before, "the file was modified");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_value_over_the_cap_is_refused_and_stores_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let options = stategraph_checkpoints::SqliteOptions {
+        max_value_bytes: 64,
+        ..Default::default()
+    };
+    let saver = SqliteSaver::open_with(dir.path().join("cap.db"), options)?;
+    let t = ThreadId::new("t")?;
+    let cp = header(None, -1, Source::Input);
+    let big = FieldWrite {
+        field: "x".into(),
+        part: FieldPart::Whole(vec![b'1'; 65]),
+    };
+    let err = saver
+        .put(PutCheckpoint {
+            thread: t.clone(),
+            ns: Namespace::root(),
+            checkpoint: cp,
+            writes: vec![big],
+        })
+        .await
+        .err();
+    assert!(
+        matches!(
+            err,
+            Some(CheckpointError::BlobTooLarge {
+                size: 65,
+                limit: 64
+            })
+        ),
+        "{err:?}"
+    );
+    assert!(saver.get(&t, &Namespace::root(), None).await?.is_none());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_reopened_file_has_every_thread_and_value() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("reopen.db");
+    let (t, ids) = populated(&path).await?;
+    let saver = SqliteSaver::open(&path)?;
+    let head = saver
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(Some(head.checkpoint.id), ids.last().copied());
+    assert_eq!(head.fields.get("log").map(Vec::len), Some(20));
+    assert_eq!(head.pending.len(), 1);
+    let threads = saver.list_threads().await?;
+    assert_eq!(threads.len(), 1);
+    Ok(())
+}

@@ -1,0 +1,222 @@
+//! The engine on the SQLite saver: resume after interrupts and failures, subgraphs, schema
+//! evolution, and a golden checkpoint file that must keep loading.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stategraph::checkpoints::{ListOptions, SqliteSaver};
+use stategraph::prelude::*;
+
+use crate::subgraph_checkpointing::Child;
+use crate::superstep_semantics::Log;
+use crate::{Counter, TestResult};
+
+fn saver(
+    dir: &tempfile::TempDir,
+) -> Result<Arc<SqliteSaver>, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(Arc::new(SqliteSaver::open(dir.path().join("threads.db"))?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupts_and_a_subgraph_resume_where_they_stopped_on_sqlite() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let prep = Counter::default();
+    let p2 = prep.clone();
+    let child = StateGraph::<Child>::new()
+        .add_node("prep", move |_s: Arc<Child>, _c: NodeContext| {
+            p2.hit();
+            async { Ok::<_, BoxError>(Child::update().notes(vec!["prep".into()])) }
+        })
+        .add_node("ask", |_s: Arc<Child>, c: NodeContext| async move {
+            let a: String = c.interrupt("approve?")?;
+            Ok::<_, BoxError>(Child::update().notes(vec![a]))
+        })
+        .add_edge(START, "prep")
+        .add_edge("prep", "ask")
+        .compile()?;
+    let g = StateGraph::<Log>::new()
+        .add_subgraph(
+            "sub",
+            child,
+            Checkpointing::Inherit,
+            |_p: &Log| Child::update(),
+            |c: &Child| Log::update().log(c.notes.clone()),
+        )
+        .add_edge(START, "sub")
+        .compile()?
+        .with_checkpointer(saver(&dir)?);
+    for durability in [Durability::Sync, Durability::Async] {
+        let cfg = RunConfig::new()
+            .thread(format!("{durability:?}"))
+            .durability(durability);
+        let paused = g.invoke(Log::update(), &cfg).await?;
+        assert_eq!(paused.interrupts.len(), 1);
+        let done = g
+            .invoke(Command::resume(Resume::value("yes")), &cfg)
+            .await?;
+        assert_eq!(done.state.log, ["prep", "yes"]);
+    }
+    assert_eq!(prep.get(), 2, "once per thread");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_thread_loads_back_identically_from_a_reopened_file() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let g = StateGraph::<Log>::new()
+        .add_node("tick", |s: Arc<Log>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(
+                Log::update()
+                    .log(vec![format!("tick {}", s.value)])
+                    .value(s.value + 1),
+            )
+        })
+        .add_edge(START, "tick")
+        .add_conditional_edges(
+            "tick",
+            |s: &Log| if s.value % 50 == 0 { END } else { "tick" },
+            ["tick", END],
+        )
+        .compile()?;
+    let cfg = RunConfig::new().thread("long");
+    {
+        let app = g.with_checkpointer(saver(&dir)?);
+        for _ in 0..4 {
+            app.invoke(Log::update(), &cfg).await?;
+        }
+    }
+    let app = g.with_checkpointer(saver(&dir)?);
+    let snap = app.get_state("long", None).await?.ok_or("no state")?;
+    assert_eq!(snap.values.value, 200);
+    assert_eq!(snap.values.log.len(), 200);
+    assert_eq!(snap.values.log[137], "tick 137");
+    let history = app
+        .get_state_history("long", ListOptions::default())
+        .await?;
+    assert_eq!(history.len(), 4 * (1 + 1 + 50));
+    for h in history.iter().step_by(17) {
+        let at = app
+            .get_state("long", Some(h.checkpoint.id))
+            .await?
+            .ok_or("missing")?;
+        assert_eq!(at.values.log.len() as u32, at.values.value as u32);
+    }
+    Ok(())
+}
+
+/// Version 1 of a state type, as an older build stored it.
+#[derive(State, Clone, Default, Debug, PartialEq)]
+pub struct NotesV1 {
+    #[reduce(append)]
+    pub notes: Vec<String>,
+    pub count: u32,
+}
+
+/// Version 2 gains a field (with a default) and a message type that gained a field.
+#[derive(State, Clone, Default, Debug, PartialEq)]
+pub struct NotesV2 {
+    #[reduce(append)]
+    pub notes: Vec<String>,
+    pub count: u32,
+    pub owner: String,
+    #[reduce(append)]
+    pub events: Vec<Event2>,
+}
+
+#[derive(Clone, Default, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event2 {
+    pub what: String,
+    #[serde(default)]
+    pub when: u64,
+}
+
+fn v1_graph() -> Result<CompiledGraph<NotesV1>, stategraph::CompileError> {
+    StateGraph::<NotesV1>::new()
+        .add_node("note", |s: Arc<NotesV1>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(
+                NotesV1::update()
+                    .notes(vec![format!("note {}", s.count)])
+                    .count(s.count + 1),
+            )
+        })
+        .add_edge(START, "note")
+        .compile()
+}
+
+fn v2_graph() -> Result<CompiledGraph<NotesV2>, stategraph::CompileError> {
+    StateGraph::<NotesV2>::new()
+        .add_node("note", |s: Arc<NotesV2>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(
+                NotesV2::update()
+                    .notes(vec![format!("note {}", s.count)])
+                    .count(s.count + 1),
+            )
+        })
+        .add_edge(START, "note")
+        .compile()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_that_gains_a_field_with_a_default_still_loads_old_checkpoints() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = saver(&dir)?;
+    let cfg = RunConfig::new().thread("t");
+    v1_graph()?
+        .with_checkpointer(store.clone())
+        .invoke(NotesV1::update(), &cfg)
+        .await?;
+    let v2 = v2_graph()?.with_checkpointer(store);
+    let snap = v2.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(snap.values.notes, ["note 0"]);
+    assert_eq!(snap.values.owner, "");
+    let out = v2
+        .invoke(NotesV2::update().owner("ada".into()), &cfg)
+        .await?;
+    assert_eq!(out.state.notes, ["note 0", "note 1"]);
+    assert_eq!(out.state.owner, "ada");
+    Ok(())
+}
+
+fn golden_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join("checkpoints")
+        .join("notes_v1.db")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_golden_checkpoint_file_keeps_loading_and_resuming() -> TestResult {
+    let path = golden_path();
+    if std::env::var_os("STATEGRAPH_UPDATE_GOLDEN").is_some() {
+        let _ = std::fs::remove_file(&path);
+        let store = Arc::new(SqliteSaver::open(&path)?);
+        let g = v1_graph()?.with_checkpointer(store.clone());
+        for _ in 0..3 {
+            g.invoke(NotesV1::update(), &RunConfig::new().thread("golden"))
+                .await?;
+        }
+        store.close();
+    }
+    // Work on a copy: the fixture itself never changes.
+    let dir = tempfile::tempdir()?;
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&path, &copy)?;
+    let store = Arc::new(SqliteSaver::open(&copy)?);
+    let v2 = v2_graph()?.with_checkpointer(store);
+    let snap = v2
+        .get_state("golden", None)
+        .await?
+        .ok_or("no state in the fixture")?;
+    assert_eq!(snap.values.notes, ["note 0", "note 1", "note 2"]);
+    assert_eq!(snap.values.count, 3);
+    let history = v2
+        .get_state_history("golden", ListOptions::default())
+        .await?;
+    assert_eq!(history.len(), 9);
+    let out = v2
+        .invoke(NotesV2::update(), &RunConfig::new().thread("golden"))
+        .await?;
+    assert_eq!(out.state.notes.last().map(String::as_str), Some("note 3"));
+    Ok(())
+}
