@@ -246,3 +246,50 @@ pub enum Retention {
     /// namespace is always kept.
     NewerThan(u64),
 }
+
+/// What one checkpoint changed since its parent, as a saver stored it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StepChanges {
+    /// Changed fields with their parts, oldest first: a field whose first part is
+    /// [`FieldPart::Whole`] was replaced; one whose parts are all [`FieldPart::Tail`] had
+    /// those items appended.
+    pub fields: Vec<(String, Vec<FieldPart>)>,
+    /// Pending writes recorded against the checkpoint.
+    pub pending: Vec<PendingWrite>,
+}
+
+impl StepChanges {
+    /// The changes from `parent` to `child`, by comparing their stored parts (a saver that
+    /// knows its deltas answers without loading both).
+    pub fn between(parent: Option<&LoadedCheckpoint>, child: &LoadedCheckpoint) -> Self {
+        let mut fields = Vec::new();
+        for (name, parts) in &child.fields {
+            let before = parent.and_then(|p| p.fields.get(name));
+            match before {
+                Some(b) if b == parts => {}
+                Some(b)
+                    if parts.len() > b.len()
+                        && parts[..b.len()] == b[..]
+                        && parts[b.len()..]
+                            .iter()
+                            .all(|p| matches!(p, FieldPart::Tail(_))) =>
+                {
+                    fields.push((name.clone(), parts[b.len()..].to_vec()));
+                }
+                _ => fields.push((name.clone(), whole_first(parts.clone()))),
+            }
+        }
+        StepChanges {
+            fields,
+            pending: child.pending.clone(),
+        }
+    }
+}
+
+/// Parts that replace a value: start with a whole part (an empty list before tails).
+pub(crate) fn whole_first(mut parts: Vec<FieldPart>) -> Vec<FieldPart> {
+    if !matches!(parts.first(), Some(FieldPart::Whole(_))) {
+        parts.insert(0, FieldPart::Whole(b"[]".to_vec()));
+    }
+    parts
+}

@@ -22,7 +22,8 @@ mod sqlite;
 
 pub use checkpoint::{
     Checkpoint, Control, FieldPart, FieldWrite, ListOptions, LoadedCheckpoint, PendingSend,
-    PendingWrite, PutCheckpoint, Retention, Source, ThreadInfo, ThreadStatus, WriteKind,
+    PendingWrite, PutCheckpoint, Retention, Source, StepChanges, ThreadInfo, ThreadStatus,
+    WriteKind,
 };
 pub use error::{validate_filter_key, CheckpointError};
 pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};

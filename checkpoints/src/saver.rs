@@ -4,7 +4,7 @@ use futures::future::BoxFuture;
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
-    PendingWrite, PutCheckpoint, Retention, ThreadId, ThreadInfo,
+    PendingWrite, PutCheckpoint, Retention, StepChanges, ThreadId, ThreadInfo,
 };
 
 /// A checkpoint store. Savers store bytes and versions; they know no node code.
@@ -97,4 +97,35 @@ pub trait Saver: Send + Sync + 'static {
         thread: &'a ThreadId,
         retention: Retention,
     ) -> BoxFuture<'a, Result<usize, CheckpointError>>;
+
+    /// What checkpoint `id` changed since its parent (all its fields for a root), with its
+    /// pending writes: what a reader needs to move a state it has from the parent to `id`
+    /// without decoding it whole.
+    ///
+    /// The default loads both checkpoints and compares their parts.
+    ///
+    /// # Errors
+    /// [`CheckpointError::NotFound`] for an unknown id; storage and integrity errors.
+    fn changes<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: CheckpointId,
+    ) -> BoxFuture<'a, Result<StepChanges, CheckpointError>> {
+        Box::pin(async move {
+            let child =
+                self.get(thread, ns, Some(id))
+                    .await?
+                    .ok_or_else(|| CheckpointError::NotFound {
+                        thread: thread.clone(),
+                        ns: ns.clone(),
+                        id,
+                    })?;
+            let parent = match child.checkpoint.parent {
+                Some(p) => self.get(thread, ns, Some(p)).await.ok().flatten(),
+                None => None,
+            };
+            Ok(StepChanges::between(parent.as_ref(), &child))
+        })
+    }
 }

@@ -404,6 +404,29 @@ impl<S: State> Ctl<S> {
     }
 }
 
+/// Move a state to a child checkpoint by applying what the child's step changed.
+pub(crate) fn apply_changes<S: State>(
+    state: &mut S,
+    fields: &[(String, Vec<FieldPart>)],
+) -> Result<(), String> {
+    for (name, parts) in fields {
+        let field = S::Field::from_name(name).ok_or_else(|| format!("unknown field {name:?}"))?;
+        let refs: Vec<StoredRef<'_>> = parts
+            .iter()
+            .map(|p| match p {
+                FieldPart::Whole(b) => StoredRef::Whole(b),
+                FieldPart::Tail(b) => StoredRef::Tail(b),
+            })
+            .collect();
+        let result = match refs.first() {
+            Some(StoredRef::Whole(_)) => state.decode_field(field, &refs),
+            _ => state.extend_field(field, &refs),
+        };
+        result.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Decode a state from a loaded checkpoint.
 pub(crate) fn decode_state<S: State>(
     loaded: &LoadedCheckpoint,
@@ -1999,16 +2022,43 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<Vec<StateSnapshot<S>>, RunError> {
         let saver = self.saver.clone().ok_or(RunError::MissingThread)?;
         let thread_id = ThreadId::new(thread)?;
-        let headers = saver.list(&thread_id, &Namespace::root(), options).await?;
-        let mut out = Vec::with_capacity(headers.len());
-        for h in headers {
-            if let Some(loaded) = saver
-                .get(&thread_id, &Namespace::root(), Some(h.id))
-                .await?
-            {
-                out.push(self.snapshot(loaded, &Some(thread_id.clone()))?);
+        let root = Namespace::root();
+        let headers = saver.list(&thread_id, &root, options).await?;
+        let t = Some(thread_id.clone());
+        // Oldest first: a checkpoint whose parent was just rebuilt is that state plus what its
+        // step changed (cloned and extended, not decoded whole).
+        let mut out: Vec<StateSnapshot<S>> = Vec::with_capacity(headers.len());
+        let mut prev: Option<(CheckpointId, Arc<S>)> = None;
+        for h in headers.into_iter().rev() {
+            let mut rebuilt = None;
+            if let (Some((pid, ps)), Some(parent)) = (&prev, h.parent) {
+                if *pid == parent {
+                    let changes = saver.changes(&thread_id, &root, h.id).await?;
+                    let mut state = (**ps).clone();
+                    if apply_changes(&mut state, &changes.fields).is_ok() {
+                        rebuilt = Some((Arc::new(state), changes.pending));
+                    }
+                }
             }
+            let (values, pending) = match rebuilt {
+                Some(r) => r,
+                None => {
+                    let loaded =
+                        saver
+                            .get(&thread_id, &root, Some(h.id))
+                            .await?
+                            .ok_or_else(|| CheckpointError::NotFound {
+                                thread: thread_id.clone(),
+                                ns: root.clone(),
+                                id: h.id,
+                            })?;
+                    (Arc::new(decode_state::<S>(&loaded, &t)?), loaded.pending)
+                }
+            };
+            prev = Some((h.id, values.clone()));
+            out.push(self.snapshot_of(h, values, &pending, &t)?);
         }
+        out.reverse();
         Ok(out)
     }
 
@@ -2018,7 +2068,17 @@ impl<S: State> CompiledGraph<S> {
         thread: &Option<ThreadId>,
     ) -> Result<StateSnapshot<S>, RunError> {
         let values = Arc::new(decode_state::<S>(&loaded, thread)?);
-        let ctl = Ctl::<S>::from_control(&self.inner, &loaded.checkpoint.control, thread)?;
+        self.snapshot_of(loaded.checkpoint, values, &loaded.pending, thread)
+    }
+
+    fn snapshot_of(
+        &self,
+        checkpoint: Checkpoint,
+        values: Arc<S>,
+        pending: &[PendingWrite],
+        thread: &Option<ThreadId>,
+    ) -> Result<StateSnapshot<S>, RunError> {
+        let ctl = Ctl::<S>::from_control(&self.inner, &checkpoint.control, thread)?;
         let mut next: Vec<String> = Vec::new();
         if ctl.start.is_some() {
             next.push(START.to_string());
@@ -2041,7 +2101,7 @@ impl<S: State> CompiledGraph<S> {
         );
         let mut interrupts = Vec::new();
         let mut errors = Vec::new();
-        for w in &loaded.pending {
+        for w in pending {
             match &w.kind {
                 WriteKind::Interrupt { id, value } => interrupts.push(Interrupt {
                     id: id.clone(),
@@ -2055,7 +2115,7 @@ impl<S: State> CompiledGraph<S> {
         Ok(StateSnapshot {
             values,
             next,
-            checkpoint: loaded.checkpoint,
+            checkpoint,
             interrupts,
             errors,
         })

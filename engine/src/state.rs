@@ -186,6 +186,22 @@ pub trait State: Clone + Default + Send + Sync + 'static {
         field: Self::Field,
         parts: &[StoredRef<'_>],
     ) -> Result<(), serde_json::Error>;
+
+    /// Append stored tail parts to `field` (see [`Reducer::extend`](crate::reducers::Reducer::extend)).
+    /// The default refuses, and readers then decode the field whole.
+    ///
+    /// # Errors
+    /// Fails if the field stores whole values only or a part does not decode.
+    fn extend_field(
+        &mut self,
+        field: Self::Field,
+        tails: &[StoredRef<'_>],
+    ) -> Result<(), serde_json::Error> {
+        let _ = (field, tails);
+        Err(serde::de::Error::custom(
+            "this state does not extend fields in place",
+        ))
+    }
 }
 
 /// The fields an update writes, in declaration order.

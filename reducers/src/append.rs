@@ -57,6 +57,10 @@ where
     fn decode(parts: &[StoredRef<'_>]) -> Result<Vec<T>, serde_json::Error> {
         decode_list(parts)
     }
+
+    fn extend(value: &mut Vec<T>, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
+        crate::extend_list(value, tails)
+    }
 }
 
 #[cfg(test)]

@@ -68,6 +68,10 @@ impl Reducer for Artifacts {
     fn decode(parts: &[StoredRef<'_>]) -> Result<Vec<String>, serde_json::Error> {
         decode_list(parts)
     }
+
+    fn extend(value: &mut Vec<String>, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
+        crate::extend_list(value, tails)
+    }
 }
 
 #[cfg(test)]

@@ -41,7 +41,9 @@ pub use error::ReduceError;
 pub use last_value::LastValue;
 pub use message::{AddMessages, Message, MessageOp, MessagesUpdate};
 pub use promotion::{Promoted, PromotedReducer};
-pub use reducer::{decode_list, encode_list, Change, ReduceCtx, Reducer, Stored, StoredRef};
+pub use reducer::{
+    decode_list, encode_list, extend_list, Change, ReduceCtx, Reducer, Stored, StoredRef,
+};
 pub use sandbox::{SandboxReducer, SandboxState};
 
 #[cfg(test)]

@@ -277,6 +277,10 @@ where
     fn decode(parts: &[StoredRef<'_>]) -> Result<Vec<M>, serde_json::Error> {
         decode_list(parts)
     }
+
+    fn extend(value: &mut Vec<M>, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
+        crate::extend_list(value, tails)
+    }
 }
 
 /// The working copy of a message list while operations that look up ids are applied.

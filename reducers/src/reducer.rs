@@ -135,6 +135,19 @@ pub trait Reducer {
             )),
         }
     }
+
+    /// Append stored tail parts to `value` (the items a later step appended), without
+    /// decoding the items already in it. Only append-shaped reducers have tails.
+    ///
+    /// # Errors
+    /// Fails if a part is not a tail of the value's item type, or if the reducer stores
+    /// whole values only.
+    fn extend(value: &mut Self::Value, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
+        let _ = (value, tails);
+        Err(serde::de::Error::custom(
+            "this field stores whole values only",
+        ))
+    }
 }
 
 /// The stored form of a field value after a step.
@@ -176,6 +189,30 @@ pub fn encode_list<T: Serialize>(items: &[T], change: Change) -> Result<Stored, 
         }
         _ => Ok(Stored::Whole(serde_json::to_vec(items)?)),
     }
+}
+
+/// Append tail parts to a list (helper for append-shaped reducers).
+///
+/// # Errors
+/// Fails if a part is a whole value or not a JSON array of `T`.
+pub fn extend_list<T: DeserializeOwned>(
+    items: &mut Vec<T>,
+    tails: &[StoredRef<'_>],
+) -> Result<(), serde_json::Error> {
+    for part in tails {
+        match part {
+            StoredRef::Tail(bytes) => {
+                let more: Vec<T> = serde_json::from_slice(bytes)?;
+                items.extend(more);
+            }
+            StoredRef::Whole(_) => {
+                return Err(serde::de::Error::custom(
+                    "a whole part cannot extend a list",
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Decode a list from a whole part followed by tail parts (helper for append-shaped reducers).

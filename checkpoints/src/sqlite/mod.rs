@@ -29,7 +29,7 @@ pub use schema::{SqliteOptions, Synchronous, FORMAT_VERSION};
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
-    PendingWrite, PutCheckpoint, Retention, Saver, ThreadId, ThreadInfo,
+    PendingWrite, PutCheckpoint, Retention, Saver, StepChanges, ThreadId, ThreadInfo,
 };
 use record::Full;
 
@@ -449,5 +449,15 @@ impl Saver for SqliteSaver {
                 Reply::Done => Ok(0),
             }
         })
+    }
+
+    fn changes<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: CheckpointId,
+    ) -> BoxFuture<'a, Result<StepChanges, CheckpointError>> {
+        let (thread, ns) = (thread.clone(), ns.clone());
+        self.read(move |conn, cache| ops::changes(conn, cache, &thread, &ns, id))
     }
 }

@@ -8,11 +8,12 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBeha
 use super::record::{decode_body, encode_body, Body, Full, Ref};
 use super::schema::{storage, SqliteOptions};
 use super::{Cache, Op, Reply};
+use crate::checkpoint::whole_first;
 use crate::envelope::{hex, open, seal, CODEC_BINCODE, CODEC_JSON};
 use crate::{
     validate_filter_key, Checkpoint, CheckpointError, CheckpointId, FieldPart, ListOptions,
-    LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention, Source, TaskId, ThreadId,
-    ThreadInfo, ThreadStatus, WriteKind,
+    LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention, Source, StepChanges,
+    TaskId, ThreadId, ThreadInfo, ThreadStatus, WriteKind,
 };
 
 pub(crate) enum GroupResult {
@@ -498,7 +499,22 @@ fn load_field(
                 .map_err(|d| integrity(thread, cp, hex(&hash), format!("field {field:?}: {d}")))?;
             Ok(vec![FieldPart::Whole(payload.to_vec())])
         }
-        Ref::Log { log, parts } => {
+        Ref::Log { log, parts } => load_log(conn, thread, cp, field, log, parts, 0),
+    }
+}
+
+/// The parts `[lower, parts)` of the list held by log `log` (counting across its bases).
+fn load_log(
+    conn: &Connection,
+    thread: &str,
+    cp: &str,
+    field: &str,
+    log: i64,
+    parts: i64,
+    lower: i64,
+) -> Result<Vec<FieldPart>, CheckpointError> {
+    {
+        {
             let mut segments = Vec::new();
             let (mut cur, mut upto) = (log, parts);
             loop {
@@ -543,6 +559,10 @@ fn load_field(
                 )
                 .map_err(storage)?;
             for (log, from, to) in segments.into_iter().rev() {
+                let from = from.max(lower);
+                if from >= to {
+                    continue;
+                }
                 let rows = stmt
                     .query_map(params![log, from, to], |r| {
                         Ok((
@@ -716,6 +736,84 @@ pub(crate) fn get(
         fields,
         pending,
     }))
+}
+
+/// What checkpoint `id` changed since its parent (see [`Saver::changes`](crate::Saver::changes)).
+pub(crate) fn changes(
+    conn: &Connection,
+    cache: &Mutex<Cache>,
+    thread: &ThreadId,
+    ns: &Namespace,
+    id: CheckpointId,
+) -> Result<StepChanges, CheckpointError> {
+    let t = thread.as_str();
+    let row: Option<(i64, Option<i64>)> = conn
+        .prepare_cached(
+            "SELECT seq, parent_seq FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 AND id = ?3",
+        )
+        .map_err(storage)?
+        .query_row(params![t, ns.as_str(), id_bytes(id)], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()
+        .map_err(storage)?;
+    let (seq, parent_seq) = row.ok_or_else(|| CheckpointError::NotFound {
+        thread: thread.clone(),
+        ns: ns.clone(),
+        id,
+    })?;
+    let lookup = |s: i64| cache.lock().unwrap_or_else(|p| p.into_inner()).get(s);
+    let full = load_full(conn, &lookup, seq, t)?;
+    cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(seq, full.clone());
+    let parent = match parent_seq {
+        Some(p) => load_full(conn, &lookup, p, t)?,
+        None => Arc::new(Full::default()),
+    };
+    let cp = id.to_string();
+    let mut fields = Vec::new();
+    for (name, r) in &full.fields {
+        let before = parent.fields.get(name).copied();
+        if before == Some(*r) {
+            continue;
+        }
+        let parts = match (*r, before) {
+            (Ref::Log { log, parts }, Some(Ref::Log { log: pl, parts: pn }))
+                if extends(conn, log, parts, pl, pn)? =>
+            {
+                load_log(conn, t, &cp, name, log, parts, pn)?
+            }
+            _ => whole_first(load_field(conn, t, &cp, name, *r)?),
+        };
+        fields.push((name.clone(), parts));
+    }
+    let pending = load_writes(conn, thread, ns, id)?;
+    Ok(StepChanges { fields, pending })
+}
+
+/// Whether the list `(log, parts)` is the list `(pl, pn)` with items appended.
+fn extends(
+    conn: &Connection,
+    log: i64,
+    parts: i64,
+    pl: i64,
+    pn: i64,
+) -> Result<bool, CheckpointError> {
+    if parts < pn {
+        return Ok(false);
+    }
+    if log == pl {
+        return Ok(true);
+    }
+    let base: Option<(Option<i64>, i64)> = conn
+        .prepare_cached("SELECT base_log, base_parts FROM sg_logs WHERE id = ?1")
+        .map_err(storage)?
+        .query_row([log], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .map_err(storage)?;
+    Ok(base == Some((Some(pl), pn)))
 }
 
 fn load_writes(

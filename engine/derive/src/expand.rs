@@ -355,6 +355,18 @@ fn generate(input: &DeriveInput, fields: &[StateField]) -> TokenStream {
                         )*
                     }
                 }
+
+                fn extend_field(
+                    &mut self,
+                    field: #field_enum,
+                    tails: &[#r::StoredRef<'_>],
+                ) -> ::core::result::Result<(), ::stategraph::serde_json::Error> {
+                    match field {
+                        #(
+                            #field_enum::#variants => #reducers::extend(#field_mut(&mut self.#idents), tails),
+                        )*
+                    }
+                }
             }
         };
     }

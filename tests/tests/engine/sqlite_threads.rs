@@ -220,3 +220,45 @@ async fn the_golden_checkpoint_file_keeps_loading_and_resuming() -> TestResult {
     assert_eq!(out.state.notes.last().map(String::as_str), Some("note 3"));
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_snapshots_equal_the_states_loaded_one_by_one() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let g = StateGraph::<Log>::new()
+        .add_node("tick", |s: Arc<Log>, _c: NodeContext| async move {
+            let update = if s.value % 7 == 6 {
+                // Now and then a step replaces the list instead of appending to it.
+                Log::update().log(vec![format!("reset at {}", s.value)])
+            } else {
+                Log::update().log(vec![format!("tick {}", s.value)])
+            };
+            Ok::<_, BoxError>(update.value(s.value + 1))
+        })
+        .add_edge(START, "tick")
+        .add_conditional_edges(
+            "tick",
+            |s: &Log| if s.value % 20 == 0 { END } else { "tick" },
+            ["tick", END],
+        )
+        .compile()?;
+    for store in [
+        saver(&dir)? as Arc<dyn stategraph::checkpoints::Saver>,
+        Arc::new(stategraph::checkpoints::MemorySaver::new()),
+    ] {
+        let app = g.with_checkpointer(store);
+        let cfg = RunConfig::new().thread("h");
+        app.invoke(Log::update(), &cfg).await?;
+        app.invoke(Log::update(), &cfg).await?;
+        let history = app.get_state_history("h", ListOptions::default()).await?;
+        assert_eq!(history.len(), 2 * (1 + 1 + 20));
+        for h in &history {
+            let one = app
+                .get_state("h", Some(h.checkpoint.id))
+                .await?
+                .ok_or("missing")?;
+            assert_eq!(*h.values, *one.values, "at {}", h.checkpoint.id);
+            assert_eq!(h.next, one.next);
+        }
+    }
+    Ok(())
+}

@@ -1108,3 +1108,65 @@ pub async fn two_writers_on_one_thread_commit_exactly_one_child(s: Subject) -> T
     assert_eq!(list.last().map(|c| c.id), Some(ids[0]));
     Ok(())
 }
+
+pub async fn changes_report_what_each_step_wrote(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ns = Namespace::root();
+    let a = step(
+        &s.saver,
+        &t,
+        &ns,
+        None,
+        Source::Input,
+        vec![tail("log", "[1]"), whole("n", "1")],
+    )
+    .await?;
+    let b = step(
+        &s.saver,
+        &t,
+        &ns,
+        Some(a),
+        Source::Loop,
+        vec![tail("log", "[2]")],
+    )
+    .await?;
+    let c = step(
+        &s.saver,
+        &t,
+        &ns,
+        Some(b),
+        Source::Loop,
+        vec![whole("log", "[7]"), whole("n", "2")],
+    )
+    .await?;
+    let f = step(
+        &s.saver,
+        &t,
+        &ns,
+        Some(a),
+        Source::Fork,
+        vec![tail("log", "[3]")],
+    )
+    .await?;
+    let root = s.saver.changes(&t, &ns, a).await?;
+    assert_eq!(root.fields.len(), 2, "a root reports every field: {root:?}");
+    let appended = s.saver.changes(&t, &ns, b).await?;
+    assert_eq!(
+        appended.fields,
+        [("log".to_string(), vec![FieldPart::Tail(b"[2]".to_vec())])]
+    );
+    let replaced = s.saver.changes(&t, &ns, c).await?;
+    assert_eq!(
+        replaced.fields,
+        [
+            ("log".to_string(), vec![FieldPart::Whole(b"[7]".to_vec())]),
+            ("n".to_string(), vec![FieldPart::Whole(b"2".to_vec())])
+        ]
+    );
+    let forked = s.saver.changes(&t, &ns, f).await?;
+    assert_eq!(
+        forked.fields,
+        [("log".to_string(), vec![FieldPart::Tail(b"[3]".to_vec())])]
+    );
+    Ok(())
+}

@@ -76,6 +76,7 @@ macro_rules! all_clauses {
             prune_keeps_checkpoints_newer_than_a_time,
             many_threads_written_concurrently_all_land,
             two_writers_on_one_thread_commit_exactly_one_child,
+            changes_report_what_each_step_wrote,
         );
     };
 }
