@@ -57,6 +57,11 @@ pub struct Control {
     pub sends: Vec<PendingSend>,
     /// Channel versions already acknowledged by static interrupts.
     pub interrupt_seen: BTreeMap<String, u64>,
+    /// The checkpoint that started this stretch of the branch (new input, a fork or an
+    /// update): task ids derive from it and the step, so a step computed again after a crash
+    /// gets the same ids.
+    #[serde(default)]
+    pub anchor: Option<CheckpointId>,
 }
 
 /// One checkpoint's header: identity, lineage and control state, without field values.

@@ -30,8 +30,10 @@ pub const MAX_INFLIGHT: usize = 64;
 pub enum Durability {
     /// Each step's checkpoint is stored before the next step starts.
     Sync,
-    /// A step's checkpoint is stored while the next step runs (at most one in flight; a
-    /// storage error surfaces at the next step boundary). A crash may lose the last step.
+    /// A step's checkpoint is stored while the next step runs: up to
+    /// [`MAX_INFLIGHT`] checkpoints may be in flight, and a saver that groups writes commits
+    /// them together. A storage error surfaces at the next step boundary. A crash loses at most
+    /// the steps not yet committed, never part of one; they run again, with the same task ids.
     #[default]
     Async,
     /// Only the final checkpoint of an invocation (at its end, error or interrupt) is stored.
@@ -224,6 +226,8 @@ struct Ctl<S: State> {
     start: Option<S::Update>,
     max_version: u64,
     interrupt_seen: u64,
+    /// The checkpoint that started this stretch of the branch (see [`Control::anchor`]).
+    anchor: Option<CheckpointId>,
 }
 
 impl<S: State> Ctl<S> {
@@ -244,6 +248,7 @@ impl<S: State> Ctl<S> {
             start: None,
             max_version: 0,
             interrupt_seen: 0,
+            anchor: None,
         }
     }
 
@@ -321,6 +326,7 @@ impl<S: State> Ctl<S> {
             barriers,
             sends,
             interrupt_seen,
+            anchor: self.anchor,
         })
     }
 
@@ -396,6 +402,7 @@ impl<S: State> Ctl<S> {
             }
         }
         ctl.interrupt_seen = c.interrupt_seen.values().copied().max().unwrap_or(0);
+        ctl.anchor = c.anchor;
         Ok(ctl)
     }
 
@@ -770,8 +777,13 @@ impl<S: State> Loop<S> {
 
     fn plan(&self) -> Vec<Planned> {
         let mut tasks = Vec::new();
+        // Task ids derive from the checkpoint that started this stretch of the branch and the
+        // step: the same step computed again (after a crash lost its checkpoint, or on resume)
+        // gets the same ids; a fork or new input gets new ones.
         let base = self
-            .head
+            .ctl
+            .anchor
+            .or(self.head)
             .map(|h| h.as_u128().to_be_bytes())
             .unwrap_or([0; 16]);
         let ns = self.level.ns.as_str().as_bytes();
@@ -1592,6 +1604,9 @@ impl<S: State> Loop<S> {
     ) -> Result<(), RunError> {
         let id = CheckpointId::generate();
         let parent = self.head;
+        if matches!(source, Source::Input | Source::Fork | Source::Update) {
+            self.ctl.anchor = Some(id);
+        }
         self.head = Some(id);
         self.head_source = source;
         self.step = step;
@@ -1629,17 +1644,26 @@ impl<S: State> Loop<S> {
             writes,
         };
         self.stored_head = Some(id);
-        self.submit(saver, put).await?;
+        // New input is durable before any of its tasks runs, under `async` too: a run is
+        // either accepted (and resumable) or never started, and the steps computed again
+        // after a crash keep their task ids.
+        let wait = source != Source::Loop;
+        self.submit(saver, put, wait).await?;
         if self.wants(|m| m.checkpoints) {
             self.emit(EventKind::Checkpoint { id, source }).await;
         }
         Ok(())
     }
 
-    async fn submit(&mut self, saver: Arc<dyn Saver>, put: PutCheckpoint) -> Result<(), RunError> {
+    async fn submit(
+        &mut self,
+        saver: Arc<dyn Saver>,
+        put: PutCheckpoint,
+        wait: bool,
+    ) -> Result<(), RunError> {
         let mut write: BoxFuture<'static, Result<(), CheckpointError>> =
             Box::pin(async move { saver.put(put).await });
-        if self.shared.durability != Durability::Async {
+        if self.shared.durability != Durability::Async || wait {
             self.drain_inflight().await?;
             return write.await.map_err(RunError::from);
         }

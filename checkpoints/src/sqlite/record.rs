@@ -32,6 +32,7 @@ pub(crate) struct Full {
     /// Pending sends: node and JSON text of the argument.
     pub(crate) sends: Vec<(String, String)>,
     pub(crate) interrupt_seen: BTreeMap<String, u64>,
+    pub(crate) anchor: Option<u128>,
 }
 
 /// What a checkpoint row stores: a full record, or what changed since the parent's.
@@ -45,6 +46,7 @@ pub(crate) struct Body {
     pub(crate) barriers: Vec<(String, Vec<String>)>,
     pub(crate) sends: Vec<(String, String)>,
     pub(crate) interrupt_seen: Vec<(String, u64)>,
+    pub(crate) anchor: Option<u128>,
 }
 
 impl Full {
@@ -60,6 +62,7 @@ impl Full {
             .map(|s| Ok((s.node.clone(), serde_json::to_string(&s.arg)?)))
             .collect::<Result<_, serde_json::Error>>()?;
         self.interrupt_seen = c.interrupt_seen.clone();
+        self.anchor = c.anchor.map(crate::CheckpointId::as_u128);
         Ok(())
     }
 
@@ -81,6 +84,7 @@ impl Full {
                 })
                 .collect::<Result<_, serde_json::Error>>()?,
             interrupt_seen: self.interrupt_seen.clone(),
+            anchor: self.anchor.map(crate::CheckpointId::from_u128),
         })
     }
 
@@ -107,6 +111,7 @@ impl Full {
                 .iter()
                 .map(|(k, v)| (k.clone(), *v))
                 .collect(),
+            anchor: self.anchor,
         }
     }
 
@@ -162,6 +167,7 @@ impl Full {
                 .iter()
                 .map(|(k, v)| (k.clone(), *v))
                 .collect(),
+            anchor: self.anchor,
         })
     }
 
@@ -179,6 +185,7 @@ impl Full {
         self.barriers = body.barriers.into_iter().collect();
         self.sends = body.sends;
         self.interrupt_seen = body.interrupt_seen.into_iter().collect();
+        self.anchor = body.anchor;
     }
 }
 

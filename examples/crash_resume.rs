@@ -1,0 +1,257 @@
+//! Crash and resume: a long loop on a SQLite checkpoint file that can be killed at any
+//! instant and started again with the same arguments.
+//!
+//! ```text
+//! cargo run --release --example crash_resume -- --db FILE --thread ID --steps N \
+//!     [--durability sync|async|exit] [--ledger FILE]
+//! ```
+//!
+//! The graph has one node, `step`, that loops on itself until the state holds `N` items. Each
+//! execution appends one item and updates a running checksum, and records itself in a side
+//! table `executions` of a separate SQLite file (the ledger, by default `FILE.executions`)
+//! *before* it returns, keyed by the task id the engine hands it. A re-execution after a
+//! crash therefore shows up as a second row with the same step (and, when the step's parent
+//! checkpoint was committed, the same task id).
+//!
+//! Started on a thread that does not exist, it runs from fresh input; on a thread with
+//! pending work it continues with [`Input::Continue`]; on a finished thread it only reports.
+//! At the end it prints one JSON line:
+//!
+//! ```text
+//! {"thread":"t1","steps":2000,"items":2000,"checksum":123,"executions":2003}
+//! ```
+//!
+//! Exit codes: 0 done, 1 run or storage error, 2 bad arguments.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection};
+use stategraph::checkpoints::SqliteSaver;
+use stategraph::prelude::*;
+
+/// The thread state.
+#[derive(State, Clone, Default, Debug)]
+struct Tally {
+    /// One item per executed step: the step index (append reducer).
+    #[reduce(append)]
+    items: Vec<u64>,
+    /// Running checksum over the step indices (last value).
+    checksum: u64,
+}
+
+/// The checksum after step `i` (0-based), given the one before it.
+fn next_checksum(prev: u64, i: u64) -> u64 {
+    prev.wrapping_mul(1_000_003).wrapping_add(i + 1)
+}
+
+const USAGE: &str = "usage: crash_resume --db FILE --thread ID --steps N \
+                     [--durability sync|async|exit] [--ledger FILE]";
+
+/// Parsed command line.
+#[derive(Debug)]
+struct Args {
+    db: PathBuf,
+    ledger: PathBuf,
+    thread: String,
+    steps: u64,
+    durability: Durability,
+}
+
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut db: Option<PathBuf> = None;
+    let mut ledger: Option<PathBuf> = None;
+    let mut thread: Option<String> = None;
+    let mut steps: Option<u64> = None;
+    let mut durability = Durability::Sync;
+    while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            return Err("help".to_string());
+        }
+        let known = ["--db", "--ledger", "--thread", "--steps", "--durability"];
+        if !known.contains(&flag.as_str()) {
+            return Err(format!("unknown argument {flag:?}"));
+        }
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--db" => db = Some(PathBuf::from(value)),
+            "--ledger" => ledger = Some(PathBuf::from(value)),
+            "--thread" => {
+                if value.is_empty() {
+                    return Err("--thread must not be empty".to_string());
+                }
+                thread = Some(value);
+            }
+            "--steps" => {
+                let n: u64 = value.parse().map_err(|_| {
+                    format!("--steps must be a non-negative integer, got {value:?}")
+                })?;
+                if n > 1_000_000 {
+                    return Err(format!("--steps must be at most 1000000, got {n}"));
+                }
+                steps = Some(n);
+            }
+            _ => {
+                durability = match value.as_str() {
+                    "sync" => Durability::Sync,
+                    "async" => Durability::Async,
+                    "exit" => Durability::Exit,
+                    other => {
+                        return Err(format!(
+                            "--durability must be sync, async or exit, got {other:?}"
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    let db = db.ok_or("missing --db FILE")?;
+    let thread = thread.ok_or("missing --thread ID")?;
+    let steps = steps.ok_or("missing --steps N")?;
+    let ledger = ledger.unwrap_or_else(|| {
+        let mut name = db.clone().into_os_string();
+        name.push(".executions");
+        PathBuf::from(name)
+    });
+    Ok(Args {
+        db,
+        ledger,
+        thread,
+        steps,
+        durability,
+    })
+}
+
+/// Open the ledger and create its table.
+fn open_ledger(path: &PathBuf) -> Result<Connection, rusqlite::Error> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS executions (
+             thread    TEXT NOT NULL,
+             task_id   TEXT NOT NULL,
+             step      INTEGER NOT NULL,
+             superstep INTEGER NOT NULL,
+             at        INTEGER NOT NULL
+         );
+         CREATE INDEX IF NOT EXISTS executions_thread ON executions(thread, step);",
+    )?;
+    Ok(conn)
+}
+
+fn count_executions(ledger: &Mutex<Connection>, thread: &str) -> Result<i64, rusqlite::Error> {
+    let conn = ledger.lock().unwrap_or_else(|p| p.into_inner());
+    conn.query_row(
+        "SELECT COUNT(*) FROM executions WHERE thread = ?1",
+        params![thread],
+        |r| r.get(0),
+    )
+}
+
+fn build_graph(
+    steps: u64,
+    ledger: Arc<Mutex<Connection>>,
+) -> Result<CompiledGraph<Tally>, stategraph::CompileError> {
+    let step = move |s: Arc<Tally>, ctx: NodeContext| {
+        let ledger = ledger.clone();
+        async move {
+            let i = s.items.len() as u64;
+            let checksum = next_checksum(s.checksum, i);
+            let at = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_micros() as i64)
+                .unwrap_or(0);
+            let thread = ctx.thread().map(|t| t.to_string()).unwrap_or_default();
+            // The side effect, recorded before the node returns: a kill after this line and
+            // before the step's checkpoint commits makes the step run (and record) again.
+            {
+                let conn = ledger.lock().unwrap_or_else(|p| p.into_inner());
+                conn.execute(
+                    "INSERT INTO executions (thread, task_id, step, superstep, at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![thread, ctx.task_id().to_string(), i as i64, ctx.step(), at],
+                )?;
+            }
+            Ok::<_, BoxError>(Tally::update().items(vec![i]).checksum(checksum))
+        }
+    };
+    StateGraph::<Tally>::new()
+        .add_node("step", step)
+        .add_conditional_edges(START, move |s: &Tally| route(s, steps), ["step", END])
+        .add_conditional_edges("step", move |s: &Tally| route(s, steps), ["step", END])
+        .compile()
+}
+
+fn route(s: &Tally, steps: u64) -> &'static str {
+    if (s.items.len() as u64) < steps {
+        "step"
+    } else {
+        END
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let ledger =
+        Arc::new(Mutex::new(open_ledger(&args.ledger).map_err(|e| {
+            format!("cannot open ledger {}: {e}", args.ledger.display())
+        })?));
+    let saver = SqliteSaver::open(&args.db)
+        .map_err(|e| format!("cannot open checkpoint file {}: {e}", args.db.display()))?;
+    let graph = build_graph(args.steps, ledger.clone())?.with_checkpointer(Arc::new(saver));
+    let config = RunConfig::new()
+        .thread(args.thread.clone())
+        .durability(args.durability)
+        .recursion_limit(usize::try_from(args.steps)?.saturating_add(16));
+
+    let snapshot = graph.get_state(&args.thread, None).await?;
+    let state = match snapshot {
+        None => graph.invoke(Tally::update(), &config).await?.state,
+        Some(snap) if !snap.next.is_empty() => graph.invoke(Input::Continue, &config).await?.state,
+        Some(snap) => snap.values,
+    };
+
+    let items = state.items.len() as u64;
+    let executions = count_executions(&ledger, &args.thread)?;
+    let line = serde_json::json!({
+        "thread": args.thread,
+        "steps": args.steps,
+        "items": items,
+        "checksum": state.checksum,
+        "executions": executions,
+    });
+    println!("{line}");
+    if items != args.steps {
+        return Err(format!(
+            "thread {:?} ended with {items} items, not {} (started with another --steps?)",
+            args.thread, args.steps
+        )
+        .into());
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) if e == "help" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("crash_resume: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("crash_resume: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
