@@ -616,3 +616,48 @@ fn kill_sweep_async_recomputes_lost_steps() {
     let s = sweep("async", ASYNC_STEPS, 0x5EED_0002);
     assert!(s.kills >= env_u64("STATEGRAPH_KILLS", 50));
 }
+
+/// Several processes write distinct threads of one checkpoint file at the same time: every
+/// run finishes with the reference result and no busy error reaches a caller (R-17, process
+/// half).
+#[test]
+fn several_processes_share_one_checkpoint_file() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("shared.db");
+    let steps = 150;
+    let reference = run_to_end(
+        &bin,
+        &dir.path().join("reference.db"),
+        "reference",
+        steps,
+        "sync",
+    );
+    for durability in ["sync", "async"] {
+        let children: Vec<(String, std::process::Child)> = (0..4)
+            .map(|i| {
+                let thread = format!("{durability}-{i}");
+                let child = spawn(&bin, &db, &thread, steps, durability);
+                (thread, child)
+            })
+            .collect();
+        for (thread, child) in children {
+            let out = child.wait_with_output().expect("wait crash_resume");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{thread} failed ({}): {stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let report = parse_report(&stdout, &thread);
+            assert_eq!(
+                (report.items, report.checksum),
+                (reference.items, reference.checksum),
+                "{thread}"
+            );
+            assert_eq!(report.executions, steps, "{thread}: no step ran twice");
+        }
+    }
+    assert_eq!(integrity_check(&db).0, "ok");
+}
