@@ -13,6 +13,7 @@
 //! ```
 
 mod checkpoint;
+pub mod diff;
 pub mod envelope;
 mod error;
 mod id;
