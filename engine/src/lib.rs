@@ -36,15 +36,19 @@
 extern crate self as stategraph;
 
 pub mod command;
+pub mod diff;
 pub mod error;
 pub mod event;
 pub mod graph;
 mod mermaid;
 pub mod node;
+pub mod replay;
 pub mod run;
 pub mod state;
 pub mod stream;
 pub mod subgraph;
+#[cfg(feature = "test-util")]
+pub mod testing;
 
 pub use command::{Command, Goto, Interrupt, Interrupted, Resume, Route, Send, END, START};
 pub use error::{BoxError, CompileError, Error, GraphProblem, RunError};

@@ -49,6 +49,8 @@ pub struct RunConfig {
     pub(crate) durability: Durability,
     pub(crate) metadata: BTreeMap<String, serde_json::Value>,
     pub(crate) cancel: CancelToken,
+    pub(crate) interrupt_before: Vec<String>,
+    pub(crate) interrupt_after: Vec<String>,
 }
 
 impl Default for RunConfig {
@@ -60,6 +62,8 @@ impl Default for RunConfig {
             durability: Durability::default(),
             metadata: BTreeMap::new(),
             cancel: CancelToken::new(),
+            interrupt_before: Vec::new(),
+            interrupt_after: Vec::new(),
         }
     }
 }
@@ -97,6 +101,25 @@ impl RunConfig {
     /// A metadata entry stored on every checkpoint of the run.
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
         self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// For this run only, pause before any step that would run one of these nodes of the root
+    /// graph (`"*"`: every node), in addition to the graph's own static interrupts.
+    pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        nodes: I,
+    ) -> Self {
+        self.interrupt_before
+            .extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// For this run only, pause after any step that ran one of these nodes of the root graph
+    /// (`"*"`: every node).
+    pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
+        self.interrupt_after
+            .extend(nodes.into_iter().map(Into::into));
         self
     }
 
@@ -175,6 +198,8 @@ pub(crate) struct RunShared {
     pub(crate) durability: Durability,
     pub(crate) recursion_limit: usize,
     pub(crate) metadata: BTreeMap<String, serde_json::Value>,
+    pub(crate) interrupt_before: Vec<String>,
+    pub(crate) interrupt_after: Vec<String>,
 }
 
 /// Where one level of a run checkpoints.
@@ -901,7 +926,10 @@ impl<S: State> Loop<S> {
                 let hits: Vec<Interrupt> = tasks
                     .iter()
                     .filter_map(|t| t.node)
-                    .filter(|&i| self.g.interrupt_before[i])
+                    .filter(|&i| {
+                        self.g.interrupt_before[i]
+                            || self.run_interrupt(&self.shared.interrupt_before, i)
+                    })
                     .map(|i| static_interrupt("before", &self.g.nodes[i].name))
                     .collect();
                 if !hits.is_empty() {
@@ -929,7 +957,9 @@ impl<S: State> Loop<S> {
             let hits: Vec<Interrupt> = tasks
                 .iter()
                 .filter_map(|t| t.node)
-                .filter(|&i| self.g.interrupt_after[i])
+                .filter(|&i| {
+                    self.g.interrupt_after[i] || self.run_interrupt(&self.shared.interrupt_after, i)
+                })
                 .map(|i| static_interrupt("after", &self.g.nodes[i].name))
                 .collect();
             self.step += 1;
@@ -940,6 +970,14 @@ impl<S: State> Loop<S> {
                 return Ok(LevelEnd::Done(self.outcome(hits)));
             }
         }
+    }
+
+    /// Whether a per-run static interrupt list names node `i` (root graph only).
+    fn run_interrupt(&self, names: &[String], i: usize) -> bool {
+        self.level.is_root
+            && names
+                .iter()
+                .any(|n| n == "*" || **n == *self.g.nodes[i].name)
     }
 
     fn require_checkpointer(&self, node: &str) -> Result<(), RunError> {
@@ -1891,6 +1929,8 @@ impl<S: State> CompiledGraph<S> {
             durability: config.durability,
             recursion_limit: config.recursion_limit,
             metadata: config.metadata.clone(),
+            interrupt_before: config.interrupt_before.clone(),
+            interrupt_after: config.interrupt_after.clone(),
         }))
     }
 

@@ -1,0 +1,262 @@
+//! Test helpers (feature `test-util`): state-diff assertions, running one node, trajectories,
+//! and history snapshots with ids and times made deterministic.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use stategraph::prelude::*;
+//! use stategraph::testing::{run_node, trajectory};
+//! use stategraph::assert_state_diff;
+//!
+//! #[derive(State, Clone, Default, Debug)]
+//! struct Chat { #[reduce(append)] log: Vec<String>, turns: u32 }
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let graph = StateGraph::<Chat>::new()
+//!     .add_node("greet", |s: Arc<Chat>, _c: NodeContext| async move {
+//!         Ok::<_, BoxError>(Chat::update().log(vec![format!("hi {}", s.turns)]).turns(s.turns + 1))
+//!     })
+//!     .add_edge(START, "greet")
+//!     .compile()?;
+//!
+//! // One node against a state, no graph run:
+//! let before = Chat { log: vec![], turns: 4 };
+//! let ran = run_node(&graph, "greet", before.clone()).await?;
+//! assert_state_diff!(before, ran.state, "
+//!     + log[0]: \"hi 4\"
+//!     ~ turns: 4 -> 5
+//! ");
+//!
+//! // The node sequence of a whole run:
+//! let (out, nodes) = trajectory(&graph, Chat::update(), &RunConfig::new()).await?;
+//! assert_eq!(nodes, ["greet"]);
+//! assert_eq!(out.state.turns, 1);
+//! # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+//! # }).unwrap();
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use stategraph_checkpoints::{ListOptions, Namespace, TaskId};
+
+use crate::command::Goto;
+use crate::diff::{diff_states, StateDiff};
+use crate::event::EventKind;
+use crate::node::{CancelToken, LevelInfo, ResumeInput, Scratch, TaskCtx};
+use crate::run::RunShared;
+use crate::state::ReduceCtx;
+use crate::{
+    CompiledGraph, Durability, Input, NodeContext, RunConfig, RunError, RunOutcome, State,
+    StreamMode,
+};
+
+/// What one node did when run on its own by [`run_node`].
+#[derive(Debug, Clone)]
+pub struct NodeRun<S: State> {
+    /// The updates it returned.
+    pub updates: Vec<S::Update>,
+    /// Where it routed (its `goto`s).
+    pub goto: Vec<Goto>,
+    /// The state after its updates went through the reducers.
+    pub state: S,
+}
+
+/// Run node `name` of `graph` once against `state`, outside any graph run: no edges, no
+/// checkpoint. The node's updates are applied through the reducers to give `state`.
+///
+/// # Errors
+/// [`RunError::UnknownNode`] for a node the graph does not have; the node's own error; a
+/// reducer error.
+pub async fn run_node<S: State>(
+    graph: &CompiledGraph<S>,
+    name: &str,
+    state: S,
+) -> Result<NodeRun<S>, RunError> {
+    let &i = graph
+        .inner
+        .index
+        .get(name)
+        .ok_or_else(|| RunError::UnknownNode {
+            name: name.to_string(),
+            from: "run_node".to_string(),
+            step: 0,
+        })?;
+    let node = &graph.inner.nodes[i];
+    let task = TaskId::derive(&[b"run_node", name.as_bytes()]);
+    let shared = Arc::new(RunShared {
+        resume: Arc::new(Mutex::new(ResumeInput::default())),
+        cancel: CancelToken::new(),
+        sink: None,
+        thread: None,
+        durability: Durability::Sync,
+        recursion_limit: crate::DEFAULT_RECURSION_LIMIT,
+        metadata: BTreeMap::new(),
+        interrupt_before: Vec::new(),
+        interrupt_after: Vec::new(),
+    });
+    let ctx = NodeContext {
+        inner: Arc::new(TaskCtx {
+            node: node.name.clone(),
+            task,
+            step: 0,
+            ns: Namespace::root(),
+            thread: None,
+            arg: None,
+            sink: None,
+            scratch: Mutex::new(Scratch::default()),
+            resumed: false,
+            resume: shared.resume.clone(),
+            cancel: shared.cancel.clone(),
+            run: shared,
+            level: LevelInfo {
+                ns: Namespace::root(),
+                saver: None,
+                ephemeral: true,
+            },
+        }),
+    };
+    let snapshot = Arc::new(state);
+    let out = node
+        .run
+        .run(snapshot.clone(), ctx)
+        .await
+        .map_err(|source| RunError::Node {
+            node: name.to_string(),
+            step: 0,
+            task,
+            source,
+        })?;
+    let mut after = Arc::try_unwrap(snapshot).unwrap_or_else(|shared| (*shared).clone());
+    after
+        .apply(out.updates.clone(), &mut ReduceCtx::new(0))
+        .map_err(|(field, source)| RunError::Reduce {
+            field: crate::state::Field::name(field),
+            writers: vec![name.to_string()],
+            step: 0,
+            source,
+        })?;
+    Ok(NodeRun {
+        updates: out.updates,
+        goto: out.goto,
+        state: after,
+    })
+}
+
+/// Run the graph and return its outcome with the names of the nodes its tasks ran, in the
+/// order they started (subgraph nodes included, as `namespace-node/child`).
+///
+/// # Errors
+/// The run's [`RunError`].
+pub async fn trajectory<S: State>(
+    graph: &CompiledGraph<S>,
+    input: impl Into<Input<S>>,
+    config: &RunConfig,
+) -> Result<(RunOutcome<S>, Vec<String>), RunError> {
+    let mode = StreamMode {
+        tasks: true,
+        subgraphs: true,
+        ..StreamMode::none()
+    };
+    let mut run = graph.stream(input, config, mode);
+    let mut nodes = Vec::new();
+    while let Some(ev) = run.next().await {
+        if let EventKind::TaskStart { node, .. } = ev.kind {
+            let levels: Vec<&str> = ev
+                .ns
+                .levels()
+                .iter()
+                .map(|l| l.split(':').next().unwrap_or(""))
+                .collect();
+            nodes.push(if levels.is_empty() {
+                node.to_string()
+            } else {
+                format!("{}/{node}", levels.join("/"))
+            });
+        }
+    }
+    Ok((run.outcome().await?, nodes))
+}
+
+/// A thread's history as JSON, oldest first, with checkpoint ids replaced by `cp0`, `cp1`, …
+/// (in order of appearance) and creation times left out, so it can be compared with a golden
+/// file: step, source, parent, next nodes, metadata, values, interrupts and errors.
+///
+/// # Errors
+/// Storage and decode errors.
+pub async fn history_snapshot<S: State>(
+    graph: &CompiledGraph<S>,
+    thread: &str,
+) -> Result<serde_json::Value, RunError> {
+    let mut history = graph
+        .get_state_history(thread, ListOptions::default())
+        .await?;
+    history.reverse();
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    let mut name = |id: String| -> String {
+        let n = names.len();
+        names.entry(id).or_insert_with(|| format!("cp{n}")).clone()
+    };
+    let mut out = Vec::new();
+    for h in history {
+        let id = name(h.checkpoint.id.to_string());
+        let parent = h.checkpoint.parent.map(|p| name(p.to_string()));
+        out.push(serde_json::json!({
+            "id": id,
+            "parent": parent,
+            "step": h.checkpoint.step,
+            "source": h.checkpoint.source.as_str(),
+            "next": h.next,
+            "metadata": h.checkpoint.metadata,
+            "values": crate::diff::state_to_json(&*h.values)?,
+            "interrupts": h.interrupts.iter().map(|i| serde_json::json!({ "node": i.node, "value": i.value })).collect::<Vec<_>>(),
+            "errors": h.errors,
+        }));
+    }
+    Ok(serde_json::Value::Array(out))
+}
+
+/// Render a diff for comparison with expected text: one change per line, lines trimmed.
+#[doc(hidden)]
+pub fn normalize_diff_text(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The diff of two states, for [`assert_state_diff!`](crate::assert_state_diff).
+#[doc(hidden)]
+pub fn diff_for_assert<S: State>(before: &S, after: &S) -> StateDiff {
+    diff_states(before, after)
+        .unwrap_or_else(|e| panic!("assert_state_diff!: cannot encode the states: {e}"))
+}
+
+/// Assert that going from `before` to `after` changed exactly what `expected` says, written as
+/// [`StateDiff`]'s text (one change per line: `+` added or appended, `-` removed, `~`
+/// replaced; indentation and blank lines are ignored). On failure it prints the expected and
+/// the actual change side by side.
+#[macro_export]
+macro_rules! assert_state_diff {
+    ($before:expr, $after:expr, $expected:expr $(,)?) => {{
+        let diff = $crate::testing::diff_for_assert(&$before, &$after);
+        let actual = $crate::testing::normalize_diff_text(&diff.to_string());
+        let expected = $crate::testing::normalize_diff_text($expected);
+        if actual != expected {
+            panic!(
+                "state diff mismatch\n--- expected change ---\n{}\n--- actual change ---\n{}\n",
+                if expected.is_empty() {
+                    "(nothing)"
+                } else {
+                    &expected
+                },
+                if actual.is_empty() {
+                    "(nothing)"
+                } else {
+                    &actual
+                },
+            );
+        }
+    }};
+}
