@@ -9,37 +9,83 @@
 //! cargo run --release -p stategraph-bench -- --only chain,fanout,wide --checkpointer none
 //! ```
 //!
-//! Flags (as the Python script's): `--only chain,fanout,agent,wide`, `--checkpointer
+//! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `--checkpointer
 //! none|memory|sqlite` (a comma list is accepted: `none,memory`), `--steps 1000`,
-//! `--fanout-k 1000`, `--wide-fields 100`, `--wide-steps 100`, `--repeats 3`,
-//! `--durabilities async,sync,exit` (checkpointer runs), `--fanout-mem-ks 1000,10000`
-//! (fanout runs repeated each in a fresh process, so that each K's own peak RSS shows),
-//! `--worker-threads N` (tokio worker threads; default one per CPU).
+//! `--fanout-k 1000`, `--agent-turns 200`, `--wide-fields 100`, `--wide-steps 100`,
+//! `--repeats 3`, `--durabilities async,sync,exit` (checkpointer runs; default `async,sync`
+//! with `sqlite`, else all three), `--sqlite-synchronous FULL|NORMAL` (default FULL),
+//! `--workdir DIR` / `--keep-db` (where the SQLite files go; default a temporary directory,
+//! removed), `--fanout-mem-ks 1000,10000` (fanout runs repeated each in a fresh process, so
+//! that each K's own peak RSS shows), `--worker-threads N` (tokio worker threads; default one
+//! per CPU).
+//!
+//! SQLite runs of chain, agent and wide also print `per_commit_ms` (wall time over the
+//! checkpoints the run committed) and `floor_adjacent_ms`: two short floor samples (200
+//! commits) taken just before and just after the timed run, since fsync latency drifts on a
+//! shared machine.
+//!
+//! `floor` (in the default set when `sqlite` is among the checkpointers) is the physical
+//! limit a durable step is compared with: a bare rusqlite loop committing one ~190-byte row
+//! per WAL transaction, `--steps` times, at the same `synchronous`.
+//!
+//! With `sqlite`, each record also prints `bytes_written_by_steps`: the JSON bytes of the
+//! field values the steps (the `__start__` input step included) wrote — for a last-value
+//! field the JSON of the value, for an append field the JSON of each appended item, for a
+//! `Send` the JSON of its argument — so that `db_file_bytes / bytes_written_by_steps` is the
+//! storage overhead.
 
+mod agent;
+mod floor;
 mod report;
+mod sqlite_db;
 mod wide_state;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use stategraph::checkpoints::MemorySaver;
+use stategraph::checkpoints::{MemorySaver, Synchronous};
 use stategraph::{
     BoxError, Command, CompiledGraph, Durability, NodeContext, NodeOptions, RunConfig, State,
     StateGraph, END, START,
 };
 
 use report::{median, min, peak_rss_mb, round, rss_mb, Record};
+use sqlite_db::SqliteDb;
 use wide_state::{WideState, WideVal, WIDE_MAX_FIELDS};
 
 const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 4] = ["chain", "fanout", "agent", "wide"];
+const WORKLOADS: [&str; 5] = ["chain", "fanout", "agent", "wide", "floor"];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
-fn pad(n: usize) -> String {
+pub(crate) fn pad(n: usize) -> String {
     "x".repeat(n)
+}
+
+/// The floor's row: the bytes one chain step changes (one message, about 190 B).
+pub(crate) fn floor_row() -> Vec<u8> {
+    serde_json::to_vec(&make_msg("node", 1000)).unwrap_or_default()
+}
+
+/// Commits of each floor sample taken next to a SQLite run.
+pub(crate) const ADJACENT_FLOOR_STEPS: usize = 200;
+
+/// A floor sample next to a timed run (see `floor::adjacent`).
+pub(crate) fn adjacent_floor(args: &Args) -> Result<f64, BoxError> {
+    floor::adjacent(
+        &args.workdir,
+        args.sqlite_sync,
+        ADJACENT_FLOOR_STEPS,
+        &floor_row(),
+    )
+}
+
+/// The length of `v` as JSON.
+pub(crate) fn json_len<T: Serialize>(v: &T) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
 }
 
 // ------------------------------------------------------------------------------- arguments
@@ -48,6 +94,7 @@ fn pad(n: usize) -> String {
 enum Saver {
     None,
     Memory,
+    Sqlite,
 }
 
 impl Saver {
@@ -55,6 +102,7 @@ impl Saver {
         match self {
             Saver::None => "none",
             Saver::Memory => "memory",
+            Saver::Sqlite => "sqlite",
         }
     }
 }
@@ -65,20 +113,30 @@ struct Args {
     checkpointers: Vec<Saver>,
     steps: usize,
     fanout_k: i64,
+    agent_turns: usize,
     wide_fields: usize,
     wide_steps: usize,
     repeats: usize,
     durabilities: Vec<(String, Durability)>,
     fanout_mem_ks: Vec<i64>,
+    /// `synchronous` of the SQLite saver and of the floor.
+    sqlite_sync: Synchronous,
+    /// Where the SQLite files go (a temporary directory unless `--workdir`).
+    workdir: PathBuf,
+    /// Whether `--workdir` was given.
+    workdir_given: bool,
+    /// Keep the SQLite files.
+    keep_db: bool,
     /// Tokio worker threads (default: tokio's, one per CPU).
     worker_threads: Option<usize>,
     /// Internal: run one fanout of this K in this (fresh) process and report its memory.
     internal_fanout_mem: Option<i64>,
 }
 
-const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide] \
-[--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--wide-fields 100] \
-[--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] [--fanout-mem-ks 1000,10000] \
+const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor] \
+[--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
+[--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
+[--sqlite-synchronous FULL|NORMAL] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
 [--worker-threads N]";
 
 /// A command-line problem: message and exit code.
@@ -100,19 +158,25 @@ fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, Usage> {
 
 fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
     let mut args = Args {
-        only: list("chain,fanout,agent,wide"),
+        only: Vec::new(),
         checkpointers: vec![Saver::None],
         steps: 1000,
         fanout_k: 1000,
+        agent_turns: 200,
         wide_fields: 100,
         wide_steps: 100,
         repeats: 3,
         durabilities: Vec::new(),
         fanout_mem_ks: vec![1000, 10_000],
+        sqlite_sync: Synchronous::Full,
+        workdir: std::env::temp_dir(),
+        workdir_given: false,
+        keep_db: false,
         worker_threads: None,
         internal_fanout_mem: None,
     };
-    let mut durabilities = list("async,sync,exit");
+    let mut durabilities: Option<Vec<String>> = None;
+    let mut only: Option<Vec<String>> = None;
     let mut it = argv.into_iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -129,20 +193,14 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
                 .ok_or_else(|| Usage(format!("{flag} needs a value\n{USAGE}"), 2))
         };
         match flag.as_str() {
-            "--only" => args.only = list(&value()?),
+            "--only" => only = Some(list(&value()?)),
             "--checkpointer" => {
                 let mut savers = Vec::new();
                 for c in list(&value()?) {
                     savers.push(match c.as_str() {
                         "none" => Saver::None,
                         "memory" => Saver::Memory,
-                        "sqlite" => {
-                            return Err(Usage(
-                                "--checkpointer sqlite: the SQLite saver is not built yet"
-                                    .to_string(),
-                                2,
-                            ))
-                        }
+                        "sqlite" => Saver::Sqlite,
                         other => {
                             return Err(Usage(
                                 format!(
@@ -158,10 +216,28 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
             }
             "--steps" => args.steps = number(&flag, &value()?)?,
             "--fanout-k" => args.fanout_k = number(&flag, &value()?)?,
+            "--agent-turns" => args.agent_turns = number(&flag, &value()?)?,
             "--wide-fields" => args.wide_fields = number(&flag, &value()?)?,
             "--wide-steps" => args.wide_steps = number(&flag, &value()?)?,
             "--repeats" => args.repeats = number(&flag, &value()?)?,
-            "--durabilities" => durabilities = list(&value()?),
+            "--durabilities" => durabilities = Some(list(&value()?)),
+            "--sqlite-synchronous" => {
+                args.sqlite_sync = match value()?.to_ascii_uppercase().as_str() {
+                    "FULL" => Synchronous::Full,
+                    "NORMAL" => Synchronous::Normal,
+                    other => {
+                        return Err(Usage(
+                            format!("--sqlite-synchronous: {other:?} is not FULL or NORMAL"),
+                            2,
+                        ))
+                    }
+                }
+            }
+            "--workdir" => {
+                args.workdir = PathBuf::from(value()?);
+                args.workdir_given = true;
+            }
+            "--keep-db" => args.keep_db = true,
             "--fanout-mem-ks" => {
                 args.fanout_mem_ks = list(&value()?)
                     .iter()
@@ -175,14 +251,29 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
             other => return Err(Usage(format!("unknown argument {other:?}\n{USAGE}"), 2)),
         }
     }
+    let sqlite = args.checkpointers.contains(&Saver::Sqlite);
+    args.only = only.unwrap_or_else(|| {
+        let mut w = list("chain,fanout,agent,wide");
+        if sqlite {
+            w.insert(0, "floor".to_string());
+        }
+        w
+    });
     for w in &args.only {
         if !WORKLOADS.contains(&w.as_str()) {
             return Err(Usage(
-                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide)"),
+                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor)"),
                 2,
             ));
         }
     }
+    let durabilities = durabilities.unwrap_or_else(|| {
+        list(if sqlite {
+            "async,sync"
+        } else {
+            "async,sync,exit"
+        })
+    });
     for d in durabilities {
         let mode = match d.as_str() {
             "async" => Durability::Async,
@@ -373,6 +464,73 @@ async fn run_chain(args: &Args) -> Result<(), BoxError> {
             }
         }
     }
+
+    if args.checkpointers.contains(&Saver::Sqlite) {
+        for (dname, durability) in &args.durabilities {
+            for thread_mode in ["one_thread", "thread_per_invoke"] {
+                let db = SqliteDb::open(
+                    &args.workdir,
+                    &format!("chain-{dname}-{thread_mode}"),
+                    args.sqlite_sync,
+                )?;
+                let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
+                let mut tid = "chain-1".to_string();
+                let mut last = None;
+                let floor_before = adjacent_floor(args)?;
+                let t0 = Instant::now();
+                for k in 0..invokes {
+                    if thread_mode == "thread_per_invoke" {
+                        tid = format!("t-{k}");
+                    }
+                    let input = if k == 0 || thread_mode == "thread_per_invoke" {
+                        fresh_chain_input()
+                    } else {
+                        ChainState::update().messages(Vec::new())
+                    };
+                    let cfg = RunConfig::new().thread(tid.clone()).durability(*durability);
+                    last = Some(g.invoke(input, &cfg).await?.state);
+                }
+                let wall = t0.elapsed().as_secs_f64();
+                let floor_after = adjacent_floor(args)?;
+                let last = last.ok_or("chain: no invoke ran")?;
+                // Bytes the steps wrote: each appended message, each counter value, the
+                // input's counter (the input's empty message list appends nothing).
+                let written = |s: &ChainState| -> usize {
+                    s.messages.iter().map(json_len).sum::<usize>()
+                        + s.messages.iter().map(|m| json_len(&m.i)).sum::<usize>()
+                };
+                let bytes_written = if thread_mode == "one_thread" {
+                    written(&last) + json_len(&0)
+                } else {
+                    invokes * (written(&last) + json_len(&0))
+                };
+                drop(g);
+                let st = db.close(args.keep_db)?;
+                let rec = base("sqlite")
+                    .kv("durability", dname.as_str())
+                    .kv("sqlite_synchronous", args.sqlite_sync.as_str())
+                    .kv("state_mode", thread_mode)
+                    .kv("invokes", invokes)
+                    .kv("supersteps", supersteps)
+                    .kv("engine_supersteps", engine_steps)
+                    .kv("final_messages", last.messages.len())
+                    .kv("wall_s", round(wall, 6))
+                    .kv("per_step_ms", per_step(wall))
+                    .kv(
+                        "per_engine_step_ms",
+                        round(wall * 1000.0 / engine_steps as f64, 6),
+                    )
+                    .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 6));
+                let commits = st.checkpoint_rows.max(1);
+                st.add_to(rec)
+                    .kv("bytes_written_by_steps", bytes_written)
+                    .kv("per_commit_ms", round(wall * 1000.0 / commits as f64, 6))
+                    .kv("floor_adjacent_ms", vec![floor_before, floor_after])
+                    .kv("peak_rss_mb", peak_rss_mb())
+                    .emit();
+            }
+        }
+    }
     Ok(())
 }
 
@@ -513,6 +671,37 @@ async fn run_fanout(args: &Args) -> Result<(), BoxError> {
                 .emit();
         }
     }
+
+    if args.checkpointers.contains(&Saver::Sqlite) {
+        // Bytes one run writes: the input's `k`, each Send's `{"i": i}`, each worker's item,
+        // the total (the input's empty list appends nothing).
+        let expected: i64 = (0..k).map(|i| i * 2).sum();
+        let per_run: usize = json_len(&k)
+            + (0..k)
+                .map(|i| json_len(&WorkerIn { i }) + json_len(&(i * 2)))
+                .sum::<usize>()
+            + json_len(&expected);
+        for (dname, durability) in &args.durabilities {
+            let db = SqliteDb::open(&args.workdir, &format!("fanout-{dname}"), args.sqlite_sync)?;
+            let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
+            let times = time_fanout(&g, k, args.repeats, |r| {
+                RunConfig::new()
+                    .thread(format!("fan-{r}"))
+                    .durability(*durability)
+            })
+            .await?;
+            drop(g);
+            let st = db.close(args.keep_db)?;
+            let rec = fan_record("sqlite", k, args.repeats, &times)
+                .kv("durability", dname.as_str())
+                .kv("sqlite_synchronous", args.sqlite_sync.as_str())
+                .kv("threads", args.repeats);
+            st.add_to(rec)
+                .kv("bytes_written_by_steps", per_run * args.repeats)
+                .kv("peak_rss_mb", peak_rss_mb())
+                .emit();
+        }
+    }
     Ok(())
 }
 
@@ -649,15 +838,67 @@ async fn run_wide(args: &Args) -> Result<(), BoxError> {
                 .emit();
         }
     }
+
+    if args.checkpointers.contains(&Saver::Sqlite) {
+        // Bytes written: the input's fields, then one field value per step.
+        let bytes_written = n_fields * json_len(&wide_val(0))
+            + (0..supersteps)
+                .map(|s| json_len(&wide_val((s / n_nodes + 1) as i64)))
+                .sum::<usize>();
+        for (dname, durability) in &args.durabilities {
+            let db = SqliteDb::open(&args.workdir, &format!("wide-{dname}"), args.sqlite_sync)?;
+            let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
+            let cfg = cfg.clone().thread("wide-1").durability(*durability);
+            let input = init.clone();
+            let floor_before = adjacent_floor(args)?;
+            let t0 = Instant::now();
+            let out = g.invoke(input, &cfg).await?;
+            let wall = t0.elapsed().as_secs_f64();
+            let floor_after = adjacent_floor(args)?;
+            check(&out.state)?;
+            let t1 = Instant::now();
+            g.get_state("wide-1", None).await?;
+            let gs_ms = t1.elapsed().as_secs_f64() * 1000.0;
+            drop(g);
+            let st = db.close(args.keep_db)?;
+            let rec = base("sqlite")
+                .kv("durability", dname.as_str())
+                .kv("sqlite_synchronous", args.sqlite_sync.as_str())
+                .kv("fields", n_fields)
+                .kv("writer_nodes", n_nodes)
+                .kv("supersteps", supersteps)
+                .kv("wall_s", round(wall, 6))
+                .kv("per_step_ms", per_step(wall))
+                .kv("get_state_ms", round(gs_ms, 3));
+            let commits = st.checkpoint_rows.max(1);
+            st.add_to(rec)
+                .kv("bytes_written_by_steps", bytes_written)
+                .kv("per_commit_ms", round(wall * 1000.0 / commits as f64, 6))
+                .kv("floor_adjacent_ms", vec![floor_before, floor_after])
+                .kv("peak_rss_mb", peak_rss_mb())
+                .emit();
+        }
+    }
     Ok(())
 }
 
 // ------------------------------------------------------------------------------------ main
 
-async fn run(args: Args) -> Result<(), BoxError> {
+async fn run(mut args: Args) -> Result<(), BoxError> {
     if let Some(k) = args.internal_fanout_mem {
         return fanout_mem_child(k, args.repeats).await;
     }
+    // The SQLite files go to a temporary directory (removed at the end) unless --workdir.
+    let _tmp = if args.workdir_given {
+        std::fs::create_dir_all(&args.workdir)?;
+        None
+    } else {
+        let t = tempfile::Builder::new()
+            .prefix("sgbench-")
+            .tempdir_in(&args.workdir)?;
+        args.workdir = t.path().to_path_buf();
+        Some(t)
+    };
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     Record::new()
         .kv("engine", ENGINE)
@@ -674,11 +915,14 @@ async fn run(args: Args) -> Result<(), BoxError> {
                 "checkpointer": args.checkpointers.iter().map(|c| c.name()).collect::<Vec<_>>(),
                 "steps": args.steps,
                 "fanout_k": args.fanout_k,
+                "agent_turns": args.agent_turns,
                 "wide_fields": args.wide_fields,
                 "wide_steps": args.wide_steps,
                 "repeats": args.repeats,
                 "durabilities": args.durabilities.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>(),
                 "fanout_mem_ks": args.fanout_mem_ks,
+                "sqlite_synchronous": args.sqlite_sync.as_str(),
+                "keep_db": args.keep_db,
             }),
         )
         .emit();
@@ -688,9 +932,17 @@ async fn run(args: Args) -> Result<(), BoxError> {
             "chain" => run_chain(&args).await?,
             "fanout" => run_fanout(&args).await?,
             "wide" => run_wide(&args).await?,
-            "agent" => {
-                eprintln!("# agent skipped: it needs the SQLite saver, which is not built yet");
-                continue;
+            "agent" => agent::run_agent(&args).await?,
+            "floor" => {
+                let row = floor_row();
+                floor::run_floor(
+                    &args.workdir,
+                    args.sqlite_sync,
+                    args.steps,
+                    args.repeats,
+                    args.keep_db,
+                    &row,
+                )?
             }
             _ => continue,
         }

@@ -1,0 +1,322 @@
+//! The `agent` workload: a scripted `model` node and a `tools` node alternate for `turns`
+//! turns on one thread, then the reads LangGraph's users do on such a thread: latest state,
+//! full history, a page of 10, a fork from the middle checkpoint, an update-as-node
+//! (`CompiledGraph::update_state`) on that same checkpoint.
+//!
+//! Shapes as `langgraph_bench.py`'s `build_agent` / `run_agent`:
+//! - input: `{role: "human", i: 0, content: 160 × "x"}`;
+//! - `model`, while fewer than `turns` tool messages: `{role: "ai", i: n_tool,
+//!   content: 100 × "x", tool_calls: [{name: "search", args: {q: "query n"}, id: "call_n"}]}`,
+//!   goto `tools`; then `{role: "ai", i: n_tool, content: "final answer"}`, goto END;
+//! - `tools`: `{role: "tool", i: last.i, tool_call_id: call.id, content: 160 × "x"}`, goto
+//!   `model`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use stategraph::checkpoints::ListOptions;
+use stategraph::{
+    BoxError, Command, CompiledGraph, Input, NodeContext, NodeOptions, RunConfig, State,
+    StateGraph, END, START,
+};
+
+use crate::report::{median, peak_rss_mb, round, Record};
+use crate::sqlite_db::SqliteDb;
+use crate::{adjacent_floor, json_len, pad, Args, Saver, ENGINE};
+
+/// `{"q": "query n"}`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+struct ToolArgs {
+    q: String,
+}
+
+/// `{"name", "args", "id"}`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+struct ToolCall {
+    name: String,
+    args: ToolArgs,
+    id: String,
+}
+
+/// One message; the optional keys are absent from the JSON when unset, as in the Python
+/// dicts.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub(crate) struct AgentMsg {
+    role: String,
+    i: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<String>,
+    content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<Vec<ToolCall>>,
+}
+
+#[derive(State, Clone, Default, Debug)]
+pub(crate) struct AgentState {
+    #[reduce(append)]
+    messages: Vec<AgentMsg>,
+}
+
+fn human(i: i64) -> AgentMsg {
+    AgentMsg {
+        role: "human".to_string(),
+        i,
+        content: pad(160),
+        ..Default::default()
+    }
+}
+
+fn build_agent(turns: i64) -> Result<CompiledGraph<AgentState>, BoxError> {
+    let g = StateGraph::<AgentState>::new()
+        .add_node_with(
+            "model",
+            move |s: Arc<AgentState>, _ctx: NodeContext| async move {
+                let n_tool = s.messages.iter().filter(|m| m.role == "tool").count() as i64;
+                let cmd = if n_tool < turns {
+                    let call = AgentMsg {
+                        role: "ai".to_string(),
+                        i: n_tool,
+                        content: pad(100),
+                        tool_calls: Some(vec![ToolCall {
+                            name: "search".to_string(),
+                            args: ToolArgs {
+                                q: format!("query {n_tool}"),
+                            },
+                            id: format!("call_{n_tool}"),
+                        }]),
+                        ..Default::default()
+                    };
+                    Command::new()
+                        .update(AgentState::update().messages(vec![call]))
+                        .goto("tools")
+                } else {
+                    let answer = AgentMsg {
+                        role: "ai".to_string(),
+                        i: n_tool,
+                        content: "final answer".to_string(),
+                        ..Default::default()
+                    };
+                    Command::new()
+                        .update(AgentState::update().messages(vec![answer]))
+                        .goto(END)
+                };
+                Ok::<_, BoxError>(cmd)
+            },
+            NodeOptions::new().destinations(["tools", END]),
+        )
+        .add_node_with(
+            "tools",
+            |s: Arc<AgentState>, _ctx: NodeContext| async move {
+                let last = s.messages.last().ok_or("tools: no messages")?;
+                let call = last
+                    .tool_calls
+                    .as_ref()
+                    .and_then(|c| c.first())
+                    .ok_or("tools: the last message has no tool call")?;
+                let res = AgentMsg {
+                    role: "tool".to_string(),
+                    i: last.i,
+                    tool_call_id: Some(call.id.clone()),
+                    content: pad(160),
+                    ..Default::default()
+                };
+                Ok::<_, BoxError>(
+                    Command::new()
+                        .update(AgentState::update().messages(vec![res]))
+                        .goto("model"),
+                )
+            },
+            NodeOptions::new().destinations(["model"]),
+        )
+        .add_edge(START, "model")
+        .compile()?;
+    Ok(g)
+}
+
+fn input() -> AgentStateUpdate {
+    AgentState::update().messages(vec![human(0)])
+}
+
+/// JSON bytes of the messages (each appended item once).
+fn msgs_bytes(msgs: &[AgentMsg]) -> usize {
+    msgs.iter().map(json_len).sum()
+}
+
+fn ms(t0: Instant) -> f64 {
+    t0.elapsed().as_secs_f64() * 1000.0
+}
+
+pub(crate) async fn run_agent(args: &Args) -> Result<(), BoxError> {
+    let turns = args.agent_turns as i64;
+    let graph = build_agent(turns)?;
+    let rl = 4 * args.agent_turns + 50;
+    let supersteps = 2 * args.agent_turns + 1; // node supersteps; plus one hidden __start__
+    let base = |cp: &str| {
+        Record::new()
+            .kv("engine", ENGINE)
+            .kv("workload", "agent")
+            .kv("checkpointer", cp)
+    };
+    graph
+        .invoke(input(), &RunConfig::new().recursion_limit(rl))
+        .await?; // warm-up
+
+    if args.checkpointers.contains(&Saver::None) {
+        let t0 = Instant::now();
+        let out = graph
+            .invoke(input(), &RunConfig::new().recursion_limit(rl))
+            .await?;
+        let wall = t0.elapsed().as_secs_f64();
+        base("none")
+            .kv("turns", turns)
+            .kv("supersteps", supersteps)
+            .kv("final_messages", out.state.messages.len())
+            .kv("wall_s", round(wall, 6))
+            .kv("per_turn_ms", round(wall * 1000.0 / turns as f64, 6))
+            .kv("per_step_ms", round(wall * 1000.0 / supersteps as f64, 6))
+            .kv("peak_rss_mb", peak_rss_mb())
+            .emit();
+    }
+
+    if !args.checkpointers.contains(&Saver::Sqlite) {
+        return Ok(());
+    }
+    for (dname, durability) in &args.durabilities {
+        let db = SqliteDb::open(&args.workdir, &format!("agent-{dname}"), args.sqlite_sync)?;
+        let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
+        let tid = "agent-1";
+        let cfg = RunConfig::new()
+            .thread(tid)
+            .durability(*durability)
+            .recursion_limit(rl);
+        let floor_before = adjacent_floor(args)?;
+        let t0 = Instant::now();
+        let out = g.invoke(input(), &cfg).await?;
+        let wall = t0.elapsed().as_secs_f64();
+        let floor_after = adjacent_floor(args)?;
+        let n_final = out.state.messages.len();
+        if n_final != 2 * args.agent_turns + 2 {
+            return Err(format!("agent: {n_final} messages, not {}", 2 * turns + 2).into());
+        }
+        let run_bytes = msgs_bytes(&out.state.messages);
+        let st_run = db.stats()?;
+        let mut rec = base("sqlite")
+            .kv("durability", dname.as_str())
+            .kv("sqlite_synchronous", args.sqlite_sync.as_str())
+            .kv("turns", turns)
+            .kv("supersteps", supersteps)
+            .kv("final_messages", n_final)
+            .kv("wall_s", round(wall, 6))
+            .kv("per_turn_ms", round(wall * 1000.0 / turns as f64, 6))
+            .kv("per_step_ms", round(wall * 1000.0 / supersteps as f64, 6))
+            .kv(
+                "per_commit_ms",
+                round(wall * 1000.0 / st_run.checkpoint_rows.max(1) as f64, 6),
+            )
+            .kv("floor_adjacent_ms", vec![floor_before, floor_after])
+            .kv("checkpoint_rows_after_run", st_run.checkpoint_rows)
+            .kv(
+                "checkpoint_blob_bytes_after_run",
+                st_run.checkpoint_blob_bytes,
+            )
+            .kv("write_rows_after_run", st_run.write_rows)
+            .kv("db_logical_bytes_after_run", st_run.db_logical_bytes);
+
+        // get_state (latest): median of several calls
+        let mut gs = Vec::new();
+        let mut snap_msgs = 0;
+        for _ in 0..args.repeats.max(3) {
+            let t0 = Instant::now();
+            let snap = g.get_state(tid, None).await?.ok_or("agent: no state")?;
+            gs.push(ms(t0));
+            snap_msgs = snap.values.messages.len();
+        }
+        rec = rec
+            .kv("get_state_ms", round(median(&gs), 3))
+            .kv("get_state_messages", snap_msgs)
+            .kv(
+                "get_state_ms_samples",
+                gs.iter().map(|&x| round(x, 3)).collect::<Vec<_>>(),
+            );
+
+        // get_state_history (full list)
+        let t0 = Instant::now();
+        let hist = g.get_state_history(tid, ListOptions::default()).await?;
+        rec = rec
+            .kv("get_state_history_ms", round(ms(t0), 2))
+            .kv("history_len", hist.len());
+
+        // a page of the 10 newest
+        let t0 = Instant::now();
+        let page = g
+            .get_state_history(
+                tid,
+                ListOptions {
+                    limit: Some(10),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        rec = rec.kv("get_state_history_limit10_ms", round(ms(t0), 3));
+        if page.len() != hist.len().min(10) {
+            return Err(format!("agent: a page of {} snapshots, not 10", page.len()).into());
+        }
+
+        // fork: continue from the middle checkpoint whose next node is `model`
+        let candidates: Vec<_> = hist.iter().filter(|s| s.next == ["model"]).collect();
+        let mut fork_bytes = 0;
+        if let Some(mid) = candidates.get(candidates.len() / 2) {
+            let from_msgs = mid.values.messages.len();
+            rec = rec
+                .kv("fork_from_step", mid.checkpoint.step)
+                .kv("fork_from_messages", from_msgs);
+            let before = db.stats()?.checkpoint_rows;
+            let fcfg = cfg.clone().checkpoint(mid.checkpoint.id);
+            let t0 = Instant::now();
+            let fout = g.invoke(Input::Continue, &fcfg).await?;
+            let fwall = t0.elapsed().as_secs_f64();
+            let fork_turns = (turns
+                - mid
+                    .values
+                    .messages
+                    .iter()
+                    .filter(|m| m.role == "tool")
+                    .count() as i64)
+                .max(1);
+            fork_bytes = msgs_bytes(fout.state.messages.get(from_msgs..).unwrap_or(&[]));
+            rec = rec
+                .kv("fork_invoke_ms", round(fwall * 1000.0, 2))
+                .kv("fork_final_messages", fout.state.messages.len())
+                .kv("fork_new_checkpoints", db.stats()?.checkpoint_rows - before)
+                .kv(
+                    "fork_per_turn_ms",
+                    round(fwall * 1000.0 / fork_turns as f64, 6),
+                );
+            // update_state(as_node) on the same middle checkpoint (a second fork)
+            let update = human(-1);
+            fork_bytes += json_len(&update);
+            let t0 = Instant::now();
+            g.update_state(
+                tid,
+                Some(mid.checkpoint.id),
+                AgentState::update().messages(vec![update]),
+                "tools",
+            )
+            .await?;
+            rec = rec.kv("update_state_as_node_ms", round(ms(t0), 3));
+        } else {
+            eprintln!("# agent: no checkpoint with next == [model]: fork skipped");
+        }
+        drop(g);
+        let st = db.close(args.keep_db)?;
+        rec = st
+            .add_to(rec)
+            .kv("bytes_written_by_steps", run_bytes + fork_bytes)
+            .kv("bytes_written_by_run", run_bytes)
+            .kv("bytes_written_by_fork_and_update", fork_bytes)
+            .kv("peak_rss_mb", peak_rss_mb());
+        rec.emit();
+    }
+    Ok(())
+}
