@@ -12,7 +12,7 @@
 //! let a = json!({ "log": ["a"], "n": 1 });
 //! let b = json!({ "log": ["a", "b"], "n": 2 });
 //! let d = diff_values(&a, &b);
-//! assert_eq!(d.fields[0].change, FieldChange::List(vec![ListEdit::Appended { index: 1, items: vec![json!("b")] }]));
+//! assert_eq!(d.fields[0].change, FieldChange::List { edits: vec![ListEdit::Appended { index: 1, items: vec![json!("b")] }] });
 //! assert_eq!(d.apply(&a), b);
 //! assert_eq!(d.to_string(), "+ log[1]: \"b\"\n~ n: 1 -> 2\n");
 //! ```
@@ -44,9 +44,11 @@ pub enum FieldChange {
         /// The new value.
         to: Value,
     },
-    /// A list changed: edits in order, each at an index of the list as the edits before it
-    /// left it.
-    List(Vec<ListEdit>),
+    /// A list changed.
+    List {
+        /// The edits in order, each at an index of the list as the edits before it left it.
+        edits: Vec<ListEdit>,
+    },
 }
 
 /// One edit of a list.
@@ -253,7 +255,9 @@ pub fn diff_values(a: &Value, b: &Value) -> StateDiff {
             (None, Some(v)) => FieldChange::Added { value: v.clone() },
             (Some(v), None) => FieldChange::Removed { value: v.clone() },
             (Some(x), Some(y)) if x == y => continue,
-            (Some(Value::Array(x)), Some(Value::Array(y))) => FieldChange::List(diff_lists(x, y)),
+            (Some(Value::Array(x)), Some(Value::Array(y))) => FieldChange::List {
+                edits: diff_lists(x, y),
+            },
             (Some(x), Some(y)) => FieldChange::Set {
                 from: x.clone(),
                 to: y.clone(),
@@ -334,7 +338,7 @@ impl StateDiff {
                 FieldChange::Set { to, .. } => {
                     out.insert(f.field.clone(), to.clone());
                 }
-                FieldChange::List(edits) => {
+                FieldChange::List { edits } => {
                     let mut list = match out.get(&f.field) {
                         Some(Value::Array(l)) => l.clone(),
                         _ => Vec::new(),
@@ -360,7 +364,7 @@ impl StateDiff {
                 FieldChange::Set { to, .. } => {
                     ops.push(json!({ "op": "replace", "path": path, "value": to }))
                 }
-                FieldChange::List(edits) => {
+                FieldChange::List { edits } => {
                     for e in edits {
                         match e {
                             ListEdit::Appended { items, .. } => {
@@ -405,7 +409,7 @@ impl fmt::Display for StateDiff {
                 FieldChange::Set { from, to } => {
                     writeln!(f, "~ {name}: {} -> {}", short(from), short(to))?
                 }
-                FieldChange::List(edits) => {
+                FieldChange::List { edits } => {
                     for e in edits {
                         match e {
                             ListEdit::Appended { index, items } => {
@@ -514,6 +518,18 @@ mod tests {
         let patch = d.to_json_patch();
         let ops = patch.as_array().map(Vec::len).unwrap_or(0);
         assert!(ops >= 4, "{patch}");
+    }
+
+    #[test]
+    fn a_diff_serializes_with_its_list_edits() {
+        let d = diff_values(&json!({ "log": [1] }), &json!({ "log": [1, 2] }));
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(
+            v["fields"][0]["change"],
+            json!({ "kind": "list", "edits": [{ "op": "appended", "index": 1, "items": [2] }] })
+        );
+        let back: StateDiff = serde_json::from_value(v).unwrap();
+        assert_eq!(back, d);
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod diff;
 pub mod envelope;
 mod error;
 mod id;
+pub mod inspect;
 mod memory;
 mod saver;
 mod sqlite;

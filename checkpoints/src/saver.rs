@@ -128,4 +128,24 @@ pub trait Saver: Send + Sync + 'static {
             Ok(StepChanges::between(parent.as_ref(), &child))
         })
     }
+
+    /// [`Saver::changes`] of several checkpoints of one thread, in the order given: for
+    /// readers that walk a history (one round trip instead of one per checkpoint).
+    ///
+    /// # Errors
+    /// As [`Saver::changes`].
+    fn changes_many<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        ids: Vec<CheckpointId>,
+    ) -> BoxFuture<'a, Result<Vec<StepChanges>, CheckpointError>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                out.push(self.changes(thread, ns, id).await?);
+            }
+            Ok(out)
+        })
+    }
 }

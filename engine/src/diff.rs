@@ -114,10 +114,12 @@ impl<S: State> CompiledGraph<S> {
                 (Some(FieldPart::Tail(_)), Value::Array(list)) => {
                     let items =
                         parts_items(parts).map_err(|detail| decode_error(thread, name, detail))?;
-                    FieldChange::List(vec![ListEdit::Appended {
-                        index: list.len(),
-                        items,
-                    }])
+                    FieldChange::List {
+                        edits: vec![ListEdit::Appended {
+                            index: list.len(),
+                            items,
+                        }],
+                    }
                 }
                 _ => {
                     let to = stategraph_checkpoints::diff::parts_to_json(parts)

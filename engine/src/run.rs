@@ -677,6 +677,12 @@ impl<S: State> Loop<S> {
                     .for_each(|b| b.iter_mut().for_each(|s| *s = false));
                 lp.ctl.sends.clear();
                 lp.pending.clear();
+                // Task ids of a stored run derive from the input (a run without a saver has
+                // nothing to resume, so it skips serializing the input).
+                lp.ctl.anchor = match lp.level.saver {
+                    Some(_) => Some(input_anchor(&lp.level.ns, lp.head, &update, &thread)),
+                    None => None,
+                };
                 lp.ctl.start = Some(update);
                 let input_step = if loaded.is_some() {
                     lp.step.saturating_add(1)
@@ -1642,7 +1648,7 @@ impl<S: State> Loop<S> {
     ) -> Result<(), RunError> {
         let id = CheckpointId::generate();
         let parent = self.head;
-        if matches!(source, Source::Input | Source::Fork | Source::Update) {
+        if matches!(source, Source::Fork | Source::Update) {
             self.ctl.anchor = Some(id);
         }
         self.head = Some(id);
@@ -1682,10 +1688,11 @@ impl<S: State> Loop<S> {
             writes,
         };
         self.stored_head = Some(id);
-        // New input is durable before any of its tasks runs, under `async` too: a run is
-        // either accepted (and resumable) or never started, and the steps computed again
-        // after a crash keep their task ids.
-        let wait = source != Source::Loop;
+        // A fork or an update is stored before anything runs on it. New input is not waited
+        // for under `async`: its anchor is derived from the input itself (see
+        // `input_anchor`), so if it is lost in a crash and given again, the steps computed
+        // again keep their task ids.
+        let wait = matches!(source, Source::Fork | Source::Update);
         self.submit(saver, put, wait).await?;
         if self.wants(|m| m.checkpoints) {
             self.emit(EventKind::Checkpoint { id, source }).await;
@@ -1863,6 +1870,29 @@ fn failure_box(e: &RunError) -> BoxError {
         RunError::Node { source, .. } => source.to_string().into(),
         other => other.to_string().into(),
     }
+}
+
+/// The anchor of new input: a hash of the thread, the namespace, the checkpoint it extends
+/// and the input itself. The same input given again on the same checkpoint (because the
+/// first attempt was lost in a crash before it was stored) gets the same task ids; input
+/// given after a stored run extends another checkpoint and gets new ones.
+fn input_anchor<U: serde::Serialize>(
+    ns: &Namespace,
+    head: Option<CheckpointId>,
+    input: &U,
+    thread: &Option<ThreadId>,
+) -> CheckpointId {
+    let head = head.map_or([0u8; 16], |h| h.as_u128().to_be_bytes());
+    let thread = thread.as_ref().map_or("", ThreadId::as_str);
+    let input = serde_json::to_vec(input).unwrap_or_default();
+    let id = TaskId::derive(&[
+        b"input",
+        thread.as_bytes(),
+        ns.as_str().as_bytes(),
+        &head,
+        &input,
+    ]);
+    CheckpointId::from_u128(id.as_u128())
 }
 
 /// The node name recorded for a resuming command's update.
@@ -2092,15 +2122,36 @@ impl<S: State> CompiledGraph<S> {
         // Oldest first: a checkpoint whose parent was just rebuilt is that state plus what its
         // step changed (cloned and extended, not decoded whole).
         let mut out: Vec<StateSnapshot<S>> = Vec::with_capacity(headers.len());
+        let oldest_first: Vec<Checkpoint> = headers.into_iter().rev().collect();
+        // What each checkpoint's step changed, for those whose parent is the one before it
+        // in the list: fetched in one round trip.
+        let chained: Vec<CheckpointId> = oldest_first
+            .windows(2)
+            .filter(|w| w[1].parent == Some(w[0].id))
+            .map(|w| w[1].id)
+            .collect();
+        let mut changes: std::collections::HashMap<
+            CheckpointId,
+            stategraph_checkpoints::StepChanges,
+        > = chained
+            .iter()
+            .copied()
+            .zip(
+                saver
+                    .changes_many(&thread_id, &root, chained.clone())
+                    .await?,
+            )
+            .collect();
         let mut prev: Option<(CheckpointId, Arc<S>)> = None;
-        for h in headers.into_iter().rev() {
+        for h in oldest_first {
             let mut rebuilt = None;
             if let (Some((pid, ps)), Some(parent)) = (&prev, h.parent) {
                 if *pid == parent {
-                    let changes = saver.changes(&thread_id, &root, h.id).await?;
-                    let mut state = (**ps).clone();
-                    if apply_changes(&mut state, &changes.fields).is_ok() {
-                        rebuilt = Some((Arc::new(state), changes.pending));
+                    if let Some(step) = changes.remove(&h.id) {
+                        let mut state = (**ps).clone();
+                        if apply_changes(&mut state, &step.fields).is_ok() {
+                            rebuilt = Some((Arc::new(state), step.pending));
+                        }
                     }
                 }
             }

@@ -460,4 +460,18 @@ impl Saver for SqliteSaver {
         let (thread, ns) = (thread.clone(), ns.clone());
         self.read(move |conn, cache| ops::changes(conn, cache, &thread, &ns, id))
     }
+
+    fn changes_many<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        ids: Vec<CheckpointId>,
+    ) -> BoxFuture<'a, Result<Vec<StepChanges>, CheckpointError>> {
+        let (thread, ns) = (thread.clone(), ns.clone());
+        self.read(move |conn, cache| {
+            ids.iter()
+                .map(|id| ops::changes(conn, cache, &thread, &ns, *id))
+                .collect()
+        })
+    }
 }

@@ -128,6 +128,13 @@ pub(crate) fn connect(
         .map_err(storage)?;
     conn.pragma_update(None, "foreign_keys", "OFF")
         .map_err(storage)?;
+    // Keep each prepared statement's plan: without this, SQLite (built with STAT4) re-plans a
+    // statement with bound range parameters on every run.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(storage)?;
     Ok(conn)
 }
 

@@ -55,7 +55,7 @@ async fn a_diff_between_distant_checkpoints_lists_every_change_field_by_field() 
         })
     );
     match d.field("log") {
-        Some(FieldChange::List(edits)) => assert_eq!(edits.len(), 1),
+        Some(FieldChange::List { edits }) => assert_eq!(edits.len(), 1),
         other => return Err(format!("unexpected log change {other:?}").into()),
     }
     assert_eq!(d.to_string().lines().count(), 6, "{d}");
@@ -79,10 +79,12 @@ async fn a_step_diff_is_what_that_step_wrote() -> TestResult {
     let last = g.step_diff("t", history[0].checkpoint.id).await?;
     assert_eq!(
         last.field("log"),
-        Some(&FieldChange::List(vec![ListEdit::Appended {
-            index: 5,
-            items: vec![serde_json::json!("at 5")]
-        }]))
+        Some(&FieldChange::List {
+            edits: vec![ListEdit::Appended {
+                index: 5,
+                items: vec![serde_json::json!("at 5")]
+            }]
+        })
     );
     Ok(())
 }

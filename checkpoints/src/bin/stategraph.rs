@@ -1,0 +1,176 @@
+//! `stategraph`: inspect a stategraph checkpoint file (SQLite) without the graph's Rust types.
+//!
+//! Every command takes the file first; `--json` prints one JSON document for scripts, and
+//! colour is used only on a terminal (`--color`, `NO_COLOR`). Exit codes: 0 success, 1 a
+//! run-time problem (missing file, unknown thread or checkpoint, corruption found), 2 a usage
+//! error. Messages go to stderr and start with `stategraph: `.
+
+#[path = "stategraph/commands.rs"]
+mod commands;
+#[path = "stategraph/output.rs"]
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Inspect a stategraph checkpoint file (SQLite) without the graph's Rust types.
+///
+/// State values are shown as the JSON they are stored as. Checkpoints are named by their
+/// 32-hex-digit id or by a unique prefix of at least 6 digits.
+#[derive(Debug, Parser)]
+#[command(name = "stategraph", version, propagate_version = true)]
+#[command(
+    after_help = "Exit status: 0 ok, 1 a problem (missing file, unknown thread or \
+                        checkpoint, corruption found), 2 a usage error."
+)]
+pub(crate) struct Cli {
+    /// Print one JSON document instead of text (for scripts).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+
+    /// When to colour the output: auto = only on a terminal, and not when NO_COLOR is set.
+    #[arg(long, value_enum, global = true, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    pub(crate) color: ColorWhen,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Cmd,
+}
+
+/// When to use ANSI colours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ColorWhen {
+    /// Only when stdout is a terminal and `NO_COLOR` is not set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Cmd {
+    /// List the threads of the file with their status.
+    Threads {
+        /// The checkpoint file.
+        file: PathBuf,
+    },
+    /// A thread's checkpoints, newest first, with what each step wrote.
+    History {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The thread.
+        #[arg(long, short = 't')]
+        thread: String,
+        /// Show at most this many checkpoints.
+        #[arg(long, short = 'n')]
+        limit: Option<usize>,
+        /// A subgraph's namespace (as `threads` lists them); the root graph by default.
+        #[arg(long, default_value = "", hide_default_value = true)]
+        ns: String,
+    },
+    /// The state at a checkpoint (the newest by default), as JSON, with its header.
+    Show {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The thread.
+        #[arg(long, short = 't')]
+        thread: String,
+        /// The checkpoint (id or unique prefix); the newest by default.
+        #[arg(long, short = 'c')]
+        checkpoint: Option<String>,
+        /// Print only this field's value.
+        #[arg(long, conflicts_with = "path")]
+        field: Option<String>,
+        /// Print only the value at this JSON pointer into the state (RFC 6901), e.g. /log/0.
+        #[arg(long)]
+        path: Option<String>,
+        /// A subgraph's namespace; the root graph by default.
+        #[arg(long, default_value = "", hide_default_value = true)]
+        ns: String,
+    },
+    /// What changed between two checkpoints of a thread (A older, B newer).
+    Diff {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The thread.
+        #[arg(long, short = 't')]
+        thread: String,
+        /// The checkpoint to diff from.
+        #[arg(required_unless_present = "since_parent", requires = "b")]
+        a: Option<String>,
+        /// The checkpoint to diff to.
+        b: Option<String>,
+        /// Diff this checkpoint against its parent instead: what its step changed.
+        #[arg(long, value_name = "CHECKPOINT", conflicts_with_all = ["a", "b"])]
+        since_parent: Option<String>,
+        /// A subgraph's namespace; the root graph by default.
+        #[arg(long, default_value = "", hide_default_value = true)]
+        ns: String,
+    },
+    /// Start a new thread that branches from a checkpoint, optionally with changed values.
+    ///
+    /// The new thread gets a copy of the thread's history and one `fork` checkpoint whose
+    /// parent is the given checkpoint. The original thread is not changed.
+    Fork {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The thread to fork.
+        #[arg(long, short = 't')]
+        thread: String,
+        /// The checkpoint to branch from (id or unique prefix).
+        #[arg(long, short = 'c')]
+        checkpoint: String,
+        /// The new thread (must not exist yet).
+        #[arg(long)]
+        to: String,
+        /// Change a value in the new branch: a JSON pointer to a field (or into it), `=`,
+        /// and JSON, e.g. --set /count=3 or --set '/log/0="edited"'. Repeatable.
+        #[arg(long = "set", value_name = "PATH=JSON")]
+        set: Vec<String>,
+    },
+    /// Check the file: every blob's hash, every parent link, SQLite's integrity check, and
+    /// that every checkpoint loads.
+    Verify {
+        /// The checkpoint file.
+        file: PathBuf,
+    },
+    /// Delete a thread's older checkpoints, keeping the newest N of each namespace.
+    Prune {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The thread.
+        #[arg(long, short = 't')]
+        thread: String,
+        /// How many checkpoints to keep (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        keep: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("stategraph: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(commands::run(&cli));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            if !failure.message.is_empty() {
+                eprintln!("stategraph: {}", failure.message);
+            }
+            ExitCode::from(failure.code)
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Output helpers: ANSI colour gated on a terminal and `NO_COLOR`, JSON shapes of headers and
+//! pending writes, short value text.
+
+use std::io::{IsTerminal, Write};
+
+use serde_json::{json, Value};
+use stategraph_checkpoints::inspect::format_utc_ms;
+use stategraph_checkpoints::{Checkpoint, PendingWrite, WriteKind};
+
+use crate::ColorWhen;
+
+/// Colours, or none.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Style {
+    on: bool,
+}
+
+impl Style {
+    /// Decide from the option, whether stdout is a terminal, and `NO_COLOR`.
+    pub(crate) fn new(when: ColorWhen) -> Self {
+        let on = match when {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto => {
+                std::io::stdout().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        };
+        Style { on }
+    }
+
+    fn paint(self, code: &str, text: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub(crate) fn bold(self, text: &str) -> String {
+        self.paint("1", text)
+    }
+    pub(crate) fn dim(self, text: &str) -> String {
+        self.paint("2", text)
+    }
+    pub(crate) fn red(self, text: &str) -> String {
+        self.paint("31", text)
+    }
+    pub(crate) fn green(self, text: &str) -> String {
+        self.paint("32", text)
+    }
+    pub(crate) fn yellow(self, text: &str) -> String {
+        self.paint("33", text)
+    }
+    pub(crate) fn cyan(self, text: &str) -> String {
+        self.paint("36", text)
+    }
+
+    /// A diff line coloured by its first character (`+` green, `-` red, `~` yellow).
+    pub(crate) fn diff_line(self, line: &str) -> String {
+        match line.chars().next() {
+            Some('+') => self.green(line),
+            Some('-') => self.red(line),
+            Some('~') => self.yellow(line),
+            _ => line.to_string(),
+        }
+    }
+
+    /// A thread status word, coloured.
+    pub(crate) fn status(self, status: &str) -> String {
+        match status {
+            "done" => self.green(status),
+            "interrupted" => self.yellow(status),
+            "error" => self.red(status),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Write `text` to stdout; a closed pipe (`| head`) is not an error.
+pub(crate) fn emit(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// A value as one line of JSON, cut at `max` characters.
+pub(crate) fn short(v: &Value, max: usize) -> String {
+    let text = v.to_string();
+    if text.chars().count() > max {
+        let cut: String = text.chars().take(max.saturating_sub(3)).collect();
+        format!("{cut}...")
+    } else {
+        text
+    }
+}
+
+/// A pending write as JSON: `{task, node, kind, ...}`.
+pub(crate) fn pending_json(w: &PendingWrite) -> Value {
+    let task = w.task_id.to_string();
+    match &w.kind {
+        WriteKind::Output(v) => {
+            json!({ "task": task, "node": w.node, "kind": "output", "value": v })
+        }
+        WriteKind::Error(m) => {
+            json!({ "task": task, "node": w.node, "kind": "error", "message": m })
+        }
+        WriteKind::Interrupt { id, value } => json!({
+            "task": task, "node": w.node, "kind": "interrupt", "id": id, "value": value
+        }),
+        WriteKind::Resume(values) => {
+            json!({ "task": task, "node": w.node, "kind": "resume", "values": values })
+        }
+    }
+}
+
+/// A checkpoint header as JSON.
+pub(crate) fn header_json(cp: &Checkpoint) -> Value {
+    json!({
+        "id": cp.id.to_string(),
+        "parent": cp.parent.map(|p| p.to_string()),
+        "step": cp.step,
+        "source": cp.source.as_str(),
+        "created_at_ms": cp.created_at_ms,
+        "created_at": format_utc_ms(cp.created_at_ms),
+        "next": cp.next_nodes(),
+        "metadata": cp.metadata,
+    })
+}
+
+/// Text lines for pending writes: interrupts, errors, kept outputs.
+pub(crate) fn pending_lines(pending: &[PendingWrite], style: Style) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for w in pending {
+        match &w.kind {
+            WriteKind::Interrupt { id, value } => out.push((
+                style.yellow("interrupt"),
+                format!("{}: {} (id {id})", w.node, short(value, 100)),
+            )),
+            WriteKind::Error(m) => out.push((style.red("error"), format!("{}: {m}", w.node))),
+            WriteKind::Output(_) => out.push((
+                "kept".to_string(),
+                format!("{}: output of a finished task (task {})", w.node, w.task_id),
+            )),
+            WriteKind::Resume(values) => out.push((
+                "resumed".to_string(),
+                format!("{}: {} resume value(s) consumed", w.node, values.len()),
+            )),
+        }
+    }
+    out
+}
+
+/// Render a JSON document for `--json`.
+pub(crate) fn json_text(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    s.push('\n');
+    s
+}
