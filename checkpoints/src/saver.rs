@@ -148,4 +148,22 @@ pub trait Saver: Send + Sync + 'static {
             Ok(out)
         })
     }
+
+    /// The newest checkpoint of `(thread, ns)` with its pending writes, without field values
+    /// (for a reader that already holds the state at that checkpoint).
+    ///
+    /// # Errors
+    /// Storage and integrity errors.
+    fn head<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+    ) -> BoxFuture<'a, Result<Option<(Checkpoint, Vec<PendingWrite>)>, CheckpointError>> {
+        Box::pin(async move {
+            Ok(self
+                .get(thread, ns, None)
+                .await?
+                .map(|l| (l.checkpoint, l.pending)))
+        })
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use petgraph::graphmap::DiGraphMap;
 use petgraph::visit::{Bfs, Reversed};
-use stategraph_checkpoints::Saver;
+use stategraph_checkpoints::{CheckpointId, Namespace, Saver, ThreadId};
 
 use crate::command::{Goto, ParentCommand, Route, END, START};
 use crate::error::{CompileError, GraphProblem};
@@ -530,6 +530,7 @@ impl<S: State> StateGraph<S> {
                 join_specs: self.joins,
                 interrupt_before,
                 interrupt_after,
+                states: std::sync::Mutex::new(HashMap::new()),
             }),
             saver: None,
         })
@@ -572,6 +573,40 @@ pub(crate) struct GraphInner<S: State> {
     pub(crate) join_specs: Vec<(Vec<String>, String)>,
     pub(crate) interrupt_before: Vec<bool>,
     pub(crate) interrupt_after: Vec<bool>,
+    /// The state each recently run thread was left in, by its head checkpoint.
+    pub(crate) states: std::sync::Mutex<HashMap<(ThreadId, Namespace), (CheckpointId, Arc<S>)>>,
+}
+
+/// Threads whose last state a compiled graph keeps for its next run.
+const REMEMBERED_THREADS: usize = 64;
+
+impl<S: State> GraphInner<S> {
+    /// Take the state remembered for `(thread, ns)`, with the checkpoint it is the state of.
+    pub(crate) fn take_cached(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+    ) -> Option<(CheckpointId, Arc<S>)> {
+        self.states
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(thread.clone(), ns.clone()))
+    }
+
+    /// Remember the state at checkpoint `head` of `(thread, ns)`.
+    pub(crate) fn remember(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+        head: CheckpointId,
+        state: Arc<S>,
+    ) {
+        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        if states.len() >= REMEMBERED_THREADS {
+            states.clear();
+        }
+        states.insert((thread.clone(), ns.clone()), (head, state));
+    }
 }
 
 /// A checked, immutable graph, ready to run. Cheap to clone.

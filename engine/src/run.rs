@@ -593,8 +593,35 @@ impl<S: State> Loop<S> {
     ) -> Result<Self, RunError> {
         let g = graph.inner.clone();
         let thread = shared.thread.clone();
-        let loaded = match (&level.saver, &thread) {
-            (Some(saver), Some(t)) => saver.get(t, &level.ns, from).await?,
+        let loaded: Option<(Checkpoint, Vec<PendingWrite>, Arc<S>)> = match (&level.saver, &thread)
+        {
+            (Some(saver), Some(t)) => {
+                // The state this graph left at the thread's head in an earlier run is reused
+                // when the head has not moved since: no decoding of a long state.
+                let cached = if from.is_none() {
+                    g.take_cached(t, &level.ns)
+                } else {
+                    None
+                };
+                let mut hit = None;
+                if let Some((id, state)) = cached {
+                    if let Some((cp, pending)) = saver.head(t, &level.ns).await? {
+                        if cp.id == id {
+                            hit = Some((cp, pending, state));
+                        }
+                    }
+                }
+                match hit {
+                    Some(h) => Some(h),
+                    None => match saver.get(t, &level.ns, from).await? {
+                        Some(l) => {
+                            let state = Arc::new(decode_state(&l, &thread)?);
+                            Some((l.checkpoint, l.pending, state))
+                        }
+                        None => None,
+                    },
+                }
+            }
             (Some(_), None) => return Err(RunError::MissingThread),
             _ => None,
         };
@@ -621,15 +648,15 @@ impl<S: State> Loop<S> {
         let limit = i64::try_from(lp.shared.recursion_limit)
             .unwrap_or(i64::MAX)
             .min(i64::MAX / 4);
-        if let Some(loaded) = &loaded {
-            lp.state = Arc::new(decode_state(loaded, &thread)?);
-            lp.ctl = Ctl::from_control(&lp.g, &loaded.checkpoint.control, &thread)?;
-            lp.head = Some(loaded.checkpoint.id);
+        if let Some((checkpoint, pending, state)) = &loaded {
+            lp.state = state.clone();
+            lp.ctl = Ctl::from_control(&lp.g, &checkpoint.control, &thread)?;
+            lp.head = Some(checkpoint.id);
             lp.stored_head = lp.head;
-            lp.head_source = loaded.checkpoint.source;
-            lp.step = loaded.checkpoint.step;
+            lp.head_source = checkpoint.source;
+            lp.step = checkpoint.step;
             lp.head_step = lp.step;
-            lp.pending = loaded.pending.clone();
+            lp.pending = pending.clone();
             if let (Some(from), Some(saver), Some(t), true) = (from, &lp.level.saver, &thread, fork)
             {
                 let newest = saver
@@ -644,6 +671,8 @@ impl<S: State> Loop<S> {
                 }
             }
         }
+        let had_checkpoint = loaded.is_some();
+        drop(loaded);
         let resuming = !matches!(input, Input::Update(_));
         // A resuming command's update recorded with an interrupted or failed step applies
         // again until that step commits.
@@ -684,7 +713,7 @@ impl<S: State> Loop<S> {
                     None => None,
                 };
                 lp.ctl.start = Some(update);
-                let input_step = if loaded.is_some() {
+                let input_step = if had_checkpoint {
                     lp.step.saturating_add(1)
                 } else {
                     -1
@@ -905,10 +934,31 @@ impl<S: State> Loop<S> {
         let result = self.run_steps().await;
         // Whatever happened, a checkpoint handed to the background writer must land (or its
         // error surface) before the run reports.
-        let flushed = self.flush().await;
-        match (result, flushed) {
-            (Ok(end), Ok(())) => Ok(end),
-            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        let result = match result {
+            Ok(end) => self.flush().await.map(|()| end),
+            Err(e) => {
+                let _ = self.flush().await;
+                Err(e)
+            }
+        };
+        if result.is_ok() {
+            self.remember_state();
+        }
+        result
+    }
+
+    /// Leave the state at the stored head for the next run on this thread.
+    fn remember_state(&self) {
+        if let (Some(thread), Some(head), false, false) = (
+            &self.shared.thread,
+            self.head,
+            self.poisoned,
+            self.level.saver.is_none(),
+        ) {
+            if self.stored_head == Some(head) {
+                self.g
+                    .remember(thread, &self.level.ns, head, self.state.clone());
+            }
         }
     }
 

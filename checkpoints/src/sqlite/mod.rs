@@ -474,4 +474,13 @@ impl Saver for SqliteSaver {
                 .collect()
         })
     }
+
+    fn head<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+    ) -> BoxFuture<'a, Result<Option<(Checkpoint, Vec<PendingWrite>)>, CheckpointError>> {
+        let (thread, ns) = (thread.clone(), ns.clone());
+        self.read(move |conn, cache| ops::head_only(conn, cache, &thread, &ns))
+    }
 }

@@ -816,6 +816,32 @@ fn extends(
     Ok(base == Some((Some(pl), pn)))
 }
 
+/// The newest checkpoint's header and pending writes, without its field values.
+pub(crate) fn head_only(
+    conn: &Connection,
+    cache: &Mutex<Cache>,
+    thread: &ThreadId,
+    ns: &Namespace,
+) -> Result<Option<(Checkpoint, Vec<PendingWrite>)>, CheckpointError> {
+    let t = thread.as_str();
+    let row = conn
+        .prepare_cached(&format!("SELECT {HEADER_COLUMNS} FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 ORDER BY id DESC LIMIT 1"))
+        .map_err(storage)?
+        .query_row(params![t, ns.as_str()], header_row)
+        .optional()
+        .map_err(storage)?;
+    let Some(h) = row else { return Ok(None) };
+    let lookup = |s: i64| cache.lock().unwrap_or_else(|p| p.into_inner()).get(s);
+    let full = load_full(conn, &lookup, h.seq, t)?;
+    cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(h.seq, full.clone());
+    let checkpoint = header(&h, &full, t)?;
+    let pending = load_writes(conn, thread, ns, checkpoint.id)?;
+    Ok(Some((checkpoint, pending)))
+}
+
 fn load_writes(
     conn: &Connection,
     thread: &ThreadId,

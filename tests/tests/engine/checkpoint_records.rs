@@ -332,3 +332,24 @@ async fn update_state_as_a_node_writes_an_update_checkpoint_whose_next_follows_t
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_graph_sees_what_another_graph_wrote_to_the_thread_since_its_last_run() -> TestResult {
+    let saver = RecordingSaver::new();
+    // Two separately compiled graphs (each keeps the state it left) on one store.
+    let first = ab()?.with_checkpointer(saver.shared());
+    let second = ab()?.with_checkpointer(saver.shared());
+    let cfg = RunConfig::new().thread("t");
+    first.invoke(Log::update(), &cfg).await?;
+    second.invoke(Log::update(), &cfg).await?;
+    let out = first.invoke(Log::update(), &cfg).await?;
+    assert_eq!(out.state.log, ["a", "b", "a", "b", "a", "b"]);
+    assert_eq!(out.state.value, 3);
+    // And an update from outside the run.
+    second
+        .update_state("t", None, Log::update().value(100), "b")
+        .await?;
+    let out = first.invoke(Log::update(), &cfg).await?;
+    assert_eq!(out.state.value, 101);
+    Ok(())
+}
