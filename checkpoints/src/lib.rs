@@ -30,5 +30,5 @@ pub use checkpoint::{
 pub use error::{validate_filter_key, CheckpointError};
 pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};
 pub use memory::MemorySaver;
-pub use saver::Saver;
+pub use saver::{Head, Saver};
 pub use sqlite::{SqliteOptions, SqliteSaver, Synchronous, FORMAT_VERSION};

@@ -7,6 +7,9 @@ use crate::{
     PendingWrite, PutCheckpoint, Retention, StepChanges, ThreadId, ThreadInfo,
 };
 
+/// A thread's newest checkpoint with its pending writes (see [`Saver::head`]).
+pub type Head = (Checkpoint, Vec<PendingWrite>);
+
 /// A checkpoint store. Savers store bytes and versions; they know no node code.
 ///
 /// Contract (the conformance tests hold every saver to it):
@@ -158,7 +161,7 @@ pub trait Saver: Send + Sync + 'static {
         &'a self,
         thread: &'a ThreadId,
         ns: &'a Namespace,
-    ) -> BoxFuture<'a, Result<Option<(Checkpoint, Vec<PendingWrite>)>, CheckpointError>> {
+    ) -> BoxFuture<'a, Result<Option<Head>, CheckpointError>> {
         Box::pin(async move {
             Ok(self
                 .get(thread, ns, None)

@@ -574,8 +574,11 @@ pub(crate) struct GraphInner<S: State> {
     pub(crate) interrupt_before: Vec<bool>,
     pub(crate) interrupt_after: Vec<bool>,
     /// The state each recently run thread was left in, by its head checkpoint.
-    pub(crate) states: std::sync::Mutex<HashMap<(ThreadId, Namespace), (CheckpointId, Arc<S>)>>,
+    pub(crate) states: std::sync::Mutex<RememberedStates<S>>,
 }
+
+/// The state each remembered `(thread, namespace)` was left in, with its head checkpoint.
+pub(crate) type RememberedStates<S> = HashMap<(ThreadId, Namespace), (CheckpointId, Arc<S>)>;
 
 /// Threads whose last state a compiled graph keeps for its next run.
 const REMEMBERED_THREADS: usize = 64;

@@ -479,7 +479,7 @@ impl Saver for SqliteSaver {
         &'a self,
         thread: &'a ThreadId,
         ns: &'a Namespace,
-    ) -> BoxFuture<'a, Result<Option<(Checkpoint, Vec<PendingWrite>)>, CheckpointError>> {
+    ) -> BoxFuture<'a, Result<Option<crate::saver::Head>, CheckpointError>> {
         let (thread, ns) = (thread.clone(), ns.clone());
         self.read(move |conn, cache| ops::head_only(conn, cache, &thread, &ns))
     }

@@ -247,7 +247,10 @@ fn put(
         }
         None => (None, -1, Arc::new(Full::default())),
     };
-    let mut full = (*parent_full).clone();
+    let mut full = Full {
+        fields: parent_full.fields.clone(),
+        ..Full::default()
+    };
     full.set_control(&cp.control).map_err(|e| {
         CheckpointError::Storage(format!("cannot encode control state: {e}").into())
     })?;
@@ -822,7 +825,7 @@ pub(crate) fn head_only(
     cache: &Mutex<Cache>,
     thread: &ThreadId,
     ns: &Namespace,
-) -> Result<Option<(Checkpoint, Vec<PendingWrite>)>, CheckpointError> {
+) -> Result<Option<crate::saver::Head>, CheckpointError> {
     let t = thread.as_str();
     let row = conn
         .prepare_cached(&format!("SELECT {HEADER_COLUMNS} FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 ORDER BY id DESC LIMIT 1"))
