@@ -92,7 +92,9 @@ impl<S: State> CompiledGraph<S> {
     /// The graph as a Mermaid flowchart: static edges solid, fan-in joins as `a & b --> c`,
     /// conditional edges and goto destinations dotted (conditional ones labelled with their
     /// target), subgraphs as blocks. The text is deterministic: nodes, edges and joins in
-    /// declaration order, the targets of a conditional edge sorted by name.
+    /// declaration order, the targets of a conditional edge sorted by name. Node ids escape
+    /// the names so that no two names share an id (`_` doubles, other punctuation becomes
+    /// `_<hex>_`); labels show the names as they are.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -106,7 +108,7 @@ impl<S: State> CompiledGraph<S> {
     ///     .add_edge(START, "a")
     ///     .add_edge("a", END)
     ///     .compile()?;
-    /// assert!(g.to_mermaid().contains("__start__ --> a;"));
+    /// assert!(g.to_mermaid().contains("____start____ --> a;"));
     /// # Ok::<(), stategraph::CompileError>(())
     /// ```
     pub fn to_mermaid(&self) -> String {
