@@ -116,3 +116,37 @@ impl Saver for RecordingSaver {
         self.inner.prune(thread, retention)
     }
 }
+
+/// Build one target of the workspace with cargo (in the profile the tests run in) and return
+/// the path of its executable. `kind` is `"--bin"` or `"--example"`.
+///
+/// # Errors
+/// A description of why cargo could not build it or did not report its executable.
+pub fn build_target(package: &str, kind: &str, name: &str) -> Result<std::path::PathBuf, String> {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("no workspace root")?
+        .to_path_buf();
+    let mut cmd = std::process::Command::new(env!("CARGO"));
+    cmd.current_dir(&workspace)
+        .args(["build", "-p", package, kind, name, "--message-format=json"]);
+    if !cfg!(debug_assertions) {
+        cmd.arg("--release");
+    }
+    let out = cmd
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo build {kind} {name} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .find_map(|m| m["executable"].as_str().map(std::path::PathBuf::from))
+        .ok_or_else(|| format!("cargo did not report the {name} executable"))
+}

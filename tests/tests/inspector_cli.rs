@@ -123,38 +123,7 @@ fn fixture() -> (tempfile::TempDir, PathBuf) {
 fn binary() -> PathBuf {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BIN.get_or_init(|| {
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("workspace root")
-            .to_path_buf();
-        let mut cmd = Process::new(env!("CARGO"));
-        cmd.current_dir(&workspace).args([
-            "build",
-            "-p",
-            "stategraph-checkpoints",
-            "--bin",
-            "stategraph",
-            "--message-format=json",
-        ]);
-        if !cfg!(debug_assertions) {
-            cmd.arg("--release");
-        }
-        let out = cmd
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "cargo build --bin stategraph failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "stategraph")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .ok_or_else(|| "cargo did not report the stategraph executable".to_string())
+        stategraph_tests::build_target("stategraph-checkpoints", "--bin", "stategraph")
     })
     .clone()
     .unwrap_or_else(|e| panic!("{e}"))
