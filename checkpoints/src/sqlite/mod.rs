@@ -310,6 +310,7 @@ fn writer_loop(
     options: SqliteOptions,
 ) {
     const MAX_GROUP: usize = 512;
+    let mut writer = ops::WriterState::default();
     while let Ok(first) = rx.recv() {
         let mut jobs = vec![first];
         while jobs.len() < MAX_GROUP {
@@ -319,7 +320,7 @@ fn writer_loop(
             }
         }
         let (ops, dones): (Vec<Op>, Vec<_>) = jobs.into_iter().map(|j| (j.op, j.done)).unzip();
-        let results = retry_busy_group(&mut conn, &cache, &options, ops);
+        let results = retry_busy_group(&mut conn, &cache, &mut writer, &options, ops);
         for (done, result) in dones.into_iter().zip(results) {
             let _ = done.send(result);
         }
@@ -333,6 +334,7 @@ fn writer_loop(
 fn retry_busy_group(
     conn: &mut Connection,
     cache: &Mutex<Cache>,
+    writer: &mut ops::WriterState,
     options: &SqliteOptions,
     ops: Vec<Op>,
 ) -> Vec<Result<Reply, CheckpointError>> {
@@ -342,7 +344,7 @@ fn retry_busy_group(
         let Some(current) = ops.take() else {
             return Vec::new();
         };
-        match ops::run_group(conn, cache, options, current) {
+        match ops::run_group(conn, cache, writer, options, current) {
             ops::GroupResult::Committed(results) => return results,
             ops::GroupResult::Busy(returned) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(2));

@@ -41,6 +41,26 @@ fn busy_checkpoint_error(e: &CheckpointError) -> bool {
 struct Local<'a> {
     shared: &'a Mutex<Cache>,
     added: Vec<(i64, Arc<Full>)>,
+    writer: &'a mut WriterState,
+}
+
+/// What the writer connection remembers between transactions: each thread's head and each
+/// log's tip, as its own commits left them. Forgotten whenever another connection commits
+/// (`PRAGMA data_version` moves) or an operation of ours is rolled back.
+#[derive(Default)]
+pub(crate) struct WriterState {
+    data_version: Option<i64>,
+    /// `(thread, ns)` → head id, its row, its depth.
+    heads: HashMap<(String, String), (CheckpointId, i64, i64)>,
+    /// Log id → number of parts.
+    tips: HashMap<i64, i64>,
+}
+
+impl WriterState {
+    fn forget(&mut self) {
+        self.heads.clear();
+        self.tips.clear();
+    }
 }
 
 impl Local<'_> {
@@ -63,6 +83,7 @@ impl Local<'_> {
 pub(crate) fn run_group(
     conn: &mut Connection,
     cache: &Mutex<Cache>,
+    writer: &mut WriterState,
     options: &SqliteOptions,
     ops: Vec<Op>,
 ) -> GroupResult {
@@ -72,9 +93,19 @@ pub(crate) fn run_group(
         Err(e) if busy(&e) => return GroupResult::Busy(ops),
         Err(e) => return GroupResult::Failed(storage(e), n),
     };
+    // Another connection committed since our last transaction: what we remember may be stale.
+    match tx.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)) {
+        Ok(v) if writer.data_version == Some(v) => {}
+        Ok(v) => {
+            writer.forget();
+            writer.data_version = Some(v);
+        }
+        Err(e) => return GroupResult::Failed(storage(e), n),
+    }
     let mut local = Local {
         shared: cache,
         added: Vec::new(),
+        writer,
     };
     let mut results = Vec::with_capacity(n);
     for op in &ops {
@@ -92,6 +123,7 @@ pub(crate) fn run_group(
                 results.push(Ok(reply));
             }
             Err(e) if busy_checkpoint_error(&e) => {
+                local.writer.forget();
                 drop(sp);
                 drop(tx);
                 return GroupResult::Busy(ops);
@@ -100,11 +132,16 @@ pub(crate) fn run_group(
                 let _ = sp.rollback();
                 drop(sp);
                 local.added.truncate(mark);
+                local.writer.forget();
                 results.push(Err(e));
             }
         }
     }
-    match tx.commit() {
+    let committed = tx.commit();
+    if committed.is_err() {
+        local.writer.forget();
+    }
+    match committed {
         Ok(()) => {
             let mut shared = cache.lock().unwrap_or_else(|p| p.into_inner());
             for (seq, full) in local.added {
@@ -123,6 +160,10 @@ fn run_op(
     options: &SqliteOptions,
     op: &Op,
 ) -> Result<Reply, CheckpointError> {
+    if !matches!(op, Op::Put(_) | Op::PutWrites { .. }) {
+        // Deleting, copying and pruning move heads and log tips behind what we remember.
+        local.writer.forget();
+    }
     match op {
         Op::Put(p) => put(conn, local, options, p).map(|()| Reply::Done),
         Op::PutWrites {
@@ -218,8 +259,14 @@ fn put(
 ) -> Result<(), CheckpointError> {
     let cp = &p.checkpoint;
     let thread = p.thread.as_str();
-    if matches!(cp.source, Source::Loop | Source::Input) {
-        let found = head(conn, &p.thread, &p.ns)?;
+    let key = (thread.to_string(), p.ns.as_str().to_string());
+    let cached_head = local.writer.heads.get(&key).copied();
+    let extends_head = matches!(cp.source, Source::Loop | Source::Input);
+    if extends_head {
+        let found = match cached_head {
+            Some((id, _, _)) => Some(id),
+            None => head(conn, &p.thread, &p.ns)?,
+        };
         if found != cp.parent {
             return Err(CheckpointError::StaleParent {
                 thread: p.thread.clone(),
@@ -231,12 +278,16 @@ fn put(
     }
     let (parent_seq, parent_depth, parent_full) = match cp.parent {
         Some(parent) => {
-            let row: Option<(i64, i64)> = conn
+            let known = cached_head.filter(|h| h.0 == parent).map(|h| (h.1, h.2));
+            let row: Option<(i64, i64)> = match known {
+                Some(k) => Some(k),
+                None => conn
                 .prepare_cached("SELECT seq, depth FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 AND id = ?3")
                 .map_err(storage)?
                 .query_row(params![thread, p.ns.as_str(), id_bytes(parent)], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()
-                .map_err(storage)?;
+                .map_err(storage)?,
+            };
             let (seq, depth) = row.ok_or_else(|| CheckpointError::NotFound {
                 thread: p.thread.clone(),
                 ns: p.ns.clone(),
@@ -263,7 +314,12 @@ fn put(
             }
             FieldPart::Tail(bytes) => {
                 check_size(bytes.len(), options)?;
-                let r = append_log(conn, full.fields.get(&w.field).copied(), bytes)?;
+                let r = append_log(
+                    conn,
+                    &mut local.writer.tips,
+                    full.fields.get(&w.field).copied(),
+                    bytes,
+                )?;
                 full.fields.insert(w.field.clone(), r);
             }
         }
@@ -311,25 +367,32 @@ fn put(
     })?;
     let seq = conn.last_insert_rowid();
     local.added.push((seq, Arc::new(full)));
+    // Remember the new head when it is known to be one (ids are time-ordered).
+    let newest = match cached_head {
+        Some((h, _, _)) => cp.id > h,
+        None => extends_head,
+    };
+    if newest {
+        local.writer.heads.insert(key, (cp.id, seq, depth));
+    }
     Ok(())
 }
 
 fn upsert_blob(conn: &Connection, payload: &[u8]) -> Result<i64, CheckpointError> {
     let (env, hash) = seal(CODEC_JSON, payload);
-    let existing: Option<i64> = conn
-        .prepare_cached("SELECT id FROM sg_blobs WHERE hash = ?1")
-        .map_err(storage)?
-        .query_row([&hash[..]], |r| r.get(0))
-        .optional()
-        .map_err(storage)?;
-    if let Some(id) = existing {
-        return Ok(id);
-    }
-    conn.prepare_cached("INSERT INTO sg_blobs (hash, data) VALUES (?1, ?2)")
+    let inserted = conn
+        .prepare_cached("INSERT OR IGNORE INTO sg_blobs (hash, data) VALUES (?1, ?2)")
         .map_err(storage)?
         .execute(params![&hash[..], env])
         .map_err(storage)?;
-    Ok(conn.last_insert_rowid())
+    if inserted == 1 {
+        return Ok(conn.last_insert_rowid());
+    }
+    // An identical value is stored already: reuse it.
+    conn.prepare_cached("SELECT id FROM sg_blobs WHERE hash = ?1")
+        .map_err(storage)?
+        .query_row([&hash[..]], |r| r.get(0))
+        .map_err(storage)
 }
 
 fn new_log(conn: &Connection, base: Option<(i64, i64)>, tip: i64) -> Result<i64, CheckpointError> {
@@ -366,6 +429,7 @@ fn insert_part(
 /// `prev`; a list that another branch already extended past `prev` forks into a new log.
 fn append_log(
     conn: &Connection,
+    tips: &mut HashMap<i64, i64>,
     prev: Option<Ref>,
     payload: &[u8],
 ) -> Result<Ref, CheckpointError> {
@@ -373,18 +437,22 @@ fn append_log(
     let inline = Some((&hash[..], &env[..]));
     match prev {
         Some(Ref::Log { log, parts }) => {
-            let tip: Option<i64> = conn
-                .prepare_cached("SELECT tip FROM sg_logs WHERE id = ?1")
-                .map_err(storage)?
-                .query_row([log], |r| r.get(0))
-                .optional()
-                .map_err(storage)?;
+            let tip: Option<i64> = match tips.get(&log) {
+                Some(t) => Some(*t),
+                None => conn
+                    .prepare_cached("SELECT tip FROM sg_logs WHERE id = ?1")
+                    .map_err(storage)?
+                    .query_row([log], |r| r.get(0))
+                    .optional()
+                    .map_err(storage)?,
+            };
             if tip == Some(parts) {
                 insert_part(conn, log, parts, None, inline)?;
                 conn.prepare_cached("UPDATE sg_logs SET tip = ?2 WHERE id = ?1")
                     .map_err(storage)?
                     .execute(params![log, parts + 1])
                     .map_err(storage)?;
+                tips.insert(log, parts + 1);
                 Ok(Ref::Log {
                     log,
                     parts: parts + 1,
@@ -392,6 +460,7 @@ fn append_log(
             } else {
                 let fork = new_log(conn, Some((log, parts)), parts + 1)?;
                 insert_part(conn, fork, parts, None, inline)?;
+                tips.insert(fork, parts + 1);
                 Ok(Ref::Log {
                     log: fork,
                     parts: parts + 1,
@@ -402,11 +471,13 @@ fn append_log(
             let log = new_log(conn, None, 2)?;
             insert_part(conn, log, 0, Some(blob), None)?;
             insert_part(conn, log, 1, None, inline)?;
+            tips.insert(log, 2);
             Ok(Ref::Log { log, parts: 2 })
         }
         None => {
             let log = new_log(conn, None, 1)?;
             insert_part(conn, log, 0, None, inline)?;
+            tips.insert(log, 1);
             Ok(Ref::Log { log, parts: 1 })
         }
     }
