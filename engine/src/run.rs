@@ -1579,7 +1579,12 @@ impl<S: State> Loop<S> {
                 &mut next_branches,
                 &mut next_sends,
             )?;
-            updates.extend(out.updates);
+            if updates.is_empty() {
+                // Most steps have one writer: take its updates as they are (no copy).
+                updates = out.updates;
+            } else {
+                updates.extend(out.updates);
+            }
             routed.push(ti);
         }
 
