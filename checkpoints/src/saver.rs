@@ -169,4 +169,19 @@ pub trait Saver: Send + Sync + 'static {
                 .map(|l| (l.checkpoint, l.pending)))
         })
     }
+
+    /// Store several checkpoints, in order (each one's parent is stored before it). A saver
+    /// that groups writes commits them together. The first error is returned; checkpoints
+    /// after a failed one fail too (their parent is missing).
+    ///
+    /// # Errors
+    /// As [`Saver::put`].
+    fn put_many(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        Box::pin(async move {
+            for put in puts {
+                self.put(put).await?;
+            }
+            Ok(())
+        })
+    }
 }

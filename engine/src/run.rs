@@ -22,8 +22,12 @@ use crate::{BoxError, Command, Interrupt, Interrupted, RunError, State};
 /// Default recursion limit (supersteps per invocation), as in LangGraph.
 pub const DEFAULT_RECURSION_LIMIT: usize = 10_007;
 
-/// Most checkpoint writes in flight under durability `async`: a crash loses at most these.
+/// Most checkpoint writes in flight under durability `async` (buffered or handed to the
+/// saver): a crash loses at most these.
 pub const MAX_INFLIGHT: usize = 64;
+
+/// Under durability `async`, checkpoints go to the saver in batches of this many.
+const ASYNC_BATCH: usize = 16;
 
 /// When a step's checkpoint must be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -557,6 +561,8 @@ pub(crate) struct Loop<S: State> {
     /// Checkpoint writes handed to the saver and not yet confirmed (durability async), oldest
     /// first.
     inflight: std::collections::VecDeque<tokio::task::JoinHandle<Result<(), CheckpointError>>>,
+    /// Checkpoints not yet handed to the saver (durability async).
+    buffer: Vec<PutCheckpoint>,
     /// Pending writes held back until the final checkpoint (durability exit).
     deferred_pending: Vec<PendingWrite>,
     /// A resuming command's update and routing, kept as pending writes of the input until
@@ -639,6 +645,7 @@ impl<S: State> Loop<S> {
             pending: Vec::new(),
             unsaved: vec![Change::Unchanged; S::Field::ALL.len()],
             inflight: std::collections::VecDeque::new(),
+            buffer: Vec::new(),
             deferred_pending: Vec::new(),
             input_writes: Vec::new(),
             poisoned: false,
@@ -1761,19 +1768,15 @@ impl<S: State> Loop<S> {
         put: PutCheckpoint,
         wait: bool,
     ) -> Result<(), RunError> {
-        let mut write: BoxFuture<'static, Result<(), CheckpointError>> =
-            Box::pin(async move { saver.put(put).await });
         if self.shared.durability != Durability::Async || wait {
             self.drain_inflight().await?;
-            return write.await.map_err(RunError::from);
+            return saver.put(put).await.map_err(RunError::from);
         }
-        // The first poll hands the checkpoint to the saver (a saver that completes at once,
-        // like the memory saver, is done here). Later steps go on while it is stored; a
-        // saver that groups queued writes commits several steps at once.
-        if let Some(done) = futures::FutureExt::now_or_never(&mut write) {
-            done?;
-        } else {
-            self.inflight.push_back(tokio::spawn(write));
+        // Under `async`, checkpoints are handed to the saver in batches (a saver that groups
+        // writes commits a batch at once) while the steps go on.
+        self.buffer.push(put);
+        if self.buffer.len() >= ASYNC_BATCH {
+            self.send_buffer(saver)?;
         }
         // Surface finished writes (and their errors) early; bound what is in flight.
         while let Some(front) = self.inflight.front_mut() {
@@ -1785,16 +1788,36 @@ impl<S: State> Loop<S> {
                 None => break,
             }
         }
-        while self.inflight.len() > MAX_INFLIGHT {
-            if let Some(front) = self.inflight.pop_front() {
-                joined(front.await)?;
+        while self.inflight.len() * ASYNC_BATCH + self.buffer.len() > MAX_INFLIGHT {
+            match self.inflight.pop_front() {
+                Some(front) => joined(front.await)?,
+                None => break,
             }
         }
         Ok(())
     }
 
-    /// Wait for every checkpoint write in flight.
+    /// Hand the buffered checkpoints to the saver as one batch.
+    fn send_buffer(&mut self, saver: Arc<dyn Saver>) -> Result<(), RunError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let puts = std::mem::take(&mut self.buffer);
+        let mut write: BoxFuture<'static, Result<(), CheckpointError>> =
+            Box::pin(async move { saver.put_many(puts).await });
+        // A saver that completes at once (in memory) needs no background task.
+        match futures::FutureExt::now_or_never(&mut write) {
+            Some(done) => done?,
+            None => self.inflight.push_back(tokio::spawn(write)),
+        }
+        Ok(())
+    }
+
+    /// Send what is buffered and wait for every checkpoint write in flight.
     async fn drain_inflight(&mut self) -> Result<(), RunError> {
+        if let Some(saver) = self.level.saver.clone() {
+            self.send_buffer(saver)?;
+        }
         while let Some(front) = self.inflight.pop_front() {
             joined(front.await)?;
         }

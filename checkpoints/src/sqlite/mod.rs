@@ -485,4 +485,18 @@ impl Saver for SqliteSaver {
         let (thread, ns) = (thread.clone(), ns.clone());
         self.read(move |conn, cache| ops::head_only(conn, cache, &thread, &ns))
     }
+
+    fn put_many(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        // Queued back to back, the writer takes them in one transaction.
+        let futures: Vec<_> = puts
+            .into_iter()
+            .map(|p| self.submit(Op::Put(Box::new(p))))
+            .collect();
+        Box::pin(async move {
+            for f in futures {
+                f.await?;
+            }
+            Ok(())
+        })
+    }
 }
