@@ -214,6 +214,17 @@ pub enum RunError {
         /// The subgraph's namespace.
         subgraph: Namespace,
     },
+    /// Resumed code plans other tasks than the ones an earlier attempt of the step recorded
+    /// (a node renamed, routing changed): the recorded writes are not applied to other tasks.
+    #[error("step {step}: the recorded tasks {recorded:?} are not among the tasks this code plans {computed:?}")]
+    DeterminismMismatch {
+        /// The superstep.
+        step: i64,
+        /// Nodes of the recorded tasks.
+        recorded: Vec<String>,
+        /// Nodes of the tasks planned now.
+        computed: Vec<String>,
+    },
     /// A thread is needed (checkpointer present) but the config has none.
     #[error("the graph has a checkpointer: the run config needs a thread id")]
     MissingThread,

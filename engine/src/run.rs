@@ -879,7 +879,7 @@ impl<S: State> Loop<S> {
         for (i, n) in self.g.nodes.iter().enumerate() {
             if !n.options.defer && triggered(i) {
                 tasks.push(Planned {
-                    id: id(b"pull", &n.name, i),
+                    id: id(b"pull", &n.name, 0),
                     node: Some(i),
                     kind: Kind::Pull,
                     arg: None,
@@ -898,7 +898,7 @@ impl<S: State> Loop<S> {
             for (i, n) in self.g.nodes.iter().enumerate() {
                 if n.options.defer && triggered(i) {
                     tasks.push(Planned {
-                        id: id(b"pull", &n.name, i),
+                        id: id(b"pull", &n.name, 0),
                         node: Some(i),
                         kind: Kind::Pull,
                         arg: None,
@@ -1097,6 +1097,40 @@ impl<S: State> Loop<S> {
         // Tasks that paused or failed before: a subgraph they run continues where it stopped.
         let mut resumed: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
         if !self.pending.is_empty() {
+            // Determinism guard: every task an earlier attempt of this step recorded must be
+            // one this code plans again; otherwise the code changed under the thread, and its
+            // recorded writes must not be applied to other tasks or dropped unseen.
+            let planned: std::collections::BTreeSet<TaskId> = tasks.iter().map(|t| t.id).collect();
+            let apply_error = apply_error_task(self.step);
+            let unknown: Vec<String> = self
+                .pending
+                .iter()
+                .filter(|w| {
+                    w.task_id != input_task()
+                        && w.task_id != apply_error
+                        && !planned.contains(&w.task_id)
+                })
+                .map(|w| w.node.clone())
+                .collect();
+            if !unknown.is_empty() {
+                let mut recorded: Vec<String> = self
+                    .pending
+                    .iter()
+                    .filter(|w| w.task_id != input_task())
+                    .map(|w| w.node.clone())
+                    .collect();
+                recorded.dedup();
+                let mut computed: Vec<String> = tasks
+                    .iter()
+                    .map(|t| self.node_name(t).to_string())
+                    .collect();
+                computed.dedup();
+                return Err(RunError::DeterminismMismatch {
+                    step: self.step,
+                    recorded,
+                    computed,
+                });
+            }
             for (ti, t) in tasks.iter().enumerate() {
                 for w in self.pending.iter().filter(|w| w.task_id == t.id) {
                     match &w.kind {
@@ -1325,7 +1359,7 @@ impl<S: State> Loop<S> {
             self.poisoned = true;
             if let Some(mut writes) = saved {
                 writes.push(PendingWrite {
-                    task_id: TaskId::derive(&[b"apply", &self.step.to_le_bytes()]),
+                    task_id: apply_error_task(self.step),
                     node: "__apply__".to_string(),
                     kind: WriteKind::Error(e.to_string()),
                 });
@@ -1971,6 +2005,11 @@ fn input_anchor<U: serde::Serialize>(
         &input,
     ]);
     CheckpointId::from_u128(id.as_u128())
+}
+
+/// The task id under which an error applying step `step` is recorded.
+fn apply_error_task(step: i64) -> TaskId {
+    TaskId::derive(&[b"apply", &step.to_le_bytes()])
 }
 
 /// The node name recorded for a resuming command's update.

@@ -658,3 +658,71 @@ fn joins_without_sources_or_with_a_repeated_source_do_not_compile() {
         .count();
     assert_eq!(joins, 2, "{err:?}");
 }
+
+#[tokio::test]
+async fn resuming_with_code_that_plans_other_tasks_is_a_determinism_error() -> TestResult {
+    let saver = Arc::new(MemorySaver::new());
+    let build = |deferred: bool| {
+        let options = if deferred {
+            NodeOptions::new().defer()
+        } else {
+            NodeOptions::new()
+        };
+        StateGraph::<Log>::new()
+            .add_node("a", |_s: Arc<Log>, _c: NodeContext| async {
+                Ok::<_, BoxError>(push("a"))
+            })
+            .add_node_with(
+                "b",
+                |_s: Arc<Log>, _c: NodeContext| async {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    Err::<LogUpdate, BoxError>("fails".into())
+                },
+                options,
+            )
+            .add_edge(START, "a")
+            .add_edge(START, "b")
+            .compile()
+    };
+    let cfg = RunConfig::new().thread("t");
+    let old = build(false)?.with_checkpointer(saver.clone());
+    assert!(matches!(
+        old.invoke(Log::update(), &cfg).await,
+        Err(RunError::Node { .. })
+    ));
+    // `b` became deferred before the thread resumed: the step now plans only `a`.
+    let changed = build(true)?.with_checkpointer(saver.clone());
+    let err = changed
+        .invoke(Input::Continue, &cfg)
+        .await
+        .err()
+        .ok_or("expected a determinism error")?;
+    match err {
+        RunError::DeterminismMismatch {
+            recorded, computed, ..
+        } => {
+            assert_eq!(recorded, ["a", "b"]);
+            assert_eq!(computed, ["a"]);
+        }
+        other => return Err(format!("unexpected {other}").into()),
+    }
+    // A renamed node is caught when the checkpoint is read.
+    let renamed = StateGraph::<Log>::new()
+        .add_node("a", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("a"))
+        })
+        .add_node("b2", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("b2"))
+        })
+        .add_edge(START, "a")
+        .add_edge(START, "b2")
+        .compile()?
+        .with_checkpointer(saver);
+    let err = renamed
+        .invoke(Input::Continue, &cfg)
+        .await
+        .err()
+        .ok_or("expected a decode error")?;
+    assert!(err.to_string().contains("branch:to:b"), "{err}");
+    Ok(())
+}
