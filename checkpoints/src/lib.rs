@@ -6,6 +6,12 @@
 //! list only the appended items. Savers store bytes and versions; they never see node code or
 //! the user's Rust types.
 //!
+//! - [`MemorySaver`]: in process memory, for tests and short-lived programs;
+//! - [`SqliteSaver`]: one SQLite file, the default durable store (format in `docs/design.md`);
+//! - [`diff`]: field-by-field state diffs over the stored JSON; [`inspect`]: what the
+//!   `stategraph` command-line inspector builds on; [`envelope`]: how every stored value is
+//!   framed and hash-checked.
+//!
 //! ```
 //! use stategraph_checkpoints::{MemorySaver, Saver};
 //! let saver: std::sync::Arc<dyn Saver> = std::sync::Arc::new(MemorySaver::new());

@@ -587,114 +587,110 @@ fn load_log(
     parts: i64,
     lower: i64,
 ) -> Result<Vec<FieldPart>, CheckpointError> {
-    {
-        {
-            let mut segments = Vec::new();
-            let (mut cur, mut upto) = (log, parts);
-            loop {
-                let row: Option<(Option<i64>, i64)> = conn
-                    .prepare_cached("SELECT base_log, base_parts FROM sg_logs WHERE id = ?1")
-                    .map_err(storage)?
-                    .query_row([cur], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
-                    .map_err(storage)?;
-                let (base_log, base_parts) = row.ok_or_else(|| {
-                    integrity(
-                        thread,
-                        cp,
-                        format!("log {cur}"),
-                        format!("field {field:?}: log is missing"),
-                    )
-                })?;
-                let from = if base_log.is_some() { base_parts } else { 0 };
-                segments.push((cur, from, upto));
-                match base_log {
-                    Some(b) if segments.len() < 10_000 => {
-                        cur = b;
-                        upto = base_parts;
-                    }
-                    Some(_) => {
-                        return Err(integrity(
-                            thread,
-                            cp,
-                            format!("log {log}"),
-                            "log bases do not end",
-                        ))
-                    }
-                    None => break,
-                }
+    let mut segments = Vec::new();
+    let (mut cur, mut upto) = (log, parts);
+    loop {
+        let row: Option<(Option<i64>, i64)> = conn
+            .prepare_cached("SELECT base_log, base_parts FROM sg_logs WHERE id = ?1")
+            .map_err(storage)?
+            .query_row([cur], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(storage)?;
+        let (base_log, base_parts) = row.ok_or_else(|| {
+            integrity(
+                thread,
+                cp,
+                format!("log {cur}"),
+                format!("field {field:?}: log is missing"),
+            )
+        })?;
+        let from = if base_log.is_some() { base_parts } else { 0 };
+        segments.push((cur, from, upto));
+        match base_log {
+            Some(b) if segments.len() < 10_000 => {
+                cur = b;
+                upto = base_parts;
             }
-            let mut out = Vec::new();
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT p.part, p.blob, p.hash, p.data, b.hash, b.data FROM sg_log_parts p
-                     LEFT JOIN sg_blobs b ON b.id = p.blob
-                     WHERE p.log = ?1 AND p.part >= ?2 AND p.part < ?3 ORDER BY p.part",
-                )
-                .map_err(storage)?;
-            for (log, from, to) in segments.into_iter().rev() {
-                let from = from.max(lower);
-                if from >= to {
-                    continue;
-                }
-                let rows = stmt
-                    .query_map(params![log, from, to], |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, Option<i64>>(1)?,
-                            r.get::<_, Option<Vec<u8>>>(2)?,
-                            r.get::<_, Option<Vec<u8>>>(3)?,
-                            r.get::<_, Option<Vec<u8>>>(4)?,
-                            r.get::<_, Option<Vec<u8>>>(5)?,
-                        ))
-                    })
-                    .map_err(storage)?;
-                let mut expect = from;
-                for row in rows {
-                    let (part, blob, hash, data, bhash, bdata) = row.map_err(storage)?;
-                    if part != expect {
-                        return Err(integrity(
-                            thread,
-                            cp,
-                            format!("log {log} part {expect}"),
-                            format!("field {field:?}: log part is missing"),
-                        ));
-                    }
-                    expect += 1;
-                    let item = match (blob, hash, data, bhash, bdata) {
-                        (Some(_), _, _, Some(h), Some(d)) => FieldPart::Whole(
-                            open(&d, CODEC_JSON, &h)
-                                .map_err(|e| integrity(thread, cp, hex(&h), e))?
-                                .to_vec(),
-                        ),
-                        (None, Some(h), Some(d), _, _) => FieldPart::Tail(
-                            open(&d, CODEC_JSON, &h)
-                                .map_err(|e| integrity(thread, cp, hex(&h), e))?
-                                .to_vec(),
-                        ),
-                        _ => {
-                            return Err(integrity(
-                                thread,
-                                cp,
-                                format!("log {log} part {part}"),
-                                format!("field {field:?}: unreadable log part"),
-                            ))
-                        }
-                    };
-                    out.push(item);
-                }
-                if expect != to {
+            Some(_) => {
+                return Err(integrity(
+                    thread,
+                    cp,
+                    format!("log {log}"),
+                    "log bases do not end",
+                ))
+            }
+            None => break,
+        }
+    }
+    let mut out = Vec::new();
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT p.part, p.blob, p.hash, p.data, b.hash, b.data FROM sg_log_parts p
+             LEFT JOIN sg_blobs b ON b.id = p.blob
+             WHERE p.log = ?1 AND p.part >= ?2 AND p.part < ?3 ORDER BY p.part",
+        )
+        .map_err(storage)?;
+    for (log, from, to) in segments.into_iter().rev() {
+        let from = from.max(lower);
+        if from >= to {
+            continue;
+        }
+        let rows = stmt
+            .query_map(params![log, from, to], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, Option<i64>>(1)?,
+                    r.get::<_, Option<Vec<u8>>>(2)?,
+                    r.get::<_, Option<Vec<u8>>>(3)?,
+                    r.get::<_, Option<Vec<u8>>>(4)?,
+                    r.get::<_, Option<Vec<u8>>>(5)?,
+                ))
+            })
+            .map_err(storage)?;
+        let mut expect = from;
+        for row in rows {
+            let (part, blob, hash, data, bhash, bdata) = row.map_err(storage)?;
+            if part != expect {
+                return Err(integrity(
+                    thread,
+                    cp,
+                    format!("log {log} part {expect}"),
+                    format!("field {field:?}: log part is missing"),
+                ));
+            }
+            expect += 1;
+            let item = match (blob, hash, data, bhash, bdata) {
+                (Some(_), _, _, Some(h), Some(d)) => FieldPart::Whole(
+                    open(&d, CODEC_JSON, &h)
+                        .map_err(|e| integrity(thread, cp, hex(&h), e))?
+                        .to_vec(),
+                ),
+                (None, Some(h), Some(d), _, _) => FieldPart::Tail(
+                    open(&d, CODEC_JSON, &h)
+                        .map_err(|e| integrity(thread, cp, hex(&h), e))?
+                        .to_vec(),
+                ),
+                _ => {
                     return Err(integrity(
                         thread,
                         cp,
-                        format!("log {log} part {expect}"),
-                        format!("field {field:?}: log is truncated"),
-                    ));
+                        format!("log {log} part {part}"),
+                        format!("field {field:?}: unreadable log part"),
+                    ))
                 }
-            }
-            Ok(out)
+            };
+            out.push(item);
+        }
+        if expect != to {
+            return Err(integrity(
+                thread,
+                cp,
+                format!("log {log} part {expect}"),
+                format!("field {field:?}: log is truncated"),
+            ));
         }
     }
+    Ok(out)
 }
 
 struct HeaderRow {
