@@ -255,6 +255,8 @@ pub enum Retention {
 /// What one checkpoint changed since its parent, as a saver stored it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StepChanges {
+    /// The checkpoint's parent, if it has one.
+    pub parent: Option<CheckpointId>,
     /// Changed fields with their parts, oldest first: a field whose first part is
     /// [`FieldPart::Whole`] was replaced; one whose parts are all [`FieldPart::Tail`] had
     /// those items appended.
@@ -285,6 +287,7 @@ impl StepChanges {
             }
         }
         StepChanges {
+            parent: child.checkpoint.parent,
             fields,
             pending: child.pending.clone(),
         }

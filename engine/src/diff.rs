@@ -93,11 +93,7 @@ impl<S: State> CompiledGraph<S> {
         let thread_id = ThreadId::new(thread)?;
         let root = Namespace::root();
         let changes = saver.changes(&thread_id, &root, id).await?;
-        let header = saver
-            .get(&thread_id, &root, Some(id))
-            .await?
-            .ok_or_else(|| not_found(thread, id))?;
-        let parent = match header.checkpoint.parent {
+        let parent = match changes.parent {
             Some(p) => saver.get(&thread_id, &root, Some(p)).await?,
             None => None,
         };

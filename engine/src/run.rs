@@ -666,10 +666,7 @@ impl<S: State> Loop<S> {
             lp.pending = pending.clone();
             if let (Some(from), Some(saver), Some(t), true) = (from, &lp.level.saver, &thread, fork)
             {
-                let newest = saver
-                    .get(t, &lp.level.ns, None)
-                    .await?
-                    .map(|l| l.checkpoint.id);
+                let newest = saver.head(t, &lp.level.ns).await?.map(|(cp, _)| cp.id);
                 if newest != Some(from) {
                     // Time travel: a new branch starts with a fork checkpoint; the recorded
                     // pending writes of the old branch are not reused.

@@ -817,17 +817,17 @@ pub(crate) fn changes(
     id: CheckpointId,
 ) -> Result<StepChanges, CheckpointError> {
     let t = thread.as_str();
-    let row: Option<(i64, Option<i64>)> = conn
+    let row: Option<(i64, Option<i64>, Option<Vec<u8>>)> = conn
         .prepare_cached(
-            "SELECT seq, parent_seq FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 AND id = ?3",
+            "SELECT seq, parent_seq, parent FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 AND id = ?3",
         )
         .map_err(storage)?
         .query_row(params![t, ns.as_str(), id_bytes(id)], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .optional()
         .map_err(storage)?;
-    let (seq, parent_seq) = row.ok_or_else(|| CheckpointError::NotFound {
+    let (seq, parent_seq, parent_id) = row.ok_or_else(|| CheckpointError::NotFound {
         thread: thread.clone(),
         ns: ns.clone(),
         id,
@@ -860,7 +860,12 @@ pub(crate) fn changes(
         fields.push((name.clone(), parts));
     }
     let pending = load_writes(conn, thread, ns, id)?;
-    Ok(StepChanges { fields, pending })
+    let parent = parent_id.as_deref().map(|p| id_from(p, t)).transpose()?;
+    Ok(StepChanges {
+        parent,
+        fields,
+        pending,
+    })
 }
 
 /// Whether the list `(log, parts)` is the list `(pl, pn)` with items appended.

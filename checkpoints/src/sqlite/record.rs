@@ -88,17 +88,20 @@ impl Full {
         })
     }
 
-    /// The whole record as a body.
-    pub(crate) fn to_full_body(&self) -> Body {
+    /// A body holding the parts every body stores whole (branches, barriers, sends,
+    /// interrupt acknowledgements, anchor), with the given delta-able parts.
+    fn body(
+        &self,
+        full: bool,
+        versions: Vec<(String, u64)>,
+        seen: Vec<(String, String, u64)>,
+        fields: Vec<(String, Ref)>,
+    ) -> Body {
         Body {
-            full: true,
-            versions: self.versions.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-            seen: self
-                .seen
-                .iter()
-                .flat_map(|(n, m)| m.iter().map(move |(c, v)| (n.clone(), c.clone(), *v)))
-                .collect(),
-            fields: self.fields.iter().map(|(k, r)| (k.clone(), *r)).collect(),
+            full,
+            versions,
+            seen,
+            fields,
             branches: self.branches.clone(),
             barriers: self
                 .barriers
@@ -113,6 +116,19 @@ impl Full {
                 .collect(),
             anchor: self.anchor,
         }
+    }
+
+    /// The whole record as a body.
+    pub(crate) fn to_full_body(&self) -> Body {
+        self.body(
+            true,
+            self.versions.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            self.seen
+                .iter()
+                .flat_map(|(n, m)| m.iter().map(move |(c, v)| (n.clone(), c.clone(), *v)))
+                .collect(),
+            self.fields.iter().map(|(k, r)| (k.clone(), *r)).collect(),
+        )
     }
 
     /// What changed from `parent` to `self`, or `None` if an entry disappeared (then only a
@@ -130,45 +146,31 @@ impl Full {
         if removed {
             return None;
         }
-        Some(Body {
-            full: false,
-            versions: self
-                .versions
-                .iter()
-                .filter(|(k, v)| parent.versions.get(*k) != Some(v))
-                .map(|(k, v)| (k.clone(), *v))
-                .collect(),
-            seen: self
-                .seen
-                .iter()
-                .flat_map(|(n, m)| {
-                    m.iter()
-                        .filter(move |(c, v)| {
-                            parent.seen.get(n).and_then(|pm| pm.get(*c)) != Some(v)
-                        })
-                        .map(move |(c, v)| (n.clone(), c.clone(), *v))
-                })
-                .collect(),
-            fields: self
-                .fields
-                .iter()
-                .filter(|(k, r)| parent.fields.get(*k) != Some(r))
-                .map(|(k, r)| (k.clone(), *r))
-                .collect(),
-            branches: self.branches.clone(),
-            barriers: self
-                .barriers
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            sends: self.sends.clone(),
-            interrupt_seen: self
-                .interrupt_seen
-                .iter()
-                .map(|(k, v)| (k.clone(), *v))
-                .collect(),
-            anchor: self.anchor,
-        })
+        Some(
+            self.body(
+                false,
+                self.versions
+                    .iter()
+                    .filter(|(k, v)| parent.versions.get(*k) != Some(v))
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect(),
+                self.seen
+                    .iter()
+                    .flat_map(|(n, m)| {
+                        m.iter()
+                            .filter(move |(c, v)| {
+                                parent.seen.get(n).and_then(|pm| pm.get(*c)) != Some(v)
+                            })
+                            .map(move |(c, v)| (n.clone(), c.clone(), *v))
+                    })
+                    .collect(),
+                self.fields
+                    .iter()
+                    .filter(|(k, r)| parent.fields.get(*k) != Some(r))
+                    .map(|(k, r)| (k.clone(), *r))
+                    .collect(),
+            ),
+        )
     }
 
     /// Apply a body on top of this record (a full body replaces it).
