@@ -93,10 +93,6 @@ pub struct CompileError {
     pub problems: Vec<GraphProblem>,
 }
 
-/// Which interrupt a resume did not fit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingInterrupts(pub Vec<String>);
-
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -11,7 +11,7 @@ use stategraph::prelude::*;
 use stategraph::RunError;
 use stategraph_tests::RecordingSaver;
 
-use crate::superstep_semantics::{Log, LogUpdate};
+use crate::superstep_semantics::Log;
 use crate::TestResult;
 
 fn counting_chain(saver: RecordingSaver) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
@@ -208,9 +208,6 @@ async fn a_failed_background_write_surfaces_as_an_error_of_the_run() -> TestResu
     }
     Ok(())
 }
-
-#[allow(dead_code)]
-fn _unused(_: LogUpdate) {}
 
 /// A saver whose writes complete only after a delay, like a real disk.
 #[derive(Clone)]

@@ -9,7 +9,7 @@ use stategraph::testing::{history_snapshot, run_node, trajectory};
 use stategraph::{assert_state_diff, RunError};
 
 use crate::subgraph_checkpointing::Child;
-use crate::superstep_semantics::{Log, LogUpdate};
+use crate::superstep_semantics::Log;
 use crate::TestResult;
 
 fn counter(bump: i64) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
@@ -251,6 +251,3 @@ async fn replay_with_changed_code_reports_the_first_step_and_field_that_diverged
     );
     Ok(())
 }
-
-#[allow(dead_code)]
-fn _unused(_: LogUpdate) {}
