@@ -20,12 +20,32 @@ pub struct RecordingSaver {
     pub puts: Arc<Mutex<Vec<PutCheckpoint>>>,
     /// Every pending-writes call: (namespace, checkpoint, writes).
     pub writes: Arc<Mutex<Vec<PendingCall>>>,
+    /// Each `put` completes only after this delay, like a real disk.
+    pub put_delay: Option<std::time::Duration>,
+    /// The n-th `put` and every later one fail with a storage error (nothing stored).
+    pub fail_puts_from: Option<usize>,
 }
 
 impl RecordingSaver {
     /// An empty recording saver.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A recording saver whose `put`s complete after `delay`.
+    pub fn slow(delay: std::time::Duration) -> Self {
+        RecordingSaver {
+            put_delay: Some(delay),
+            ..Self::default()
+        }
+    }
+
+    /// A recording saver whose `n`-th and later `put`s fail.
+    pub fn failing_from(n: usize) -> Self {
+        RecordingSaver {
+            fail_puts_from: Some(n),
+            ..Self::default()
+        }
     }
 
     /// The recorded puts.
@@ -49,11 +69,22 @@ impl RecordingSaver {
 
 impl Saver for RecordingSaver {
     fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
-        self.puts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(put.clone());
-        self.inner.put(put)
+        Box::pin(async move {
+            if let Some(delay) = self.put_delay {
+                tokio::time::sleep(delay).await;
+            }
+            if self
+                .fail_puts_from
+                .is_some_and(|n| self.puts().len() + 1 >= n)
+            {
+                return Err(CheckpointError::Storage("disk full".into()));
+            }
+            self.puts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(put.clone());
+            self.inner.put(put).await
+        })
     }
 
     fn put_writes<'a>(

@@ -2,11 +2,7 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use stategraph::checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
-    PendingWrite, PutCheckpoint, Retention, Saver, Source, ThreadId, ThreadInfo,
-};
+use stategraph::checkpoints::{CheckpointError, Source};
 use stategraph::prelude::*;
 use stategraph::RunError;
 use stategraph_tests::RecordingSaver;
@@ -123,75 +119,11 @@ async fn exit_keeps_an_interrupted_run_resumable() -> TestResult {
     Ok(())
 }
 
-/// A saver whose `put` fails from the n-th call on.
-#[derive(Clone)]
-struct FailingSaver {
-    inner: RecordingSaver,
-    fail_from: usize,
-}
-
-impl Saver for FailingSaver {
-    fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
-        if self.inner.puts().len() + 1 >= self.fail_from {
-            return Box::pin(async { Err(CheckpointError::Storage("disk full".into())) });
-        }
-        self.inner.put(put)
-    }
-    fn put_writes<'a>(
-        &'a self,
-        t: &'a ThreadId,
-        ns: &'a Namespace,
-        id: CheckpointId,
-        w: Vec<PendingWrite>,
-    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.inner.put_writes(t, ns, id, w)
-    }
-    fn get<'a>(
-        &'a self,
-        t: &'a ThreadId,
-        ns: &'a Namespace,
-        id: Option<CheckpointId>,
-    ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
-        self.inner.get(t, ns, id)
-    }
-    fn list<'a>(
-        &'a self,
-        t: &'a ThreadId,
-        ns: &'a Namespace,
-        o: ListOptions,
-    ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>> {
-        self.inner.list(t, ns, o)
-    }
-    fn delete_thread<'a>(&'a self, t: &'a ThreadId) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.inner.delete_thread(t)
-    }
-    fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {
-        self.inner.list_threads()
-    }
-    fn copy_thread<'a>(
-        &'a self,
-        f: &'a ThreadId,
-        t: &'a ThreadId,
-    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.inner.copy_thread(f, t)
-    }
-    fn prune<'a>(
-        &'a self,
-        t: &'a ThreadId,
-        r: Retention,
-    ) -> BoxFuture<'a, Result<usize, CheckpointError>> {
-        self.inner.prune(t, r)
-    }
-}
-
 #[tokio::test]
 async fn a_failed_background_write_surfaces_as_an_error_of_the_run() -> TestResult {
     for durability in [Durability::Async, Durability::Sync] {
-        let saver = FailingSaver {
-            inner: RecordingSaver::new(),
-            fail_from: 3,
-        };
-        let g = counting_chain(saver.inner.clone())?.with_checkpointer(Arc::new(saver.clone()));
+        let saver = RecordingSaver::failing_from(3);
+        let g = counting_chain(saver.clone())?.with_checkpointer(saver.shared());
         let err = g
             .invoke(
                 Log::update(),
@@ -204,74 +136,15 @@ async fn a_failed_background_write_surfaces_as_an_error_of_the_run() -> TestResu
             matches!(err, RunError::Checkpoint(CheckpointError::Storage(_))),
             "{durability:?}: {err}"
         );
-        assert_eq!(saver.inner.puts().len(), 2);
+        assert_eq!(saver.puts().len(), 2);
     }
     Ok(())
 }
 
-/// A saver whose writes complete only after a delay, like a real disk.
-#[derive(Clone)]
-struct SlowSaver(RecordingSaver);
-
-impl Saver for SlowSaver {
-    fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
-        Box::pin(async move {
-            tokio::time::sleep(std::time::Duration::from_millis(3)).await;
-            self.0.put(put).await
-        })
-    }
-    fn put_writes<'a>(
-        &'a self,
-        t: &'a ThreadId,
-        ns: &'a Namespace,
-        id: CheckpointId,
-        w: Vec<PendingWrite>,
-    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.0.put_writes(t, ns, id, w)
-    }
-    fn get<'a>(
-        &'a self,
-        t: &'a ThreadId,
-        ns: &'a Namespace,
-        id: Option<CheckpointId>,
-    ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
-        self.0.get(t, ns, id)
-    }
-    fn list<'a>(
-        &'a self,
-        t: &'a ThreadId,
-        ns: &'a Namespace,
-        o: ListOptions,
-    ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>> {
-        self.0.list(t, ns, o)
-    }
-    fn delete_thread<'a>(&'a self, t: &'a ThreadId) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.0.delete_thread(t)
-    }
-    fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {
-        self.0.list_threads()
-    }
-    fn copy_thread<'a>(
-        &'a self,
-        f: &'a ThreadId,
-        t: &'a ThreadId,
-    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.0.copy_thread(f, t)
-    }
-    fn prune<'a>(
-        &'a self,
-        t: &'a ThreadId,
-        r: Retention,
-    ) -> BoxFuture<'a, Result<usize, CheckpointError>> {
-        self.0.prune(t, r)
-    }
-}
-
 #[tokio::test]
 async fn async_runs_ahead_of_a_slow_saver_and_still_stores_every_step_in_order() -> TestResult {
-    let recording = RecordingSaver::new();
-    let g = counting_chain(recording.clone())?
-        .with_checkpointer(Arc::new(SlowSaver(recording.clone())));
+    let recording = RecordingSaver::slow(std::time::Duration::from_millis(3));
+    let g = counting_chain(recording.clone())?.with_checkpointer(recording.shared());
     let out = g
         .invoke(
             Log::update(),
