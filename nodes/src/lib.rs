@@ -1,5 +1,80 @@
-//! The stategraph agent runtime: model and tool nodes, middleware and the capability
-//! lifecycle. This crate is being built; today it only re-exports the engine so that agent code
-//! can depend on one crate.
+//! The stategraph agent runtime: what an agent is assembled from, and the capability
+//! lifecycle a tool passes on its way to a result.
+//!
+//! - [`Message`], [`ChatModel`], [`ScriptedModel`]: conversations and models.
+//! - [`Tool`], [`ToolSpec`], [`FnTool`]: tools that return a tool message or a `Command`.
+//! - [`ThreadState`]: the agent's state with every reducer of the runtime.
+//! - [`Observer`], [`ModelLayer`], [`ToolLayer`], [`ToolPolicy`]: the extension points.
+//! - [`AgentBuilder`]: model node + tool node + routing, assembled per run.
+//! - [`CapabilityTrace`]: every tool through Available, Authorized, Visible, Executed,
+//!   Returned (and Delivered).
+//!
+//! ```
+//! use stategraph_nodes::prelude::*;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let model = ScriptedModel::new("demo", [
+//!     AiMessage::calls([ToolCall::new("c1", "add", serde_json::json!({"a": 2, "b": 3}))]),
+//!     AiMessage::text("2 + 3 = 5"),
+//! ]);
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Add { a: i64, b: i64 }
+//! let add = FnTool::typed(ToolSpec::new("add", "Add two numbers", ToolSource::Config),
+//!     |args: Add, _cx| async move { Ok((args.a + args.b).to_string()) });
+//! let agent = AgentBuilder::new(model.clone()).tool(add)
+//!     .assemble(RunContext::new("t1", "ana")).await?;
+//! let out = agent.ask("what is 2 + 3?").await?;
+//! assert_eq!(out.state.messages.last().map(|m| m.text()), Some("2 + 3 = 5"));
+//! assert!(agent.trace().reached("add", Stage::Returned));
+//! model.verify()?;
+//! # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+//! # }).unwrap();
+//! ```
+
+pub mod agent;
+pub mod authz;
+pub mod catalog;
+pub mod context;
+pub mod deferred;
+pub mod guardrail;
+pub mod message;
+pub mod middleware;
+pub mod model;
+pub mod scripted;
+pub mod skill;
+pub mod state;
+pub mod tool;
+pub mod trace;
 
 pub use stategraph;
+pub use stategraph::BoxError;
+
+pub use agent::{Agent, AgentBuilder, AgentError};
+pub use authz::{Authorization, AuthorizationProvider, FailMode, RoleTable};
+pub use catalog::{Catalog, SkippedDuplicate, SourceFailure, ToolProvider};
+pub use context::{Principal, RunContext};
+pub use deferred::{DeferredSetup, DeferredToolFilter, TOOL_SEARCH};
+pub use guardrail::{
+    AllowlistProvider, Guardrail, GuardrailDecision, GuardrailProvider, GuardrailReason,
+    GuardrailRequest,
+};
+pub use message::{AiMessage, FinishReason, Message, ToolCall, ToolMessage, ToolStatus, Usage};
+pub use middleware::{
+    Denial, ModelCall, ModelLayer, ModelNext, Observer, PolicyLayer, ToolErrorHandling,
+    ToolInvocation, ToolLayer, ToolNext, ToolPolicy,
+};
+pub use model::{ChatModel, ModelChunk, ModelError, ModelRequest, ModelResponse, ToolSchema};
+pub use scripted::ScriptedModel;
+pub use skill::{Skill, SkillStore, SkillToolPolicy, FRAMEWORK_TOOLS};
+pub use state::{ThreadState, ThreadStateField, ThreadStateUpdate};
+pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
+pub use trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
+
+/// The items most agent code uses.
+pub mod prelude {
+    pub use crate::{
+        AgentBuilder, AiMessage, CapabilityTrace, ChatModel, FnTool, Message, RunContext,
+        ScriptedModel, Stage, ThreadState, Tool, ToolCall, ToolMessage, ToolOutput, ToolSource,
+        ToolSpec,
+    };
+}

@@ -1,0 +1,125 @@
+//! Available: assembling the candidate catalog from tool sources in a fixed priority order.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::tool::{Tool, ToolSource};
+use crate::BoxError;
+
+/// A source of tools that must be asked for its list (an MCP server, a plugin registry).
+pub trait ToolProvider: Send + Sync + 'static {
+    /// The provider's name (reports name it).
+    fn name(&self) -> &str;
+    /// Which source its tools count as.
+    fn source(&self) -> ToolSource;
+    /// List the tools.
+    ///
+    /// # Errors
+    /// Any failure to reach or read the source; assembly reports it and goes on without it.
+    fn list(&self) -> BoxFuture<'_, Result<Vec<Arc<dyn Tool>>, BoxError>>;
+}
+
+/// A tool left out of the catalog because an earlier source had one of the same name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedDuplicate {
+    /// The name.
+    pub name: String,
+    /// The source of the tool skipped.
+    pub skipped: ToolSource,
+    /// The source of the tool kept.
+    pub kept: ToolSource,
+}
+
+/// A provider that failed to list its tools.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceFailure {
+    /// The provider.
+    pub provider: String,
+    /// Its error.
+    pub error: String,
+}
+
+/// The candidate catalog: tools in priority order, one per name, with what was left out.
+#[derive(Clone, Default)]
+pub struct Catalog {
+    /// The tools, by source priority then registration order.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Duplicates skipped (first occurrence wins).
+    pub skipped: Vec<SkippedDuplicate>,
+    /// Providers that failed (skipped, never fatal).
+    pub failures: Vec<SourceFailure>,
+}
+
+impl fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Catalog")
+            .field("tools", &self.names())
+            .field("skipped", &self.skipped)
+            .field("failures", &self.failures)
+            .finish()
+    }
+}
+
+impl Catalog {
+    /// The tool names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.spec().name.clone()).collect()
+    }
+
+    /// Assemble a catalog from `tools` (registered directly) and `providers` (asked for their
+    /// lists concurrently). Sources are taken in [`ToolSource::ALL`] order, each in
+    /// registration order; of several tools with one name the first is kept and each other is
+    /// reported in [`Catalog::skipped`]. A provider that fails is reported in
+    /// [`Catalog::failures`] and contributes nothing.
+    pub async fn assemble(
+        tools: Vec<Arc<dyn Tool>>,
+        providers: &[Arc<dyn ToolProvider>],
+    ) -> Catalog {
+        let listed = futures::future::join_all(providers.iter().map(|p| p.list())).await;
+        let mut candidates: Vec<(ToolSource, Arc<dyn Tool>)> =
+            tools.into_iter().map(|t| (t.spec().source, t)).collect();
+        let mut failures = Vec::new();
+        for (provider, result) in providers.iter().zip(listed) {
+            match result {
+                Ok(list) => candidates.extend(list.into_iter().map(|t| (provider.source(), t))),
+                Err(e) => {
+                    tracing::warn!(provider = provider.name(), error = %e, "tool source failed; skipped");
+                    failures.push(SourceFailure {
+                        provider: provider.name().to_string(),
+                        error: e.to_string(),
+                    });
+                }
+            }
+        }
+        // Stable: registration order within one source.
+        candidates.sort_by_key(|(source, _)| *source);
+        let mut seen: Vec<(String, ToolSource)> = Vec::new();
+        let mut names = HashSet::new();
+        let mut catalog = Catalog {
+            failures,
+            ..Catalog::default()
+        };
+        for (source, tool) in candidates {
+            let name = tool.spec().name.clone();
+            if names.insert(name.clone()) {
+                seen.push((name, source));
+                catalog.tools.push(tool);
+            } else {
+                let kept = seen
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map_or(source, |(_, s)| *s);
+                tracing::warn!(tool = %name, skipped = %source, kept = %kept, "duplicate tool name skipped");
+                catalog.skipped.push(SkippedDuplicate {
+                    name,
+                    skipped: source,
+                    kept,
+                });
+            }
+        }
+        catalog
+    }
+}

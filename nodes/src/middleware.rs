@@ -1,0 +1,480 @@
+//! The two extension points of an agent: read-only [`Observer`]s, and wrapping layers for
+//! model calls ([`ModelLayer`]) and tool calls ([`ToolLayer`]), tower style: a layer gets the
+//! call and a `next` it may call zero, one or several times. Registration order is outermost
+//! first.
+//!
+//! [`ToolPolicy`] is the third, narrower kind: a rule about which tools may be used, asked
+//! twice by construction — when the model's request is assembled (what it sees) and again at
+//! call time, before a handler runs (what it may execute). An agent turns each policy into one
+//! model layer and one tool layer, so the second check cannot be forgotten.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::context::RunContext;
+use crate::message::{ToolCall, ToolMessage};
+use crate::model::{ChatModel, ModelError, ModelRequest, ModelResponse};
+use crate::state::ThreadState;
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use crate::trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
+
+/// A read-only observer of an agent run. Every method is a no-op by default.
+///
+/// `before_*` hooks run in registration order, `after_*` hooks in reverse.
+pub trait Observer: Send + Sync + 'static {
+    /// The agent run starts (before its first model call).
+    fn before_agent(&self, state: &ThreadState, run: &RunContext) {
+        let _ = (state, run);
+    }
+    /// The agent run ends (after its last model call or tool step).
+    fn after_agent(&self, state: &ThreadState, run: &RunContext) {
+        let _ = (state, run);
+    }
+    /// A model call is about to be made with `request` (after every layer rewrote it).
+    fn before_model(&self, request: &ModelRequest, run: &RunContext) {
+        let _ = (request, run);
+    }
+    /// A model call returned.
+    fn after_model(&self, response: &ModelResponse, run: &RunContext) {
+        let _ = (response, run);
+    }
+}
+
+/// One model call as layers see it.
+#[derive(Clone)]
+pub struct ModelCall {
+    /// The request (layers may rewrite messages and tools).
+    pub request: ModelRequest,
+    /// The state at the start of the step.
+    pub state: Arc<ThreadState>,
+    /// The run context.
+    pub run: Arc<RunContext>,
+    /// The run's capability trace.
+    pub trace: CapabilityTrace,
+    /// Which model call of the run this is (1-based).
+    pub number: u32,
+}
+
+impl fmt::Debug for ModelCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelCall")
+            .field("request", &self.request)
+            .field("number", &self.number)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A layer around model calls.
+pub trait ModelLayer: Send + Sync + 'static {
+    /// The layer's name (traces name it when it removes a tool).
+    fn name(&self) -> &str;
+
+    /// Handle `call`, usually by calling `next.run(call)`.
+    ///
+    /// # Errors
+    /// The model's error or the layer's own.
+    fn call<'a>(
+        &'a self,
+        call: ModelCall,
+        next: ModelNext<'a>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+}
+
+/// The rest of a model-call chain: the inner layers, then the model.
+#[derive(Clone, Copy)]
+pub struct ModelNext<'a> {
+    rest: &'a [Arc<dyn ModelLayer>],
+    observers: &'a [Arc<dyn Observer>],
+    model: &'a dyn ChatModel,
+}
+
+impl<'a> ModelNext<'a> {
+    /// A chain of `layers` (outermost first) ending at `model`.
+    pub fn new(
+        layers: &'a [Arc<dyn ModelLayer>],
+        observers: &'a [Arc<dyn Observer>],
+        model: &'a dyn ChatModel,
+    ) -> Self {
+        ModelNext {
+            rest: layers,
+            observers,
+            model,
+        }
+    }
+
+    /// Pass `call` on to the next layer (or the model).
+    ///
+    /// # Errors
+    /// What the inner layers or the model return.
+    pub fn run(self, call: ModelCall) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        match self.rest.split_first() {
+            Some((layer, rest)) => layer.call(
+                call,
+                ModelNext {
+                    rest,
+                    observers: self.observers,
+                    model: self.model,
+                },
+            ),
+            None => Box::pin(async move {
+                for tool in &call.request.tools {
+                    call.trace.record(TraceEntry {
+                        tool: tool.name.clone(),
+                        stage: Stage::Visible,
+                        verdict: Verdict::Passed,
+                        model_call: Some(call.number),
+                        call_id: None,
+                    });
+                }
+                for o in self.observers {
+                    o.before_model(&call.request, &call.run);
+                }
+                let response = self.model.invoke(call.request).await?;
+                for o in self.observers.iter().rev() {
+                    o.after_model(&response, &call.run);
+                }
+                Ok(response)
+            }),
+        }
+    }
+}
+
+/// One tool call as layers see it.
+#[derive(Clone, Debug)]
+pub struct ToolInvocation {
+    /// The call.
+    pub call: ToolCall,
+    /// What the tool will see.
+    pub cx: ToolContext,
+    /// The run's capability trace.
+    pub trace: CapabilityTrace,
+}
+
+impl ToolInvocation {
+    /// Record that `by` refused this call, and the error tool message answering it.
+    pub fn deny(
+        &self,
+        by: &str,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ToolOutput {
+        self.trace.record(TraceEntry {
+            tool: self.call.name.clone(),
+            stage: Stage::Executed,
+            verdict: Verdict::Denied {
+                by: by.to_string(),
+                reason: reason.into(),
+            },
+            model_call: None,
+            call_id: Some(self.call.id.clone()),
+        });
+        ToolOutput::Message(ToolMessage::error(self.call_id(), &self.call.name, message))
+    }
+
+    /// The call id (or `missing_tool_call_id` when the model sent none).
+    pub fn call_id(&self) -> &str {
+        if self.call.id.is_empty() {
+            "missing_tool_call_id"
+        } else {
+            &self.call.id
+        }
+    }
+}
+
+/// A layer around tool calls.
+pub trait ToolLayer: Send + Sync + 'static {
+    /// The layer's name (traces name it when it denies a call).
+    fn name(&self) -> &str;
+
+    /// Handle `invocation`, usually by calling `next.run(invocation)`; a layer may instead
+    /// answer with its own tool message (the handler then never runs).
+    ///
+    /// # Errors
+    /// The tool's error or the layer's own. Control-flow signals
+    /// ([`ToolError::is_control_flow`]) must be passed on unchanged.
+    fn call<'a>(
+        &'a self,
+        invocation: ToolInvocation,
+        next: ToolNext<'a>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
+/// The tools of an agent by name.
+pub type ToolMap = HashMap<String, Arc<dyn Tool>>;
+
+/// The rest of a tool-call chain: the inner layers, then the tool's handler.
+#[derive(Clone, Copy)]
+pub struct ToolNext<'a> {
+    rest: &'a [Arc<dyn ToolLayer>],
+    tools: &'a ToolMap,
+}
+
+impl<'a> ToolNext<'a> {
+    /// A chain of `layers` (outermost first) ending at the handler found in `tools`.
+    pub fn new(layers: &'a [Arc<dyn ToolLayer>], tools: &'a ToolMap) -> Self {
+        ToolNext {
+            rest: layers,
+            tools,
+        }
+    }
+
+    /// Pass `invocation` on to the next layer (or the handler).
+    ///
+    /// # Errors
+    /// What the inner layers or the handler return; [`ToolError::Unknown`] for a name the
+    /// agent has no tool for.
+    pub fn run(self, invocation: ToolInvocation) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        match self.rest.split_first() {
+            Some((layer, rest)) => layer.call(
+                invocation,
+                ToolNext {
+                    rest,
+                    tools: self.tools,
+                },
+            ),
+            None => Box::pin(async move {
+                let ToolInvocation { call, cx, trace } = invocation;
+                let Some(tool) = self.tools.get(&call.name) else {
+                    return Err(ToolError::Unknown { tool: call.name });
+                };
+                trace.record(TraceEntry {
+                    tool: call.name.clone(),
+                    stage: Stage::Executed,
+                    verdict: Verdict::Passed,
+                    model_call: None,
+                    call_id: Some(call.id.clone()),
+                });
+                tool.call(call, cx).await
+            }),
+        }
+    }
+}
+
+/// A refused tool call: who refused, why, and the text of the error tool message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denial {
+    /// Why (for the trace).
+    pub reason: String,
+    /// The content of the error tool message the model reads.
+    pub message: String,
+}
+
+impl Denial {
+    /// A denial whose tool message is `message` and whose trace reason is `reason`.
+    pub fn new(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Denial {
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A rule about which tools may be used, asked at both ends: which tools the model sees
+/// ([`ToolPolicy::visible`]) and whether a call may run ([`ToolPolicy::check_call`]).
+///
+/// Both answers must come from the same rule: a tool `visible` would hide must be refused by
+/// `check_call` (the property tests of the crate hold every built-in policy to this).
+pub trait ToolPolicy: Send + Sync + 'static {
+    /// The policy's name (traces name it).
+    fn name(&self) -> &str;
+
+    /// For each of `tools` (the request's tools, in order), `None` to keep it or `Some(reason)`
+    /// to hide it from the model.
+    fn visible(
+        &self,
+        tools: &[ToolSpec],
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> Vec<Option<String>>;
+
+    /// Whether `call` may run now.
+    ///
+    /// # Errors
+    /// A [`Denial`] when it may not; the handler then never runs.
+    fn check_call(
+        &self,
+        call: &ToolCall,
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> Result<(), Denial>;
+
+    /// Post-process the output of an allowed call (the skill policy narrows `tool_search`
+    /// results with it). The default returns it unchanged.
+    fn filter_output(
+        &self,
+        call: &ToolCall,
+        output: ToolOutput,
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> ToolOutput {
+        let _ = (call, state, run);
+        output
+    }
+}
+
+impl<P: ToolPolicy + ?Sized> ToolPolicy for Arc<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn visible(
+        &self,
+        tools: &[ToolSpec],
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> Vec<Option<String>> {
+        (**self).visible(tools, state, run)
+    }
+
+    fn check_call(
+        &self,
+        call: &ToolCall,
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> Result<(), Denial> {
+        (**self).check_call(call, state, run)
+    }
+
+    fn filter_output(
+        &self,
+        call: &ToolCall,
+        output: ToolOutput,
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> ToolOutput {
+        (**self).filter_output(call, output, state, run)
+    }
+}
+
+/// A [`ToolPolicy`] applied as both a model layer and a tool layer.
+pub struct PolicyLayer<P> {
+    policy: P,
+    specs: Arc<HashMap<String, ToolSpec>>,
+}
+
+impl<P: ToolPolicy> PolicyLayer<P> {
+    /// Apply `policy` to the tools of `specs`.
+    pub fn new(policy: P, specs: Arc<HashMap<String, ToolSpec>>) -> Self {
+        PolicyLayer { policy, specs }
+    }
+}
+
+impl<P: ToolPolicy> ModelLayer for PolicyLayer<P> {
+    fn name(&self) -> &str {
+        self.policy.name()
+    }
+
+    fn call<'a>(
+        &'a self,
+        mut call: ModelCall,
+        next: ModelNext<'a>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        let specs: Vec<ToolSpec> = call
+            .request
+            .tools
+            .iter()
+            .map(|schema| {
+                self.specs
+                    .get(&schema.name)
+                    .cloned()
+                    .unwrap_or_else(|| ToolSpec {
+                        parameters: schema.parameters.clone(),
+                        ..ToolSpec::new(&schema.name, &schema.description, crate::ToolSource::Other)
+                    })
+            })
+            .collect();
+        let verdicts = self.policy.visible(&specs, &call.state, &call.run);
+        let mut kept = Vec::with_capacity(call.request.tools.len());
+        for (i, schema) in std::mem::take(&mut call.request.tools)
+            .into_iter()
+            .enumerate()
+        {
+            match verdicts.get(i).cloned().flatten() {
+                None => kept.push(schema),
+                Some(reason) => call.trace.record(TraceEntry {
+                    tool: schema.name,
+                    stage: Stage::Visible,
+                    verdict: Verdict::Removed {
+                        by: self.policy.name().to_string(),
+                        reason,
+                    },
+                    model_call: Some(call.number),
+                    call_id: None,
+                }),
+            }
+        }
+        call.request.tools = kept;
+        next.run(call)
+    }
+}
+
+impl<P: ToolPolicy> ToolLayer for PolicyLayer<P> {
+    fn name(&self) -> &str {
+        self.policy.name()
+    }
+
+    fn call<'a>(
+        &'a self,
+        invocation: ToolInvocation,
+        next: ToolNext<'a>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let state = Arc::clone(&invocation.cx.state);
+            let run = Arc::clone(&invocation.cx.run);
+            if let Err(d) = self.policy.check_call(&invocation.call, &state, &run) {
+                return Ok(invocation.deny(self.policy.name(), d.reason, d.message));
+            }
+            let call = invocation.call.clone();
+            let output = next.run(invocation).await?;
+            Ok(self.policy.filter_output(&call, output, &state, &run))
+        })
+    }
+}
+
+/// Turns tool failures into error tool messages the model can read (`Error: ...`), and lets
+/// control-flow signals through untouched.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ToolErrorHandling;
+
+impl ToolLayer for ToolErrorHandling {
+    fn name(&self) -> &str {
+        "tool_error_handling"
+    }
+
+    fn call<'a>(
+        &'a self,
+        invocation: ToolInvocation,
+        next: ToolNext<'a>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let id = invocation.call_id().to_string();
+            let name = invocation.call.name.clone();
+            let trace = invocation.trace.clone();
+            match next.run(invocation).await {
+                Err(e) if !e.is_control_flow() => {
+                    if let ToolError::Unknown { .. } = e {
+                        trace.record(TraceEntry {
+                            tool: name.clone(),
+                            stage: Stage::Executed,
+                            verdict: Verdict::Denied {
+                                by: "catalog".to_string(),
+                                reason: "no such tool in this agent".to_string(),
+                            },
+                            model_call: None,
+                            call_id: Some(id.clone()),
+                        });
+                    }
+                    Ok(ToolOutput::Message(ToolMessage::error(
+                        id,
+                        name,
+                        format!("Error: {e}"),
+                    )))
+                }
+                other => other,
+            }
+        })
+    }
+}

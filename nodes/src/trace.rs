@@ -1,0 +1,227 @@
+//! [`CapabilityTrace`]: every tool of a run through the six capability states, with who removed
+//! or denied it and why.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+/// The six states a capability (a tool) passes on its way to a delivered result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// In the candidate catalog.
+    Available,
+    /// Kept by authorization for this principal.
+    Authorized,
+    /// Its schema was shown to the model on a call.
+    Visible,
+    /// A call passed the call-time checks and its handler ran.
+    Executed,
+    /// Its result was handed to the graph to merge into the state.
+    Returned,
+    /// A file it produced was declared and verified (filled by run settlement).
+    Delivered,
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Stage::Available => "available",
+            Stage::Authorized => "authorized",
+            Stage::Visible => "visible",
+            Stage::Executed => "executed",
+            Stage::Returned => "returned",
+            Stage::Delivered => "delivered",
+        })
+    }
+}
+
+/// What happened to a tool at a stage.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    /// It reached the stage.
+    Passed,
+    /// It was taken out before the stage (dropped from the catalog, hidden from the model).
+    Removed {
+        /// Which component removed it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// A call was refused at the stage (its handler never ran).
+    Denied {
+        /// Which component refused it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// The handler ran but reported an error.
+    Failed {
+        /// The error text.
+        reason: String,
+    },
+}
+
+/// One record of the trace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceEntry {
+    /// The tool.
+    pub tool: String,
+    /// The stage.
+    pub stage: Stage,
+    /// What happened.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// The model call (1-based, in this run) for `Visible` entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_call: Option<u32>,
+    /// The tool call id for `Executed` and `Returned` entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+impl TraceEntry {
+    /// Whether the tool passed.
+    pub fn passed(&self) -> bool {
+        self.verdict == Verdict::Passed
+    }
+}
+
+impl fmt::Display for TraceEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:<10} {:<22}", self.stage.to_string(), self.tool)?;
+        match &self.verdict {
+            Verdict::Passed => write!(f, " passed")?,
+            Verdict::Removed { by, reason } => write!(f, " removed by {by}: {reason}")?,
+            Verdict::Denied { by, reason } => write!(f, " denied by {by}: {reason}")?,
+            Verdict::Failed { reason } => write!(f, " failed: {reason}")?,
+        }
+        if let Some(n) = self.model_call {
+            write!(f, " (model call {n})")?;
+        }
+        if let Some(id) = &self.call_id {
+            write!(f, " (call {id})")?;
+        }
+        Ok(())
+    }
+}
+
+/// The capability trace of one agent run: shared by the run's nodes and layers, queryable
+/// afterwards. Clones share one record.
+///
+/// ```
+/// use stategraph_nodes::{CapabilityTrace, Stage};
+///
+/// let trace = CapabilityTrace::new();
+/// trace.pass("search", Stage::Available);
+/// trace.remove("search", Stage::Authorized, "authorization", "role guest may not use it");
+/// assert!(!trace.reached("search", Stage::Authorized));
+/// assert_eq!(trace.why_not("search", Stage::Visible).map(|e| e.stage), Some(Stage::Authorized));
+/// ```
+#[derive(Clone, Default)]
+pub struct CapabilityTrace {
+    entries: Arc<Mutex<Vec<TraceEntry>>>,
+}
+
+impl fmt::Debug for CapabilityTrace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.entries()).finish()
+    }
+}
+
+impl CapabilityTrace {
+    /// An empty trace.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Record an entry.
+    pub fn record(&self, entry: TraceEntry) {
+        tracing::debug!(tool = %entry.tool, stage = %entry.stage, verdict = ?entry.verdict, "capability");
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(entry);
+    }
+
+    fn entry(tool: &str, stage: Stage, verdict: Verdict) -> TraceEntry {
+        TraceEntry {
+            tool: tool.to_string(),
+            stage,
+            verdict,
+            model_call: None,
+            call_id: None,
+        }
+    }
+
+    /// Record that `tool` reached `stage`.
+    pub fn pass(&self, tool: &str, stage: Stage) {
+        self.record(Self::entry(tool, stage, Verdict::Passed));
+    }
+
+    /// Record that `by` removed `tool` before `stage`.
+    pub fn remove(&self, tool: &str, stage: Stage, by: &str, reason: impl Into<String>) {
+        self.record(Self::entry(
+            tool,
+            stage,
+            Verdict::Removed {
+                by: by.to_string(),
+                reason: reason.into(),
+            },
+        ));
+    }
+
+    /// Every entry, in the order recorded.
+    pub fn entries(&self) -> Vec<TraceEntry> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The entries of one tool.
+    pub fn for_tool(&self, tool: &str) -> Vec<TraceEntry> {
+        self.entries()
+            .into_iter()
+            .filter(|e| e.tool == tool)
+            .collect()
+    }
+
+    /// Whether `tool` passed `stage` at least once.
+    pub fn reached(&self, tool: &str, stage: Stage) -> bool {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|e| e.tool == tool && e.stage == stage && e.passed())
+    }
+
+    /// Why `tool` did not reach `stage`: the first entry that removed, denied or failed it at
+    /// or before that stage; `None` if nothing stopped it.
+    pub fn why_not(&self, tool: &str, stage: Stage) -> Option<TraceEntry> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|e| e.tool == tool && e.stage <= stage && !e.passed())
+            .cloned()
+    }
+
+    /// The tools shown to the model on model call `n` (1-based), in order.
+    pub fn visible_on(&self, n: u32) -> Vec<String> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|e| e.stage == Stage::Visible && e.model_call == Some(n) && e.passed())
+            .map(|e| e.tool.clone())
+            .collect()
+    }
+
+    /// The trace as text, one entry per line.
+    pub fn render(&self) -> String {
+        self.entries().iter().map(|e| format!("{e}\n")).collect()
+    }
+}
