@@ -1,0 +1,952 @@
+//! The agent: model node + tool node + routing, layers and observers, catalog assembly,
+//! authorization, guardrail, the call-time re-check and the capability trace.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use serde_json::json;
+use stategraph::checkpoints::MemorySaver;
+use stategraph::reducers::MessagesUpdate;
+use stategraph::{EventKind, Input, Resume, StreamMode};
+use stategraph_nodes::prelude::*;
+use stategraph_nodes::*;
+
+type R = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// A tool that counts its runs and answers `"<name> ok"`.
+fn counted(name: &str, source: ToolSource, runs: &Arc<AtomicUsize>) -> FnTool {
+    let runs = Arc::clone(runs);
+    let n = name.to_string();
+    FnTool::new(
+        ToolSpec::new(name, format!("the {name} tool"), source),
+        move |call, _cx| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let n = n.clone();
+            async move { Ok(ToolMessage::new(call.id, &n, format!("{n} ok")).into()) }
+        },
+    )
+}
+
+fn call(id: &str, name: &str) -> ToolCall {
+    ToolCall::new(id, name, json!({}))
+}
+
+fn tool_messages(state: &ThreadState) -> Vec<&ToolMessage> {
+    state.messages.iter().filter_map(Message::as_tool).collect()
+}
+
+#[tokio::test]
+async fn model_tool_loop_ends_when_the_model_stops_calling_tools() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "lookup")]),
+            AiMessage::calls([call("c2", "lookup")]),
+            AiMessage::text("done"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("lookup", ToolSource::Config, &runs))
+        .assemble(RunContext::new("t", "u"))
+        .await?;
+    let out = agent.ask("go").await?;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(out.state.messages.len(), 1 + 2 * 2 + 1);
+    assert_eq!(
+        out.state.last_ai().map(|m| m.content.as_str()),
+        Some("done")
+    );
+    // Each tool message answers its call.
+    let answered: Vec<&str> = tool_messages(&out.state)
+        .iter()
+        .map(|m| m.tool_call_id.as_str())
+        .collect();
+    assert_eq!(answered, ["c1", "c2"]);
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tool_node_runs_the_calls_of_one_message_concurrently() -> R {
+    // Each call waits until both have started: only concurrent execution finishes.
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let b = Arc::clone(&barrier);
+    let wait = FnTool::new(
+        ToolSpec::new("wait", "waits", ToolSource::Config),
+        move |call, _cx| {
+            let b = Arc::clone(&b);
+            async move {
+                tokio::time::timeout(Duration::from_secs(5), b.wait())
+                    .await
+                    .map_err(|_| ToolError::failed("wait", "the other call never started"))?;
+                Ok(ToolMessage::new(call.id, "wait", "met").into())
+            }
+        },
+    );
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "wait"), call("c2", "wait")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(wait)
+        .assemble(RunContext::default())
+        .await?;
+    let out = agent.ask("go").await?;
+    let contents: Vec<&str> = tool_messages(&out.state)
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(contents, ["met", "met"]);
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tool_results_merge_through_reducers_in_call_order() -> R {
+    // Two tools return Commands writing artifacts in one step; the slower first call still
+    // lands first, and the artifacts reducer unions them.
+    fn presenter(name: &'static str, files: &'static [&'static str], delay_ms: u64) -> FnTool {
+        FnTool::new(
+            ToolSpec::new(name, "presents", ToolSource::BuiltIn),
+            move |call, _cx| async move {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                let update = ThreadState::update()
+                    .artifacts(files.iter().map(|f| f.to_string()).collect())
+                    .messages(MessagesUpdate::from(Message::Tool(ToolMessage::new(
+                        call.id,
+                        name,
+                        "presented",
+                    ))));
+                Ok(ToolOutput::Command(
+                    stategraph::Command::new().update(update),
+                ))
+            },
+        )
+    }
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "slow"), call("c2", "fast")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(presenter("slow", &["a", "b"], 50))
+        .tool(presenter("fast", &["b", "c"], 0))
+        .assemble(RunContext::default())
+        .await?;
+    let out = agent.ask("go").await?;
+    assert_eq!(out.state.artifacts, ["a", "b", "c"]);
+    let order: Vec<&str> = tool_messages(&out.state)
+        .iter()
+        .map(|m| m.tool_call_id.as_str())
+        .collect();
+    assert_eq!(order, ["c1", "c2"]);
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn invented_tool_call_gets_an_error_message_and_no_handler_runs() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "rm_rf")]),
+            AiMessage::text("sorry"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("lookup", ToolSource::Config, &runs))
+        .assemble(RunContext::default())
+        .await?;
+    let out = agent.ask("go").await?;
+    let msgs = tool_messages(&out.state);
+    assert_eq!(msgs.len(), 1);
+    assert!(msgs[0].is_error());
+    assert_eq!(msgs[0].content, "Error: tool \"rm_rf\" does not exist");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let why = agent.trace().why_not("rm_rf", Stage::Executed);
+    assert!(matches!(why.map(|e| e.verdict), Some(Verdict::Denied { by, .. }) if by == "catalog"));
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn failing_tool_becomes_an_error_tool_message_and_the_run_goes_on() -> R {
+    let boom = FnTool::new(
+        ToolSpec::new("boom", "fails", ToolSource::Config),
+        |_call, _cx| async { Err(ToolError::failed("boom", "disk full")) },
+    );
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "boom")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(boom)
+        .assemble(RunContext::default())
+        .await?;
+    let out = agent.ask("go").await?;
+    let msgs = tool_messages(&out.state);
+    assert_eq!(msgs[0].content, "Error: tool \"boom\" failed: disk full");
+    let returned = agent
+        .trace()
+        .for_tool("boom")
+        .into_iter()
+        .find(|e| e.stage == Stage::Returned);
+    assert!(matches!(
+        returned.map(|e| e.verdict),
+        Some(Verdict::Failed { .. })
+    ));
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn catalog_takes_sources_in_priority_order_and_reports_each_skipped_duplicate() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new("m", Vec::<AiMessage>::new());
+    // Registered in reverse priority order on purpose.
+    let agent = AgentBuilder::new(model)
+        .defer_tools(false)
+        .tool(counted("search", ToolSource::Other, &runs))
+        .tool(counted("search", ToolSource::Mcp, &runs))
+        .tool(counted("fetch", ToolSource::Mcp, &runs))
+        .tool(counted("present_files", ToolSource::BuiltIn, &runs))
+        .tool(counted("search", ToolSource::Config, &runs))
+        .assemble(RunContext::default())
+        .await?;
+    assert_eq!(
+        agent.catalog().names(),
+        ["search", "present_files", "fetch"]
+    );
+    let skipped: Vec<(ToolSource, ToolSource)> = agent
+        .catalog()
+        .skipped
+        .iter()
+        .map(|s| (s.skipped, s.kept))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            (ToolSource::Mcp, ToolSource::Config),
+            (ToolSource::Other, ToolSource::Config)
+        ]
+    );
+    assert!(agent.trace().entries().iter().any(|e| e.tool == "search"
+        && matches!(&e.verdict, Verdict::Removed { by, .. } if by == "catalog")));
+    Ok(())
+}
+
+struct Broken;
+impl ToolProvider for Broken {
+    fn name(&self) -> &str {
+        "broken-server"
+    }
+    fn source(&self) -> ToolSource {
+        ToolSource::Mcp
+    }
+    fn list(&self) -> BoxFuture<'_, Result<Vec<Arc<dyn Tool>>, BoxError>> {
+        Box::pin(async { Err("connection refused".into()) })
+    }
+}
+
+struct Listed(Vec<Arc<dyn Tool>>);
+impl ToolProvider for Listed {
+    fn name(&self) -> &str {
+        "good-server"
+    }
+    fn source(&self) -> ToolSource {
+        ToolSource::Other
+    }
+    fn list(&self) -> BoxFuture<'_, Result<Vec<Arc<dyn Tool>>, BoxError>> {
+        let tools = self.0.clone();
+        Box::pin(async move { Ok(tools) })
+    }
+}
+
+#[tokio::test]
+async fn a_failing_tool_source_is_reported_and_skipped_never_fatal() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let agent = AgentBuilder::new(ScriptedModel::new("m", Vec::<AiMessage>::new()))
+        .provider(Broken)
+        .provider(Listed(vec![Arc::new(counted(
+            "other_tool",
+            ToolSource::Other,
+            &runs,
+        ))]))
+        .tool(counted("config_tool", ToolSource::Config, &runs))
+        .assemble(RunContext::default())
+        .await?;
+    assert_eq!(agent.catalog().names(), ["config_tool", "other_tool"]);
+    assert_eq!(agent.catalog().failures.len(), 1);
+    assert_eq!(agent.catalog().failures[0].provider, "broken-server");
+    assert!(agent.catalog().failures[0]
+        .error
+        .contains("connection refused"));
+    Ok(())
+}
+
+fn authz_agent(
+    model: &ScriptedModel,
+    runs: &Arc<AtomicUsize>,
+    authz: Authorization,
+) -> AgentBuilder {
+    AgentBuilder::new(model.clone())
+        .tool(counted("read", ToolSource::Config, runs))
+        .tool(counted("delete", ToolSource::Config, runs))
+        .authorization(authz)
+}
+
+#[tokio::test]
+async fn denied_tool_is_never_shown_and_a_call_to_it_never_runs() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "delete")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = authz_agent(
+        &model,
+        &runs,
+        Authorization::new(RoleTable::new().allow("viewer", ["read"])),
+    )
+    .assemble(RunContext::new("t", "u").role("viewer"))
+    .await?;
+    assert_eq!(agent.tool_names(), ["read"]);
+    let out = agent.ask("delete everything").await?;
+    assert_eq!(model.requests()[0].tool_names(), ["read"]);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let msg = tool_messages(&out.state)[0];
+    assert!(msg.is_error());
+    assert!(
+        msg.content
+            .starts_with("Guardrail denied: tool 'delete' was blocked (authz.denied)"),
+        "{}",
+        msg.content
+    );
+    let why = agent.trace().why_not("delete", Stage::Visible);
+    assert_eq!(why.map(|e| e.stage), Some(Stage::Authorized));
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn missing_role_uses_the_default_role() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new("m", Vec::<AiMessage>::new());
+    let authz = Authorization::new(RoleTable::new().allow("guest", ["read"])).default_role("guest");
+    let agent = authz_agent(&model, &runs, authz)
+        .assemble(RunContext::new("t", "u").role(""))
+        .await?;
+    assert_eq!(agent.tool_names(), ["read"]);
+    Ok(())
+}
+
+struct Failing;
+impl AuthorizationProvider for Failing {
+    fn allowed_tools<'a>(
+        &'a self,
+        _p: &'a Principal,
+        _n: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<String>, BoxError>> {
+        Box::pin(async { Err("policy store offline".into()) })
+    }
+}
+
+#[tokio::test]
+async fn authorization_failure_fails_closed_by_default() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new("m", Vec::<AiMessage>::new());
+    let agent = authz_agent(&model, &runs, Authorization::new(Failing))
+        .assemble(RunContext::default())
+        .await?;
+    assert!(agent.tool_names().is_empty());
+    let why = agent
+        .trace()
+        .why_not("read", Stage::Authorized)
+        .map(|e| e.verdict);
+    assert!(
+        matches!(why, Some(Verdict::Removed { reason, .. }) if reason.contains("policy store offline"))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn authorization_failure_keeps_every_tool_when_fail_open() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new("m", Vec::<AiMessage>::new());
+    let agent = authz_agent(
+        &model,
+        &runs,
+        Authorization::new(Failing).fail(FailMode::Open),
+    )
+    .assemble(RunContext::default())
+    .await?;
+    assert_eq!(agent.tool_names(), ["read", "delete"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn guardrail_denial_has_the_documented_message_and_the_handler_never_runs() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "delete"), call("c2", "read")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("read", ToolSource::Config, &runs))
+        .tool(counted("delete", ToolSource::Config, &runs))
+        .guardrail(Guardrail::new(
+            AllowlistProvider::allow_all().deny(["delete"]),
+        ))
+        .assemble(RunContext::default())
+        .await?;
+    let out = agent.ask("go").await?;
+    let msgs = tool_messages(&out.state);
+    assert_eq!(
+        msgs[0].content,
+        "Guardrail denied: tool 'delete' was blocked (oap.tool_denied). Reason: tool 'delete' is in the denylist. Choose an alternative approach."
+    );
+    assert!(msgs[0].is_error());
+    assert_eq!(msgs[1].content, "read ok");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let denied = agent
+        .trace()
+        .why_not("delete", Stage::Executed)
+        .map(|e| e.verdict);
+    assert!(matches!(denied, Some(Verdict::Denied { by, .. }) if by == "guardrail:allowlist"));
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn explicit_empty_allowlist_denies_everything() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "read")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("read", ToolSource::Config, &runs))
+        .guardrail(Guardrail::new(
+            AllowlistProvider::only(Vec::<String>::new()),
+        ))
+        .assemble(RunContext::default())
+        .await?;
+    agent.ask("go").await?;
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    model.verify()?;
+    Ok(())
+}
+
+struct NoReasons;
+impl GuardrailProvider for NoReasons {
+    fn name(&self) -> &str {
+        "silent"
+    }
+    fn evaluate<'a>(
+        &'a self,
+        _r: &'a GuardrailRequest,
+    ) -> BoxFuture<'a, Result<GuardrailDecision, BoxError>> {
+        Box::pin(async { Ok(GuardrailDecision::default()) })
+    }
+}
+
+struct Crashing;
+impl GuardrailProvider for Crashing {
+    fn name(&self) -> &str {
+        "crashing"
+    }
+    fn evaluate<'a>(
+        &'a self,
+        _r: &'a GuardrailRequest,
+    ) -> BoxFuture<'a, Result<GuardrailDecision, BoxError>> {
+        Box::pin(async { Err("evaluator timeout".into()) })
+    }
+}
+
+async fn one_call_with(
+    guardrail: Guardrail,
+) -> Result<(ThreadState, usize), Box<dyn std::error::Error + Send + Sync>> {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "read")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("read", ToolSource::Config, &runs))
+        .guardrail(guardrail)
+        .assemble(RunContext::default())
+        .await?;
+    let out = agent.ask("go").await?;
+    model.verify()?;
+    Ok(((*out.state).clone(), runs.load(Ordering::SeqCst)))
+}
+
+#[tokio::test]
+async fn denial_without_reasons_uses_the_fallback_code_and_message() -> R {
+    let (state, runs) = one_call_with(Guardrail::new(NoReasons)).await?;
+    assert_eq!(runs, 0);
+    assert_eq!(
+        tool_messages(&state)[0].content,
+        "Guardrail denied: tool 'read' was blocked (oap.denied). Reason: blocked by guardrail policy. Choose an alternative approach."
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn guardrail_provider_error_fails_closed_with_evaluator_error() -> R {
+    let (state, runs) = one_call_with(Guardrail::new(Crashing)).await?;
+    assert_eq!(runs, 0);
+    assert!(tool_messages(&state)[0]
+        .content
+        .contains("(oap.evaluator_error)"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn guardrail_provider_error_runs_the_handler_when_fail_open() -> R {
+    let (state, runs) = one_call_with(Guardrail::new(Crashing).fail(FailMode::Open)).await?;
+    assert_eq!(runs, 1);
+    assert_eq!(tool_messages(&state)[0].content, "read ok");
+    Ok(())
+}
+
+#[tokio::test]
+async fn interrupt_in_a_tool_passes_every_error_handling_layer_and_resumes() -> R {
+    let ask = FnTool::new(
+        ToolSpec::new("ask_user", "asks", ToolSource::BuiltIn),
+        |call, cx| async move {
+            let answer: String = cx
+                .interrupt(json!({"question": "which file?"}))
+                .map_err(|e| ToolError::failed("ask_user", e))?;
+            Ok(ToolMessage::new(call.id, "ask_user", answer).into())
+        },
+    );
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "ask_user")]),
+            AiMessage::text("thanks"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(ask)
+        .guardrail(Guardrail::new(AllowlistProvider::allow_all()))
+        .assemble(RunContext::new("t-int", "u"))
+        .await?;
+    let graph = agent
+        .graph()
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let config = agent.run_config().thread("t-int");
+    let first = graph
+        .invoke(
+            ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
+            &config,
+        )
+        .await?;
+    assert!(
+        first.is_interrupted(),
+        "the interrupt was swallowed: {:?}",
+        first.state.messages
+    );
+    assert!(first.state.messages.iter().all(|m| m.as_tool().is_none()));
+    let done = graph
+        .invoke(
+            stategraph::Command::<ThreadState>::resume(Resume::value("report.md")),
+            &config,
+        )
+        .await?;
+    assert_eq!(tool_messages(&done.state)[0].content, "report.md");
+    model.verify()?;
+    Ok(())
+}
+
+/// Records the order layers see a call in.
+struct Recording {
+    name: &'static str,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl ToolLayer for Recording {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn call<'a>(
+        &'a self,
+        inv: ToolInvocation,
+        next: ToolNext<'a>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            self.log
+                .lock()
+                .map_err(|_| ToolError::failed("log", "poisoned"))?
+                .push(format!("{} in", self.name));
+            let out = next.run(inv).await;
+            self.log
+                .lock()
+                .map_err(|_| ToolError::failed("log", "poisoned"))?
+                .push(format!("{} out", self.name));
+            out
+        })
+    }
+}
+
+#[tokio::test]
+async fn layers_wrap_in_registration_order_outermost_first() -> R {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "read")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("read", ToolSource::Config, &runs))
+        .tool_layer(Recording {
+            name: "outer",
+            log: Arc::clone(&log),
+        })
+        .tool_layer(Recording {
+            name: "inner",
+            log: Arc::clone(&log),
+        })
+        .assemble(RunContext::default())
+        .await?;
+    agent.ask("go").await?;
+    let log = log.lock().map_err(|_| "poisoned")?.clone();
+    assert_eq!(log, ["outer in", "inner in", "inner out", "outer out"]);
+    model.verify()?;
+    Ok(())
+}
+
+/// Answers `read` itself, without calling `next`.
+struct ShortCircuit;
+impl ToolLayer for ShortCircuit {
+    fn name(&self) -> &str {
+        "cache"
+    }
+    fn call<'a>(
+        &'a self,
+        inv: ToolInvocation,
+        next: ToolNext<'a>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            if inv.call.name == "read" {
+                return Ok(ToolMessage::new(inv.call.id, "read", "cached").into());
+            }
+            next.run(inv).await
+        })
+    }
+}
+
+/// Calls `next` until the tool succeeds (at most three times), then tags the result.
+struct Retry;
+impl ToolLayer for Retry {
+    fn name(&self) -> &str {
+        "retry"
+    }
+    fn call<'a>(
+        &'a self,
+        inv: ToolInvocation,
+        next: ToolNext<'a>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let mut last = None;
+            for _ in 0..3 {
+                match next.run(inv.clone()).await {
+                    Ok(ToolOutput::Message(mut m)) => {
+                        m.content.push_str(" [retried layer]");
+                        return Ok(ToolOutput::Message(m));
+                    }
+                    Ok(other) => return Ok(other),
+                    Err(e) if e.is_control_flow() => return Err(e),
+                    Err(e) => last = Some(e),
+                }
+            }
+            Err(last.unwrap_or_else(|| ToolError::failed("flaky", "no attempt")))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_layer_may_short_circuit_call_next_several_times_and_post_process() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let a = Arc::clone(&attempts);
+    let flaky = FnTool::new(
+        ToolSpec::new("flaky", "fails twice", ToolSource::Config),
+        move |call, _cx| {
+            let n = a.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < 2 {
+                    Err(ToolError::failed("flaky", "transient"))
+                } else {
+                    Ok(ToolMessage::new(call.id, "flaky", "worked").into())
+                }
+            }
+        },
+    );
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "read"), call("c2", "flaky")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("read", ToolSource::Config, &runs))
+        .tool(flaky)
+        .tool_layer(ShortCircuit)
+        .tool_layer(Retry)
+        .assemble(RunContext::default())
+        .await?;
+    let out = agent.ask("go").await?;
+    let msgs = tool_messages(&out.state);
+    assert_eq!(msgs[0].content, "cached");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert_eq!(msgs[1].content, "worked [retried layer]");
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+    model.verify()?;
+    Ok(())
+}
+
+/// Rewrites the request: drops every tool named `secret` and adds a system note.
+struct Rewrite;
+impl ModelLayer for Rewrite {
+    fn name(&self) -> &str {
+        "rewrite"
+    }
+    fn call<'a>(
+        &'a self,
+        mut call: ModelCall,
+        next: ModelNext<'a>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        call.request.tools.retain(|t| t.name != "secret");
+        call.request.messages.push(Message::system("be brief"));
+        next.run(call)
+    }
+}
+
+#[tokio::test]
+async fn a_model_layer_may_rewrite_the_request() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new("m", [AiMessage::text("ok")]);
+    let agent = AgentBuilder::new(model.clone())
+        .system_prompt("You are helpful.")
+        .tool(counted("read", ToolSource::Config, &runs))
+        .tool(counted("secret", ToolSource::Config, &runs))
+        .model_layer(Rewrite)
+        .assemble(RunContext::default())
+        .await?;
+    agent.ask("hi").await?;
+    let req = &model.requests()[0];
+    assert_eq!(req.tool_names(), ["read"]);
+    assert_eq!(
+        req.messages.first().map(Message::text),
+        Some("You are helpful.")
+    );
+    assert_eq!(req.messages.last().map(Message::text), Some("be brief"));
+    assert_eq!(agent.trace().visible_on(1), ["read"]);
+    model.verify()?;
+    Ok(())
+}
+
+struct Watch {
+    name: &'static str,
+    log: Arc<Mutex<Vec<String>>>,
+}
+impl Watch {
+    fn push(&self, what: &str) {
+        if let Ok(mut l) = self.log.lock() {
+            l.push(format!("{} {what}", self.name));
+        }
+    }
+}
+impl Observer for Watch {
+    fn before_agent(&self, _s: &ThreadState, _r: &RunContext) {
+        self.push("before_agent");
+    }
+    fn after_agent(&self, _s: &ThreadState, _r: &RunContext) {
+        self.push("after_agent");
+    }
+    fn before_model(&self, _q: &ModelRequest, _r: &RunContext) {
+        self.push("before_model");
+    }
+    fn after_model(&self, _a: &ModelResponse, _r: &RunContext) {
+        self.push("after_model");
+    }
+}
+
+#[tokio::test]
+async fn observers_see_before_hooks_in_order_and_after_hooks_in_reverse() -> R {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new("m", [AiMessage::text("ok")]);
+    let agent = AgentBuilder::new(model.clone())
+        .observer(Watch {
+            name: "a",
+            log: Arc::clone(&log),
+        })
+        .observer(Watch {
+            name: "b",
+            log: Arc::clone(&log),
+        })
+        .assemble(RunContext::default())
+        .await?;
+    agent.ask("hi").await?;
+    let log = log.lock().map_err(|_| "poisoned")?.clone();
+    assert_eq!(
+        log,
+        [
+            "a before_agent",
+            "b before_agent",
+            "a before_model",
+            "b before_model",
+            "b after_model",
+            "a after_model",
+            "b after_agent",
+            "a after_agent"
+        ]
+    );
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_call_replayed_from_a_checkpoint_is_checked_again_under_the_new_assembly() -> R {
+    // Run 1 (role admin) stops before the tool step with a pending call to `delete`. Run 2
+    // continues the same thread, assembled for a viewer: the stored call is refused.
+    let saver = Arc::new(MemorySaver::new());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let table = RoleTable::new()
+        .allow("admin", ["read", "delete"])
+        .allow("viewer", ["read"]);
+    let model = ScriptedModel::new("m", [AiMessage::calls([call("c1", "delete")])]);
+    let admin = authz_agent(&model, &runs, Authorization::new(table.clone()))
+        .assemble(RunContext::new("t-replay", "u").role("admin"))
+        .await?;
+    let config = admin
+        .run_config()
+        .thread("t-replay")
+        .interrupt_before(["tools"]);
+    let paused = admin
+        .graph()
+        .with_checkpointer(saver.clone())
+        .invoke(
+            ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
+            &config,
+        )
+        .await?;
+    assert!(paused.is_interrupted());
+    model.verify()?;
+
+    let model2 = ScriptedModel::new("m", [AiMessage::text("ok")]);
+    let viewer = authz_agent(&model2, &runs, Authorization::new(table))
+        .assemble(RunContext::new("t-replay", "u").role("viewer"))
+        .await?;
+    let out = viewer
+        .graph()
+        .with_checkpointer(saver)
+        .invoke(Input::Continue, &viewer.run_config().thread("t-replay"))
+        .await?;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "the replayed call reached its handler"
+    );
+    assert!(tool_messages(&out.state)[0].is_error());
+    model2.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn capability_trace_is_emitted_as_stream_events() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "read")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("read", ToolSource::Config, &runs))
+        .assemble(RunContext::default())
+        .await?;
+    let mut stream = agent.graph().stream(
+        ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
+        &agent.run_config(),
+        StreamMode::default(),
+    );
+    let mut stages = Vec::new();
+    while let Some(event) = stream.next().await {
+        if let EventKind::Custom { payload, .. } = event.kind {
+            let entry: TraceEntry = serde_json::from_value(payload["capability"].clone())?;
+            stages.push((entry.tool, entry.stage));
+        }
+    }
+    assert_eq!(
+        stages,
+        [
+            ("read".to_string(), Stage::Visible),
+            ("read".to_string(), Stage::Executed),
+            ("read".to_string(), Stage::Returned),
+            ("read".to_string(), Stage::Visible),
+        ]
+    );
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn model_failure_is_a_typed_run_error_naming_the_model() -> R {
+    let model = ScriptedModel::new("scripted-x", Vec::<AiMessage>::new());
+    let agent = AgentBuilder::new(model)
+        .assemble(RunContext::default())
+        .await?;
+    let err = agent
+        .ask("hi")
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("scripted-x") && err.contains("no scripted reply"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn agent_types_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Agent>();
+    check::<AgentBuilder>();
+    check::<CapabilityTrace>();
+    check::<ScriptedModel>();
+    check::<ThreadState>();
+}
