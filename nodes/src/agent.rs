@@ -67,6 +67,8 @@ pub struct AgentBuilder {
     policies: Vec<Arc<dyn ToolPolicy>>,
     observers: Vec<Arc<dyn Observer>>,
     max_turns: usize,
+    stream: bool,
+    groups: Option<Vec<String>>,
 }
 
 impl fmt::Debug for AgentBuilder {
@@ -104,6 +106,8 @@ impl AgentBuilder {
             policies: Vec::new(),
             observers: Vec::new(),
             max_turns: 50,
+            stream: false,
+            groups: None,
         }
     }
 
@@ -191,6 +195,20 @@ impl AgentBuilder {
         self
     }
 
+    /// Stream model answers: the model node calls [`ChatModel::stream`] and emits every chunk
+    /// as a custom stream event `{"chunk": ModelChunk}` while the answer arrives.
+    pub fn stream_tokens(mut self, on: bool) -> Self {
+        self.stream = on;
+        self
+    }
+
+    /// Keep only the config-sourced tools of these groups (tools of other sources are not
+    /// filtered by group). Default: every group.
+    pub fn tool_groups(mut self, groups: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.groups = Some(groups.into_iter().map(Into::into).collect());
+        self
+    }
+
     /// The most model turns per run (the run's recursion limit is derived from it).
     pub fn max_turns(mut self, turns: usize) -> Self {
         self.max_turns = turns.max(1);
@@ -205,7 +223,24 @@ impl AgentBuilder {
     /// [`AgentError`] if the deferred catalog cannot be built or the graph does not compile.
     pub async fn assemble(self, run: RunContext) -> Result<Agent, AgentError> {
         let trace = CapabilityTrace::new();
-        let catalog = Catalog::assemble(self.tools, &self.providers).await;
+        let mut candidates = self.tools;
+        if let Some(groups) = &self.groups {
+            candidates.retain(|t| {
+                let spec = t.spec();
+                let keep = spec.source != crate::ToolSource::Config
+                    || spec.group.as_ref().is_some_and(|g| groups.contains(g));
+                if !keep {
+                    trace.remove(
+                        &spec.name,
+                        Stage::Available,
+                        "tool_groups",
+                        format!("group {:?} is not among {groups:?}", spec.group),
+                    );
+                }
+                keep
+            });
+        }
+        let catalog = Catalog::assemble(candidates, &self.providers).await;
         for t in &catalog.tools {
             trace.pass(&t.spec().name, Stage::Available);
         }
@@ -334,6 +369,7 @@ impl AgentBuilder {
             run: Arc::new(run),
             trace: trace.clone(),
             model_calls: AtomicU32::new(0),
+            stream: self.stream,
         });
         let graph = build_graph(&core)?;
         Ok(Agent {
@@ -358,6 +394,7 @@ struct AgentCore {
     run: Arc<RunContext>,
     trace: CapabilityTrace,
     model_calls: AtomicU32,
+    stream: bool,
 }
 
 impl AgentCore {
@@ -381,6 +418,8 @@ impl AgentCore {
             run: Arc::clone(&self.run),
             trace: self.trace.clone(),
             number,
+            node: Some(ctx.clone()),
+            stream: self.stream,
         };
         let before = self.trace.entries().len();
         let next = ModelNext::new(&self.model_layers, &self.observers, self.model.as_ref());

@@ -56,6 +56,11 @@ pub struct ModelCall {
     pub trace: CapabilityTrace,
     /// Which model call of the run this is (1-based).
     pub number: u32,
+    /// The engine task making the call (custom events, interrupts), if in a graph run.
+    pub node: Option<stategraph::NodeContext>,
+    /// Whether the model is asked to stream; its chunks are emitted as custom events
+    /// (`{"chunk": ModelChunk}`) as they arrive.
+    pub stream: bool,
 }
 
 impl fmt::Debug for ModelCall {
@@ -132,7 +137,11 @@ impl<'a> ModelNext<'a> {
                 for o in self.observers {
                     o.before_model(&call.request, &call.run);
                 }
-                let response = self.model.invoke(call.request).await?;
+                let response = if call.stream {
+                    stream_into_events(self.model, call.request, call.node.as_ref()).await?
+                } else {
+                    self.model.invoke(call.request).await?
+                };
                 for o in self.observers.iter().rev() {
                     o.after_model(&response, &call.run);
                 }
@@ -140,6 +149,27 @@ impl<'a> ModelNext<'a> {
             }),
         }
     }
+}
+
+/// Call `model` streaming, emit each chunk as a custom event, and return the whole answer.
+async fn stream_into_events(
+    model: &dyn ChatModel,
+    request: ModelRequest,
+    node: Option<&stategraph::NodeContext>,
+) -> Result<ModelResponse, ModelError> {
+    use futures::StreamExt;
+    let mut chunks = Vec::new();
+    let mut stream = model.stream(request);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if let Some(node) = node {
+            if !matches!(chunk, crate::ModelChunk::Done(_)) {
+                node.emit(serde_json::json!({ "chunk": &chunk })).await;
+            }
+        }
+        chunks.push(chunk);
+    }
+    crate::model::assemble_chunks(model.name(), chunks)
 }
 
 /// One tool call as layers see it.

@@ -140,6 +140,9 @@ pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
 }
 
 /// What a tool call produced: a tool message, or a command whose update carries one.
+// A value lives for one call and is moved, never stored in bulk: boxing the command would
+// cost an allocation per call for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ToolOutput {
     /// A plain result, appended to `messages`.
     Message(ToolMessage),

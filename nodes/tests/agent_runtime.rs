@@ -950,3 +950,65 @@ fn agent_types_are_send_and_sync() {
     check::<ScriptedModel>();
     check::<ThreadState>();
 }
+
+#[tokio::test]
+async fn streamed_model_chunks_arrive_as_events_and_assemble_into_the_answer() -> R {
+    let model = ScriptedModel::new("m", [AiMessage::text("streamed answer")]);
+    let agent = AgentBuilder::new(model.clone())
+        .stream_tokens(true)
+        .assemble(RunContext::default())
+        .await?;
+    let mut stream = agent.graph().stream(
+        ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
+        &agent.run_config(),
+        StreamMode::default(),
+    );
+    let mut chunks = Vec::new();
+    while let Some(event) = stream.next().await {
+        if let EventKind::Custom { payload, .. } = event.kind {
+            if let Some(chunk) = payload.get("chunk") {
+                chunks.push(serde_json::from_value::<ModelChunk>(chunk.clone())?);
+            }
+        }
+    }
+    assert_eq!(
+        chunks,
+        [ModelChunk::Text {
+            delta: "streamed answer".into()
+        }]
+    );
+    let out = stream.outcome().await?;
+    assert_eq!(
+        out.state.last_ai().map(|m| m.content.as_str()),
+        Some("streamed answer")
+    );
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tool_groups_keep_only_config_tools_of_those_groups() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let web = FnTool::new(
+        ToolSpec::new("web_search", "search", ToolSource::Config).group("web"),
+        |call, _cx| async move { Ok(ToolMessage::new(call.id, "web_search", "").into()) },
+    );
+    let bash = FnTool::new(
+        ToolSpec::new("bash", "shell", ToolSource::Config).group("bash"),
+        |call, _cx| async move { Ok(ToolMessage::new(call.id, "bash", "").into()) },
+    );
+    let agent = AgentBuilder::new(ScriptedModel::new("m", Vec::<AiMessage>::new()))
+        .tool(web)
+        .tool(bash)
+        .tool(counted("present_files", ToolSource::BuiltIn, &runs))
+        .tool_groups(["web"])
+        .assemble(RunContext::default())
+        .await?;
+    assert_eq!(agent.tool_names(), ["web_search", "present_files"]);
+    let why = agent
+        .trace()
+        .why_not("bash", Stage::Available)
+        .map(|e| e.verdict);
+    assert!(matches!(why, Some(Verdict::Removed { by, .. }) if by == "tool_groups"));
+    Ok(())
+}
