@@ -1012,3 +1012,120 @@ async fn tool_groups_keep_only_config_tools_of_those_groups() -> R {
     assert!(matches!(why, Some(Verdict::Removed { by, .. }) if by == "tool_groups"));
     Ok(())
 }
+
+#[tokio::test]
+async fn tools_that_finished_before_a_sibling_interrupted_do_not_run_again_on_resume() -> R {
+    // Each tool call is its own task: when one call pauses, the others' results are kept as
+    // pending writes and reused, so a side effect is not repeated.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let ask = FnTool::new(
+        ToolSpec::new("ask_user", "asks", ToolSource::BuiltIn),
+        |call, cx| async move {
+            let answer: String = cx
+                .interrupt(json!({"question": "ok?"}))
+                .map_err(|e| ToolError::failed("ask_user", e))?;
+            Ok(ToolMessage::new(call.id, "ask_user", answer).into())
+        },
+    );
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "send_mail"), call("c2", "ask_user")]),
+            AiMessage::text("done"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("send_mail", ToolSource::Config, &runs))
+        .tool(ask)
+        .assemble(RunContext::new("t-pw", "u"))
+        .await?;
+    let graph = agent
+        .graph()
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let config = agent.run_config().thread("t-pw");
+    let paused = graph
+        .invoke(
+            ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
+            &config,
+        )
+        .await?;
+    assert!(paused.is_interrupted());
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let done = graph
+        .invoke(
+            stategraph::Command::<ThreadState>::resume(Resume::value("yes")),
+            &config,
+        )
+        .await?;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "send_mail ran again on resume"
+    );
+    let contents: Vec<&str> = tool_messages(&done.state)
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(contents, ["send_mail ok", "yes"]);
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn each_tool_call_has_a_stable_task_id_usable_as_an_idempotency_key() -> R {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = Arc::clone(&seen);
+    let ask = FnTool::new(
+        ToolSpec::new("charge", "charges once", ToolSource::Config),
+        move |call, cx| {
+            let s = Arc::clone(&s);
+            async move {
+                let id = cx
+                    .node
+                    .as_ref()
+                    .map(|n| n.task_id().to_string())
+                    .unwrap_or_default();
+                if let Ok(mut v) = s.lock() {
+                    v.push(id);
+                }
+                let answer: String = cx
+                    .interrupt("confirm?")
+                    .map_err(|e| ToolError::failed("charge", e))?;
+                Ok(ToolMessage::new(call.id, "charge", answer).into())
+            }
+        },
+    );
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "charge")]),
+            AiMessage::text("done"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(ask)
+        .assemble(RunContext::new("t-id", "u"))
+        .await?;
+    let graph = agent
+        .graph()
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let config = agent.run_config().thread("t-id");
+    graph
+        .invoke(
+            ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
+            &config,
+        )
+        .await?;
+    graph
+        .invoke(
+            stategraph::Command::<ThreadState>::resume(Resume::value("yes")),
+            &config,
+        )
+        .await?;
+    let seen = seen.lock().map_err(|_| "poisoned")?.clone();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0], seen[1]);
+    assert!(!seen[0].is_empty());
+    model.verify()?;
+    Ok(())
+}

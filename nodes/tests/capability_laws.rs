@@ -1,0 +1,157 @@
+//! Laws of the capability lifecycle, for any catalog, principal and promotions:
+//! what the model sees is a subset of what is authorized, and no call outside the set allowed
+//! at call time reaches a handler.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use proptest::prelude::*;
+use serde_json::json;
+use stategraph::reducers::{MessagesUpdate, Promoted};
+use stategraph_nodes::prelude::*;
+use stategraph_nodes::{Authorization, RoleTable};
+
+const POOL: [&str; 8] = [
+    "read", "write", "search", "fetch", "calc", "mail", "shell", "draw",
+];
+
+#[derive(Debug, Clone)]
+struct Case {
+    /// (name index, source index) per registered tool.
+    tools: Vec<(usize, usize)>,
+    /// Names the role may use.
+    allowed: BTreeSet<usize>,
+    /// Names promoted, and whether under the current catalog hash.
+    promoted: Vec<usize>,
+    current_hash: bool,
+    /// Names the model calls (an index past the pool is an invented tool).
+    calls: Vec<usize>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop::collection::vec((0..POOL.len(), 0..4usize), 0..10),
+        prop::collection::btree_set(0..POOL.len(), 0..POOL.len()),
+        prop::collection::vec(0..POOL.len(), 0..4),
+        any::<bool>(),
+        prop::collection::vec(0..POOL.len() + 2, 0..6),
+    )
+        .prop_map(|(tools, allowed, promoted, current_hash, calls)| Case {
+            tools,
+            allowed,
+            promoted,
+            current_hash,
+            calls,
+        })
+}
+
+fn name(i: usize) -> String {
+    POOL.get(i)
+        .map_or_else(|| format!("invented_{i}"), |n| n.to_string())
+}
+
+async fn check(case: Case) -> Result<(), TestCaseError> {
+    let runs: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let sources = [
+        ToolSource::Config,
+        ToolSource::BuiltIn,
+        ToolSource::Mcp,
+        ToolSource::Other,
+    ];
+    let calls: Vec<ToolCall> = case
+        .calls
+        .iter()
+        .enumerate()
+        .map(|(k, i)| ToolCall::new(format!("c{k}"), name(*i), json!({"query": "a"})))
+        .collect();
+    let model = ScriptedModel::new(
+        "m",
+        [AiMessage::calls(calls.clone()), AiMessage::text("done")],
+    );
+    let mut builder = AgentBuilder::new(model.clone()).authorization(Authorization::new(
+        RoleTable::new().allow("r", case.allowed.iter().map(|i| name(*i))),
+    ));
+    for (n, s) in &case.tools {
+        let runs = Arc::clone(&runs);
+        let tool_name = name(*n);
+        builder = builder.tool(FnTool::new(
+            ToolSpec::new(&tool_name, "a tool", sources[*s]),
+            move |call, _cx| {
+                let runs = Arc::clone(&runs);
+                async move {
+                    if let Ok(mut r) = runs.lock() {
+                        *r.entry(call.name.clone()).or_default() += 1;
+                    }
+                    Ok(ToolMessage::new(&call.id, &call.name, "ran").into())
+                }
+            },
+        ));
+    }
+    let agent = builder
+        .assemble(RunContext::new("t", "u").role("r"))
+        .await
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let hash = match (agent.deferred(), case.current_hash) {
+        (Some(d), true) => d.catalog_hash().to_string(),
+        _ => "stale-hash".to_string(),
+    };
+    let mut input = ThreadState::update().messages(MessagesUpdate::from(Message::human("go")));
+    if !case.promoted.is_empty() {
+        input = input.promoted(Promoted::new(hash, case.promoted.iter().map(|i| name(*i))));
+    }
+    agent
+        .invoke(input, &agent.run_config())
+        .await
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    model.clear();
+
+    let trace = agent.trace();
+    let visible: BTreeSet<String> = trace.visible_on(1).into_iter().collect();
+    for tool in &visible {
+        prop_assert!(
+            trace.reached(tool, Stage::Authorized),
+            "{tool} was visible but never authorized"
+        );
+        prop_assert!(
+            tool == "tool_search" || case.allowed.iter().any(|i| name(*i) == *tool),
+            "{tool} visible to a role that may not use it"
+        );
+    }
+    let runs = runs
+        .lock()
+        .map_err(|_| TestCaseError::fail("poisoned"))?
+        .clone();
+    for (tool, n) in &runs {
+        prop_assert!(*n > 0);
+        prop_assert!(
+            visible.contains(tool),
+            "{tool} ran but was not in the allowed set {visible:?}"
+        );
+    }
+    for call in &calls {
+        let ran = runs.contains_key(&call.name);
+        let executed = trace
+            .entries()
+            .iter()
+            .any(|e| e.tool == call.name && e.stage == Stage::Executed && e.passed());
+        prop_assert!(
+            !ran || executed,
+            "{} ran without an Executed entry",
+            call.name
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn visible_is_within_authorized_and_no_call_outside_the_allowed_set_runs(case in case()) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        rt.block_on(check(case))?;
+    }
+}
