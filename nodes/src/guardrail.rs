@@ -311,7 +311,7 @@ impl GuardrailProvider for AuthorizationGuardrail {
                 .provider
                 .allowed_tools(&principal, &names)
                 .await?;
-            Ok(if allowed.iter().any(|n| *n == request.tool_name) {
+            Ok(if allowed.contains(&request.tool_name) {
                 GuardrailDecision::allow()
             } else {
                 GuardrailDecision::deny(

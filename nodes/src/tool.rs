@@ -140,6 +140,9 @@ pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
 }
 
 /// What a tool call produced: a tool message, or a command whose update carries one.
+// A command is large, but outputs are short-lived and moved a few times per call; boxing it
+// would only add an allocation and noise to every tool that returns one.
+#[allow(clippy::large_enum_variant)]
 pub enum ToolOutput {
     /// A plain result, appended to `messages`.
     Message(ToolMessage),
