@@ -8,7 +8,8 @@
 //!
 //! 1. **slash**: the run's slash skill, alone; it dominates, `skill_context` is ignored, so
 //!    reading a second skill cannot widen the slash skill's authority;
-//! 2. else **skill_context**: the paths of the read skills, in state order;
+//! 2. else **skill_context**: the paths of the read skills, in state order (an entry with an
+//!    empty path still counts: it resolves to no skill, so on its own it fails closed);
 //! 3. else **passive**: no filtering at all, and the skill store is not read.
 //!
 //! For an active policy every skill is loaded from the [`SkillStore`]; an active path is
