@@ -53,7 +53,7 @@ pub use agent::{Agent, AgentBuilder, AgentError};
 pub use authz::{Authorization, AuthorizationProvider, FailMode, RoleTable};
 pub use catalog::{Catalog, SkippedDuplicate, SourceFailure, ToolProvider};
 pub use context::{Principal, RunContext};
-pub use deferred::{DeferredSetup, DeferredToolFilter, TOOL_SEARCH};
+pub use deferred::{catalog_hash, DeferredSetup, DeferredToolFilter, MAX_RESULTS, TOOL_SEARCH};
 pub use guardrail::{
     AllowlistProvider, Guardrail, GuardrailDecision, GuardrailProvider, GuardrailReason,
     GuardrailRequest,
@@ -65,7 +65,10 @@ pub use middleware::{
 };
 pub use model::{ChatModel, ModelChunk, ModelError, ModelRequest, ModelResponse, ToolSchema};
 pub use scripted::ScriptedModel;
-pub use skill::{Skill, SkillStore, SkillToolPolicy, FRAMEWORK_TOOLS};
+pub use skill::{
+    parse_skill_md, PolicyDecision, PolicySource, Skill, SkillParseError, SkillParseErrorKind,
+    SkillRegistry, SkillStore, SkillToolPolicy, FRAMEWORK_TOOLS,
+};
 pub use state::{ThreadState, ThreadStateField, ThreadStateUpdate};
 pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
 pub use trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
