@@ -8,6 +8,7 @@
 //! - [`AgentBuilder`]: model node + tool node + routing, assembled per run.
 //! - [`CapabilityTrace`]: every tool through Available, Authorized, Visible, Executed,
 //!   Returned (and Delivered).
+//! - `mcp` (feature `mcp`): MCP servers over stdio as a tool source.
 //!
 //! ```
 //! use stategraph_nodes::prelude::*;
@@ -37,6 +38,8 @@ pub mod catalog;
 pub mod context;
 pub mod deferred;
 pub mod guardrail;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod message;
 pub mod middleware;
 pub mod model;
@@ -58,6 +61,8 @@ pub use guardrail::{
     AllowlistProvider, Guardrail, GuardrailDecision, GuardrailProvider, GuardrailReason,
     GuardrailRequest,
 };
+#[cfg(feature = "mcp")]
+pub use mcp::{McpError, McpServer, McpServerConfig};
 pub use message::{AiMessage, FinishReason, Message, ToolCall, ToolMessage, ToolStatus, Usage};
 pub use middleware::{
     Denial, ModelCall, ModelLayer, ModelNext, Observer, PolicyLayer, ToolErrorHandling,

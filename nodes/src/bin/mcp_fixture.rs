@@ -1,0 +1,194 @@
+//! A small MCP server over stdio, for the tests of the MCP tool source.
+//!
+//! Tools:
+//! - `echo {text}`: returns the text (read-only hint set); prefixed by `$MCP_FIXTURE_PREFIX`
+//!   when that is set.
+//! - `add {a, b}`: the sum as text, and `{"sum": ...}` as structured content.
+//! - `fail {message}`: a result with `isError: true`.
+//! - `slow {ms}`: sleeps that long, then answers.
+//! - `picture`: a text block and an image block.
+//! - `crash`: the server exits without answering.
+//!
+//! The list is served two tools per page, so a client has to follow the cursor.
+//!
+//! Options: `--exit-at-start` (exit before reading anything), `--stall-at-start` (read the
+//! initialize request and never answer).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Value};
+
+const PAGE: usize = 2;
+
+struct Fixture {
+    tools: Vec<Tool>,
+}
+
+fn schema(value: Value) -> Arc<JsonObject> {
+    Arc::new(match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    })
+}
+
+fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "echo",
+            "Repeat the text",
+            schema(json!({
+                "type": "object",
+                "properties": {"text": {"type": "string", "description": "what to repeat"}},
+                "required": ["text"]
+            })),
+        )
+        .annotate(ToolAnnotations::new().read_only(true)),
+        Tool::new(
+            "add",
+            "Add two numbers",
+            schema(json!({
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"]
+            })),
+        )
+        .annotate(ToolAnnotations::new().read_only(false)),
+        Tool::new(
+            "fail",
+            "Always reports an error",
+            schema(json!({"type": "object", "properties": {"message": {"type": "string"}}})),
+        ),
+        Tool::new(
+            "slow",
+            "Sleep, then answer",
+            schema(json!({
+                "type": "object",
+                "properties": {"ms": {"type": "integer", "minimum": 0}},
+                "required": ["ms"]
+            })),
+        ),
+        Tool::new(
+            "picture",
+            "A caption and an image",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
+            "crash",
+            "Exit the server without answering",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+    ]
+}
+
+fn number(args: &JsonObject, key: &str) -> Result<f64, ErrorData> {
+    args.get(key)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| ErrorData::invalid_params(format!("`{key}` must be a number"), None))
+}
+
+impl Fixture {
+    async fn call(&self, name: &str, args: JsonObject) -> Result<CallToolResult, ErrorData> {
+        match name {
+            "echo" => {
+                let text = args
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ErrorData::invalid_params("`text` must be a string", None))?;
+                let prefix = std::env::var("MCP_FIXTURE_PREFIX").unwrap_or_default();
+                Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+                    "{prefix}{text}"
+                ))]))
+            }
+            "add" => {
+                let sum = number(&args, "a")? + number(&args, "b")?;
+                let mut result = CallToolResult::success(vec![ContentBlock::text(sum.to_string())]);
+                result.structured_content = Some(json!({ "sum": sum }));
+                Ok(result)
+            }
+            "fail" => {
+                let message = args
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("it failed");
+                Ok(CallToolResult::error(vec![ContentBlock::text(message)]))
+            }
+            "slow" => {
+                let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+                    "slept {ms} ms"
+                ))]))
+            }
+            "picture" => Ok(CallToolResult::success(vec![
+                ContentBlock::text("a red dot"),
+                ContentBlock::image("iVBORw0KGgo=", "image/png"),
+            ])),
+            "crash" => std::process::exit(3),
+            other => Err(ErrorData::invalid_params(
+                format!("no tool named {other:?}"),
+                None,
+            )),
+        }
+    }
+}
+
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_instructions("stategraph MCP test fixture")
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .map_err(|_| ErrorData::invalid_params("bad cursor", None))?,
+        };
+        let end = (start + PAGE).min(self.tools.len());
+        let page = self.tools.get(start..end).unwrap_or_default().to_vec();
+        let mut result = ListToolsResult::with_all_items(page);
+        if end < self.tools.len() {
+            result.next_cursor = Some(end.to_string());
+        }
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        self.call(&request.name, args).await.map(Into::into)
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let options: Vec<String> = std::env::args().skip(1).collect();
+    if options.iter().any(|o| o == "--exit-at-start") {
+        std::process::exit(2);
+    }
+    if options.iter().any(|o| o == "--stall-at-start") {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        return Ok(());
+    }
+    let server = Fixture { tools: tools() }
+        .serve(rmcp::transport::stdio())
+        .await?;
+    server.waiting().await?;
+    Ok(())
+}
