@@ -198,15 +198,25 @@ impl CapabilityTrace {
             .any(|e| e.tool == tool && e.stage == stage && e.passed())
     }
 
-    /// Why `tool` did not reach `stage`: the first entry that removed, denied or failed it at
-    /// or before that stage; `None` if nothing stopped it.
+    /// Why `tool` did not reach `stage`: `None` if it did (at least once); otherwise the entry
+    /// that stopped it furthest along — the removal, denial or failure with the highest stage
+    /// not past `stage` (the latest of those), or `None` if nothing was recorded.
     pub fn why_not(&self, tool: &str, stage: Stage) -> Option<TraceEntry> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .find(|e| e.tool == tool && e.stage <= stage && !e.passed())
-            .cloned()
+        if self.reached(tool, stage) {
+            return None;
+        }
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut best: Option<&TraceEntry> = None;
+        for e in entries.iter() {
+            if e.tool == tool
+                && e.stage <= stage
+                && !e.passed()
+                && best.is_none_or(|b| e.stage >= b.stage)
+            {
+                best = Some(e);
+            }
+        }
+        best.cloned()
     }
 
     /// The tools shown to the model on model call `n` (1-based), in order.
@@ -223,5 +233,33 @@ impl CapabilityTrace {
     /// The trace as text, one entry per line.
     pub fn render(&self) -> String {
         self.entries().iter().map(|e| format!("{e}\n")).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn why_not_names_the_furthest_stop_and_nothing_once_the_stage_was_reached() {
+        let t = CapabilityTrace::new();
+        t.remove("x", Stage::Visible, "deferred_tool_filter", "not promoted");
+        t.pass("x", Stage::Visible);
+        t.record(TraceEntry {
+            tool: "x".into(),
+            stage: Stage::Executed,
+            verdict: Verdict::Denied {
+                by: "guardrail".into(),
+                reason: "denylist".into(),
+            },
+            model_call: None,
+            call_id: Some("c1".into()),
+        });
+        let why = t.why_not("x", Stage::Returned);
+        assert!(
+            matches!(why.map(|e| e.verdict), Some(Verdict::Denied { by, .. }) if by == "guardrail")
+        );
+        assert_eq!(t.why_not("x", Stage::Visible), None);
+        assert_eq!(t.why_not("never-seen", Stage::Visible), None);
     }
 }
