@@ -129,18 +129,18 @@ impl OpenAiConfig {
         let mut config = OpenAiConfig::new(base_url.trim(), model.trim());
         config.api_key = get("OPENAI_API_KEY").map(|k| k.trim().to_string());
         if let Some(secs) = get("OPENAI_TIMEOUT_SECS") {
-            let secs: f64 = secs
+            config.timeout = secs
                 .trim()
-                .parse()
+                .parse::<f64>()
                 .ok()
-                .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                .filter(|s| *s > 0.0)
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
                 .ok_or_else(|| {
                     ModelError::Config(format!(
                         "the environment variable OPENAI_TIMEOUT_SECS is {secs:?}, \
                          not a positive number of seconds"
                     ))
                 })?;
-            config.timeout = Duration::from_secs_f64(secs);
         }
         Ok(config)
     }
@@ -516,19 +516,19 @@ fn parse_completion(model: &str, status: u16, value: &Value) -> Result<ModelResp
         model: model.to_string(),
         message,
     };
-    if let Some(error) = error_object(value) {
-        return Err(ModelError::Status {
-            model: model.to_string(),
-            status,
-            body: error,
-        });
-    }
-    let choice = first_choice(value).ok_or_else(|| {
-        decode(format!(
+    let Some(choice) = first_choice(value) else {
+        if let Some(error) = error_object(value) {
+            return Err(ModelError::Status {
+                model: model.to_string(),
+                status,
+                body: error,
+            });
+        }
+        return Err(decode(format!(
             "the answer has no choices: {}",
             snippet(&value.to_string())
-        ))
-    })?;
+        )));
+    };
     let message = choice
         .get("message")
         .filter(|m| m.is_object())
@@ -1046,18 +1046,19 @@ impl StreamedAnswer {
                 })
             }
         };
-        if let Some(error) = error_object(&value) {
-            return Err(ModelError::Status {
-                model: model.to_string(),
-                status,
-                body: error,
-            });
-        }
         if let Some(usage) = usage_of(value.get("usage")) {
             self.usage = Some(usage);
         }
         let mut chunks = Vec::new();
         let Some(choice) = first_choice(&value) else {
+            // An error object instead of choices: the server gave up mid-stream.
+            if let Some(error) = error_object(&value) {
+                return Err(ModelError::Status {
+                    model: model.to_string(),
+                    status,
+                    body: error,
+                });
+            }
             return Ok(Some(chunks));
         };
         if let Some(reason) = finish_reason_of(choice.get("finish_reason")) {
@@ -1113,7 +1114,16 @@ impl StreamedAnswer {
     ) -> Option<ModelChunk> {
         let name = name.and_then(Value::as_str).filter(|n| !n.is_empty());
         let position = match key {
-            Some(key) => self.calls.iter().position(|c| c.key == Some(key)),
+            // The latest call with this index, unless a different id says a new call begins
+            // (a few servers give every call index 0).
+            Some(key) => self
+                .calls
+                .iter()
+                .rposition(|c| c.key == Some(key))
+                .filter(|&i| match (&id, &self.calls[i].id) {
+                    (Some(new), Some(old)) => new == old,
+                    _ => true,
+                }),
             // No index: the call with this id, or the last call unless this starts a new one.
             None => match &id {
                 Some(id) => self
@@ -1255,6 +1265,30 @@ mod tests {
         assert_eq!(error_message(r#"{"error":"overloaded"}"#), "overloaded");
         assert_eq!(error_message(r#"{"detail":"Not Found"}"#), "Not Found");
         assert_eq!(error_message("<html>oops</html>"), "<html>oops</html>");
+    }
+
+    #[test]
+    fn calls_sharing_an_index_are_told_apart_by_id() {
+        let mut answer = StreamedAnswer::default();
+        let name = json!("f");
+        for (id, args) in [(Some("a"), "{\"x\":"), (None, "1}"), (Some("b"), "{}")] {
+            answer.call_fragment(
+                Some(0),
+                id.map(String::from),
+                Some(&name),
+                Some(&json!(args)),
+            );
+        }
+        let Ok(ModelChunk::Done(done)) = answer.finish("m") else {
+            panic!("not done");
+        };
+        assert_eq!(
+            done.message.tool_calls,
+            vec![
+                ToolCall::new("a", "f", json!({"x": 1})),
+                ToolCall::new("b", "f", json!({})),
+            ]
+        );
     }
 
     #[test]
