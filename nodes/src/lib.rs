@@ -2,6 +2,7 @@
 //! lifecycle a tool passes on its way to a result.
 //!
 //! - [`Message`], [`ChatModel`], [`ScriptedModel`]: conversations and models.
+//! - `OpenAiModel` (feature `openai`): a client for OpenAI-compatible chat-completions servers.
 //! - [`Tool`], [`ToolSpec`], [`FnTool`]: tools that return a tool message or a `Command`.
 //! - [`ThreadState`]: the agent's state with every reducer of the runtime.
 //! - [`Observer`], [`ModelLayer`], [`ToolLayer`], [`ToolPolicy`]: the extension points.
@@ -43,6 +44,8 @@ pub mod mcp;
 pub mod message;
 pub mod middleware;
 pub mod model;
+#[cfg(feature = "openai")]
+pub mod openai;
 pub mod scripted;
 pub mod skill;
 pub mod state;
@@ -69,6 +72,8 @@ pub use middleware::{
     ToolInvocation, ToolLayer, ToolNext, ToolPolicy,
 };
 pub use model::{ChatModel, ModelChunk, ModelError, ModelRequest, ModelResponse, ToolSchema};
+#[cfg(feature = "openai")]
+pub use openai::{OpenAiConfig, OpenAiModel};
 pub use scripted::ScriptedModel;
 pub use skill::{
     parse_skill_md, PolicyDecision, PolicySource, Skill, SkillParseError, SkillParseErrorKind,
