@@ -69,6 +69,7 @@ pub struct AgentBuilder {
     max_turns: usize,
     stream: bool,
     groups: Option<Vec<String>>,
+    host_bash: bool,
 }
 
 impl fmt::Debug for AgentBuilder {
@@ -108,6 +109,7 @@ impl AgentBuilder {
             max_turns: 50,
             stream: false,
             groups: None,
+            host_bash: false,
         }
     }
 
@@ -209,6 +211,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Allow config tools of group `bash` (a shell on the host). Off by default: such tools
+    /// are dropped from the catalog unless allowed.
+    pub fn allow_host_bash(mut self, allow: bool) -> Self {
+        self.host_bash = allow;
+        self
+    }
+
     /// The most model turns per run (the run's recursion limit is derived from it).
     pub fn max_turns(mut self, turns: usize) -> Self {
         self.max_turns = turns.max(1);
@@ -224,6 +233,22 @@ impl AgentBuilder {
     pub async fn assemble(self, run: RunContext) -> Result<Agent, AgentError> {
         let trace = CapabilityTrace::new();
         let mut candidates = self.tools;
+        if !self.host_bash {
+            candidates.retain(|t| {
+                let spec = t.spec();
+                let bash = spec.source == crate::ToolSource::Config
+                    && spec.group.as_deref() == Some("bash");
+                if bash {
+                    trace.remove(
+                        &spec.name,
+                        Stage::Available,
+                        "host_bash",
+                        "host bash is not allowed for this agent",
+                    );
+                }
+                !bash
+            });
+        }
         if let Some(groups) = &self.groups {
             candidates.retain(|t| {
                 let spec = t.spec();

@@ -998,6 +998,7 @@ async fn tool_groups_keep_only_config_tools_of_those_groups() -> R {
         |call, _cx| async move { Ok(ToolMessage::new(call.id, "bash", "").into()) },
     );
     let agent = AgentBuilder::new(ScriptedModel::new("m", Vec::<AiMessage>::new()))
+        .allow_host_bash(true)
         .tool(web)
         .tool(bash)
         .tool(counted("present_files", ToolSource::BuiltIn, &runs))
@@ -1126,6 +1127,112 @@ async fn each_tool_call_has_a_stable_task_id_usable_as_an_idempotency_key() -> R
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0], seen[1]);
     assert!(!seen[0].is_empty());
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn host_bash_tools_are_dropped_unless_allowed() -> R {
+    let bash = || {
+        FnTool::new(
+            ToolSpec::new("bash", "shell", ToolSource::Config).group("bash"),
+            |call, _cx| async move { Ok(ToolMessage::new(call.id, "bash", "").into()) },
+        )
+    };
+    let denied = AgentBuilder::new(ScriptedModel::new("m", Vec::<AiMessage>::new()))
+        .tool(bash())
+        .assemble(RunContext::default())
+        .await?;
+    assert!(denied.tool_names().is_empty());
+    let why = denied
+        .trace()
+        .why_not("bash", Stage::Available)
+        .map(|e| e.verdict);
+    assert!(matches!(why, Some(Verdict::Removed { by, .. }) if by == "host_bash"));
+    let allowed = AgentBuilder::new(ScriptedModel::new("m", Vec::<AiMessage>::new()))
+        .tool(bash())
+        .allow_host_bash(true)
+        .assemble(RunContext::default())
+        .await?;
+    assert_eq!(allowed.tool_names(), ["bash"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_tool_denied_by_authorization_never_comes_back_through_tool_search() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([ToolCall::new(
+                "c1",
+                TOOL_SEARCH,
+                json!({"query": "select:crm_delete,crm_read"}),
+            )]),
+            AiMessage::calls([call("c2", "crm_delete")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("crm_read", ToolSource::Mcp, &runs))
+        .tool(counted("crm_delete", ToolSource::Mcp, &runs))
+        .authorization(Authorization::new(
+            RoleTable::new().allow("viewer", ["crm_read"]),
+        ))
+        .assemble(RunContext::new("t", "u").role("viewer"))
+        .await?;
+    assert_eq!(
+        agent.deferred().map(|d| d.names()),
+        Some(vec!["crm_read".to_string()])
+    );
+    let out = agent.ask("go").await?;
+    assert_eq!(
+        out.state.promoted.as_ref().map(|p| p.names.clone()),
+        Some(vec!["crm_read".to_string()])
+    );
+    for req in model.requests() {
+        assert!(!req.tool_names().contains(&"crm_delete"));
+        assert!(req
+            .messages
+            .iter()
+            .all(|m| !m.text().contains("\"name\": \"crm_delete\"")));
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert!(tool_messages(&out.state)[1].is_error());
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_call_under_a_stale_promotion_is_refused_before_the_handler() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "crm_read")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("crm_read", ToolSource::Mcp, &runs))
+        .assemble(RunContext::default())
+        .await?;
+    // Promoted under a catalog that no longer exists (the tool set changed since).
+    let input = ThreadState::update()
+        .messages(MessagesUpdate::from(Message::human("go")))
+        .promoted(stategraph::reducers::Promoted::new(
+            "0000000000000000",
+            ["crm_read"],
+        ));
+    let out = agent.invoke(input, &agent.run_config()).await?;
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let msg = tool_messages(&out.state)[0];
+    assert!(
+        msg.is_error() && msg.content.contains("deferred"),
+        "{}",
+        msg.content
+    );
+    assert!(!model.requests()[0].tool_names().contains(&"crm_read"));
     model.verify()?;
     Ok(())
 }
