@@ -232,40 +232,35 @@ impl AgentBuilder {
     /// [`AgentError`] if the deferred catalog cannot be built or the graph does not compile.
     pub async fn assemble(self, run: RunContext) -> Result<Agent, AgentError> {
         let trace = CapabilityTrace::new();
-        let mut candidates = self.tools;
-        if !self.host_bash {
-            candidates.retain(|t| {
-                let spec = t.spec();
-                let bash = spec.source == crate::ToolSource::Config
-                    && spec.group.as_deref() == Some("bash");
-                if bash {
-                    trace.remove(
-                        &spec.name,
-                        Stage::Available,
-                        "host_bash",
-                        "host bash is not allowed for this agent",
-                    );
-                }
-                !bash
-            });
-        }
-        if let Some(groups) = &self.groups {
-            candidates.retain(|t| {
-                let spec = t.spec();
-                let keep = spec.source != crate::ToolSource::Config
-                    || spec.group.as_ref().is_some_and(|g| groups.contains(g));
-                if !keep {
-                    trace.remove(
-                        &spec.name,
-                        Stage::Available,
-                        "tool_groups",
+        let (host_bash, groups, defer) = (self.host_bash, self.groups.clone(), self.defer);
+        let admit = move |spec: &ToolSpec| -> Result<(), (String, String)> {
+            let config = spec.source == crate::ToolSource::Config;
+            if defer && spec.name == TOOL_SEARCH {
+                return Err((
+                    "catalog".to_string(),
+                    "reserved name: the agent's own tool search".to_string(),
+                ));
+            }
+            if !host_bash && config && spec.group.as_deref() == Some("bash") {
+                return Err((
+                    "host_bash".to_string(),
+                    "host bash is not allowed for this agent".to_string(),
+                ));
+            }
+            if let Some(groups) = &groups {
+                if config && !spec.group.as_ref().is_some_and(|g| groups.contains(g)) {
+                    return Err((
+                        "tool_groups".to_string(),
                         format!("group {:?} is not among {groups:?}", spec.group),
-                    );
+                    ));
                 }
-                keep
-            });
+            }
+            Ok(())
+        };
+        let catalog = Catalog::assemble_with(self.tools, &self.providers, &admit).await;
+        for f in &catalog.filtered {
+            trace.remove(&f.name, Stage::Available, &f.by, f.reason.clone());
         }
-        let catalog = Catalog::assemble(candidates, &self.providers).await;
         for t in &catalog.tools {
             trace.pass(&t.spec().name, Stage::Available);
         }
@@ -329,10 +324,17 @@ impl AgentBuilder {
         );
         let mut policies: Vec<Arc<dyn ToolPolicy>> = Vec::new();
         if let Some(store) = &self.skills {
-            policies.push(Arc::new(SkillToolPolicy::new(
-                Arc::clone(store),
-                self.available_skills.clone(),
-            )));
+            // Only the runtime's own tools get the framework exemption: a server tool that
+            // happens to be named `read_file` does not.
+            let trusted = tools
+                .iter()
+                .map(|t| t.spec())
+                .filter(|s| s.source == crate::ToolSource::BuiltIn)
+                .map(|s| s.name.clone());
+            policies.push(Arc::new(
+                SkillToolPolicy::new(Arc::clone(store), self.available_skills.clone())
+                    .trusted_framework_tools(trusted),
+            ));
         }
         if let Some(setup) = &deferred {
             policies.push(Arc::new(setup.filter()));
@@ -446,13 +448,18 @@ impl AgentCore {
             node: Some(ctx.clone()),
             stream: self.stream,
         };
-        let before = self.trace.entries().len();
+        let before = self.trace.len();
         let next = ModelNext::new(&self.model_layers, &self.observers, self.model.as_ref());
         let response = next.run(call).await.map_err(|e| match e {
             crate::ModelError::Control(signal) => signal,
+            // An interrupt a layer raised as its own error is still a signal, not a failure.
+            crate::ModelError::Other(e) if e.is::<stategraph::Interrupted>() => e,
             other => Box::new(other) as BoxError,
         })?;
-        emit_trace(&ctx, &self.trace, before).await;
+        let mine = self
+            .trace
+            .entries_since(before, |e| e.model_call == Some(number));
+        emit_trace(&ctx, mine).await;
         let ai = response.message;
         let calls = ai.tool_calls.clone();
         let mut cmd = Command::new()
@@ -477,16 +484,16 @@ impl AgentCore {
         ctx: NodeContext,
     ) -> Result<Command<ThreadState>, BoxError> {
         let call: ToolCall = ctx.arg()?;
-        let invocation = ToolInvocation {
-            call: call.clone(),
-            cx: ToolContext {
+        let invocation = ToolInvocation::new(
+            call.clone(),
+            ToolContext {
                 state,
                 run: Arc::clone(&self.run),
                 node: Some(ctx.clone()),
             },
-            trace: self.trace.clone(),
-        };
-        let before = self.trace.entries().len();
+            self.trace.clone(),
+        );
+        let before = self.trace.len();
         let output = ToolNext::new(&self.tool_layers, &self.tools)
             .run(invocation)
             .await
@@ -497,11 +504,17 @@ impl AgentCore {
             },
             _ => Verdict::Passed,
         };
+        // This call's entries only: sibling calls of the step record concurrently.
+        let own =
+            |e: &TraceEntry| e.call_id.as_deref() == Some(call.id.as_str()) && e.tool == call.name;
         // Only a call whose handler ran (or failed) returns a result; a denied call's error
         // message is the layer's, not the tool's.
-        if self.trace.entries()[before..]
-            .iter()
-            .any(|e| e.stage == Stage::Executed && e.passed())
+        if !self
+            .trace
+            .entries_since(before, |e| {
+                own(e) && e.stage == Stage::Executed && e.passed()
+            })
+            .is_empty()
         {
             self.trace.record(TraceEntry {
                 tool: call.name.clone(),
@@ -511,7 +524,7 @@ impl AgentCore {
                 call_id: Some(call.id.clone()),
             });
         }
-        emit_trace(&ctx, &self.trace, before).await;
+        emit_trace(&ctx, self.trace.entries_since(before, own)).await;
         Ok(match output {
             ToolOutput::Message(m) => Command::new()
                 .update(ThreadState::update().messages(MessagesUpdate::from(Message::Tool(m)))),
@@ -520,10 +533,9 @@ impl AgentCore {
     }
 }
 
-/// Emit the trace entries recorded since `from` as custom stream events
-/// (`{"capability": entry}`).
-async fn emit_trace(ctx: &NodeContext, trace: &CapabilityTrace, from: usize) {
-    for entry in trace.entries().into_iter().skip(from) {
+/// Emit trace entries as custom stream events (`{"capability": entry}`).
+async fn emit_trace(ctx: &NodeContext, entries: Vec<TraceEntry>) {
+    for entry in entries {
         ctx.emit(serde_json::json!({ "capability": entry })).await;
     }
 }
@@ -644,7 +656,7 @@ impl Agent {
 
     /// A run configuration whose recursion limit allows `max_turns` model turns.
     pub fn run_config(&self) -> RunConfig {
-        RunConfig::new().recursion_limit(self.max_turns * 2 + 2)
+        RunConfig::new().recursion_limit(self.max_turns.saturating_mul(2).saturating_add(2))
     }
 
     /// Run the agent on `input` with `config`.

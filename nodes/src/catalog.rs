@@ -42,11 +42,30 @@ pub struct SourceFailure {
     pub error: String,
 }
 
+/// A tool an admission rule kept out of the catalog (before duplicates are resolved, so it
+/// never shadows a tool of the same name from a later source).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilteredTool {
+    /// The name.
+    pub name: String,
+    /// The source it came from.
+    pub source: ToolSource,
+    /// The rule that kept it out.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// An admission rule: `Ok(())` admits a candidate, `Err((rule, reason))` keeps it out.
+pub type Admit<'a> = &'a (dyn Fn(&crate::ToolSpec) -> Result<(), (String, String)> + Sync);
+
 /// The candidate catalog: tools in priority order, one per name, with what was left out.
 #[derive(Clone, Default)]
 pub struct Catalog {
     /// The tools, by source priority then registration order.
     pub tools: Vec<Arc<dyn Tool>>,
+    /// Candidates an admission rule kept out (tool groups, host bash, reserved names).
+    pub filtered: Vec<FilteredTool>,
     /// Duplicates skipped (first occurrence wins).
     pub skipped: Vec<SkippedDuplicate>,
     /// Providers that failed (skipped, never fatal).
@@ -57,6 +76,7 @@ impl fmt::Debug for Catalog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Catalog")
             .field("tools", &self.names())
+            .field("filtered", &self.filtered)
             .field("skipped", &self.skipped)
             .field("failures", &self.failures)
             .finish()
@@ -78,6 +98,17 @@ impl Catalog {
         tools: Vec<Arc<dyn Tool>>,
         providers: &[Arc<dyn ToolProvider>],
     ) -> Catalog {
+        Self::assemble_with(tools, providers, &|_| Ok(())).await
+    }
+
+    /// [`Catalog::assemble`], with every candidate (registered or listed by a provider) put to
+    /// `admit` before duplicates are resolved; refused ones are reported in
+    /// [`Catalog::filtered`].
+    pub async fn assemble_with(
+        tools: Vec<Arc<dyn Tool>>,
+        providers: &[Arc<dyn ToolProvider>],
+        admit: Admit<'_>,
+    ) -> Catalog {
         let listed = futures::future::join_all(providers.iter().map(|p| p.list())).await;
         let mut candidates: Vec<(ToolSource, Arc<dyn Tool>)> =
             tools.into_iter().map(|t| (t.spec().source, t)).collect();
@@ -96,10 +127,24 @@ impl Catalog {
         }
         // Stable: registration order within one source.
         candidates.sort_by_key(|(source, _)| *source);
+        let mut filtered = Vec::new();
+        candidates.retain(|(source, tool)| match admit(tool.spec()) {
+            Ok(()) => true,
+            Err((by, reason)) => {
+                filtered.push(FilteredTool {
+                    name: tool.spec().name.clone(),
+                    source: *source,
+                    by,
+                    reason,
+                });
+                false
+            }
+        });
         let mut seen: Vec<(String, ToolSource)> = Vec::new();
         let mut names = HashSet::new();
         let mut catalog = Catalog {
             failures,
+            filtered,
             ..Catalog::default()
         };
         for (source, tool) in candidates {

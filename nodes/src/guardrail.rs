@@ -33,6 +33,14 @@ pub struct GuardrailRequest {
     pub user_id: Option<String>,
     /// The user's role as the context has it.
     pub user_role: Option<String>,
+    /// The OAuth provider the user signed in with.
+    pub oauth_provider: Option<String>,
+    /// The user's id at that provider.
+    pub oauth_id: Option<String>,
+    /// The user's id on the channel the request came from.
+    pub channel_user_id: Option<String>,
+    /// When the call was made (ms since the Unix epoch).
+    pub timestamp_ms: u64,
     /// Whether the caller is internal.
     pub is_internal: bool,
     /// Authorization attributes.
@@ -154,6 +162,12 @@ impl Guardrail {
             is_subagent: run.is_subagent,
             user_id: run.user_id.clone(),
             user_role: run.user_role.clone(),
+            oauth_provider: run.oauth_provider.clone(),
+            oauth_id: run.oauth_id.clone(),
+            channel_user_id: run.channel_user_id.clone(),
+            timestamp_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             is_internal: run.is_internal,
             attributes: run.attributes.clone(),
         }
@@ -172,13 +186,17 @@ impl ToolLayer for Guardrail {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             let request = self.request(&invocation);
+            let mut provider_error = None;
             let decision = match self.provider.evaluate(&request).await {
                 Ok(d) => d,
                 Err(e) => {
                     // An interrupt raised inside a provider is a signal, not a failure.
-                    if let ToolError::Interrupted(i) = ToolError::failed(&request.tool_name, e) {
-                        return Err(ToolError::Interrupted(i));
-                    }
+                    let e = match ToolError::failed(&request.tool_name, e) {
+                        ToolError::Interrupted(i) => return Err(ToolError::Interrupted(i)),
+                        other => other,
+                    };
+                    tracing::warn!(tool = %request.tool_name, error = %e, fail = ?self.fail, "guardrail provider failed");
+                    provider_error = Some(e.to_string());
                     match self.fail {
                         FailMode::Open => GuardrailDecision::allow(),
                         FailMode::Closed => GuardrailDecision::deny(
@@ -193,9 +211,13 @@ impl ToolLayer for Guardrail {
             }
             let reason = decision.reasons.first();
             let text = denial_message(&request.tool_name, reason);
-            let why = reason.map_or("oap.denied".to_string(), |r| {
+            let mut why = reason.map_or("oap.denied".to_string(), |r| {
                 format!("{}: {}", r.code, r.message)
             });
+            // The model reads a generic message; the trace keeps the provider's error.
+            if let Some(e) = provider_error {
+                why = format!("{why}: {e}");
+            }
             tracing::info!(tool = %request.tool_name, reason = %why, "guardrail denied a tool call");
             Ok(invocation.deny(&self.name, why, text))
         })
@@ -299,6 +321,9 @@ impl GuardrailProvider for AuthorizationGuardrail {
             let run = crate::RunContext {
                 user_id: request.user_id.clone(),
                 user_role: request.user_role.clone(),
+                oauth_provider: request.oauth_provider.clone(),
+                oauth_id: request.oauth_id.clone(),
+                channel_user_id: request.channel_user_id.clone(),
                 run_id: request.run_id.clone(),
                 is_internal: request.is_internal,
                 attributes: request.attributes.clone(),

@@ -49,7 +49,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientCacheConfig, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
 use crate::catalog::ToolProvider;
 use crate::message::{ToolCall, ToolMessage};
@@ -452,8 +452,22 @@ async fn connect(
         let tail = tail.clone();
         let server = config.name.clone();
         tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            // Keep draining whatever the server writes (so it never blocks on a full pipe):
+            // lines are cut at 8 KiB and read lossily, so neither a huge line nor bad UTF-8
+            // stops the reader.
+            let mut reader = tokio::io::BufReader::new(stderr);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match (&mut reader)
+                    .take(8 << 10)
+                    .read_until(b'\n', &mut buf)
+                    .await
+                {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let line = String::from_utf8_lossy(&buf).trim_end().to_string();
                 tracing::debug!(server = %server, "MCP server stderr: {line}");
                 tail.push(line);
             }

@@ -173,6 +173,9 @@ async fn stream_into_events(
 }
 
 /// One tool call as layers see it.
+///
+/// Layers may rewrite the arguments, but not the tool: the call is dispatched only if its name
+/// is still the one the chain received (the name every check was made on).
 #[derive(Clone, Debug)]
 pub struct ToolInvocation {
     /// The call.
@@ -181,9 +184,21 @@ pub struct ToolInvocation {
     pub cx: ToolContext,
     /// The run's capability trace.
     pub trace: CapabilityTrace,
+    checked: Arc<str>,
 }
 
 impl ToolInvocation {
+    /// An invocation of `call` with context `cx`, recording into `trace`.
+    pub fn new(call: ToolCall, cx: ToolContext, trace: CapabilityTrace) -> Self {
+        let checked = Arc::from(call.name.as_str());
+        ToolInvocation {
+            call,
+            cx,
+            trace,
+            checked,
+        }
+    }
+
     /// Record that `by` refused this call, and the error tool message answering it.
     pub fn deny(
         &self,
@@ -266,7 +281,21 @@ impl<'a> ToolNext<'a> {
                 },
             ),
             None => Box::pin(async move {
-                let ToolInvocation { call, cx, trace } = invocation;
+                let ToolInvocation {
+                    call,
+                    cx,
+                    trace,
+                    checked,
+                } = invocation;
+                if *call.name != *checked {
+                    return Err(ToolError::failed(
+                        checked.to_string(),
+                        format!(
+                            "a layer renamed the call to {:?}; calls are dispatched only under the name that was checked",
+                            call.name
+                        ),
+                    ));
+                }
                 let Some(tool) = self.tools.get(&call.name) else {
                     return Err(ToolError::Unknown { tool: call.name });
                 };

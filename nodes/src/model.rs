@@ -225,11 +225,16 @@ fn chunks_of(resp: ModelResponse) -> Vec<ModelChunk> {
     out
 }
 
+/// The most tool calls one streamed answer may carry (a higher call index is a decode error,
+/// not an allocation the server controls).
+pub const MAX_STREAMED_CALLS: usize = 1024;
+
 /// Assemble streamed chunks into the answer (what [`ModelChunk::Done`] carries, for streams
 /// whose producer does not send one).
 ///
 /// # Errors
-/// A tool call whose argument text is not JSON, or a fragment for a call never started.
+/// A tool call whose argument text is not JSON or that never got a name, or a call index of
+/// [`MAX_STREAMED_CALLS`] or more.
 pub fn assemble_chunks(
     model: &str,
     chunks: impl IntoIterator<Item = ModelChunk>,
@@ -246,6 +251,14 @@ pub fn assemble_chunks(
                 name,
                 args_delta,
             } => {
+                if index >= MAX_STREAMED_CALLS {
+                    return Err(ModelError::Decode {
+                        model: model.to_string(),
+                        message: format!(
+                            "streamed tool call index {index} is beyond the limit of {MAX_STREAMED_CALLS} calls per answer"
+                        ),
+                    });
+                }
                 while calls.len() <= index {
                     calls.push(Default::default());
                 }

@@ -393,8 +393,8 @@ impl OpenAiModel {
         if status.is_success() {
             return Ok(response);
         }
-        let text = match tokio::time::timeout(self.config.timeout, response.text()).await {
-            Ok(Ok(text)) => text,
+        let text = match tokio::time::timeout(self.config.timeout, read_limited(response)).await {
+            Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
             Ok(Err(_)) | Err(_) => String::new(),
         };
         let mut body = error_message(&text);
@@ -411,8 +411,14 @@ impl OpenAiModel {
     /// Read and parse a whole (non-streamed) answer.
     async fn whole_answer(&self, response: reqwest::Response) -> Result<ModelResponse, ModelError> {
         let status = response.status().as_u16();
-        let bytes = match tokio::time::timeout(self.config.timeout, response.bytes()).await {
-            Ok(read) => read.map_err(|e| self.transport(&e))?,
+        let bytes = match tokio::time::timeout(self.config.timeout, read_limited(response)).await {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(message)) => {
+                return Err(ModelError::Transport {
+                    model: self.config.model.clone(),
+                    message: format!("reading the answer failed: {message}"),
+                })
+            }
             Err(_) => return Err(self.timed_out("answer")),
         };
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
@@ -896,6 +902,24 @@ fn is_json(response: &reqwest::Response) -> bool {
         .is_some_and(|v| v.to_ascii_lowercase().contains("json"))
 }
 
+/// The longest server-sent event accepted, in bytes.
+const MAX_SSE_EVENT: usize = 8 << 20;
+
+/// The longest whole (non-streamed) answer or error body accepted, in bytes.
+const MAX_BODY: usize = 32 << 20;
+
+/// Read a body up to [`MAX_BODY`] bytes.
+async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(format!("the body is longer than {MAX_BODY} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// One server-sent event's data.
 #[derive(Debug)]
 enum SseEvent {
@@ -975,6 +999,15 @@ impl SseDecoder {
         }
         if self.has_data {
             self.data.push('\n');
+        }
+        if self.data.len() + value.len() > MAX_SSE_EVENT {
+            // An event that never ends is a broken stream, not a reason to run out of memory.
+            self.data.clear();
+            self.has_data = false;
+            out.push(SseEvent::Invalid(format!(
+                "an event longer than {MAX_SSE_EVENT} bytes"
+            )));
+            return;
         }
         self.data.push_str(value);
         self.has_data = true;

@@ -30,7 +30,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use stategraph::reducers::{MessageOp, MessagesUpdate};
-use stategraph::Command;
 
 use crate::deferred::TOOL_SEARCH;
 use crate::message::{Message, ToolMessage};
@@ -528,6 +527,8 @@ impl PolicyDecision {
 pub struct SkillToolPolicy {
     store: Arc<dyn SkillStore>,
     available: Option<Vec<String>>,
+    /// The framework tools that get the exemption (by default all of [`FRAMEWORK_TOOLS`]).
+    framework: Vec<String>,
 }
 
 impl fmt::Debug for SkillToolPolicy {
@@ -542,7 +543,24 @@ impl SkillToolPolicy {
     /// A policy over the skills of `store`.
     /// `available` restricts which skills may be active (by name; `None`: all).
     pub fn new(store: Arc<dyn SkillStore>, available: Option<Vec<String>>) -> Self {
-        SkillToolPolicy { store, available }
+        SkillToolPolicy {
+            store,
+            available,
+            framework: FRAMEWORK_TOOLS.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// Grant the framework exemption only to the [`FRAMEWORK_TOOLS`] among `names` — the
+    /// agent passes its built-in tools, so a server tool that happens to be called `read_file`
+    /// is not exempt.
+    pub fn trusted_framework_tools(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        let names: BTreeSet<String> = names.into_iter().collect();
+        self.framework = FRAMEWORK_TOOLS
+            .iter()
+            .filter(|f| names.contains(**f))
+            .map(|f| f.to_string())
+            .collect();
+        self
     }
 
     /// The policy in force for `state` and `run`: slash skill, else `skill_context` paths in
@@ -572,7 +590,7 @@ impl SkillToolPolicy {
 
     /// The allowed names for the active `paths` (sorted; `None`: every tool).
     fn allowed_for(&self, paths: &[String]) -> Option<Vec<String>> {
-        let framework_only = || Some(sorted(FRAMEWORK_TOOLS.iter().map(|s| s.to_string())));
+        let framework_only = || Some(sorted(self.framework.iter().cloned()));
         let skills = match self.store.load_all() {
             Ok(skills) => skills,
             Err(e) => {
@@ -618,7 +636,7 @@ impl SkillToolPolicy {
                 .filter_map(|s| s.allowed_tools.as_ref())
                 .flatten()
                 .cloned()
-                .chain(FRAMEWORK_TOOLS.iter().map(|s| s.to_string())),
+                .chain(self.framework.iter().cloned()),
         ))
     }
 }
@@ -694,11 +712,8 @@ fn narrow_search(call: &ToolCall, output: ToolOutput, decision: &PolicyDecision)
     let mut update = update.clone();
     update.promoted = Some(narrowed);
     update.messages = Some(MessagesUpdate::from(Message::Tool(message)));
-    ToolOutput::Command(
-        Command::new()
-            .update(update)
-            .goto_all(cmd.gotos().iter().cloned()),
-    )
+    // Replacing only the update keeps the command's routing, parent command and resume.
+    ToolOutput::Command(cmd.update(update))
 }
 
 impl ToolPolicy for SkillToolPolicy {

@@ -264,6 +264,7 @@ impl ToolError {
     pub fn into_box(self) -> BoxError {
         match self {
             ToolError::Interrupted(i) => Box::new(i),
+            ToolError::Failed { source, .. } if source.is::<Interrupted>() => source,
             other => Box::new(other),
         }
     }

@@ -181,6 +181,32 @@ impl CapabilityTrace {
             .clone()
     }
 
+    /// How many entries were recorded.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entries recorded at index `from` or later that `keep` selects.
+    pub fn entries_since(
+        &self,
+        from: usize,
+        keep: impl Fn(&TraceEntry) -> bool,
+    ) -> Vec<TraceEntry> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .skip(from)
+            .filter(|e| keep(e))
+            .cloned()
+            .collect()
+    }
+
     /// The entries of one tool.
     pub fn for_tool(&self, tool: &str) -> Vec<TraceEntry> {
         self.entries()

@@ -1,4 +1,5 @@
-//! Laws of the capability lifecycle, for any catalog, principal and promotions:
+//! Laws of the capability lifecycle, for any catalog, principal, promotions, skill policy and
+//! guardrail:
 //! what the model sees is a subset of what is authorized, and no call outside the set allowed
 //! at call time reaches a handler.
 
@@ -9,7 +10,10 @@ use proptest::prelude::*;
 use serde_json::json;
 use stategraph::reducers::{MessagesUpdate, Promoted};
 use stategraph_nodes::prelude::*;
-use stategraph_nodes::{Authorization, RoleTable};
+use stategraph_nodes::skill::SkillRegistry;
+use stategraph_nodes::{AllowlistProvider, Authorization, Guardrail, RoleTable};
+
+const SKILL: &str = "/mnt/skills/custom/s/SKILL.md";
 
 const POOL: [&str; 8] = [
     "read", "write", "search", "fetch", "calc", "mail", "shell", "draw",
@@ -26,6 +30,10 @@ struct Case {
     current_hash: bool,
     /// Names the model calls (an index past the pool is an invented tool).
     calls: Vec<usize>,
+    /// A slash-activated skill allowing these names, if any.
+    skill: Option<BTreeSet<usize>>,
+    /// Names a guardrail denies.
+    denied: BTreeSet<usize>,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -35,14 +43,20 @@ fn case() -> impl Strategy<Value = Case> {
         prop::collection::vec(0..POOL.len(), 0..4),
         any::<bool>(),
         prop::collection::vec(0..POOL.len() + 2, 0..6),
+        prop::option::of(prop::collection::btree_set(0..POOL.len(), 0..POOL.len())),
+        prop::collection::btree_set(0..POOL.len(), 0..3),
     )
-        .prop_map(|(tools, allowed, promoted, current_hash, calls)| Case {
-            tools,
-            allowed,
-            promoted,
-            current_hash,
-            calls,
-        })
+        .prop_map(
+            |(tools, allowed, promoted, current_hash, calls, skill, denied)| Case {
+                tools,
+                allowed,
+                promoted,
+                current_hash,
+                calls,
+                skill,
+                denied,
+            },
+        )
 }
 
 fn name(i: usize) -> String {
@@ -68,9 +82,23 @@ async fn check(case: Case) -> Result<(), TestCaseError> {
         "m",
         [AiMessage::calls(calls.clone()), AiMessage::text("done")],
     );
-    let mut builder = AgentBuilder::new(model.clone()).authorization(Authorization::new(
-        RoleTable::new().allow("r", case.allowed.iter().map(|i| name(*i))),
-    ));
+    let mut builder = AgentBuilder::new(model.clone())
+        .authorization(Authorization::new(
+            RoleTable::new().allow("r", case.allowed.iter().map(|i| name(*i))),
+        ))
+        .guardrail(Guardrail::new(
+            AllowlistProvider::allow_all().deny(case.denied.iter().map(|i| name(*i))),
+        ));
+    let mut run = RunContext::new("t", "u").role("r");
+    if let Some(allowed) = &case.skill {
+        let list: Vec<String> = allowed.iter().map(|i| name(*i)).collect();
+        let md = format!(
+            "---\nname: s\ndescription: d\nallowed-tools: [{}]\n---\n",
+            list.join(", ")
+        );
+        builder = builder.skills(SkillRegistry::from_skill_mds([(SKILL, md, true)]));
+        run = run.slash_skill(SKILL);
+    }
     for (n, s) in &case.tools {
         let runs = Arc::clone(&runs);
         let tool_name = name(*n);
@@ -79,16 +107,18 @@ async fn check(case: Case) -> Result<(), TestCaseError> {
             move |call, _cx| {
                 let runs = Arc::clone(&runs);
                 async move {
-                    if let Ok(mut r) = runs.lock() {
-                        *r.entry(call.name.clone()).or_default() += 1;
-                    }
+                    *runs
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .entry(call.name.clone())
+                        .or_default() += 1;
                     Ok(ToolMessage::new(&call.id, &call.name, "ran").into())
                 }
             },
         ));
     }
     let agent = builder
-        .assemble(RunContext::new("t", "u").role("r"))
+        .assemble(run)
         .await
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let hash = match (agent.deferred(), case.current_hash) {
@@ -116,13 +146,22 @@ async fn check(case: Case) -> Result<(), TestCaseError> {
             tool == "tool_search" || case.allowed.iter().any(|i| name(*i) == *tool),
             "{tool} visible to a role that may not use it"
         );
+        if let Some(skill) = &case.skill {
+            prop_assert!(
+                tool == "tool_search" || skill.iter().any(|i| name(*i) == *tool),
+                "{tool} visible under a skill that does not allow it"
+            );
+        }
     }
     let runs = runs
         .lock()
         .map_err(|_| TestCaseError::fail("poisoned"))?
         .clone();
-    for (tool, n) in &runs {
-        prop_assert!(*n > 0);
+    for tool in runs.keys() {
+        prop_assert!(
+            !case.denied.iter().any(|i| name(*i) == *tool),
+            "{tool} ran although the guardrail denies it"
+        );
         prop_assert!(
             visible.contains(tool),
             "{tool} ran but was not in the allowed set {visible:?}"
