@@ -9,7 +9,7 @@
 //! cargo run --release -p stategraph-bench -- --only chain,fanout,wide --checkpointer none
 //! ```
 //!
-//! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `--checkpointer
+//! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `agent_runtime` (ours only), `--checkpointer
 //! none|memory|sqlite` (a comma list is accepted: `none,memory`), `--steps 1000`,
 //! `--fanout-k 1000`, `--agent-turns 200`, `--wide-fields 100`, `--wide-steps 100`,
 //! `--repeats 3`, `--durabilities async,sync,exit` (checkpointer runs; default `async,sync`
@@ -35,6 +35,7 @@
 //! storage overhead.
 
 mod agent;
+mod agent_runtime;
 mod floor;
 mod report;
 mod sqlite_db;
@@ -58,7 +59,7 @@ use sqlite_db::SqliteDb;
 use wide_state::{WideState, WideVal, WIDE_MAX_FIELDS};
 
 const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 5] = ["chain", "fanout", "agent", "wide", "floor"];
+const WORKLOADS: [&str; 6] = ["chain", "fanout", "agent", "wide", "floor", "agent_runtime"];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
 pub(crate) fn pad(n: usize) -> String {
@@ -133,7 +134,7 @@ struct Args {
     internal_fanout_mem: Option<i64>,
 }
 
-const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor] \
+const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime] \
 [--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
@@ -262,7 +263,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
     for w in &args.only {
         if !WORKLOADS.contains(&w.as_str()) {
             return Err(Usage(
-                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor)"),
+                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor, agent_runtime)"),
                 2,
             ));
         }
@@ -933,6 +934,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "fanout" => run_fanout(&args).await?,
             "wide" => run_wide(&args).await?,
             "agent" => agent::run_agent(&args).await?,
+            "agent_runtime" => agent_runtime::run_agent_runtime(&args).await?,
             "floor" => {
                 let row = floor_row();
                 floor::run_floor(

@@ -1,5 +1,7 @@
 //! The [`ChatModel`] trait: a request with messages and tool schemas in, an AI message out.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
@@ -33,15 +35,62 @@ impl ToolSchema {
 }
 
 /// One call of a chat model.
+///
+/// The conversation is shared, not copied: an agent hands every model call the same
+/// `Arc<Vec<Message>>` it keeps in step with the thread, so a turn costs what it appended, not
+/// the length of the conversation. A layer that edits the messages copies them on write
+/// (`Arc::make_mut(&mut request.messages)`).
+///
+/// ```
+/// use std::sync::Arc;
+/// use stategraph_nodes::{Message, ModelRequest};
+///
+/// let mut request = ModelRequest::new(vec![Message::human("hi")]).with_system("Be brief.");
+/// Arc::make_mut(&mut request.messages).push(Message::human("and quick"));
+/// assert_eq!(request.messages.len(), 2);
+/// assert_eq!(request.system.as_deref(), Some("Be brief."));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
-    /// The conversation, system message first when there is one.
-    pub messages: Vec<Message>,
+    /// The system prompt, sent before the messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The conversation.
+    pub messages: Arc<Vec<Message>>,
     /// The tools the model may call on this request (what it *sees*).
     pub tools: Vec<ToolSchema>,
 }
 
 impl ModelRequest {
+    /// A request with `messages`, no system prompt and no tools.
+    pub fn new(messages: impl Into<Arc<Vec<Message>>>) -> Self {
+        ModelRequest {
+            messages: messages.into(),
+            ..ModelRequest::default()
+        }
+    }
+
+    /// Set the system prompt.
+    pub fn with_system(mut self, system: impl Into<String>) -> Self {
+        self.system = Some(system.into());
+        self
+    }
+
+    /// Set the tools.
+    pub fn with_tools(mut self, tools: Vec<ToolSchema>) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// The system prompt as a message, then the conversation: what a provider that takes the
+    /// system prompt as a message receives.
+    pub fn all_messages(&self) -> impl Iterator<Item = std::borrow::Cow<'_, Message>> {
+        self.system
+            .iter()
+            .map(|s| std::borrow::Cow::Owned(Message::system(s.clone())))
+            .chain(self.messages.iter().map(std::borrow::Cow::Borrowed))
+    }
+
     /// The names of the tools offered, in order.
     pub fn tool_names(&self) -> Vec<&str> {
         self.tools.iter().map(|t| t.name.as_str()).collect()

@@ -314,7 +314,7 @@ impl OpenAiModel {
         body.insert("model".into(), Value::String(self.config.model.clone()));
         body.insert(
             "messages".into(),
-            Value::Array(request.messages.iter().map(wire_message).collect()),
+            Value::Array(request.all_messages().map(|m| wire_message(&m)).collect()),
         );
         if request.tools.is_empty() {
             body.remove("tools");

@@ -747,7 +747,7 @@ impl ModelLayer for Rewrite {
         next: ModelNext<'a>,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         call.request.tools.retain(|t| t.name != "secret");
-        call.request.messages.push(Message::system("be brief"));
+        Arc::make_mut(&mut call.request.messages).push(Message::system("be brief"));
         next.run(call)
     }
 }
@@ -766,10 +766,7 @@ async fn a_model_layer_may_rewrite_the_request() -> R {
     agent.ask("hi").await?;
     let req = &model.requests()[0];
     assert_eq!(req.tool_names(), ["read"]);
-    assert_eq!(
-        req.messages.first().map(Message::text),
-        Some("You are helpful.")
-    );
+    assert_eq!(req.system.as_deref(), Some("You are helpful."));
     assert_eq!(req.messages.last().map(Message::text), Some("be brief"));
     assert_eq!(agent.trace().visible_on(1), ["read"]);
     model.verify()?;
@@ -1668,6 +1665,53 @@ async fn only_the_runtimes_own_framework_tools_are_exempt_from_a_skill_policy() 
         matches!(&why, Some(Verdict::Denied { by, .. }) if by == "skill_tool_policy"),
         "{why:?}"
     );
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_model_sees_a_message_edited_in_place_not_a_stale_copy() -> R {
+    // The agent shares one message list across model calls and appends to it; an in-place
+    // edit (same id, new content) must still reach the model.
+    let redact = FnTool::new(
+        ToolSpec::new("redact", "redacts", ToolSource::BuiltIn),
+        |call, cx| async move {
+            let first = cx
+                .state
+                .messages
+                .first()
+                .cloned()
+                .ok_or_else(|| ToolError::failed("redact", "empty"))?;
+            let id = stategraph::reducers::Message::id(&first).map(str::to_string);
+            let mut update = MessagesUpdate::from(Message::Human {
+                id,
+                content: "[redacted]".into(),
+            });
+            update.push(Message::Tool(ToolMessage::new(call.id, "redact", "done")));
+            Ok(ToolOutput::Command(
+                stategraph::Command::new().update(ThreadState::update().messages(update)),
+            ))
+        },
+    );
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("c1", "redact")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(redact)
+        .assemble(RunContext::default())
+        .await?;
+    agent.ask("my card is 4111 1111 1111 1111").await?;
+    let requests = model.requests();
+    assert_eq!(
+        requests[0].messages[0].text(),
+        "my card is 4111 1111 1111 1111"
+    );
+    assert_eq!(requests[1].messages[0].text(), "[redacted]");
+    assert_eq!(requests[1].messages.len(), 3);
     model.verify()?;
     Ok(())
 }

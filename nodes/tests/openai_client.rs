@@ -199,10 +199,7 @@ fn model(server: &Server) -> OpenAiModel {
 }
 
 fn ask(text: &str) -> ModelRequest {
-    ModelRequest {
-        messages: vec![Message::human(text)],
-        tools: vec![],
-    }
+    ModelRequest::new(vec![Message::human(text)])
 }
 
 fn text_answer(text: &str) -> Value {
@@ -272,7 +269,8 @@ async fn sends_tools_and_tool_results_in_openai_wire_format() {
         .with_body_field("temperature", json!(0));
     let model = OpenAiModel::new(config).unwrap();
     let request = ModelRequest {
-        messages: vec![
+        system: None,
+        messages: Arc::new(vec![
             Message::system("Be brief."),
             Message::human("Weather in Oslo and Rome?"),
             Message::Ai(AiMessage {
@@ -290,7 +288,7 @@ async fn sends_tools_and_tool_results_in_openai_wire_format() {
                 json!({"city": "Rome"}),
             )])),
             ToolMessage::new("call_3", "weather", "sun").into(),
-        ],
+        ]),
         tools: vec![weather_tool()],
     };
 
@@ -348,6 +346,25 @@ async fn omits_tools_and_authorization_when_there_are_none() {
     assert_eq!(
         sent.body,
         json!({"model": "test-model", "messages": [{"role": "user", "content": "hello"}]})
+    );
+}
+
+#[tokio::test]
+async fn the_system_prompt_is_sent_as_the_first_message() {
+    let server = Server::start(vec![Reply::json(text_answer("hi"))]).await;
+    let model = model(&server);
+
+    model
+        .invoke(ask("hello").with_system("Be brief."))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        server.only_request().body["messages"],
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hello"}
+        ])
     );
 }
 

@@ -589,7 +589,7 @@ async fn promotion_takes_effect_on_the_next_model_call() -> TestResult {
         Some(Promoted::new(hash, ["mcp_weather"]))
     );
     // The system prompt lists both deferred tools.
-    let system = requests[0].messages[0].text();
+    let system = requests[0].system.as_deref().unwrap_or_default();
     assert!(
         system.contains("<available-deferred-tools>\nmcp_stocks\nmcp_weather\n"),
         "{system}"

@@ -795,7 +795,7 @@ async fn denied_deferred_tool_is_never_promoted_shown_or_run_under_an_active_ski
     assert!(promoted.names.is_empty());
     for (i, request) in model.requests().iter().enumerate() {
         assert_eq!(request.tool_names(), ["calc", TOOL_SEARCH], "request {i}");
-        for m in &request.messages {
+        for m in request.messages.iter() {
             if let Message::Tool(t) = m {
                 assert!(
                     !t.content.contains("Query the secret database"),
