@@ -15,7 +15,7 @@
 //! // OPENAI_MODEL is required; OPENAI_BASE_URL and OPENAI_API_KEY are optional.
 //! let model = OpenAiModel::new(OpenAiConfig::from_env()?)?;
 //! let reply = model
-//!     .invoke(ModelRequest { messages: vec![Message::human("hello")], tools: vec![] })
+//!     .invoke(ModelRequest::new(vec![Message::human("hello")]))
 //!     .await?;
 //! println!("{}", reply.message.content);
 //! # Ok(())
