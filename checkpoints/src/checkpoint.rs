@@ -1,6 +1,7 @@
 //! The checkpoint data model: what one step of a thread leaves behind.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -46,9 +47,12 @@ pub struct PendingSend {
 pub struct Control {
     /// Version of every channel that has one: state fields by name, trigger channels as
     /// `branch:to:<node>` and `join:<a>+<b>:<node>`.
-    pub versions: BTreeMap<String, u64>,
+    ///
+    /// Keys are shared strings: an engine hands every checkpoint the same channel names, so
+    /// building, cloning and diffing a control record allocates no key text.
+    pub versions: BTreeMap<Arc<str>, u64>,
     /// For each node, the versions of its trigger channels when it last ran.
-    pub versions_seen: BTreeMap<String, BTreeMap<String, u64>>,
+    pub versions_seen: BTreeMap<Arc<str>, BTreeMap<Arc<str>, u64>>,
     /// Trigger channels that are available now (`branch:to:<node>`), in node order.
     pub branches: Vec<String>,
     /// Fan-in barriers partly or wholly reached: channel → sources seen so far.

@@ -363,7 +363,7 @@ impl<S: State> StateGraph<S> {
                         joins_of[s].push(j);
                     }
                     joins.push(Join {
-                        channel: format!("join:{}:{}", sources.join("+"), to),
+                        channel: Arc::from(format!("join:{}:{}", sources.join("+"), to)),
                         sources: src_ix,
                         target: t,
                     });
@@ -503,7 +503,7 @@ impl<S: State> StateGraph<S> {
             .enumerate()
             .map(|(i, n)| CompiledNode {
                 name: Arc::from(n.name.as_str()),
-                branch_channel: format!("branch:to:{}", n.name),
+                branch_channel: Arc::from(format!("branch:to:{}", n.name)),
                 run: n.run,
                 destinations: n
                     .options
@@ -519,6 +519,10 @@ impl<S: State> StateGraph<S> {
             .collect();
         Ok(CompiledGraph {
             inner: Arc::new(GraphInner {
+                field_names: <S::Field as crate::state::Field>::ALL
+                    .iter()
+                    .map(|f| Arc::from(crate::state::Field::name(*f)))
+                    .collect(),
                 name: self.name,
                 nodes,
                 index,
@@ -539,7 +543,7 @@ impl<S: State> StateGraph<S> {
 
 pub(crate) struct CompiledNode<S: State> {
     pub(crate) name: Arc<str>,
-    pub(crate) branch_channel: String,
+    pub(crate) branch_channel: Arc<str>,
     pub(crate) run: Arc<dyn NodeRun<S>>,
     pub(crate) options: Arc<NodeOptions>,
     pub(crate) destinations: Option<BTreeSet<String>>,
@@ -556,7 +560,7 @@ pub(crate) struct Branch<S: State> {
 }
 
 pub(crate) struct Join {
-    pub(crate) channel: String,
+    pub(crate) channel: Arc<str>,
     pub(crate) sources: Vec<usize>,
     pub(crate) target: usize,
 }
@@ -573,6 +577,8 @@ pub(crate) struct GraphInner<S: State> {
     pub(crate) join_specs: Vec<(Vec<String>, String)>,
     pub(crate) interrupt_before: Vec<bool>,
     pub(crate) interrupt_after: Vec<bool>,
+    /// The state's field names, by field index, shared by every control record.
+    pub(crate) field_names: Vec<Arc<str>>,
     /// The state each recently run thread was left in, by its head checkpoint.
     pub(crate) states: std::sync::Mutex<RememberedStates<S>>,
 }

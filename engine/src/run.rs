@@ -286,19 +286,19 @@ impl<S: State> Ctl<S> {
         for f in S::Field::ALL {
             let v = self.field_versions[f.index()];
             if v > 0 {
-                versions.insert(f.name().to_string(), v);
+                versions.insert(Arc::clone(&g.field_names[f.index()]), v);
             }
         }
-        let mut versions_seen: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut versions_seen: BTreeMap<Arc<str>, BTreeMap<Arc<str>, u64>> = BTreeMap::new();
         for (i, n) in g.nodes.iter().enumerate() {
             if self.branch_versions[i] > 0 {
                 versions.insert(n.branch_channel.clone(), self.branch_versions[i]);
             }
             if self.seen_branch[i] > 0 {
                 versions_seen
-                    .entry(n.name.to_string())
+                    .entry(Arc::clone(&n.name))
                     .or_default()
-                    .insert(n.branch_channel.clone(), self.seen_branch[i]);
+                    .insert(Arc::clone(&n.branch_channel), self.seen_branch[i]);
             }
         }
         let mut barriers = BTreeMap::new();
@@ -308,9 +308,9 @@ impl<S: State> Ctl<S> {
             }
             if self.seen_join[j] > 0 {
                 versions_seen
-                    .entry(g.nodes[join.target].name.to_string())
+                    .entry(Arc::clone(&g.nodes[join.target].name))
                     .or_default()
-                    .insert(join.channel.clone(), self.seen_join[j]);
+                    .insert(Arc::clone(&join.channel), self.seen_join[j]);
             }
             let seen: Vec<String> = join
                 .sources
@@ -320,7 +320,7 @@ impl<S: State> Ctl<S> {
                 .map(|(&src, _)| g.nodes[src].name.to_string())
                 .collect();
             if !seen.is_empty() {
-                barriers.insert(join.channel.clone(), seen);
+                barriers.insert(join.channel.to_string(), seen);
             }
         }
         let mut sends: Vec<PendingSend> = Vec::new();
@@ -350,7 +350,7 @@ impl<S: State> Ctl<S> {
                 .iter()
                 .zip(&self.branches)
                 .filter(|(_, b)| **b)
-                .map(|(n, _)| n.branch_channel.clone())
+                .map(|(n, _)| n.branch_channel.to_string())
                 .collect(),
             barriers,
             sends,
@@ -372,12 +372,12 @@ impl<S: State> Ctl<S> {
         };
         for (name, &v) in &c.versions {
             ctl.max_version = ctl.max_version.max(v);
-            if let Some(f) = S::Field::from_name(name) {
+            if let Some(f) = S::Field::from_name(name.as_ref()) {
                 ctl.field_versions[f.index()] = v;
             } else if let Some(node) = name.strip_prefix("branch:to:") {
                 let i = *g.index.get(node).ok_or_else(|| unknown("control", name))?;
                 ctl.branch_versions[i] = v;
-            } else if let Some(j) = g.joins.iter().position(|j| &j.channel == name) {
+            } else if let Some(j) = g.joins.iter().position(|j| j.channel == *name) {
                 ctl.join_versions[j] = v;
             } else {
                 return Err(unknown("control", name));
@@ -386,12 +386,12 @@ impl<S: State> Ctl<S> {
         for (node, chans) in &c.versions_seen {
             let i = *g
                 .index
-                .get(node)
+                .get(node.as_ref())
                 .ok_or_else(|| unknown("versions_seen", node))?;
             for (chan, &v) in chans {
-                if chan == &g.nodes[i].branch_channel {
+                if *chan == g.nodes[i].branch_channel {
                     ctl.seen_branch[i] = v;
-                } else if let Some(j) = g.joins.iter().position(|j| &j.channel == chan) {
+                } else if let Some(j) = g.joins.iter().position(|j| j.channel == *chan) {
                     ctl.seen_join[j] = v;
                 }
             }
@@ -405,7 +405,7 @@ impl<S: State> Ctl<S> {
             let j = g
                 .joins
                 .iter()
-                .position(|j| &j.channel == chan)
+                .position(|j| *j.channel == **chan)
                 .ok_or_else(|| unknown("barriers", chan))?;
             for s in seen {
                 let i = *g.index.get(s).ok_or_else(|| unknown("barriers", s))?;

@@ -2,6 +2,7 @@
 //! delta against the parent (a full record every few checkpoints).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,8 +25,8 @@ pub(crate) enum Ref {
 /// A checkpoint's whole state record, rebuilt from a full body and the deltas after it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Full {
-    pub(crate) versions: BTreeMap<String, u64>,
-    pub(crate) seen: BTreeMap<String, BTreeMap<String, u64>>,
+    pub(crate) versions: BTreeMap<Arc<str>, u64>,
+    pub(crate) seen: BTreeMap<Arc<str>, BTreeMap<Arc<str>, u64>>,
     pub(crate) fields: BTreeMap<String, Ref>,
     pub(crate) branches: Vec<String>,
     pub(crate) barriers: BTreeMap<String, Vec<String>>,
@@ -39,8 +40,8 @@ pub(crate) struct Full {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Body {
     pub(crate) full: bool,
-    pub(crate) versions: Vec<(String, u64)>,
-    pub(crate) seen: Vec<(String, String, u64)>,
+    pub(crate) versions: Vec<(Arc<str>, u64)>,
+    pub(crate) seen: Vec<(Arc<str>, Arc<str>, u64)>,
     pub(crate) fields: Vec<(String, Ref)>,
     pub(crate) branches: Vec<String>,
     pub(crate) barriers: Vec<(String, Vec<String>)>,
@@ -93,8 +94,8 @@ impl Full {
     fn body(
         &self,
         full: bool,
-        versions: Vec<(String, u64)>,
-        seen: Vec<(String, String, u64)>,
+        versions: Vec<(Arc<str>, u64)>,
+        seen: Vec<(Arc<str>, Arc<str>, u64)>,
         fields: Vec<(String, Ref)>,
     ) -> Body {
         Body {
@@ -132,45 +133,23 @@ impl Full {
     }
 
     /// What changed from `parent` to `self`, or `None` if an entry disappeared (then only a
-    /// full body describes `self`).
+    /// full body describes `self`). One ordered pass over each map: no lookups.
     pub(crate) fn delta_from(&self, parent: &Full) -> Option<Body> {
-        let removed = parent
-            .versions
-            .keys()
-            .any(|k| !self.versions.contains_key(k))
-            || parent.fields.keys().any(|k| !self.fields.contains_key(k))
-            || parent.seen.iter().any(|(n, m)| {
-                m.keys()
-                    .any(|c| self.seen.get(n).is_none_or(|s| !s.contains_key(c)))
-            });
-        if removed {
+        let versions = changed(&self.versions, &parent.versions)?;
+        let fields = changed(&self.fields, &parent.fields)?;
+        let empty = BTreeMap::new();
+        let mut seen = Vec::new();
+        // A node that disappeared from `seen` is a removal too.
+        if parent.seen.keys().any(|n| !self.seen.contains_key(n)) {
             return None;
         }
-        Some(
-            self.body(
-                false,
-                self.versions
-                    .iter()
-                    .filter(|(k, v)| parent.versions.get(*k) != Some(v))
-                    .map(|(k, v)| (k.clone(), *v))
-                    .collect(),
-                self.seen
-                    .iter()
-                    .flat_map(|(n, m)| {
-                        m.iter()
-                            .filter(move |(c, v)| {
-                                parent.seen.get(n).and_then(|pm| pm.get(*c)) != Some(v)
-                            })
-                            .map(move |(c, v)| (n.clone(), c.clone(), *v))
-                    })
-                    .collect(),
-                self.fields
-                    .iter()
-                    .filter(|(k, r)| parent.fields.get(*k) != Some(r))
-                    .map(|(k, r)| (k.clone(), *r))
-                    .collect(),
-            ),
-        )
+        for (node, chans) in &self.seen {
+            let before = parent.seen.get(node).unwrap_or(&empty);
+            for (chan, v) in changed(chans, before)? {
+                seen.push((Arc::clone(node), chan, v));
+            }
+        }
+        Some(self.body(false, versions, seen, fields))
     }
 
     /// Apply a body on top of this record (a full body replaces it).
@@ -189,6 +168,44 @@ impl Full {
         self.interrupt_seen = body.interrupt_seen.into_iter().collect();
         self.anchor = body.anchor;
     }
+}
+
+/// The entries of `new` that are not in `old` with the same value, in key order; `None` if
+/// `old` has a key `new` lacks. Both maps are walked once, side by side.
+fn changed<K: Ord + Clone, V: PartialEq + Copy>(
+    new: &BTreeMap<K, V>,
+    old: &BTreeMap<K, V>,
+) -> Option<Vec<(K, V)>> {
+    let mut out = Vec::new();
+    let mut old_it = old.iter().peekable();
+    for (k, v) in new {
+        loop {
+            match old_it.peek() {
+                Some((ok, ov)) => match (*ok).cmp(k) {
+                    std::cmp::Ordering::Less => return None,
+                    std::cmp::Ordering::Equal => {
+                        if *ov != v {
+                            out.push((k.clone(), *v));
+                        }
+                        old_it.next();
+                        break;
+                    }
+                    std::cmp::Ordering::Greater => {
+                        out.push((k.clone(), *v));
+                        break;
+                    }
+                },
+                None => {
+                    out.push((k.clone(), *v));
+                    break;
+                }
+            }
+        }
+    }
+    if old_it.next().is_some() {
+        return None;
+    }
+    Some(out)
 }
 
 /// bincode configuration for engine records.
@@ -248,7 +265,7 @@ mod tests {
             .insert("branch:to:m".into(), 4);
         child.branches.clear();
         let delta = child.delta_from(&parent).ok_or("no delta").unwrap();
-        assert_eq!(delta.versions, [("b".to_string(), 5)]);
+        assert_eq!(delta.versions, [(Arc::from("b"), 5)]);
         assert_eq!(delta.fields.len(), 1);
         let mut rebuilt = parent.clone();
         rebuilt.apply(delta);
@@ -261,6 +278,33 @@ mod tests {
         let mut child = parent.clone();
         child.fields.remove("a");
         assert!(child.delta_from(&parent).is_none());
+        let mut child = parent.clone();
+        child.versions.remove("a");
+        assert!(child.delta_from(&parent).is_none());
+        let mut child = parent.clone();
+        child.seen.clear();
+        assert!(child.delta_from(&parent).is_none());
+        let mut child = parent.clone();
+        if let Some(m) = child.seen.get_mut("n") {
+            m.clear();
+        }
+        assert!(child.delta_from(&parent).is_none());
+    }
+
+    #[test]
+    fn changed_lists_new_and_changed_entries_in_key_order() {
+        let old: BTreeMap<&str, u64> = [("b", 1), ("d", 2), ("f", 3)].into();
+        let new: BTreeMap<&str, u64> =
+            [("a", 9), ("b", 1), ("c", 4), ("d", 5), ("f", 3), ("g", 6)].into();
+        assert_eq!(
+            changed(&new, &old),
+            Some(vec![("a", 9), ("c", 4), ("d", 5), ("g", 6)])
+        );
+        let missing: BTreeMap<&str, u64> = [("b", 1), ("f", 3)].into();
+        assert_eq!(changed(&missing, &old), None);
+        let tail_missing: BTreeMap<&str, u64> = [("b", 1), ("d", 2)].into();
+        assert_eq!(changed(&tail_missing, &old), None);
+        assert_eq!(changed(&old, &old), Some(vec![]));
     }
 
     #[test]

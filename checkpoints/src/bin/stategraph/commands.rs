@@ -804,7 +804,11 @@ async fn fork(
     let mut changed: BTreeMap<String, Value> = BTreeMap::new();
     for op in &ops {
         let known = loaded.fields.contains_key(&op.field)
-            || loaded.checkpoint.control.versions.contains_key(&op.field);
+            || loaded
+                .checkpoint
+                .control
+                .versions
+                .contains_key(op.field.as_str());
         if !known || op.field.contains(':') {
             return Err(Failure::usage(format!(
                 "--set {}: no field {:?} at checkpoint {c} (stored fields: {})",
@@ -857,7 +861,7 @@ async fn fork(
         // The changed fields get one new version, as a step's writes do.
         let next = control.versions.values().copied().max().unwrap_or(0) + 1;
         for field in changed.keys() {
-            control.versions.insert(field.clone(), next);
+            control.versions.insert(field.as_str().into(), next);
         }
     }
     control.anchor = Some(id);
