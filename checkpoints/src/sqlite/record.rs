@@ -179,27 +179,16 @@ fn changed<K: Ord + Clone, V: PartialEq + Copy>(
     let mut out = Vec::new();
     let mut old_it = old.iter().peekable();
     for (k, v) in new {
-        loop {
-            match old_it.peek() {
-                Some((ok, ov)) => match (*ok).cmp(k) {
-                    std::cmp::Ordering::Less => return None,
-                    std::cmp::Ordering::Equal => {
-                        if *ov != v {
-                            out.push((k.clone(), *v));
-                        }
-                        old_it.next();
-                        break;
-                    }
-                    std::cmp::Ordering::Greater => {
-                        out.push((k.clone(), *v));
-                        break;
-                    }
-                },
-                None => {
+        match old_it.peek() {
+            // An old key before this one was not matched: `new` lacks it.
+            Some((ok, _)) if *ok < k => return None,
+            Some((ok, ov)) if *ok == k => {
+                if *ov != v {
                     out.push((k.clone(), *v));
-                    break;
                 }
+                old_it.next();
             }
+            _ => out.push((k.clone(), *v)),
         }
     }
     if old_it.next().is_some() {
