@@ -92,7 +92,9 @@ impl Cache {
 struct Inner {
     path: PathBuf,
     options: SqliteOptions,
-    tx: Mutex<Option<mpsc::Sender<Job>>>,
+    /// Jobs go to the writer in batches: a batch sent at once is never split across
+    /// transactions by the writer waking up in the middle of it.
+    tx: Mutex<Option<mpsc::Sender<Vec<Job>>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
     cache: Arc<Mutex<Cache>>,
@@ -149,7 +151,7 @@ impl SqliteSaver {
         let path = path.as_ref().to_path_buf();
         let mut conn = schema::connect(&path, &options)?;
         retry_busy(|| schema::init(&mut conn))?;
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<Vec<Job>>();
         let cache = Arc::new(Mutex::new(Cache::default()));
         let writer_cache = cache.clone();
         let writer_options = options.clone();
@@ -202,7 +204,22 @@ impl SqliteSaver {
     }
 
     fn submit(&self, op: Op) -> BoxFuture<'static, Result<Reply, CheckpointError>> {
-        let (done, rx) = tokio::sync::oneshot::channel();
+        match self.submit_all(vec![op]).pop() {
+            Some(reply) => reply,
+            None => Box::pin(async { Err(CheckpointError::Storage("nothing submitted".into())) }),
+        }
+    }
+
+    /// Hand `ops` to the writer as one batch (it runs them in one transaction, possibly with
+    /// other queued work); one reply future per op.
+    fn submit_all(&self, ops: Vec<Op>) -> Vec<BoxFuture<'static, Result<Reply, CheckpointError>>> {
+        let (jobs, replies): (Vec<Job>, Vec<_>) = ops
+            .into_iter()
+            .map(|op| {
+                let (done, rx) = tokio::sync::oneshot::channel();
+                (Job { op, done }, rx)
+            })
+            .unzip();
         let sent = match self
             .inner
             .tx
@@ -210,21 +227,26 @@ impl SqliteSaver {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
         {
-            Some(tx) => tx.send(Job { op, done }).is_ok(),
+            Some(tx) => tx.send(jobs).is_ok(),
             None => false,
         };
-        Box::pin(async move {
-            if !sent {
-                return Err(CheckpointError::Storage(
-                    "the SQLite saver is closed".into(),
-                ));
-            }
-            rx.await.unwrap_or_else(|_| {
-                Err(CheckpointError::Storage(
-                    "the SQLite writer thread stopped".into(),
-                ))
+        replies
+            .into_iter()
+            .map(|rx| -> BoxFuture<'static, Result<Reply, CheckpointError>> {
+                Box::pin(async move {
+                    if !sent {
+                        return Err(CheckpointError::Storage(
+                            "the SQLite saver is closed".into(),
+                        ));
+                    }
+                    rx.await.unwrap_or_else(|_| {
+                        Err(CheckpointError::Storage(
+                            "the SQLite writer thread stopped".into(),
+                        ))
+                    })
+                })
             })
-        })
+            .collect()
     }
 
     /// Run a read on a pooled connection, off the async runtime when there is one.
@@ -305,17 +327,16 @@ fn retry_busy<T>(mut f: impl FnMut() -> Result<T, CheckpointError>) -> Result<T,
 /// Commit queued operations in groups, one transaction per group.
 fn writer_loop(
     mut conn: Connection,
-    rx: mpsc::Receiver<Job>,
+    rx: mpsc::Receiver<Vec<Job>>,
     cache: Arc<Mutex<Cache>>,
     options: SqliteOptions,
 ) {
     const MAX_GROUP: usize = 512;
     let mut writer = ops::WriterState::default();
-    while let Ok(first) = rx.recv() {
-        let mut jobs = vec![first];
+    while let Ok(mut jobs) = rx.recv() {
         while jobs.len() < MAX_GROUP {
             match rx.try_recv() {
-                Ok(j) => jobs.push(j),
+                Ok(more) => jobs.extend(more),
                 Err(_) => break,
             }
         }
@@ -487,11 +508,8 @@ impl Saver for SqliteSaver {
     }
 
     fn put_many(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
-        // Queued back to back, the writer takes them in one transaction.
-        let futures: Vec<_> = puts
-            .into_iter()
-            .map(|p| self.submit(Op::Put(Box::new(p))))
-            .collect();
+        // Sent as one batch, the writer takes them in one transaction.
+        let futures = self.submit_all(puts.into_iter().map(|p| Op::Put(Box::new(p))).collect());
         Box::pin(async move {
             for f in futures {
                 f.await?;
