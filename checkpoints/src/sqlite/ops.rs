@@ -79,7 +79,11 @@ impl Local<'_> {
     }
 }
 
-/// Run `ops` in one transaction, a savepoint each.
+/// Run `ops` in one transaction.
+///
+/// Most groups succeed whole, so they first run without a savepoint per op (each savepoint
+/// costs a sub-journal of the pages it touches). If an op fails, that transaction is rolled
+/// back and the group runs again with a savepoint each, so the failure stays that op's alone.
 pub(crate) fn run_group(
     conn: &mut Connection,
     cache: &Mutex<Cache>,
@@ -87,11 +91,38 @@ pub(crate) fn run_group(
     options: &SqliteOptions,
     ops: Vec<Op>,
 ) -> GroupResult {
+    let ops = if ops.len() > 1 {
+        match run_group_in(conn, cache, writer, options, ops, false) {
+            Ok(done) => return done,
+            Err(ops) => ops,
+        }
+    } else {
+        ops
+    };
+    match run_group_in(conn, cache, writer, options, ops, true) {
+        Ok(done) => done,
+        Err(ops) => GroupResult::Failed(
+            CheckpointError::Storage("a group failed without an error".into()),
+            ops.len(),
+        ),
+    }
+}
+
+/// One attempt at a group: with `isolate`, a savepoint per op; without, the first failing op
+/// rolls the whole transaction back and the ops come back as `Err` to be run isolated.
+fn run_group_in(
+    conn: &mut Connection,
+    cache: &Mutex<Cache>,
+    writer: &mut WriterState,
+    options: &SqliteOptions,
+    ops: Vec<Op>,
+    isolate: bool,
+) -> Result<GroupResult, Vec<Op>> {
     let n = ops.len();
     let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
-        Err(e) if busy(&e) => return GroupResult::Busy(ops),
-        Err(e) => return GroupResult::Failed(storage(e), n),
+        Err(e) if busy(&e) => return Ok(GroupResult::Busy(ops)),
+        Err(e) => return Ok(GroupResult::Failed(storage(e), n)),
     };
     // Another connection committed since our last transaction: what we remember may be stale.
     match tx.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)) {
@@ -100,7 +131,7 @@ pub(crate) fn run_group(
             writer.forget();
             writer.data_version = Some(v);
         }
-        Err(e) => return GroupResult::Failed(storage(e), n),
+        Err(e) => return Ok(GroupResult::Failed(storage(e), n)),
     }
     let mut local = Local {
         shared: cache,
@@ -108,17 +139,33 @@ pub(crate) fn run_group(
         writer,
     };
     let mut results = Vec::with_capacity(n);
-    for op in &ops {
+    for i in 0..ops.len() {
+        if !isolate {
+            match run_op(&tx, &mut local, options, &ops[i]) {
+                Ok(reply) => results.push(Ok(reply)),
+                Err(e) => {
+                    local.writer.forget();
+                    drop(tx);
+                    return if busy_checkpoint_error(&e) {
+                        Ok(GroupResult::Busy(ops))
+                    } else {
+                        Err(ops)
+                    };
+                }
+            }
+            continue;
+        }
+        let op = &ops[i];
         let mark = local.added.len();
         let mut sp = match tx.savepoint() {
             Ok(sp) => sp,
-            Err(e) => return GroupResult::Failed(storage(e), n),
+            Err(e) => return Ok(GroupResult::Failed(storage(e), n)),
         };
         let r = run_op(&sp, &mut local, options, op);
         match r {
             Ok(reply) => {
                 if let Err(e) = sp.commit() {
-                    return GroupResult::Failed(storage(e), n);
+                    return Ok(GroupResult::Failed(storage(e), n));
                 }
                 results.push(Ok(reply));
             }
@@ -126,7 +173,7 @@ pub(crate) fn run_group(
                 local.writer.forget();
                 drop(sp);
                 drop(tx);
-                return GroupResult::Busy(ops);
+                return Ok(GroupResult::Busy(ops));
             }
             Err(e) => {
                 let _ = sp.rollback();
@@ -147,10 +194,10 @@ pub(crate) fn run_group(
             for (seq, full) in local.added {
                 shared.insert(seq, full);
             }
-            GroupResult::Committed(results)
+            Ok(GroupResult::Committed(results))
         }
-        Err(e) if busy(&e) => GroupResult::Busy(ops),
-        Err(e) => GroupResult::Failed(storage(e), n),
+        Err(e) if busy(&e) => Ok(GroupResult::Busy(ops)),
+        Err(e) => Ok(GroupResult::Failed(storage(e), n)),
     }
 }
 

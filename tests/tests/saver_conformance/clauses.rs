@@ -1170,3 +1170,47 @@ pub async fn changes_report_what_each_step_wrote(s: Subject) -> TestResult {
     );
     Ok(())
 }
+
+/// A batch whose second checkpoint is stale keeps the first: the failure is that put's alone.
+pub(crate) async fn a_failed_put_in_a_batch_keeps_the_puts_before_it(s: Subject) -> TestResult {
+    let t = thread("batch-partial");
+    let root = Namespace::root();
+    let head = step(
+        &s.saver,
+        &t,
+        &root,
+        None,
+        Source::Input,
+        vec![whole("i", "0")],
+    )
+    .await?;
+    let first = header(Some(head), 0, Source::Loop);
+    let stale = header(Some(head), 0, Source::Loop);
+    let first_id = first.id;
+    let put = |checkpoint: Checkpoint, v: &str| PutCheckpoint {
+        thread: t.clone(),
+        ns: root.clone(),
+        checkpoint,
+        writes: vec![whole("i", v)],
+    };
+    let err = s
+        .saver
+        .put_many(vec![put(first, "1"), put(stale, "2")])
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(CheckpointError::StaleParent { .. })),
+        "{err:?}"
+    );
+    let ids: Vec<CheckpointId> = s
+        .saver
+        .list(&t, &root, ListOptions::default())
+        .await?
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(ids, [first_id, head]);
+    let loaded = s.saver.get(&t, &root, None).await?.ok_or("no head")?;
+    assert_eq!(value(&loaded, "i"), serde_json::json!(1));
+    Ok(())
+}
