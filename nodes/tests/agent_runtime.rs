@@ -1715,3 +1715,56 @@ async fn the_model_sees_a_message_edited_in_place_not_a_stale_copy() -> R {
     model.verify()?;
     Ok(())
 }
+
+#[test]
+fn the_principal_keeps_an_unknown_role_and_defaults_only_an_empty_one() {
+    let run = RunContext::new("t", "u").role("auditor");
+    assert_eq!(run.principal("user").role, "auditor");
+    assert_eq!(
+        RunContext::new("t", "u").role("").principal("user").role,
+        "user"
+    );
+    assert_eq!(RunContext::new("t", "u").principal("guest").role, "guest");
+    assert_eq!(run.principal("user").user_id.as_deref(), Some("u"));
+}
+
+/// Answers with the allowed names reversed.
+struct Reversed;
+impl AuthorizationProvider for Reversed {
+    fn allowed_tools<'a>(
+        &'a self,
+        _p: &'a Principal,
+        names: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<String>, BoxError>> {
+        let mut out: Vec<String> = names.iter().filter(|n| *n != "b").cloned().collect();
+        out.reverse();
+        Box::pin(async move { Ok(out) })
+    }
+}
+
+#[tokio::test]
+async fn authorization_keeps_the_catalog_order_whatever_order_the_provider_answers_in() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let agent = AgentBuilder::new(ScriptedModel::new("m", Vec::<AiMessage>::new()))
+        .tool(counted("a", ToolSource::Config, &runs))
+        .tool(counted("b", ToolSource::Config, &runs))
+        .tool(counted("c", ToolSource::Config, &runs))
+        .tool(counted("d", ToolSource::Config, &runs))
+        .authorization(Authorization::new(Reversed))
+        .assemble(RunContext::default())
+        .await?;
+    assert_eq!(agent.tool_names(), ["a", "c", "d"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_authorization_every_available_tool_is_authorized() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let agent = AgentBuilder::new(ScriptedModel::new("m", Vec::<AiMessage>::new()))
+        .tool(counted("a", ToolSource::Config, &runs))
+        .assemble(RunContext::default())
+        .await?;
+    assert!(agent.trace().reached("a", Stage::Authorized));
+    assert_eq!(agent.tool_names(), ["a"]);
+    Ok(())
+}
