@@ -170,6 +170,15 @@ pub trait Saver: Send + Sync + 'static {
         })
     }
 
+    /// Whether batches given to [`Saver::put_many`] are stored in the order of the calls even
+    /// when their futures run at the same time (the call itself queues the batch, as the
+    /// SQLite saver's writer thread does). The engine then keeps several batches in flight;
+    /// otherwise it waits for one batch to be stored before handing over the next. The default
+    /// (`false`) is always safe.
+    fn orders_batches(&self) -> bool {
+        false
+    }
+
     /// Store several checkpoints, in order (each one's parent is stored before it). A saver
     /// that groups writes commits them together. The first error is returned; checkpoints
     /// after a failed one fail too (their parent is missing).

@@ -1807,7 +1807,7 @@ impl<S: State> Loop<S> {
         // writes commits a batch at once) while the steps go on.
         self.buffer.push(put);
         if self.buffer.len() >= ASYNC_BATCH {
-            self.send_buffer(saver)?;
+            self.send_buffer(saver).await?;
         }
         // Surface finished writes (and their errors) early; bound what is in flight.
         while let Some(front) = self.inflight.front_mut() {
@@ -1828,10 +1828,16 @@ impl<S: State> Loop<S> {
         Ok(())
     }
 
-    /// Hand the buffered checkpoints to the saver as one batch.
-    fn send_buffer(&mut self, saver: Arc<dyn Saver>) -> Result<(), RunError> {
+    /// Hand the buffered checkpoints to the saver as one batch. A saver that does not keep
+    /// concurrent batches in call order gets the next batch only once the last is stored.
+    async fn send_buffer(&mut self, saver: Arc<dyn Saver>) -> Result<(), RunError> {
         if self.buffer.is_empty() {
             return Ok(());
+        }
+        if !saver.orders_batches() {
+            while let Some(front) = self.inflight.pop_front() {
+                joined(front.await)?;
+            }
         }
         let puts = std::mem::take(&mut self.buffer);
         let mut write: BoxFuture<'static, Result<(), CheckpointError>> =
@@ -1847,7 +1853,7 @@ impl<S: State> Loop<S> {
     /// Send what is buffered and wait for every checkpoint write in flight.
     async fn drain_inflight(&mut self) -> Result<(), RunError> {
         if let Some(saver) = self.level.saver.clone() {
-            self.send_buffer(saver)?;
+            self.send_buffer(saver).await?;
         }
         while let Some(front) = self.inflight.pop_front() {
             joined(front.await)?;

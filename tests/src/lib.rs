@@ -1,5 +1,6 @@
 //! Shared helpers for the behaviour tests: a saver that records what it is asked to store.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -11,11 +12,18 @@ use stategraph_checkpoints::{
 /// One recorded `put_writes` call: namespace, checkpoint, writes.
 pub type PendingCall = (Namespace, CheckpointId, Vec<PendingWrite>);
 
-/// A [`MemorySaver`] that also records every `put` and `put_writes` call.
-#[derive(Debug, Clone, Default)]
+/// A saver that records every `put` and `put_writes` call and can inject faults, in front of
+/// a [`MemorySaver`] (or, built with [`RecordingSaver::over`], any saver).
+#[derive(Clone)]
 pub struct RecordingSaver {
-    /// The store behind it.
+    /// The in-memory store behind it (unused when built with [`RecordingSaver::over`]).
     pub inner: MemorySaver,
+    /// Where calls go.
+    target: Arc<dyn Saver>,
+    /// `put` attempts so far (failed ones included).
+    attempts: Arc<AtomicUsize>,
+    /// Only the n-th `put` attempt fails (a fault that then clears).
+    pub fail_put_once_at: Option<usize>,
     /// Every checkpoint put, in order.
     pub puts: Arc<Mutex<Vec<PutCheckpoint>>>,
     /// Every pending-writes call: (namespace, checkpoint, writes).
@@ -26,10 +34,52 @@ pub struct RecordingSaver {
     pub fail_puts_from: Option<usize>,
 }
 
+impl std::fmt::Debug for RecordingSaver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordingSaver")
+            .field("puts", &self.puts().len())
+            .field("fail_puts_from", &self.fail_puts_from)
+            .field("fail_put_once_at", &self.fail_put_once_at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RecordingSaver {
+    fn default() -> Self {
+        let inner = MemorySaver::new();
+        RecordingSaver {
+            target: Arc::new(inner.clone()),
+            inner,
+            attempts: Arc::default(),
+            fail_put_once_at: None,
+            puts: Arc::default(),
+            writes: Arc::default(),
+            put_delay: None,
+            fail_puts_from: None,
+        }
+    }
+}
+
 impl RecordingSaver {
     /// An empty recording saver.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A recording saver in front of `saver`.
+    pub fn over(saver: Arc<dyn Saver>) -> Self {
+        RecordingSaver {
+            target: saver,
+            ..Self::default()
+        }
+    }
+
+    /// A recording saver in front of `saver` whose `n`-th `put` attempt fails once.
+    pub fn failing_once_at(saver: Arc<dyn Saver>, n: usize) -> Self {
+        RecordingSaver {
+            fail_put_once_at: Some(n),
+            ..Self::over(saver)
+        }
     }
 
     /// A recording saver whose `put`s complete after `delay`.
@@ -73,9 +123,11 @@ impl Saver for RecordingSaver {
             if let Some(delay) = self.put_delay {
                 tokio::time::sleep(delay).await;
             }
+            let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
             if self
                 .fail_puts_from
                 .is_some_and(|n| self.puts().len() + 1 >= n)
+                || self.fail_put_once_at == Some(attempt)
             {
                 return Err(CheckpointError::Storage("disk full".into()));
             }
@@ -83,7 +135,7 @@ impl Saver for RecordingSaver {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(put.clone());
-            self.inner.put(put).await
+            self.target.put(put).await
         })
     }
 
@@ -99,7 +151,7 @@ impl Saver for RecordingSaver {
             id,
             writes.clone(),
         ));
-        self.inner.put_writes(thread, ns, id, writes)
+        self.target.put_writes(thread, ns, id, writes)
     }
 
     fn get<'a>(
@@ -108,7 +160,7 @@ impl Saver for RecordingSaver {
         ns: &'a Namespace,
         id: Option<CheckpointId>,
     ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
-        self.inner.get(thread, ns, id)
+        self.target.get(thread, ns, id)
     }
 
     fn list<'a>(
@@ -117,18 +169,18 @@ impl Saver for RecordingSaver {
         ns: &'a Namespace,
         options: ListOptions,
     ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>> {
-        self.inner.list(thread, ns, options)
+        self.target.list(thread, ns, options)
     }
 
     fn delete_thread<'a>(
         &'a self,
         thread: &'a ThreadId,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.inner.delete_thread(thread)
+        self.target.delete_thread(thread)
     }
 
     fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {
-        self.inner.list_threads()
+        self.target.list_threads()
     }
 
     fn copy_thread<'a>(
@@ -136,7 +188,7 @@ impl Saver for RecordingSaver {
         from: &'a ThreadId,
         to: &'a ThreadId,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.inner.copy_thread(from, to)
+        self.target.copy_thread(from, to)
     }
 
     fn prune<'a>(
@@ -144,7 +196,7 @@ impl Saver for RecordingSaver {
         thread: &'a ThreadId,
         retention: Retention,
     ) -> BoxFuture<'a, Result<usize, CheckpointError>> {
-        self.inner.prune(thread, retention)
+        self.target.prune(thread, retention)
     }
 }
 

@@ -507,6 +507,11 @@ impl Saver for SqliteSaver {
         self.read(move |conn, cache| ops::head_only(conn, cache, &thread, &ns))
     }
 
+    fn orders_batches(&self) -> bool {
+        // `put_many` queues its batch on the writer's channel when it is called.
+        true
+    }
+
     fn put_many(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
         // Sent as one batch, the writer takes them in one transaction.
         let futures = self.submit_all(puts.into_iter().map(|p| Op::Put(Box::new(p))).collect());

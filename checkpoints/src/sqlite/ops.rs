@@ -145,9 +145,14 @@ fn run_group_in(
                 Ok(reply) => results.push(Ok(reply)),
                 Err(e) => {
                     local.writer.forget();
+                    // Some errors (a full disk, I/O) make SQLite roll the whole transaction
+                    // back itself: running the group again would fail the same way.
+                    let aborted = tx.is_autocommit();
                     drop(tx);
                     return if busy_checkpoint_error(&e) {
                         Ok(GroupResult::Busy(ops))
+                    } else if aborted {
+                        Ok(GroupResult::Failed(e, n))
                     } else {
                         Err(ops)
                     };
@@ -176,10 +181,17 @@ fn run_group_in(
                 return Ok(GroupResult::Busy(ops));
             }
             Err(e) => {
+                local.writer.forget();
+                if sp.is_autocommit() {
+                    // SQLite rolled the whole transaction back (a full disk, I/O): the ops
+                    // before this one are gone too, so the group fails with this error.
+                    drop(sp);
+                    drop(tx);
+                    return Ok(GroupResult::Failed(e, n));
+                }
                 let _ = sp.rollback();
                 drop(sp);
                 local.added.truncate(mark);
-                local.writer.forget();
                 results.push(Err(e));
             }
         }

@@ -98,6 +98,10 @@ pub struct SqliteOptions {
     /// A full state record is stored at least every this many checkpoints of a branch (the
     /// others store what changed since their parent); bounds the rows a load reads.
     pub full_every: u32,
+    /// Cap the database at this many pages (SQLite's `max_page_count`): a write that would
+    /// grow it further fails with a storage error ("database or disk is full") and commits
+    /// nothing, as on a full disk. `None`: no cap.
+    pub max_page_count: Option<u64>,
 }
 
 impl Default for SqliteOptions {
@@ -107,6 +111,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             max_value_bytes: 16 << 20,
             full_every: 16,
+            max_page_count: None,
         }
     }
 }
@@ -128,6 +133,11 @@ pub(crate) fn connect(
         .map_err(storage)?;
     conn.pragma_update(None, "foreign_keys", "OFF")
         .map_err(storage)?;
+    if let Some(pages) = options.max_page_count {
+        let pages = i64::try_from(pages).unwrap_or(i64::MAX);
+        conn.pragma_update(None, "max_page_count", pages)
+            .map_err(storage)?;
+    }
     // Keep each prepared statement's plan: without this, SQLite (built with STAT4) re-plans a
     // statement with bound range parameters on every run.
     conn.set_db_config(
