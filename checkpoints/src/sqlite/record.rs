@@ -224,6 +224,10 @@ pub(crate) fn decode_body(bytes: &[u8]) -> Result<Body, String> {
 mod tests {
     use super::*;
 
+    pub(super) fn sample_full() -> Full {
+        sample()
+    }
+
     fn sample() -> Full {
         let mut f = Full::default();
         f.versions.insert("a".into(), 1);
@@ -303,5 +307,47 @@ mod tests {
         assert_eq!(decode_body(&bytes).unwrap(), body);
         bytes.push(0);
         assert!(decode_body(&bytes).is_err());
+    }
+}
+
+#[cfg(test)]
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Any bytes decode to a record or a typed error, never a panic (reliability R-10's
+        /// decoder property, run as a property test; the bytes reached here already passed the
+        /// envelope's hash check, which any writer of a file can compute).
+        #[test]
+        fn arbitrary_bytes_never_panic_the_record_decoder(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let _ = decode_body(&bytes);
+        }
+
+        /// A valid record with bytes flipped or cut decodes to an error or to some record, never
+        /// a panic.
+        #[test]
+        fn damaged_records_never_panic(cut in 0usize..200, flip in any::<(usize, u8)>()) {
+            let mut bytes = encode_body(&super::tests::sample_full().to_full_body()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let i = flip.0 % bytes.len().max(1);
+            if let Some(b) = bytes.get_mut(i) {
+                *b ^= flip.1 | 1;
+            }
+            bytes.truncate(bytes.len().saturating_sub(cut % 8));
+            let _ = decode_body(&bytes);
+        }
+    }
+
+    #[test]
+    fn a_huge_length_prefix_is_an_error_not_an_allocation() {
+        // full = false, then a varint length of u64::MAX-ish for `versions`.
+        let mut bytes = vec![0u8, 253];
+        bytes.extend_from_slice(&u64::MAX.to_le_bytes());
+        let t0 = std::time::Instant::now();
+        let r = decode_body(&bytes);
+        assert!(r.is_err());
+        assert!(t0.elapsed() < std::time::Duration::from_secs(1));
     }
 }
