@@ -519,10 +519,7 @@ impl<S: State> StateGraph<S> {
             .collect();
         Ok(CompiledGraph {
             inner: Arc::new(GraphInner {
-                field_names: <S::Field as crate::state::Field>::ALL
-                    .iter()
-                    .map(|f| Arc::from(crate::state::Field::name(*f)))
-                    .collect(),
+                field_names: field_names::<S>(),
                 name: self.name,
                 nodes,
                 index,
@@ -585,6 +582,19 @@ pub(crate) struct GraphInner<S: State> {
 
 /// The state each remembered `(thread, namespace)` was left in, with its head checkpoint.
 pub(crate) type RememberedStates<S> = HashMap<(ThreadId, Namespace), (CheckpointId, Arc<S>)>;
+
+/// The state's field names by field index (placed by `index()`, not by position in `ALL`).
+fn field_names<S: State>() -> Vec<Arc<str>> {
+    use crate::state::Field;
+    let all = <S::Field as Field>::ALL;
+    let mut names: Vec<Arc<str>> = vec![Arc::from(""); all.len()];
+    for f in all {
+        if let Some(slot) = names.get_mut(f.index()) {
+            *slot = Arc::from(f.name());
+        }
+    }
+    names
+}
 
 /// Threads whose last state a compiled graph keeps for its next run.
 const REMEMBERED_THREADS: usize = 64;

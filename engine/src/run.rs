@@ -1842,9 +1842,15 @@ impl<S: State> Loop<S> {
         let puts = std::mem::take(&mut self.buffer);
         let mut write: BoxFuture<'static, Result<(), CheckpointError>> =
             Box::pin(async move { saver.put_many(puts).await });
-        // A saver that completes at once (in memory) needs no background task.
+        // A saver that completes at once (in memory) needs no background task. An error that
+        // arrives at once still waits its turn behind the batches sent before it: the run
+        // reports the first failure in checkpoint order, not whichever finished first.
         match futures::FutureExt::now_or_never(&mut write) {
-            Some(done) => done?,
+            Some(Ok(())) => {}
+            Some(Err(e)) if self.inflight.is_empty() => return Err(e.into()),
+            Some(Err(e)) => self
+                .inflight
+                .push_back(tokio::spawn(async move { Err::<(), CheckpointError>(e) })),
             None => self.inflight.push_back(tokio::spawn(write)),
         }
         Ok(())

@@ -98,6 +98,25 @@ impl RecordingSaver {
         }
     }
 
+    /// Count a put attempt: the injected fault, if this is its turn, else record the put.
+    fn admit(&self, put: &PutCheckpoint) -> Result<(), CheckpointError> {
+        let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+        if self
+            .fail_puts_from
+            .is_some_and(|n| self.puts().len() + 1 >= n)
+            || self.fail_put_once_at == Some(attempt)
+        {
+            return Err(CheckpointError::Storage(
+                format!("disk full (put {attempt})").into(),
+            ));
+        }
+        self.puts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(put.clone());
+        Ok(())
+    }
+
     /// The recorded puts.
     pub fn puts(&self) -> Vec<PutCheckpoint> {
         self.puts.lock().unwrap_or_else(|p| p.into_inner()).clone()
@@ -123,19 +142,43 @@ impl Saver for RecordingSaver {
             if let Some(delay) = self.put_delay {
                 tokio::time::sleep(delay).await;
             }
-            let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
-            if self
-                .fail_puts_from
-                .is_some_and(|n| self.puts().len() + 1 >= n)
-                || self.fail_put_once_at == Some(attempt)
-            {
-                return Err(CheckpointError::Storage("disk full".into()));
-            }
-            self.puts
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(put.clone());
+            self.admit(&put)?;
             self.target.put(put).await
+        })
+    }
+
+    fn orders_batches(&self) -> bool {
+        self.target.orders_batches()
+    }
+
+    fn put_many(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        // The puts before an injected fault reach the target as one batch (so a batching
+        // saver's grouping is exercised); the fault is the batch's error.
+        let mut admitted = Vec::with_capacity(puts.len());
+        let mut fault = None;
+        for put in puts {
+            match self.admit(&put) {
+                Ok(()) => admitted.push(put),
+                Err(e) => {
+                    fault = Some(e);
+                    break;
+                }
+            }
+        }
+        let stored = if admitted.is_empty() {
+            None
+        } else {
+            Some(self.target.put_many(admitted))
+        };
+        let delay = self.put_delay;
+        Box::pin(async move {
+            if let Some(stored) = stored {
+                if let Some(delay) = delay {
+                    tokio::time::sleep(delay).await;
+                }
+                stored.await?;
+            }
+            fault.map_or(Ok(()), Err)
         })
     }
 

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use stategraph::checkpoints::{
-    ListOptions, Namespace, Saver, SqliteOptions, SqliteSaver, ThreadId,
+    CheckpointId, ListOptions, Namespace, Saver, SqliteOptions, SqliteSaver, ThreadId,
 };
 use stategraph::prelude::*;
 use stategraph::{CompiledGraph, Durability, Input, RunError};
@@ -93,6 +93,31 @@ fn integrity_ok(path: &std::path::Path) -> TestResult {
     Ok(())
 }
 
+/// The checkpoint ids of the thread, newest first.
+async fn stored(
+    saver: &dyn Saver,
+) -> Result<Vec<CheckpointId>, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(saver
+        .list(
+            &ThreadId::new("t")?,
+            &Namespace::root(),
+            ListOptions::default(),
+        )
+        .await?
+        .into_iter()
+        .map(|c| c.id)
+        .collect())
+}
+
+/// New input if nothing was stored, else continue where the thread stopped.
+fn resume_input(stored: usize) -> Input<Tally> {
+    if stored == 0 {
+        Input::Update(Tally::update())
+    } else {
+        Input::Continue
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_is_a_typed_error_and_the_thread_resumes_once_space_is_back() -> TestResult {
     let want = expected().await?;
@@ -118,17 +143,18 @@ async fn a_full_disk_is_a_typed_error_and_the_thread_resumes_once_space_is_back(
             "{durability:?}: {err}"
         );
         assert!(err.to_string().contains("full"), "{err}");
-        let stored = capped
-            .list(
-                &ThreadId::new("t")?,
-                &Namespace::root(),
-                ListOptions::default(),
-            )
-            .await?
-            .len();
+        let before = stored(&capped).await?;
+        // Under `sync` each step commits alone, so the first steps fit; under `async` a batch
+        // (or several queued together) is all or nothing.
+        if durability == Durability::Sync {
+            assert!(
+                !before.is_empty(),
+                "nothing committed before the disk filled"
+            );
+        }
         assert!(
-            stored >= 1,
-            "{durability:?}: nothing committed before the disk filled"
+            before.len() < STEPS as usize + 2,
+            "{durability:?}: everything fit"
         );
         assert_linear(&capped, "t").await?;
         drop(g);
@@ -138,13 +164,16 @@ async fn a_full_disk_is_a_typed_error_and_the_thread_resumes_once_space_is_back(
         // Space is back: the same file, no cap.
         let saver = SqliteSaver::open(&path)?;
         let g = graph()?.with_checkpointer(Arc::new(saver.clone()));
-        let out = g.invoke(Input::Continue, &config("t", durability)).await?;
-        assert!(
-            stored < STEPS as usize + 2,
-            "{durability:?}: everything fit"
-        );
+        let out = g
+            .invoke(resume_input(before.len()), &config("t", durability))
+            .await?;
         assert_eq!(*out.state, want, "{durability:?}");
         assert_linear(&saver, "t").await?;
+        let after = stored(&saver).await?;
+        assert!(
+            before.iter().all(|id| after.contains(id)),
+            "a committed checkpoint is gone"
+        );
         saver.close();
         integrity_ok(&path)?;
     }
@@ -164,6 +193,7 @@ async fn a_write_failing_at_any_position_loses_nothing_committed_and_resumes() -
         };
         let path = dir.path().join(format!("fail-{n}.db"));
         let sqlite = SqliteSaver::open(&path)?;
+        // Batches reach SQLite through `put_many`, cut at the fault.
         let faulty = RecordingSaver::failing_once_at(Arc::new(sqlite.clone()), n);
         let g = graph()?.with_checkpointer(faulty.shared());
         let err = g
@@ -171,36 +201,65 @@ async fn a_write_failing_at_any_position_loses_nothing_committed_and_resumes() -
             .await
             .err()
             .ok_or(format!("put {n} failed but the run succeeded"))?;
+        // The injected error, first in checkpoint order (a later batch refused as stale
+        // does not hide it).
         assert!(
             matches!(err, RunError::Checkpoint(CheckpointError::Storage(_))),
             "put {n}: {err}"
         );
+        assert!(
+            err.to_string().contains(&format!("(put {n})")),
+            "put {n}: {err}"
+        );
         assert_linear(&sqlite, "t").await?;
-        // The fault has cleared; continue (or start over if nothing was stored).
-        let stored = sqlite
-            .list(
-                &ThreadId::new("t")?,
-                &Namespace::root(),
-                ListOptions::default(),
-            )
-            .await?
-            .len();
-        let input = if stored == 0 {
-            Input::Update(Tally::update())
+        let before = stored(&sqlite).await?;
+        if durability == Durability::Sync {
+            // Every put before the failing one was waited for, so it is committed.
+            assert_eq!(
+                before.len(),
+                n - 1,
+                "put {n}: sync lost a committed checkpoint"
+            );
         } else {
-            Input::Continue
-        };
+            assert!(
+                before.len() < n,
+                "put {n}: a checkpoint after the fault was stored"
+            );
+        }
+        // The fault has cleared; continue (or start over if nothing was stored).
         let out = g
-            .invoke(input, &config("t", durability))
+            .invoke(resume_input(before.len()), &config("t", durability))
             .await
-            .map_err(|e| {
-                format!("put {n} ({durability:?}, {stored} stored): resume failed: {e}")
-            })?;
+            .map_err(|e| format!("put {n} ({durability:?}): resume failed: {e}"))?;
         assert_eq!(*out.state, want, "put {n} ({durability:?})");
         assert_linear(&sqlite, "t").await?;
+        let after = stored(&sqlite).await?;
+        assert!(
+            before.iter().all(|id| after.contains(id)),
+            "put {n}: a checkpoint committed before the fault is gone"
+        );
         drop(g);
         sqlite.close();
         integrity_ok(&path)?;
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_failed_batch_is_the_error_even_when_a_later_one_fails_first() -> TestResult {
+    // Under async, batch 1 fails slowly (its stored part takes 50 ms) while batch 2 fails at
+    // once: the run must report batch 1's failure, the first in checkpoint order.
+    let dir = tempfile::tempdir()?;
+    let sqlite = SqliteSaver::open(dir.path().join("order.db"))?;
+    let mut faulty = RecordingSaver::over(Arc::new(sqlite.clone()));
+    faulty.fail_puts_from = Some(3);
+    faulty.put_delay = Some(std::time::Duration::from_millis(50));
+    let g = graph()?.with_checkpointer(faulty.shared());
+    let err = g
+        .invoke(Tally::update(), &config("t", Durability::Async))
+        .await
+        .err()
+        .ok_or("the run succeeded")?;
+    assert!(err.to_string().contains("(put 3)"), "{err}");
     Ok(())
 }

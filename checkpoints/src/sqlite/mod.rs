@@ -213,6 +213,9 @@ impl SqliteSaver {
     /// Hand `ops` to the writer as one batch (it runs them in one transaction, possibly with
     /// other queued work); one reply future per op.
     fn submit_all(&self, ops: Vec<Op>) -> Vec<BoxFuture<'static, Result<Reply, CheckpointError>>> {
+        if ops.is_empty() {
+            return Vec::new();
+        }
         let (jobs, replies): (Vec<Job>, Vec<_>) = ops
             .into_iter()
             .map(|op| {

@@ -83,7 +83,10 @@ impl Local<'_> {
 ///
 /// Most groups succeed whole, so they first run without a savepoint per op (each savepoint
 /// costs a sub-journal of the pages it touches). If an op fails, that transaction is rolled
-/// back and the group runs again with a savepoint each, so the failure stays that op's alone.
+/// back and the group runs again with a savepoint each, so the failure stays that op's alone
+/// (a single op needs no second run: rolling back its transaction isolates it). If SQLite
+/// itself rolls a transaction back (a full disk, an I/O error), the whole group fails with
+/// that error and nothing of it is committed.
 pub(crate) fn run_group(
     conn: &mut Connection,
     cache: &Mutex<Cache>,
@@ -91,13 +94,9 @@ pub(crate) fn run_group(
     options: &SqliteOptions,
     ops: Vec<Op>,
 ) -> GroupResult {
-    let ops = if ops.len() > 1 {
-        match run_group_in(conn, cache, writer, options, ops, false) {
-            Ok(done) => return done,
-            Err(ops) => ops,
-        }
-    } else {
-        ops
+    let ops = match run_group_in(conn, cache, writer, options, ops, false) {
+        Ok(done) => return done,
+        Err(ops) => ops,
     };
     match run_group_in(conn, cache, writer, options, ops, true) {
         Ok(done) => done,
@@ -145,15 +144,15 @@ fn run_group_in(
                 Ok(reply) => results.push(Ok(reply)),
                 Err(e) => {
                     local.writer.forget();
-                    // Some errors (a full disk, I/O) make SQLite roll the whole transaction
-                    // back itself: running the group again would fail the same way.
-                    let aborted = tx.is_autocommit();
                     drop(tx);
                     return if busy_checkpoint_error(&e) {
                         Ok(GroupResult::Busy(ops))
-                    } else if aborted {
-                        Ok(GroupResult::Failed(e, n))
+                    } else if n == 1 {
+                        // Alone in its transaction: rolling it back isolates the failure.
+                        Ok(GroupResult::Committed(vec![Err(e)]))
                     } else {
+                        // Run the group again with a savepoint per op, so only the failing op
+                        // fails (unless SQLite rolls the whole transaction back again).
                         Err(ops)
                     };
                 }
@@ -189,7 +188,17 @@ fn run_group_in(
                     drop(tx);
                     return Ok(GroupResult::Failed(e, n));
                 }
-                let _ = sp.rollback();
+                if let Err(undo) = sp.rollback() {
+                    // The op's partial writes could not be undone: commit nothing.
+                    drop(sp);
+                    drop(tx);
+                    return Ok(GroupResult::Failed(
+                        CheckpointError::Storage(
+                            format!("{e}; undoing it failed too: {undo}").into(),
+                        ),
+                        n,
+                    ));
+                }
                 drop(sp);
                 local.added.truncate(mark);
                 results.push(Err(e));

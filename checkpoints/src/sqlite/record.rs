@@ -133,7 +133,8 @@ impl Full {
     }
 
     /// What changed from `parent` to `self`, or `None` if an entry disappeared (then only a
-    /// full body describes `self`). One ordered pass over each map: no lookups.
+    /// full body describes `self`). Versions and fields are compared in one ordered pass each;
+    /// each node's seen-channels map likewise, after finding the parent's by node.
     pub(crate) fn delta_from(&self, parent: &Full) -> Option<Body> {
         let versions = changed(&self.versions, &parent.versions)?;
         let fields = changed(&self.fields, &parent.fields)?;
@@ -329,25 +330,23 @@ mod hostile {
         /// A valid record with bytes flipped or cut decodes to an error or to some record, never
         /// a panic.
         #[test]
-        fn damaged_records_never_panic(cut in 0usize..200, flip in any::<(usize, u8)>()) {
+        fn damaged_records_never_panic(cut in 0usize..8, flip in any::<(usize, u8)>()) {
             let mut bytes = encode_body(&super::tests::sample_full().to_full_body()).map_err(|e| TestCaseError::fail(e.to_string()))?;
             let i = flip.0 % bytes.len().max(1);
             if let Some(b) = bytes.get_mut(i) {
                 *b ^= flip.1 | 1;
             }
-            bytes.truncate(bytes.len().saturating_sub(cut % 8));
+            bytes.truncate(bytes.len().saturating_sub(cut));
             let _ = decode_body(&bytes);
         }
     }
 
     #[test]
-    fn a_huge_length_prefix_is_an_error_not_an_allocation() {
-        // full = false, then a varint length of u64::MAX-ish for `versions`.
+    fn a_huge_length_prefix_is_an_error() {
+        // full = false, then a varint length of u64::MAX for `versions`: an error, not a
+        // capacity overflow or an attempt to allocate it.
         let mut bytes = vec![0u8, 253];
         bytes.extend_from_slice(&u64::MAX.to_le_bytes());
-        let t0 = std::time::Instant::now();
-        let r = decode_body(&bytes);
-        assert!(r.is_err());
-        assert!(t0.elapsed() < std::time::Duration::from_secs(1));
+        assert!(decode_body(&bytes).is_err());
     }
 }
