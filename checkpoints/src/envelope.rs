@@ -92,4 +92,26 @@ mod tests {
         assert!(open(&env[..env.len() - 1], CODEC_BINCODE, &hash).is_err());
         assert!(open(&env, CODEC_JSON, &hash).is_err());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 4000, ..Default::default() })]
+
+        /// Arbitrary bytes and hashes open to an error (or, only for a genuine envelope, its
+        /// payload), never a panic.
+        #[test]
+        fn arbitrary_envelopes_never_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96),
+            hash in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            codec in proptest::prelude::any::<u8>(),
+        ) {
+            let _ = open(&bytes, codec, &hash);
+        }
+
+        /// Whatever is sealed opens back to itself (round trip).
+        #[test]
+        fn sealed_payloads_round_trip(payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            let (env, hash) = seal(CODEC_BINCODE, &payload);
+            proptest::prop_assert_eq!(open(&env, CODEC_BINCODE, &hash), Ok(&payload[..]));
+        }
+    }
 }
