@@ -10,11 +10,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 use stategraph::checkpoints::SqliteSaver;
-use stategraph::reducers::MessagesUpdate;
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::skill::SkillRegistry;
 use stategraph_nodes::{
-    AllowlistProvider, Authorization, Guardrail, RoleTable, Stage, ToolError, TOOL_SEARCH,
+    AllowlistProvider, Authorization, Guardrail, RoleTable, Stage, TOOL_SEARCH,
 };
 
 const SALES_SKILL: &str = "/mnt/skills/public/sales-review/SKILL.md";
@@ -139,9 +138,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let config = agent.run_config().thread("sales-acme");
     let out = graph
         .invoke(
-            ThreadState::update().messages(MessagesUpdate::from(Message::human(
-                "/sales-review How is ACME doing?",
-            ))),
+            ThreadState::human_input("/sales-review How is ACME doing?"),
             &config,
         )
         .await?;
@@ -186,7 +183,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             None => println!("{tool}: returned a result"),
         }
     }
-    std::fs::remove_dir_all(&dir).map_err(|e| ToolError::failed("cleanup", e))?;
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
 

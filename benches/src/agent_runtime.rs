@@ -7,13 +7,11 @@
 //! Two variants: `plain` (one config tool) and `guarded` (the same tool behind authorization,
 //! a guardrail, and a deferred MCP-style tool promoted once through `tool_search`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::BoxFuture;
 use serde_json::json;
-use stategraph::reducers::MessagesUpdate;
 use stategraph::{BoxError, RunConfig};
 use stategraph_nodes::{
     AiMessage, AllowlistProvider, Authorization, ChatModel, FnTool, Guardrail, Message, ModelError,
@@ -30,7 +28,6 @@ use crate::{pad, Args, Saver, ENGINE};
 struct Scripted {
     turns: usize,
     guarded: bool,
-    calls: AtomicUsize,
 }
 
 impl ChatModel for Scripted {
@@ -44,7 +41,6 @@ impl ChatModel for Scripted {
             .iter()
             .filter(|m| matches!(m, Message::Tool(_)))
             .count();
-        self.calls.fetch_add(1, Ordering::Relaxed);
         let reply = if self.guarded && n_tool == 0 {
             AiMessage::calls([ToolCall::new(
                 "find",
@@ -80,11 +76,7 @@ fn tool(name: &str, source: ToolSource) -> FnTool {
 }
 
 async fn agent(turns: usize, guarded: bool) -> Result<stategraph_nodes::Agent, BoxError> {
-    let model = Scripted {
-        turns,
-        guarded,
-        calls: AtomicUsize::new(0),
-    };
+    let model = Scripted { turns, guarded };
     let mut b = stategraph_nodes::AgentBuilder::new(model).max_turns(turns + 10);
     b = if guarded {
         b.tool(tool("lookup", ToolSource::Mcp))
@@ -103,7 +95,7 @@ async fn agent(turns: usize, guarded: bool) -> Result<stategraph_nodes::Agent, B
 }
 
 fn input() -> stategraph_nodes::ThreadStateUpdate {
-    ThreadState::update().messages(MessagesUpdate::from(Message::human(pad(160))))
+    ThreadState::human_input(pad(160))
 }
 
 pub(crate) async fn run_agent_runtime(args: &Args) -> Result<(), BoxError> {

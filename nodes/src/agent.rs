@@ -536,13 +536,8 @@ impl AgentCore {
             })
             .is_empty()
         {
-            self.trace.record(TraceEntry {
-                tool: call.name.clone(),
-                stage: Stage::Returned,
-                verdict,
-                model_call: None,
-                call_id: Some(call.id.clone()),
-            });
+            self.trace
+                .record(TraceEntry::new(&call.name, Stage::Returned, verdict).for_call(&call.id));
         }
         emit_trace(&ctx, self.trace.entries_since(before, own)).await;
         Ok(match output {
@@ -701,10 +696,6 @@ impl Agent {
         if let Some(thread) = &self.core.run.thread_id {
             config = config.thread(thread.clone());
         }
-        self.invoke(
-            ThreadState::update().messages(MessagesUpdate::from(Message::human(text))),
-            &config,
-        )
-        .await
+        self.invoke(ThreadState::human_input(text), &config).await
     }
 }

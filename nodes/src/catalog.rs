@@ -1,6 +1,6 @@
 //! Available: assembling the candidate catalog from tool sources in a fixed priority order.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -140,8 +140,8 @@ impl Catalog {
                 false
             }
         });
-        let mut seen: Vec<(String, ToolSource)> = Vec::new();
-        let mut names = HashSet::new();
+        // The source each kept name came from.
+        let mut kept: HashMap<String, ToolSource> = HashMap::new();
         let mut catalog = Catalog {
             failures,
             filtered,
@@ -149,20 +149,16 @@ impl Catalog {
         };
         for (source, tool) in candidates {
             let name = tool.spec().name.clone();
-            if names.insert(name.clone()) {
-                seen.push((name, source));
-                catalog.tools.push(tool);
-            } else {
-                let kept = seen
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map_or(source, |(_, s)| *s);
+            if let Some(&kept) = kept.get(&name) {
                 tracing::warn!(tool = %name, skipped = %source, kept = %kept, "duplicate tool name skipped");
                 catalog.skipped.push(SkippedDuplicate {
                     name,
                     skipped: source,
                     kept,
                 });
+            } else {
+                kept.insert(name, source);
+                catalog.tools.push(tool);
             }
         }
         catalog

@@ -342,12 +342,7 @@ impl DeferredSetup {
                 found.iter().map(|s| s.schema().to_openai()).collect();
             serde_json::to_string_pretty(&schemas).map_err(|e| ToolError::failed(TOOL_SEARCH, e))?
         };
-        let id = if call.id.is_empty() {
-            "missing_tool_call_id"
-        } else {
-            call.id.as_str()
-        };
-        let message = ToolMessage::new(id, TOOL_SEARCH, content);
+        let message = ToolMessage::new(call.reply_id(), TOOL_SEARCH, content);
         Ok(Command::new().update(
             ThreadState::update()
                 .promoted(Promoted::new(self.hash.clone(), names))
@@ -408,7 +403,7 @@ impl ToolPolicy for DeferredToolFilter {
 
     fn visible(
         &self,
-        tools: &[ToolSpec],
+        tools: &[&ToolSpec],
         state: &ThreadState,
         _run: &RunContext,
     ) -> Vec<Option<String>> {

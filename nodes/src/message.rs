@@ -15,6 +15,16 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
+    /// The id a tool message answering this call carries: the call's id, or
+    /// `missing_tool_call_id` when the model sent none.
+    pub fn reply_id(&self) -> &str {
+        if self.id.is_empty() {
+            "missing_tool_call_id"
+        } else {
+            &self.id
+        }
+    }
+
     /// A call of `name` with `args`, identified by `id`.
     pub fn new(id: impl Into<String>, name: impl Into<String>, args: serde_json::Value) -> Self {
         ToolCall {

@@ -126,13 +126,10 @@ impl<'a> ModelNext<'a> {
             ),
             None => Box::pin(async move {
                 for tool in &call.request.tools {
-                    call.trace.record(TraceEntry {
-                        tool: tool.name.clone(),
-                        stage: Stage::Visible,
-                        verdict: Verdict::Passed,
-                        model_call: Some(call.number),
-                        call_id: None,
-                    });
+                    call.trace.record(
+                        TraceEntry::new(&tool.name, Stage::Visible, Verdict::Passed)
+                            .on_model_call(call.number),
+                    );
                 }
                 for o in self.observers {
                     o.before_model(&call.request, &call.run);
@@ -206,26 +203,20 @@ impl ToolInvocation {
         reason: impl Into<String>,
         message: impl Into<String>,
     ) -> ToolOutput {
-        self.trace.record(TraceEntry {
-            tool: self.call.name.clone(),
-            stage: Stage::Executed,
-            verdict: Verdict::Denied {
-                by: by.to_string(),
-                reason: reason.into(),
-            },
-            model_call: None,
-            call_id: Some(self.call.id.clone()),
-        });
+        self.trace.record(
+            TraceEntry::new(
+                &self.call.name,
+                Stage::Executed,
+                Verdict::denied(by, reason),
+            )
+            .for_call(&self.call.id),
+        );
         ToolOutput::Message(ToolMessage::error(self.call_id(), &self.call.name, message))
     }
 
-    /// The call id (or `missing_tool_call_id` when the model sent none).
+    /// The id a tool message answering this call carries (see [`ToolCall::reply_id`]).
     pub fn call_id(&self) -> &str {
-        if self.call.id.is_empty() {
-            "missing_tool_call_id"
-        } else {
-            &self.call.id
-        }
+        self.call.reply_id()
     }
 }
 
@@ -299,13 +290,10 @@ impl<'a> ToolNext<'a> {
                 let Some(tool) = self.tools.get(&call.name) else {
                     return Err(ToolError::Unknown { tool: call.name });
                 };
-                trace.record(TraceEntry {
-                    tool: call.name.clone(),
-                    stage: Stage::Executed,
-                    verdict: Verdict::Passed,
-                    model_call: None,
-                    call_id: Some(call.id.clone()),
-                });
+                trace.record(
+                    TraceEntry::new(&call.name, Stage::Executed, Verdict::Passed)
+                        .for_call(&call.id),
+                );
                 tool.call(call, cx).await
             }),
         }
@@ -344,7 +332,7 @@ pub trait ToolPolicy: Send + Sync + 'static {
     /// to hide it from the model.
     fn visible(
         &self,
-        tools: &[ToolSpec],
+        tools: &[&ToolSpec],
         state: &ThreadState,
         run: &RunContext,
     ) -> Vec<Option<String>>;
@@ -381,7 +369,7 @@ impl<P: ToolPolicy + ?Sized> ToolPolicy for Arc<P> {
 
     fn visible(
         &self,
-        tools: &[ToolSpec],
+        tools: &[&ToolSpec],
         state: &ThreadState,
         run: &RunContext,
     ) -> Vec<Option<String>> {
@@ -431,19 +419,24 @@ impl<P: ToolPolicy> ModelLayer for PolicyLayer<P> {
         mut call: ModelCall,
         next: ModelNext<'a>,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        let specs: Vec<ToolSpec> = call
+        // The agent's own specs are lent, not copied; a tool a layer added is described from
+        // its schema.
+        let added: Vec<ToolSpec> = call
             .request
             .tools
             .iter()
-            .map(|schema| {
-                self.specs
-                    .get(&schema.name)
-                    .cloned()
-                    .unwrap_or_else(|| ToolSpec {
-                        parameters: schema.parameters.clone(),
-                        ..ToolSpec::new(&schema.name, &schema.description, crate::ToolSource::Other)
-                    })
+            .filter(|schema| !self.specs.contains_key(&schema.name))
+            .map(|schema| ToolSpec {
+                parameters: schema.parameters.clone(),
+                ..ToolSpec::new(&schema.name, &schema.description, crate::ToolSource::Other)
             })
+            .collect();
+        let mut added_iter = added.iter();
+        let specs: Vec<&ToolSpec> = call
+            .request
+            .tools
+            .iter()
+            .filter_map(|schema| self.specs.get(&schema.name).or_else(|| added_iter.next()))
             .collect();
         let verdicts = self.policy.visible(&specs, &call.state, &call.run);
         let mut kept = Vec::with_capacity(call.request.tools.len());
@@ -453,16 +446,14 @@ impl<P: ToolPolicy> ModelLayer for PolicyLayer<P> {
         {
             match verdicts.get(i).cloned().flatten() {
                 None => kept.push(schema),
-                Some(reason) => call.trace.record(TraceEntry {
-                    tool: schema.name,
-                    stage: Stage::Visible,
-                    verdict: Verdict::Removed {
-                        by: self.policy.name().to_string(),
-                        reason,
-                    },
-                    model_call: Some(call.number),
-                    call_id: None,
-                }),
+                Some(reason) => call.trace.record(
+                    TraceEntry::new(
+                        schema.name,
+                        Stage::Visible,
+                        Verdict::removed(self.policy.name(), reason),
+                    )
+                    .on_model_call(call.number),
+                ),
             }
         }
         call.request.tools = kept;
@@ -510,21 +501,20 @@ impl ToolLayer for ToolErrorHandling {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             let id = invocation.call_id().to_string();
+            let call_id = invocation.call.id.clone();
             let name = invocation.call.name.clone();
             let trace = invocation.trace.clone();
             match next.run(invocation).await {
                 Err(e) if !e.is_control_flow() => {
                     if let ToolError::Unknown { .. } = e {
-                        trace.record(TraceEntry {
-                            tool: name.clone(),
-                            stage: Stage::Executed,
-                            verdict: Verdict::Denied {
-                                by: "catalog".to_string(),
-                                reason: "no such tool in this agent".to_string(),
-                            },
-                            model_call: None,
-                            call_id: Some(id.clone()),
-                        });
+                        trace.record(
+                            TraceEntry::new(
+                                &name,
+                                Stage::Executed,
+                                Verdict::denied("catalog", "no such tool in this agent"),
+                            )
+                            .for_call(call_id),
+                        );
                     }
                     Ok(ToolOutput::Message(ToolMessage::error(
                         id,

@@ -647,12 +647,11 @@ fn sorted(names: impl Iterator<Item = String>) -> Vec<String> {
 
 /// The error answer to a `tool_search` call whose result cannot be checked.
 fn unvalidated(call: &ToolCall) -> ToolOutput {
-    let id = if call.id.is_empty() {
-        "missing_tool_call_id"
-    } else {
-        call.id.as_str()
-    };
-    ToolOutput::Message(ToolMessage::error(id, TOOL_SEARCH, UNVALIDATED_SEARCH))
+    ToolOutput::Message(ToolMessage::error(
+        call.reply_id(),
+        TOOL_SEARCH,
+        UNVALIDATED_SEARCH,
+    ))
 }
 
 /// The name of one OpenAI-function schema (`name` or `function.name`).
@@ -723,7 +722,7 @@ impl ToolPolicy for SkillToolPolicy {
 
     fn visible(
         &self,
-        tools: &[ToolSpec],
+        tools: &[&ToolSpec],
         state: &ThreadState,
         run: &RunContext,
     ) -> Vec<Option<String>> {

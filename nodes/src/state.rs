@@ -309,6 +309,20 @@ pub fn merge_skill_context(current: &mut Vec<SkillRef>, update: Vec<SkillRef>) {
 }
 
 impl ThreadState {
+    /// An update that adds one human message: what a user's turn gives the agent.
+    ///
+    /// ```
+    /// use stategraph_nodes::ThreadState;
+    ///
+    /// let turn = ThreadState::human_input("hello");
+    /// assert_eq!(turn.messages.map(|m| m.ops().len()), Some(1));
+    /// ```
+    pub fn human_input(text: impl Into<String>) -> ThreadStateUpdate {
+        ThreadState::update().messages(stategraph::reducers::MessagesUpdate::from(Message::human(
+            text,
+        )))
+    }
+
     /// The last AI message, if the conversation has one.
     pub fn last_ai(&self) -> Option<&crate::AiMessage> {
         self.messages.iter().rev().find_map(Message::as_ai)

@@ -82,7 +82,48 @@ pub struct TraceEntry {
     pub call_id: Option<String>,
 }
 
+impl Verdict {
+    /// Taken out by `by` before the stage.
+    pub fn removed(by: &str, reason: impl Into<String>) -> Self {
+        Verdict::Removed {
+            by: by.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A call refused by `by` at the stage.
+    pub fn denied(by: &str, reason: impl Into<String>) -> Self {
+        Verdict::Denied {
+            by: by.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
 impl TraceEntry {
+    /// What happened to `tool` at `stage`, outside any model call or tool call.
+    pub fn new(tool: impl Into<String>, stage: Stage, verdict: Verdict) -> Self {
+        TraceEntry {
+            tool: tool.into(),
+            stage,
+            verdict,
+            model_call: None,
+            call_id: None,
+        }
+    }
+
+    /// On model call `n`.
+    pub fn on_model_call(mut self, n: u32) -> Self {
+        self.model_call = Some(n);
+        self
+    }
+
+    /// For the tool call with this id.
+    pub fn for_call(mut self, id: impl Into<String>) -> Self {
+        self.call_id = Some(id.into());
+        self
+    }
+
     /// Whether the tool passed.
     pub fn passed(&self) -> bool {
         self.verdict == Verdict::Passed
@@ -146,31 +187,14 @@ impl CapabilityTrace {
             .push(entry);
     }
 
-    fn entry(tool: &str, stage: Stage, verdict: Verdict) -> TraceEntry {
-        TraceEntry {
-            tool: tool.to_string(),
-            stage,
-            verdict,
-            model_call: None,
-            call_id: None,
-        }
-    }
-
     /// Record that `tool` reached `stage`.
     pub fn pass(&self, tool: &str, stage: Stage) {
-        self.record(Self::entry(tool, stage, Verdict::Passed));
+        self.record(TraceEntry::new(tool, stage, Verdict::Passed));
     }
 
     /// Record that `by` removed `tool` before `stage`.
     pub fn remove(&self, tool: &str, stage: Stage, by: &str, reason: impl Into<String>) {
-        self.record(Self::entry(
-            tool,
-            stage,
-            Verdict::Removed {
-                by: by.to_string(),
-                reason: reason.into(),
-            },
-        ));
+        self.record(TraceEntry::new(tool, stage, Verdict::removed(by, reason)));
     }
 
     /// Every entry, in the order recorded.
@@ -271,16 +295,14 @@ mod tests {
         let t = CapabilityTrace::new();
         t.remove("x", Stage::Visible, "deferred_tool_filter", "not promoted");
         t.pass("x", Stage::Visible);
-        t.record(TraceEntry {
-            tool: "x".into(),
-            stage: Stage::Executed,
-            verdict: Verdict::Denied {
-                by: "guardrail".into(),
-                reason: "denylist".into(),
-            },
-            model_call: None,
-            call_id: Some("c1".into()),
-        });
+        t.record(
+            TraceEntry::new(
+                "x",
+                Stage::Executed,
+                Verdict::denied("guardrail", "denylist"),
+            )
+            .for_call("c1"),
+        );
         let why = t.why_not("x", Stage::Returned);
         assert!(
             matches!(why.map(|e| e.verdict), Some(Verdict::Denied { by, .. }) if by == "guardrail")

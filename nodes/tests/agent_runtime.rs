@@ -562,10 +562,7 @@ async fn interrupt_in_a_tool_passes_every_error_handling_layer_and_resumes() -> 
         .with_checkpointer(Arc::new(MemorySaver::new()));
     let config = agent.run_config().thread("t-int");
     let first = graph
-        .invoke(
-            ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
-            &config,
-        )
+        .invoke(ThreadState::human_input("go"), &config)
         .await?;
     assert!(
         first.is_interrupted(),
@@ -853,10 +850,7 @@ async fn a_call_replayed_from_a_checkpoint_is_checked_again_under_the_new_assemb
     let paused = admin
         .graph()
         .with_checkpointer(saver.clone())
-        .invoke(
-            ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
-            &config,
-        )
+        .invoke(ThreadState::human_input("go"), &config)
         .await?;
     assert!(paused.is_interrupted());
     model.verify()?;
@@ -904,7 +898,7 @@ async fn capability_trace_is_emitted_as_stream_events() -> R {
         .assemble(RunContext::default())
         .await?;
     let mut stream = agent.graph().stream(
-        ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
+        ThreadState::human_input("go"),
         &agent.run_config(),
         StreamMode::default(),
     );
@@ -965,7 +959,7 @@ async fn streamed_model_chunks_arrive_as_events_and_assemble_into_the_answer() -
         .assemble(RunContext::default())
         .await?;
     let mut stream = agent.graph().stream(
-        ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
+        ThreadState::human_input("go"),
         &agent.run_config(),
         StreamMode::default(),
     );
@@ -1051,10 +1045,7 @@ async fn tools_that_finished_before_a_sibling_interrupted_do_not_run_again_on_re
         .with_checkpointer(Arc::new(MemorySaver::new()));
     let config = agent.run_config().thread("t-pw");
     let paused = graph
-        .invoke(
-            ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
-            &config,
-        )
+        .invoke(ThreadState::human_input("go"), &config)
         .await?;
     assert!(paused.is_interrupted());
     assert_eq!(runs.load(Ordering::SeqCst), 1);
@@ -1118,10 +1109,7 @@ async fn each_tool_call_has_a_stable_task_id_usable_as_an_idempotency_key() -> R
         .with_checkpointer(Arc::new(MemorySaver::new()));
     let config = agent.run_config().thread("t-id");
     graph
-        .invoke(
-            ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
-            &config,
-        )
+        .invoke(ThreadState::human_input("go"), &config)
         .await?;
     graph
         .invoke(
@@ -1224,12 +1212,10 @@ async fn a_call_under_a_stale_promotion_is_refused_before_the_handler() -> R {
         .assemble(RunContext::default())
         .await?;
     // Promoted under a catalog that no longer exists (the tool set changed since).
-    let input = ThreadState::update()
-        .messages(MessagesUpdate::from(Message::human("go")))
-        .promoted(stategraph::reducers::Promoted::new(
-            "0000000000000000",
-            ["crm_read"],
-        ));
+    let input = ThreadState::human_input("go").promoted(stategraph::reducers::Promoted::new(
+        "0000000000000000",
+        ["crm_read"],
+    ));
     let out = agent.invoke(input, &agent.run_config()).await?;
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     let msg = tool_messages(&out.state)[0];
@@ -1259,8 +1245,7 @@ async fn a_replayed_call_to_a_tool_that_is_now_hidden_is_refused() -> R {
         .deferred()
         .map(|d| d.catalog_hash().to_string())
         .unwrap_or_default();
-    let input = ThreadState::update()
-        .messages(MessagesUpdate::from(Message::human("go")))
+    let input = ThreadState::human_input("go")
         .promoted(stategraph::reducers::Promoted::new(hash, ["crm_read"]));
     let config = first
         .run_config()
@@ -1434,7 +1419,7 @@ async fn an_interrupt_raised_by_a_guardrail_provider_pauses_the_run() -> R {
         .with_checkpointer(Arc::new(MemorySaver::new()));
     let out = graph
         .invoke(
-            ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
+            ThreadState::human_input("go"),
             &agent.run_config().thread("t-g"),
         )
         .await?;
@@ -1484,10 +1469,7 @@ async fn an_interrupt_raised_in_a_model_layer_pauses_and_resumes() -> R {
         .with_checkpointer(Arc::new(MemorySaver::new()));
     let config = agent.run_config().thread("t-m");
     let paused = graph
-        .invoke(
-            ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
-            &config,
-        )
+        .invoke(ThreadState::human_input("go"), &config)
         .await?;
     assert!(paused.is_interrupted());
     assert_eq!(model.requests().len(), 0);
@@ -1585,7 +1567,7 @@ async fn concurrent_calls_keep_their_own_trace_entries() -> R {
         .assemble(RunContext::default())
         .await?;
     let mut stream = agent.graph().stream(
-        ThreadState::update().messages(MessagesUpdate::from(Message::human("go"))),
+        ThreadState::human_input("go"),
         &agent.run_config(),
         StreamMode::default(),
     );

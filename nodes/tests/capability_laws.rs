@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
 use serde_json::json;
-use stategraph::reducers::{MessagesUpdate, Promoted};
+use stategraph::reducers::Promoted;
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::skill::SkillRegistry;
 use stategraph_nodes::{AllowlistProvider, Authorization, Guardrail, RoleTable};
@@ -125,7 +125,7 @@ async fn check(case: Case) -> Result<(), TestCaseError> {
         (Some(d), true) => d.catalog_hash().to_string(),
         _ => "stale-hash".to_string(),
     };
-    let mut input = ThreadState::update().messages(MessagesUpdate::from(Message::human("go")));
+    let mut input = ThreadState::human_input("go");
     if !case.promoted.is_empty() {
         input = input.promoted(Promoted::new(hash, case.promoted.iter().map(|i| name(*i))));
     }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use stategraph::reducers::{MessagesUpdate, Promoted, SandboxState};
+use stategraph::reducers::{Promoted, SandboxState};
 use stategraph::{BoxError, NodeContext, RunConfig, StateGraph, END, START};
 use stategraph_nodes::state::*;
 use stategraph_nodes::{Message, ThreadState};
@@ -102,8 +102,8 @@ async fn last_value_fields_written_twice_in_one_step_are_a_typed_conflict() {
 #[tokio::test]
 async fn messages_from_two_tools_are_both_kept_in_task_order() -> R {
     let s = two_writers(
-        ThreadState::update().messages(MessagesUpdate::from(Message::human("from a"))),
-        ThreadState::update().messages(MessagesUpdate::from(Message::human("from b"))),
+        ThreadState::human_input("from a"),
+        ThreadState::human_input("from b"),
     )
     .await?;
     let texts: Vec<&str> = s.messages.iter().map(Message::text).collect();

@@ -448,9 +448,11 @@ fn specs_for(names: &[&str], deferred: &[&str]) -> Vec<ToolSpec> {
 fn filter_hides_unpromoted_deferred_tools_keeping_order() {
     let specs = specs_for(&["calc", "d1", "web", "d2", TOOL_SEARCH], &["d1", "d2"]);
     let s = setup(&specs);
-    let verdicts = s
-        .filter()
-        .visible(&specs, &ThreadState::default(), &RunContext::default());
+    let verdicts = s.filter().visible(
+        &specs.iter().collect::<Vec<_>>(),
+        &ThreadState::default(),
+        &RunContext::default(),
+    );
     let kept: Vec<&str> = specs
         .iter()
         .zip(&verdicts)
@@ -467,7 +469,11 @@ fn promoted_tools_under_this_hash_are_visible() {
     let specs = specs_for(&["d1", "d2"], &["d1", "d2"]);
     let s = setup(&specs);
     let state = state_promoting(s.catalog_hash(), &["d2"]);
-    let verdicts = s.filter().visible(&specs, &state, &RunContext::default());
+    let verdicts = s.filter().visible(
+        &specs.iter().collect::<Vec<_>>(),
+        &state,
+        &RunContext::default(),
+    );
     assert!(verdicts[0].is_some());
     assert!(verdicts[1].is_none());
     assert_eq!(s.filter().hidden(&state), ["d1"]);
@@ -478,7 +484,11 @@ fn stale_hash_promotes_nothing() {
     let specs = specs_for(&["d1", "d2"], &["d1", "d2"]);
     let s = setup(&specs);
     let state = state_promoting("0123456789abcdef", &["d1", "d2"]);
-    let verdicts = s.filter().visible(&specs, &state, &RunContext::default());
+    let verdicts = s.filter().visible(
+        &specs.iter().collect::<Vec<_>>(),
+        &state,
+        &RunContext::default(),
+    );
     assert!(verdicts.iter().all(Option::is_some));
     let call = ToolCall::new("c", "d1", json!({}));
     assert!(s
@@ -680,7 +690,7 @@ proptest! {
         let state = ThreadState { promoted: Some(Promoted::new(hash, promoted.clone())), ..ThreadState::default() };
         let run = RunContext::default();
         let f = s.filter();
-        let verdicts = f.visible(&specs, &state, &run);
+        let verdicts = f.visible(&specs.iter().collect::<Vec<_>>(), &state, &run);
         prop_assert_eq!(verdicts.len(), specs.len());
         for (spec, verdict) in specs.iter().zip(&verdicts) {
             let allowed = f.check_call(&ToolCall::new("c", spec.name.clone(), json!({})), &state, &run).is_ok();

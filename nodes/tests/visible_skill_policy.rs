@@ -106,7 +106,7 @@ fn kept(
     let specs = config_specs(names);
     specs
         .iter()
-        .zip(policy.visible(&specs, state, run))
+        .zip(policy.visible(&specs.iter().collect::<Vec<_>>(), state, run))
         .filter(|(_, v)| v.is_none())
         .map(|(s, _)| s.name.clone())
         .collect()
@@ -876,7 +876,7 @@ proptest! {
         };
         let run = RunContext { slash_skill: slash.map(|i| path(&format!("s{i}"))), ..RunContext::default() };
         let specs = config_specs(&TOOLS);
-        let verdicts = p.visible(&specs, &state, &run);
+        let verdicts = p.visible(&specs.iter().collect::<Vec<_>>(), &state, &run);
         prop_assert_eq!(verdicts.len(), specs.len());
         for (spec, verdict) in specs.iter().zip(&verdicts) {
             let allowed = p.check_call(&ToolCall::new("c", spec.name.clone(), json!({})), &state, &run).is_ok();

@@ -103,7 +103,7 @@ impl RecordingSaver {
         let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
         if self
             .fail_puts_from
-            .is_some_and(|n| self.puts().len() + 1 >= n)
+            .is_some_and(|n| self.puts.lock().unwrap_or_else(|p| p.into_inner()).len() + 1 >= n)
             || self.fail_put_once_at == Some(attempt)
         {
             return Err(CheckpointError::Storage(
