@@ -17,7 +17,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use stategraph::checkpoints::ListOptions;
 use stategraph::{
-    BoxError, Command, CompiledGraph, Input, NodeContext, NodeOptions, RunConfig, State,
+    BoxError, Command, CompiledGraph, Input, List, NodeContext, NodeOptions, RunConfig, State,
     StateGraph, END, START,
 };
 
@@ -55,7 +55,7 @@ pub(crate) struct AgentMsg {
 #[derive(State, Clone, Default, Debug)]
 pub(crate) struct AgentState {
     #[reduce(append)]
-    messages: Vec<AgentMsg>,
+    messages: List<AgentMsg>,
 }
 
 fn human(i: i64) -> AgentMsg {
@@ -139,8 +139,8 @@ fn input() -> AgentStateUpdate {
 }
 
 /// JSON bytes of the messages (each appended item once).
-fn msgs_bytes(msgs: &[AgentMsg]) -> usize {
-    msgs.iter().map(json_len).sum()
+fn msgs_bytes<'a>(msgs: impl IntoIterator<Item = &'a AgentMsg>) -> usize {
+    msgs.into_iter().map(json_len).sum()
 }
 
 fn ms(t0: Instant) -> f64 {
@@ -284,7 +284,7 @@ pub(crate) async fn run_agent(args: &Args) -> Result<(), BoxError> {
                     .filter(|m| m.role == "tool")
                     .count() as i64)
                 .max(1);
-            fork_bytes = msgs_bytes(fout.state.messages.get(from_msgs..).unwrap_or(&[]));
+            fork_bytes = msgs_bytes(fout.state.messages.iter().skip(from_msgs));
             rec = rec
                 .kv("fork_invoke_ms", round(fwall * 1000.0, 2))
                 .kv("fork_final_messages", fout.state.messages.len())

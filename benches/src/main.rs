@@ -50,7 +50,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use stategraph::checkpoints::{MemorySaver, Synchronous};
 use stategraph::{
-    BoxError, Command, CompiledGraph, Durability, NodeContext, NodeOptions, RunConfig, State,
+    BoxError, Command, CompiledGraph, Durability, List, NodeContext, NodeOptions, RunConfig, State,
     StateGraph, END, START,
 };
 
@@ -325,7 +325,7 @@ fn make_msg(kind: &str, i: i64) -> Msg {
 #[derive(State, Clone, Default, Debug)]
 struct ChainState {
     #[reduce(append)]
-    messages: Vec<Msg>,
+    messages: List<Msg>,
     counter: i64,
 }
 
@@ -390,7 +390,9 @@ async fn run_chain(args: &Args) -> Result<(), BoxError> {
                         // output dict: moved when this is the only reference (no copy).
                         (Some(s), "carry") => {
                             let s = Arc::try_unwrap(s).unwrap_or_else(|s| (*s).clone());
-                            ChainState::update().messages(s.messages).counter(s.counter)
+                            ChainState::update()
+                                .messages(s.messages.into_vec())
+                                .counter(s.counter)
                         }
                         _ => fresh_chain_input(),
                     };

@@ -63,6 +63,7 @@ pub use subgraph::Checkpointing;
 pub use stategraph_checkpoints as checkpoints;
 pub use stategraph_derive::State;
 pub use stategraph_reducers as reducers;
+pub use stategraph_reducers::List;
 
 #[doc(hidden)]
 pub use serde;
@@ -73,7 +74,7 @@ pub use serde_json;
 pub mod prelude {
     pub use crate::checkpoints::{MemorySaver, Saver};
     pub use crate::{
-        BoxError, Checkpointing, Command, CompiledGraph, Durability, Input, NodeContext,
+        BoxError, Checkpointing, Command, CompiledGraph, Durability, Input, List, NodeContext,
         NodeOptions, Resume, RunConfig, State, StateGraph, StreamMode, END, START,
     };
 }

@@ -2,14 +2,14 @@
 
 use std::marker::PhantomData;
 
-use serde::{de::DeserializeOwned, Serialize};
-
-use crate::{decode_list, encode_list, Change, ReduceCtx, ReduceError, Reducer, Stored, StoredRef};
+use crate::list::{decode_items, encode_items, extend_items};
+use crate::{Change, ListValue, ReduceCtx, ReduceError, Reducer, Stored, StoredRef};
 
 /// A list field whose writes are appended, each write's items in order, the writes in task
 /// order.
 ///
-/// The type parameter is the field's value type, `Vec<T>`. A checkpoint stores only the items a
+/// The type parameter is the field's value type: `Vec<T>`, or [`List<T>`](crate::List) for a
+/// long list whose snapshots should share their items. A checkpoint stores only the items a
 /// step appended.
 ///
 /// ```
@@ -23,25 +23,22 @@ use crate::{decode_list, encode_list, Change, ReduceCtx, ReduceError, Reducer, S
 /// ```
 pub struct Append<V>(PhantomData<fn() -> V>);
 
-impl<T> Reducer for Append<Vec<T>>
-where
-    T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
-{
-    type Value = Vec<T>;
-    type Update = Vec<T>;
+impl<V: ListValue> Reducer for Append<V> {
+    type Value = V;
+    type Update = Vec<V::Item>;
 
     /// Append every write's items.
     ///
     /// # Errors
     /// Never fails.
     fn reduce(
-        value: &mut Vec<T>,
-        writes: Vec<Vec<T>>,
+        value: &mut V,
+        writes: Vec<Vec<V::Item>>,
         _ctx: &mut ReduceCtx,
     ) -> Result<Change, ReduceError> {
         let from = value.len();
-        for write in writes {
-            value.extend(write);
+        for item in writes.into_iter().flatten() {
+            value.push_item(item);
         }
         Ok(if value.len() > from {
             Change::Appended { from }
@@ -50,16 +47,16 @@ where
         })
     }
 
-    fn encode(value: &Vec<T>, change: Change) -> Result<Stored, serde_json::Error> {
-        encode_list(value, change)
+    fn encode(value: &V, change: Change) -> Result<Stored, serde_json::Error> {
+        encode_items(value, change)
     }
 
-    fn decode(parts: &[StoredRef<'_>]) -> Result<Vec<T>, serde_json::Error> {
-        decode_list(parts)
+    fn decode(parts: &[StoredRef<'_>]) -> Result<V, serde_json::Error> {
+        decode_items(parts)
     }
 
-    fn extend(value: &mut Vec<T>, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
-        crate::extend_list(value, tails)
+    fn extend(value: &mut V, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
+        extend_items(value, tails)
     }
 }
 

@@ -7,11 +7,15 @@
 //! Every reducer is a zero-sized marker type implementing [`Reducer`], generic over the field's
 //! value type where it has one (`Append<Vec<T>>`, `AddMessages<Vec<M>>`, `LastValue<T>`).
 //!
+//! [`List<T>`] is a list whose clones share their items: the value type for a long
+//! append-shaped field, so that snapshots of a thread's history, and a step that writes while
+//! someone holds the previous state, cost what was appended instead of the whole list.
+//!
 //! | reducer | value | one step's writes |
 //! |---|---|---|
 //! | [`LastValue`] | any `T` | exactly one write replaces; two are a [`ReduceError::ConcurrentUpdate`] |
-//! | [`Append`] | `Vec<T>` | each write's items are appended in order |
-//! | [`AddMessages`] | `Vec<M: Message>` | upsert by id, remove by id, remove all |
+//! | [`Append`] | `Vec<T>` or [`List<T>`] | each write's items are appended in order |
+//! | [`AddMessages`] | `Vec<M: Message>` or [`List<M>`] | upsert by id, remove by id, remove all |
 //! | [`Artifacts`] | `Vec<String>` | order-preserving union with dedup |
 //! | [`SandboxReducer`] | `Option<SandboxState>` | an id may be set once; a different id is a conflict |
 //! | [`PromotedReducer`] | `Option<Promoted>` | names bound to a catalog hash |
@@ -30,6 +34,7 @@ mod append;
 mod artifact;
 mod error;
 mod last_value;
+mod list;
 mod message;
 mod promotion;
 mod reducer;
@@ -39,6 +44,7 @@ pub use append::Append;
 pub use artifact::Artifacts;
 pub use error::ReduceError;
 pub use last_value::LastValue;
+pub use list::{Iter, List, ListValue};
 pub use message::{AddMessages, Message, MessageOp, MessagesUpdate};
 pub use promotion::{Promoted, PromotedReducer};
 pub use reducer::{
@@ -60,6 +66,7 @@ mod tests {
     fn public_types_are_send_and_sync() {
         assert_send_sync::<LastValue<NotSync>>();
         assert_send_sync::<Append<Vec<NotSync>>>();
+        assert_send_sync::<List<String>>();
         assert_send_sync::<AddMessages<Vec<NotSync>>>();
         assert_send_sync::<Artifacts>();
         assert_send_sync::<SandboxReducer>();

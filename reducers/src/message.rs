@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 use std::marker::PhantomData;
 
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{Deserialize, Serialize};
 
-use crate::{decode_list, encode_list, Change, ReduceCtx, ReduceError, Reducer, Stored, StoredRef};
+use crate::list::{decode_items, encode_items, extend_items};
+use crate::{Change, ListValue, ReduceCtx, ReduceError, Reducer, Stored, StoredRef};
 
 /// A list item with an optional id, as [`AddMessages`] needs it.
 ///
@@ -174,7 +175,8 @@ impl<M> IntoIterator for MessagesUpdate<M> {
 
 /// The add-messages reducer: messages are upserted by id, removed by id, or all removed.
 ///
-/// The type parameter is the field's value type, `Vec<M>` with `M:` [`Message`]. The
+/// The type parameter is the field's value type, `Vec<M>` or [`List<M>`](crate::List), with
+/// `M:` [`Message`]. The
 /// operations of a step's writes are applied one after another, in task order:
 ///
 /// - [`MessageOp::Upsert`]: a message without an id gets [`ReduceCtx::new_id`] and is appended;
@@ -193,9 +195,10 @@ impl<M> IntoIterator for MessagesUpdate<M> {
 ///
 /// The change is [`Change::Appended`] when the messages that were in the list before the step
 /// are all still there, untouched and in place, and [`Change::Replaced`] otherwise. A checkpoint
-/// of an appended step stores only the new messages. The work per step is linear in the list
-/// length and the number of operations; a step that only adds messages without ids does not
-/// look at the existing list at all (minted ids are assumed not to be in it).
+/// of an appended step stores only the new messages. A step that only adds messages without ids
+/// does not look at the existing list at all (minted ids are assumed not to be in it); an upsert
+/// with an id scans the list for it from the end, without copying; a removal rebuilds the list
+/// (linear in its length).
 ///
 /// ```
 /// use stategraph_reducers::{AddMessages, Change, Message, MessagesUpdate, ReduceCtx, Reducer};
@@ -220,12 +223,13 @@ impl<M> IntoIterator for MessagesUpdate<M> {
 /// ```
 pub struct AddMessages<V>(PhantomData<fn() -> V>);
 
-impl<M> Reducer for AddMessages<Vec<M>>
+impl<V> Reducer for AddMessages<V>
 where
-    M: Message + Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
+    V: ListValue,
+    V::Item: Message,
 {
-    type Value = Vec<M>;
-    type Update = MessagesUpdate<M>;
+    type Value = V;
+    type Update = MessagesUpdate<V::Item>;
 
     /// Apply every operation of every write, in order.
     ///
@@ -233,34 +237,48 @@ where
     /// [`ReduceError::UnknownMessageId`] if a removal names an id that is not in the list at
     /// that point. The value is then left partly updated (possibly empty).
     fn reduce(
-        value: &mut Vec<M>,
-        writes: Vec<MessagesUpdate<M>>,
+        value: &mut V,
+        writes: Vec<MessagesUpdate<V::Item>>,
         ctx: &mut ReduceCtx,
     ) -> Result<Change, ReduceError> {
         let old_len = value.len();
-        // Appending messages without ids is done in place; the first operation that may touch
-        // an existing message switches to an indexed working copy.
-        let mut indexed: Option<Indexed<M>> = None;
+        let mut prefix_intact = true;
+        // Upserts work on the list in place (an id is looked up by a scan from the end); the
+        // first removal switches to an indexed working copy.
+        let mut indexed: Option<Indexed<V::Item>> = None;
         for op in writes.into_iter().flat_map(|w| w.ops) {
-            match (op, indexed.as_mut()) {
-                (MessageOp::Upsert(mut message), None) if message.id().is_none() => {
-                    message.set_id(ctx.new_id());
-                    value.push(message);
+            if let Some(work) = indexed.as_mut() {
+                work.apply(op, ctx)?;
+                continue;
+            }
+            match op {
+                MessageOp::Upsert(mut message) => {
+                    let found = match message.id() {
+                        None => {
+                            // Minted ids are assumed not to be in the list.
+                            message.set_id(ctx.new_id());
+                            None
+                        }
+                        Some(id) => value.items().rposition(|m| m.id() == Some(id)),
+                    };
+                    match found.and_then(|slot| value.item_mut(slot).map(|m| (slot, m))) {
+                        Some((slot, place)) => {
+                            *place = message;
+                            prefix_intact &= slot >= old_len;
+                        }
+                        None => value.push_item(message),
+                    }
                 }
-                (op, Some(work)) => work.apply(op, ctx)?,
-                (op, None) => indexed
-                    .insert(Indexed::new(std::mem::take(value), old_len))
-                    .apply(op, ctx)?,
+                op => {
+                    let work = Indexed::new(std::mem::take(value).into_items(), old_len);
+                    indexed.insert(work).apply(op, ctx)?;
+                }
             }
         }
-        let prefix_intact = match indexed {
-            Some(work) => {
-                let intact = work.prefix_intact;
-                *value = work.finish();
-                intact
-            }
-            None => true,
-        };
+        if let Some(work) = indexed {
+            prefix_intact &= work.prefix_intact;
+            *value = V::from_items(work.finish());
+        }
         Ok(if !prefix_intact {
             Change::Replaced
         } else if value.len() > old_len {
@@ -270,16 +288,16 @@ where
         })
     }
 
-    fn encode(value: &Vec<M>, change: Change) -> Result<Stored, serde_json::Error> {
-        encode_list(value, change)
+    fn encode(value: &V, change: Change) -> Result<Stored, serde_json::Error> {
+        encode_items(value, change)
     }
 
-    fn decode(parts: &[StoredRef<'_>]) -> Result<Vec<M>, serde_json::Error> {
-        decode_list(parts)
+    fn decode(parts: &[StoredRef<'_>]) -> Result<V, serde_json::Error> {
+        decode_items(parts)
     }
 
-    fn extend(value: &mut Vec<M>, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
-        crate::extend_list(value, tails)
+    fn extend(value: &mut V, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
+        extend_items(value, tails)
     }
 }
 

@@ -252,7 +252,8 @@ impl SqliteSaver {
             .collect()
     }
 
-    /// Run a read on a pooled connection, off the async runtime when there is one.
+    /// Run a read on a pooled connection, in one read transaction, off the async runtime when
+    /// there is one.
     fn read<T: Send + 'static>(
         &self,
         f: impl Fn(&Connection, &Mutex<Cache>) -> Result<T, CheckpointError> + Send + 'static,
@@ -268,7 +269,12 @@ impl SqliteSaver {
                 Some(c) => c,
                 None => schema::connect(&inner.path, &inner.options)?,
             };
-            let result = retry_busy(|| f(&conn, &inner.cache));
+            // One read transaction: the statements of a read see one snapshot of the file,
+            // and take the WAL read lock once instead of once per statement.
+            let result = retry_busy(|| {
+                let tx = conn.unchecked_transaction().map_err(schema::storage)?;
+                f(&tx, &inner.cache)
+            });
             inner
                 .readers
                 .lock()

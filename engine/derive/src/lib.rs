@@ -17,8 +17,8 @@ mod expand;
 /// | attribute | reducer | value type | what one write carries |
 /// |---|---|---|---|
 /// | none, or `#[reduce(last_value)]` | `LastValue<T>` | any `T` | a `T`; two writes in one step are an error |
-/// | `#[reduce(append)]` | `Append<Vec<T>>` | `Vec<T>` | items to append |
-/// | `#[reduce(add_messages)]` | `AddMessages<Vec<M>>` | `Vec<M>` | message upserts and removals |
+/// | `#[reduce(append)]` | `Append<Vec<T>>` | `Vec<T>` or `List<T>` | items to append (a `Vec<T>`) |
+/// | `#[reduce(add_messages)]` | `AddMessages<Vec<M>>` | `Vec<M>` or `List<M>` | message upserts and removals |
 /// | `#[reduce(artifacts)]` | `Artifacts` | its value type | see `Artifacts` |
 /// | `#[reduce(sandbox)]` | `SandboxReducer` | its value type | see `SandboxReducer` |
 /// | `#[reduce(promoted)]` | `PromotedReducer` | its value type | see `PromotedReducer` |

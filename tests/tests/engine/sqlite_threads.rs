@@ -262,3 +262,68 @@ async fn history_snapshots_equal_the_states_loaded_one_by_one() -> TestResult {
     }
     Ok(())
 }
+
+/// A conversation kept as a shared [`List`]: every snapshot of the history shares the items
+/// of the one before it instead of owning a copy.
+#[derive(State, Clone, Default, Debug)]
+struct Chat {
+    #[reduce(append)]
+    lines: List<String>,
+}
+
+/// The same field declared as a `Vec`: the stored form is the same JSON array.
+#[derive(State, Clone, Default, Debug)]
+struct ChatAsVec {
+    #[reduce(append)]
+    lines: Vec<String>,
+}
+
+fn chat_graph(turns: usize) -> Result<CompiledGraph<Chat>, BoxError> {
+    let route = move |s: &Chat| if s.lines.len() < turns { "say" } else { END };
+    Ok(StateGraph::<Chat>::new()
+        .add_node("say", |s: Arc<Chat>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(Chat::update().lines(vec![format!("line {}", s.lines.len())]))
+        })
+        .add_conditional_edges(START, route, ["say", END])
+        .add_conditional_edges("say", route, ["say", END])
+        .compile()?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_snapshots_of_a_list_field_share_their_items_on_sqlite() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let g = chat_graph(120)?.with_checkpointer(saver(&dir)?);
+    let cfg = RunConfig::new().thread("chat").recursion_limit(500);
+    let out = g.invoke(Chat::update(), &cfg).await?;
+    assert_eq!(out.state.lines.len(), 120);
+    let history = g.get_state_history("chat", ListOptions::default()).await?;
+    assert_eq!(
+        history.len(),
+        122,
+        "input, start and one checkpoint per line"
+    );
+    for pair in history.windows(2) {
+        let (newer, older) = (&pair[0].values.lines, &pair[1].values.lines);
+        assert!(newer.len() >= older.len());
+        assert!(newer.iter().take(older.len()).eq(older.iter()));
+        if !older.is_empty() {
+            assert!(
+                newer.shares_storage_with(older),
+                "the snapshot with {} lines copied the {} before it",
+                newer.len(),
+                older.len()
+            );
+        }
+    }
+    // The stored form is a JSON array either way: a `Vec` field reads the same thread.
+    let as_vec = StateGraph::<ChatAsVec>::new()
+        .add_node("say", |_s: Arc<ChatAsVec>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(ChatAsVec::update())
+        })
+        .add_edge(START, "say")
+        .compile()?
+        .with_checkpointer(saver(&dir)?);
+    let snap = as_vec.get_state("chat", None).await?.ok_or("no state")?;
+    assert_eq!(snap.values.lines, out.state.lines.to_vec());
+    Ok(())
+}
