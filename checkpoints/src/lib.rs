@@ -22,6 +22,7 @@ mod checkpoint;
 pub mod diff;
 pub mod envelope;
 mod error;
+mod failpoint;
 mod id;
 pub mod inspect;
 mod memory;

@@ -118,6 +118,7 @@ fn run_group_in(
     isolate: bool,
 ) -> Result<GroupResult, Vec<Op>> {
     let n = ops.len();
+    crate::failpoint::hit("group.before_begin");
     let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) if busy(&e) => return Ok(GroupResult::Busy(ops)),
@@ -205,9 +206,12 @@ fn run_group_in(
             }
         }
     }
+    crate::failpoint::hit("group.before_commit");
     let committed = tx.commit();
     if committed.is_err() {
         local.writer.forget();
+    } else {
+        crate::failpoint::hit("group.after_commit");
     }
     match committed {
         Ok(()) => {
@@ -392,6 +396,7 @@ fn put(
             }
         }
     }
+    crate::failpoint::hit("put.after_values");
     let depth = parent_depth + 1;
     let (body, depth) = match (parent_seq, depth >= i64::from(options.full_every)) {
         (Some(_), false) => match full.delta_from(&parent_full) {
@@ -434,6 +439,7 @@ fn put(
         _ => storage(e),
     })?;
     let seq = conn.last_insert_rowid();
+    crate::failpoint::hit("put.after_row");
     local.added.push((seq, Arc::new(full)));
     // Remember the new head when it is known to be one (ids are time-ordered).
     let newest = match cached_head {
