@@ -5,14 +5,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::{self, BoxFuture};
 
+use crate::checkpoint::whole_first;
 use crate::{
     validate_filter_key, Checkpoint, CheckpointError, CheckpointId, FieldPart, FieldWrite,
     ListOptions, LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention, Saver,
-    Source, ThreadId, ThreadInfo, ThreadStatus,
+    Source, StepChanges, ThreadId, ThreadInfo, ThreadStatus,
 };
-
-/// Past this many stored parts, a list field is compacted into one whole part.
-const MAX_PARTS: usize = 32;
 
 type Parts = Vec<Arc<FieldPart>>;
 
@@ -20,6 +18,8 @@ type Parts = Vec<Arc<FieldPart>>;
 struct Entry {
     checkpoint: Checkpoint,
     fields: BTreeMap<String, Arc<Parts>>,
+    /// What the checkpoint's own `put` wrote, relative to its parent (for `changes`).
+    wrote: Vec<(String, Arc<FieldPart>)>,
     pending: Vec<PendingWrite>,
 }
 
@@ -28,7 +28,8 @@ type Chain = BTreeMap<CheckpointId, Entry>;
 /// A [`Saver`] that keeps everything in memory. Cloning shares the store.
 ///
 /// Field parts are shared between checkpoints (an unchanged field costs a pointer), and an
-/// appended list stores only its tail until it is compacted.
+/// appended list stores only its tail, merged with earlier tails like a binary counter (a
+/// list of n appends is O(log n) parts).
 ///
 /// ```
 /// use stategraph_checkpoints::{MemorySaver, Namespace, Saver, ThreadId};
@@ -110,28 +111,29 @@ impl MemorySaver {
             },
             None => BTreeMap::new(),
         };
+        let mut wrote = Vec::with_capacity(put.writes.len());
         for FieldWrite { field, part } in put.writes {
-            let parts = match part {
-                FieldPart::Whole(_) => vec![Arc::new(part)],
+            let part = Arc::new(part);
+            let parts = match part.as_ref() {
+                FieldPart::Whole(_) => vec![part.clone()],
                 FieldPart::Tail(_) => {
                     let mut parts: Parts = fields
                         .get(&field)
                         .map(|p| p.as_ref().clone())
                         .unwrap_or_default();
-                    parts.push(Arc::new(part));
-                    if parts.len() > MAX_PARTS {
-                        parts = compact(&parts);
-                    }
+                    push_part(&mut parts, part.clone());
                     parts
                 }
             };
-            fields.insert(field, Arc::new(parts));
+            fields.insert(field.clone(), Arc::new(parts));
+            wrote.push((field, part));
         }
         chain.insert(
             cp.id,
             Entry {
                 checkpoint: put.checkpoint,
                 fields,
+                wrote,
                 pending: Vec::new(),
             },
         );
@@ -160,6 +162,56 @@ impl MemorySaver {
         entry.pending.retain(|p| !tasks.contains(&p.task_id));
         entry.pending.extend(writes);
         Ok(())
+    }
+
+    fn changes_sync(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+        id: CheckpointId,
+    ) -> Result<StepChanges, CheckpointError> {
+        let map = self.lock();
+        let chain = map.get(&(thread.clone(), ns.clone()));
+        let Some(entry) = chain.and_then(|c| c.get(&id)) else {
+            return Err(CheckpointError::NotFound {
+                thread: thread.clone(),
+                ns: ns.clone(),
+                id,
+            });
+        };
+        let parent_kept = entry
+            .checkpoint
+            .parent
+            .is_some_and(|p| chain.is_some_and(|c| c.contains_key(&p)));
+        let fields = if parent_kept {
+            entry
+                .wrote
+                .iter()
+                .map(|(name, part)| {
+                    let parts = vec![(**part).clone()];
+                    match part.as_ref() {
+                        FieldPart::Tail(_) => (name.clone(), parts),
+                        FieldPart::Whole(_) => (name.clone(), whole_first(parts)),
+                    }
+                })
+                .collect()
+        } else {
+            entry
+                .fields
+                .iter()
+                .map(|(name, parts)| {
+                    (
+                        name.clone(),
+                        whole_first(parts.iter().map(|p| (**p).clone()).collect()),
+                    )
+                })
+                .collect()
+        };
+        Ok(StepChanges {
+            parent: entry.checkpoint.parent,
+            fields,
+            pending: entry.pending.clone(),
+        })
     }
 
     fn get_sync(
@@ -221,23 +273,53 @@ impl MemorySaver {
     }
 }
 
-/// Concatenate JSON-array parts into one whole part. Parts that are not arrays are left as
-/// they are (a decoder will report them).
-fn compact(parts: &[Arc<FieldPart>]) -> Parts {
-    let mut items: Vec<serde_json::Value> = Vec::new();
-    for part in parts {
-        let bytes = match part.as_ref() {
-            FieldPart::Whole(b) | FieldPart::Tail(b) => b,
-        };
-        match serde_json::from_slice::<Vec<serde_json::Value>>(bytes) {
-            Ok(more) => items.extend(more),
-            Err(_) => return parts.to_vec(),
+/// Append a list part, merging it with the parts before it like a binary counter: while the
+/// part before the last is no bigger than the last, the two become one. A list then has
+/// O(log n) parts and each stored byte is copied O(log n) times in all, instead of a
+/// periodic re-encoding of the whole list.
+fn push_part(parts: &mut Parts, part: Arc<FieldPart>) {
+    parts.push(part);
+    while parts.len() >= 2 {
+        let last = parts.len() - 1;
+        let (prev, tail) = (&parts[last - 1], &parts[last]);
+        if part_bytes(prev).len() > part_bytes(tail).len() {
+            break;
         }
+        let Some(merged) = concat_arrays(prev, tail) else {
+            break;
+        };
+        parts.truncate(last - 1);
+        parts.push(Arc::new(merged));
     }
-    match serde_json::to_vec(&items) {
-        Ok(bytes) => vec![Arc::new(FieldPart::Whole(bytes))],
-        Err(_) => parts.to_vec(),
+}
+
+fn part_bytes(part: &FieldPart) -> &[u8] {
+    match part {
+        FieldPart::Whole(b) | FieldPart::Tail(b) => b,
     }
+}
+
+/// Two adjacent JSON-array parts as one (of the first one's kind), by joining their texts;
+/// `None` if either is not an array (a decoder will report it).
+fn concat_arrays(first: &FieldPart, second: &FieldPart) -> Option<FieldPart> {
+    fn inner(bytes: &[u8]) -> Option<&[u8]> {
+        let text = bytes.trim_ascii();
+        let body = text.strip_prefix(b"[")?.strip_suffix(b"]")?;
+        Some(body.trim_ascii())
+    }
+    let (a, b) = (inner(part_bytes(first))?, inner(part_bytes(second))?);
+    let mut out = Vec::with_capacity(a.len() + b.len() + 3);
+    out.push(b'[');
+    out.extend_from_slice(a);
+    if !a.is_empty() && !b.is_empty() {
+        out.push(b',');
+    }
+    out.extend_from_slice(b);
+    out.push(b']');
+    Some(match first {
+        FieldPart::Whole(_) => FieldPart::Whole(out),
+        FieldPart::Tail(_) => FieldPart::Tail(out),
+    })
 }
 
 fn matches_filter(cp: &Checkpoint, filter: &BTreeMap<String, serde_json::Value>) -> bool {
@@ -272,6 +354,17 @@ impl Saver for MemorySaver {
     ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
         let result = self.get_sync(thread, ns, id);
         Box::pin(future::ready(result))
+    }
+
+    /// From what the checkpoint's `put` wrote; a checkpoint whose parent is gone (pruned)
+    /// reports every field, as a root does.
+    fn changes<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: CheckpointId,
+    ) -> BoxFuture<'a, Result<StepChanges, CheckpointError>> {
+        Box::pin(future::ready(self.changes_sync(thread, ns, id)))
     }
 
     fn list<'a>(
@@ -348,6 +441,7 @@ impl Saver for MemorySaver {
                             Entry {
                                 checkpoint: e.checkpoint.clone(),
                                 fields: e.fields.clone(),
+                                wrote: e.wrote.clone(),
                                 pending: e.pending.clone(),
                             },
                         )
@@ -391,5 +485,56 @@ impl Saver for MemorySaver {
             }
         }
         Box::pin(future::ready(Ok(deleted)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn items(parts: &Parts) -> Result<Vec<u32>, serde_json::Error> {
+        let mut out = Vec::new();
+        for part in parts {
+            out.extend(serde_json::from_slice::<Vec<u32>>(part_bytes(part))?);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn appended_tails_merge_into_logarithmically_many_parts() -> Result<(), serde_json::Error> {
+        let mut parts: Parts = vec![Arc::new(FieldPart::Whole(b"[]".to_vec()))];
+        for i in 0..1000u32 {
+            push_part(
+                &mut parts,
+                Arc::new(FieldPart::Tail(serde_json::to_vec(&[i])?)),
+            );
+            assert!(
+                parts.len() <= 12,
+                "{} parts after {} appends",
+                parts.len(),
+                i + 1
+            );
+        }
+        assert!(matches!(parts[0].as_ref(), FieldPart::Whole(_)));
+        assert_eq!(items(&parts)?, (0..1000).collect::<Vec<_>>());
+        Ok(())
+    }
+
+    #[test]
+    fn empty_and_spaced_arrays_merge_into_valid_json() -> Result<(), serde_json::Error> {
+        let mut parts: Parts = vec![Arc::new(FieldPart::Whole(b" [ ] ".to_vec()))];
+        push_part(&mut parts, Arc::new(FieldPart::Tail(b"[ 1 , 2 ]".to_vec())));
+        push_part(&mut parts, Arc::new(FieldPart::Tail(b"[]".to_vec())));
+        push_part(&mut parts, Arc::new(FieldPart::Tail(b"[3]".to_vec())));
+        assert_eq!(items(&parts)?, [1, 2, 3]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_part_that_is_not_an_array_is_never_merged() {
+        let mut parts: Parts = vec![Arc::new(FieldPart::Whole(b"{}".to_vec()))];
+        push_part(&mut parts, Arc::new(FieldPart::Tail(b"[1,2,3]".to_vec())));
+        assert_eq!(parts.len(), 2);
+        assert_eq!(part_bytes(&parts[0]), b"{}");
     }
 }

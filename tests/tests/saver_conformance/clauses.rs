@@ -1109,6 +1109,51 @@ pub async fn two_writers_on_one_thread_commit_exactly_one_child(s: Subject) -> T
     Ok(())
 }
 
+/// A long list: every step's changes are exactly its appended items, however the saver
+/// stores or merges the list's parts, and the list loads whole at every checkpoint.
+pub async fn changes_of_a_long_list_are_each_steps_tail(s: Subject) -> TestResult {
+    let t = thread("long");
+    let ns = Namespace::root();
+    let mut ids = Vec::new();
+    let mut parent = None;
+    for i in 0..200 {
+        let id = step(
+            &s.saver,
+            &t,
+            &ns,
+            parent,
+            if i == 0 { Source::Input } else { Source::Loop },
+            vec![tail("log", &format!("[{i}]"))],
+        )
+        .await?;
+        ids.push(id);
+        parent = Some(id);
+    }
+    let changes = s.saver.changes_many(&t, &ns, ids[1..].to_vec()).await?;
+    for (i, c) in changes.iter().enumerate() {
+        let expected = format!("[{}]", i + 1);
+        assert_eq!(
+            c.fields,
+            [(
+                "log".to_string(),
+                vec![FieldPart::Tail(expected.into_bytes())]
+            )],
+            "step {}",
+            i + 1
+        );
+    }
+    for (i, id) in ids.iter().enumerate().step_by(37) {
+        let loaded = s.saver.get(&t, &ns, Some(*id)).await?.ok_or("missing")?;
+        let mut items: Vec<u32> = Vec::new();
+        for part in &loaded.fields["log"] {
+            let (FieldPart::Whole(b) | FieldPart::Tail(b)) = part;
+            items.extend(serde_json::from_slice::<Vec<u32>>(b)?);
+        }
+        assert_eq!(items, (0..=i as u32).collect::<Vec<_>>(), "checkpoint {i}");
+    }
+    Ok(())
+}
+
 pub async fn changes_report_what_each_step_wrote(s: Subject) -> TestResult {
     let t = thread("t");
     let ns = Namespace::root();

@@ -77,6 +77,7 @@ macro_rules! all_clauses {
             many_threads_written_concurrently_all_land,
             two_writers_on_one_thread_commit_exactly_one_child,
             changes_report_what_each_step_wrote,
+            changes_of_a_long_list_are_each_steps_tail,
             a_failed_put_in_a_batch_keeps_the_puts_before_it,
         );
     };
