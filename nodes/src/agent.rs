@@ -397,7 +397,6 @@ impl AgentBuilder {
             trace: trace.clone(),
             model_calls: AtomicU32::new(0),
             stream: self.stream,
-            conversation: std::sync::Mutex::new(Arc::new(Vec::new())),
         });
         let graph = build_graph(&core)?;
         Ok(Agent {
@@ -423,37 +422,16 @@ struct AgentCore {
     trace: CapabilityTrace,
     model_calls: AtomicU32,
     stream: bool,
-    /// The message list sent with the last model request (see [`AgentCore::conversation`]).
-    conversation: std::sync::Mutex<Arc<Vec<Message>>>,
 }
 
 impl AgentCore {
-    /// The thread's messages as a shared list for a model request. The agent keeps the list it
-    /// sent last; when the thread only appended since (the usual turn), it appends the new
-    /// messages to that list instead of copying the conversation. Anything else (an edit, a
-    /// removal, another thread) rebuilds it.
-    fn conversation(&self, messages: &[Message]) -> Arc<Vec<Message>> {
-        let mut cached = self.conversation.lock().unwrap_or_else(|p| p.into_inner());
-        let n = cached.len();
-        let extends = n <= messages.len() && cached[..] == messages[..n];
-        if !extends {
-            *cached = Arc::new(messages.to_vec());
-        } else if n < messages.len() {
-            match Arc::get_mut(&mut cached) {
-                // No request holds the list any more: append in place.
-                Some(list) => list.extend_from_slice(&messages[n..]),
-                None => *cached = Arc::new(messages.to_vec()),
-            }
-        }
-        Arc::clone(&cached)
-    }
-
     async fn model_step(
         &self,
         state: Arc<ThreadState>,
         ctx: NodeContext,
     ) -> Result<Command<ThreadState>, BoxError> {
-        let messages = self.conversation(&state.messages);
+        // The thread's list, shared (not copied) with the request.
+        let messages = state.messages.clone();
         let number = self.model_calls.fetch_add(1, Ordering::Relaxed) + 1;
         let call = ModelCall {
             request: ModelRequest {

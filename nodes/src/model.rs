@@ -1,10 +1,9 @@
 //! The [`ChatModel`] trait: a request with messages and tool schemas in, an AI message out.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
+use stategraph::List;
 
 use crate::message::{AiMessage, FinishReason, Message, ToolCall, Usage};
 use crate::BoxError;
@@ -36,17 +35,15 @@ impl ToolSchema {
 
 /// One call of a chat model.
 ///
-/// The conversation is shared, not copied: an agent hands every model call the same
-/// `Arc<Vec<Message>>` it keeps in step with the thread, so a turn costs what it appended, not
-/// the length of the conversation. A layer that edits the messages copies them on write
-/// (`Arc::make_mut(&mut request.messages)`).
+/// The conversation is shared, not copied: it is the thread's own [`List`] of messages, whose
+/// clones share their items, so a turn costs what it appended, not the length of the
+/// conversation. A layer that adds to the messages only touches its own request's list.
 ///
 /// ```
-/// use std::sync::Arc;
 /// use stategraph_nodes::{Message, ModelRequest};
 ///
 /// let mut request = ModelRequest::new(vec![Message::human("hi")]).with_system("Be brief.");
-/// Arc::make_mut(&mut request.messages).push(Message::human("and quick"));
+/// request.messages.push(Message::human("and quick"));
 /// assert_eq!(request.messages.len(), 2);
 /// assert_eq!(request.system.as_deref(), Some("Be brief."));
 /// ```
@@ -56,14 +53,14 @@ pub struct ModelRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
     /// The conversation.
-    pub messages: Arc<Vec<Message>>,
+    pub messages: List<Message>,
     /// The tools the model may call on this request (what it *sees*).
     pub tools: Vec<ToolSchema>,
 }
 
 impl ModelRequest {
     /// A request with `messages`, no system prompt and no tools.
-    pub fn new(messages: impl Into<Arc<Vec<Message>>>) -> Self {
+    pub fn new(messages: impl Into<List<Message>>) -> Self {
         ModelRequest {
             messages: messages.into(),
             ..ModelRequest::default()

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use stategraph::reducers::{Promoted, SandboxState};
-use stategraph::State;
+use stategraph::{List, State};
 
 use crate::message::Message;
 
@@ -35,7 +35,7 @@ use crate::message::Message;
 pub struct ThreadState {
     /// The conversation.
     #[reduce(add_messages)]
-    pub messages: Vec<Message>,
+    pub messages: List<Message>,
     /// The thread's sandbox (absent until one is acquired).
     #[reduce(sandbox)]
     pub sandbox: Option<SandboxState>,

@@ -744,7 +744,7 @@ impl ModelLayer for Rewrite {
         next: ModelNext<'a>,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         call.request.tools.retain(|t| t.name != "secret");
-        Arc::make_mut(&mut call.request.messages).push(Message::system("be brief"));
+        call.request.messages.push(Message::system("be brief"));
         next.run(call)
     }
 }

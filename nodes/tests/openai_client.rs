@@ -270,7 +270,7 @@ async fn sends_tools_and_tool_results_in_openai_wire_format() {
     let model = OpenAiModel::new(config).unwrap();
     let request = ModelRequest {
         system: None,
-        messages: Arc::new(vec![
+        messages: vec![
             Message::system("Be brief."),
             Message::human("Weather in Oslo and Rome?"),
             Message::Ai(AiMessage {
@@ -288,7 +288,8 @@ async fn sends_tools_and_tool_results_in_openai_wire_format() {
                 json!({"city": "Rome"}),
             )])),
             ToolMessage::new("call_3", "weather", "sun").into(),
-        ]),
+        ]
+        .into(),
         tools: vec![weather_tool()],
     };
 
