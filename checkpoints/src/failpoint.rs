@@ -13,6 +13,8 @@
 //! | `put.after_row` | a checkpoint's row is inserted, the transaction is still open |
 //! | `group.before_commit` | every operation of the group ran, before `COMMIT` |
 //! | `group.after_commit` | `COMMIT` returned, before anyone is told |
+//! | `prune.after_delete` | a namespace's pruned checkpoints are deleted, the kept ones re-rooted; values not yet collected |
+//! | `copy.after_checkpoints` | a copied thread's checkpoints are inserted, its pending writes are not |
 
 /// Abort here if `STATEGRAPH_FAILPOINT` names this point and this is the hit it names.
 #[cfg(any(debug_assertions, feature = "failpoints"))]

@@ -769,3 +769,200 @@ fn failpoint_matrix_loses_at_most_the_step_in_flight() {
         POINTS.len()
     );
 }
+
+/// Steps of the thread the fork/prune/copy child runs.
+const CHILD_STEPS: u64 = 12;
+
+/// The example's graph, with a node that runs (for the in-process child below).
+fn work_graph(steps: u64) -> CompiledGraph<Tally> {
+    let route = move |s: &Tally| {
+        if (s.items.len() as u64) < steps {
+            "step"
+        } else {
+            END
+        }
+    };
+    StateGraph::<Tally>::new()
+        .add_node("step", |s: Arc<Tally>, _c: NodeContext| async move {
+            let i = s.items.len() as u64;
+            Ok::<_, BoxError>(
+                Tally::update()
+                    .items(vec![i])
+                    .checksum(next_checksum(s.checksum, i)),
+            )
+        })
+        .add_conditional_edges(START, route, ["step", END])
+        .add_conditional_edges("step", route, ["step", END])
+        .compile()
+        .expect("work graph compiles")
+}
+
+/// The child process of [`failpoint_matrix_of_fork_prune_and_copy`]: on the file named by
+/// `STATEGRAPH_FAILPOINT_CHILD_DB`, run thread `main` to its end, fork it once from the
+/// checkpoint holding 5 items (the new branch runs to the end), prune it to its newest 6
+/// checkpoints, and copy it to `copy`. Every phase is idempotent, so a run after a crash
+/// finishes what the crashed one left.
+#[test]
+#[ignore = "a child process of failpoint_matrix_of_fork_prune_and_copy"]
+fn failpoint_child_runs_fork_prune_copy() {
+    use stategraph::checkpoints::{ListOptions, Retention, Saver, Source, ThreadId};
+    let db = std::env::var("STATEGRAPH_FAILPOINT_CHILD_DB")
+        .expect("run by failpoint_matrix_of_fork_prune_and_copy");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let saver = Arc::new(SqliteSaver::open(&db)?);
+        let g = work_graph(CHILD_STEPS).with_checkpointer(saver.clone());
+        let cfg = RunConfig::new().thread("main").durability(Durability::Sync);
+        match g.get_state("main", None).await? {
+            None => {
+                g.invoke(Tally::update(), &cfg).await?;
+            }
+            Some(s) if (s.values.items.len() as u64) < CHILD_STEPS => {
+                g.invoke(Input::Continue, &cfg).await?;
+            }
+            Some(_) => {}
+        }
+        let history = g.get_state_history("main", ListOptions::default()).await?;
+        // Forked already if a fork checkpoint is there, or if the checkpoint to fork from is
+        // gone: only the prune (which comes after the fork) removes it.
+        let forked = history.iter().any(|s| s.checkpoint.source == Source::Fork);
+        let from = history.iter().find(|s| s.values.items.len() == 5);
+        if let (false, Some(at)) = (forked, from) {
+            g.invoke(Input::Continue, &cfg.clone().checkpoint(at.checkpoint.id))
+                .await?;
+        }
+        let main = ThreadId::new("main")?;
+        saver.prune(&main, Retention::KeepLast(6)).await?;
+        if g.get_state("copy", None).await?.is_none() {
+            saver.copy_thread(&main, &ThreadId::new("copy")?).await?;
+        }
+        println!("child done");
+        Ok::<(), BoxError>(())
+    })
+    .expect("child run");
+}
+
+/// Every checkpoint of `thread` in `db` loads, through the history and on its own, as a
+/// prefix of the reference run, and names a parent that is in the thread (or none).
+fn verify_thread(db: &Path, thread: &str, ctx: &str) -> Vec<u64> {
+    use stategraph::checkpoints::ListOptions;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let g = reader_graph(db, CHILD_STEPS);
+    rt.block_on(async {
+        let history = g
+            .get_state_history(thread, ListOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("{ctx}: history of {thread}: {e}"));
+        let ids: Vec<_> = history.iter().map(|s| s.checkpoint.id).collect();
+        let mut lens = Vec::new();
+        for snap in &history {
+            let items = &snap.values.items;
+            let k = items.len() as u64;
+            assert!(
+                items.iter().copied().eq(0..k),
+                "{ctx}: {thread} items {items:?}"
+            );
+            assert_eq!(snap.values.checksum, (0..k).fold(0, next_checksum), "{ctx}");
+            if let Some(p) = snap.checkpoint.parent {
+                assert!(ids.contains(&p), "{ctx}: {thread}: parent {p} is missing");
+            }
+            let alone = g
+                .get_state(thread, Some(snap.checkpoint.id))
+                .await
+                .unwrap_or_else(|e| panic!("{ctx}: get_state {}: {e}", snap.checkpoint.id))
+                .expect("listed checkpoint loads");
+            assert_eq!(alone.values.items, *items, "{ctx}: loaded alone");
+            lens.push(k);
+        }
+        lens
+    })
+}
+
+/// The failpoint matrix for fork, prune and copy (the rest of R-02): a child process (this
+/// test binary, running [`failpoint_child_runs_fork_prune_copy`]) aborts at each hit of each
+/// point, on a fresh file per case; after the crash the file passes `integrity_check` and every
+/// checkpoint of both threads loads as a prefix of the reference run with its parent present
+/// (a prune or a copy is all or nothing); then a clean child finishes the work and the end
+/// state is the same as without a crash.
+#[test]
+fn failpoint_matrix_of_fork_prune_and_copy() {
+    if !cfg!(debug_assertions) {
+        eprintln!("failpoints are compiled out of release builds: matrix skipped");
+        return;
+    }
+    const POINTS: [&str; 6] = [
+        "put.after_values",
+        "put.after_row",
+        "group.before_commit",
+        "group.after_commit",
+        "prune.after_delete",
+        "copy.after_checkpoints",
+    ];
+    let exe = std::env::current_exe().expect("test binary");
+    let child = |db: &Path, spec: Option<&str>| {
+        let mut cmd = Process::new(&exe);
+        cmd.args([
+            "--exact",
+            "failpoint_child_runs_fork_prune_copy",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("STATEGRAPH_FAILPOINT_CHILD_DB", db)
+        .env_remove("STATEGRAPH_FAILPOINT")
+        .stdin(Stdio::null());
+        if let Some(spec) = spec {
+            cmd.env("STATEGRAPH_FAILPOINT", spec);
+        }
+        cmd.output().expect("run child")
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut crashes = 0;
+    for point in POINTS {
+        let mut reached = 0;
+        for n in 1..=200u64 {
+            let db = dir.path().join(format!("{point}-{n}.db"));
+            let spec = format!("{point}@{n}");
+            let out = child(&db, Some(&spec));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if out.status.success() {
+                assert!(stdout.contains("child done"), "{spec}: {stdout}");
+                break;
+            }
+            assert_eq!(
+                out.status.signal(),
+                Some(6),
+                "{spec}: expected an abort, got {}: {stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            reached = n;
+            crashes += 1;
+            assert_eq!(integrity_check(&db).0, "ok", "{spec}");
+            verify_thread(&db, "main", &spec);
+            verify_thread(&db, "copy", &spec);
+            let out = child(&db, None);
+            assert!(
+                out.status.success(),
+                "{spec}: the clean child failed: {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(integrity_check(&db).0, "ok", "{spec}");
+            let main = verify_thread(&db, "main", &spec);
+            let copy = verify_thread(&db, "copy", &spec);
+            assert_eq!(main.len(), 6, "{spec}: pruned to 6: {main:?}");
+            assert_eq!(main.first(), Some(&CHILD_STEPS), "{spec}: head of main");
+            assert_eq!(copy, main, "{spec}: the copy is the pruned thread");
+        }
+        assert!(reached >= 1, "{point} was never reached");
+    }
+    eprintln!("fork/prune/copy failpoint matrix: {crashes} crashes");
+}

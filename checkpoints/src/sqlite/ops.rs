@@ -1269,6 +1269,7 @@ fn copy_thread(conn: &Connection, from: &ThreadId, to: &ThreadId) -> Result<(), 
         .map_err(storage)?;
         map.insert(seq, conn.last_insert_rowid());
     }
+    crate::failpoint::hit("copy.after_checkpoints");
     conn.execute(
         "INSERT INTO sg_writes (thread, ns, checkpoint, task, idx, ord, node, kind, hash, data)
          SELECT ?2, ns, checkpoint, task, idx, ord, node, kind, hash, data FROM sg_writes WHERE thread = ?1",
@@ -1356,6 +1357,7 @@ fn prune(
                 .map_err(storage)?;
         }
         deleted += drop_set.len();
+        crate::failpoint::hit("prune.after_delete");
     }
     if deleted > 0 {
         local
