@@ -37,8 +37,8 @@ impl<V: ListValue> Reducer for Append<V> {
         _ctx: &mut ReduceCtx,
     ) -> Result<Change, ReduceError> {
         let from = value.len();
-        for item in writes.into_iter().flatten() {
-            value.push_item(item);
+        for write in writes {
+            value.append_items(write);
         }
         Ok(if value.len() > from {
             Change::Appended { from }

@@ -15,8 +15,80 @@ const MAX_CHUNK: usize = 64;
 /// Index of the first item of chunk 3, the first full-size chunk.
 const SMALL_ITEMS: usize = 8 + 16 + 32;
 
-/// One chunk: slots written at most once each.
-type Chunk<T> = Arc<[OnceLock<T>]>;
+/// One chunk of `capacity(k)` positions: the items it was made with, then slots that later
+/// appends write once each (so a chunk shared by clones takes an append without a lock or a
+/// copy, while a chunk built in one go costs no synchronisation per item).
+struct Chunk<T> {
+    /// Positions `0..sealed.len()`.
+    sealed: Vec<T>,
+    /// Positions `sealed.len()..capacity`.
+    open: Box<[OnceLock<T>]>,
+}
+
+impl<T> Chunk<T> {
+    /// Chunk `k` made with (at most its capacity of) `items`.
+    fn new(k: usize, items: impl IntoIterator<Item = T>) -> Arc<Self> {
+        let cap = capacity(k);
+        let mut sealed = Vec::with_capacity(cap);
+        sealed.extend(items.into_iter().take(cap));
+        let open = (sealed.len()..cap).map(|_| OnceLock::new()).collect();
+        Arc::new(Chunk { sealed, open })
+    }
+
+    fn get(&self, off: usize) -> Option<&T> {
+        match self.sealed.get(off) {
+            Some(item) => Some(item),
+            None => self.open.get(off - self.sealed.len())?.get(),
+        }
+    }
+
+    fn get_mut(&mut self, off: usize) -> Option<&mut T> {
+        let n = self.sealed.len();
+        if off < n {
+            self.sealed.get_mut(off)
+        } else {
+            self.open.get_mut(off - n)?.get_mut()
+        }
+    }
+
+    /// Write position `off` if no one has: `Err(item)` if it is taken.
+    fn set(&self, off: usize, item: T) -> Result<(), T> {
+        match off
+            .checked_sub(self.sealed.len())
+            .and_then(|j| self.open.get(j))
+        {
+            Some(slot) => slot.set(item),
+            None => Err(item),
+        }
+    }
+
+    /// Write position `off` of a chunk this list alone holds (whatever was there).
+    fn put(&mut self, off: usize, item: T) {
+        let n = self.sealed.len();
+        if let Some(place) = self.sealed.get_mut(off) {
+            *place = item;
+        } else if let Some(slot) = self.open.get_mut(off - n) {
+            slot.take();
+            let _ = slot.set(item);
+        }
+    }
+
+    /// Move out the first `take` items of a chunk this list alone holds.
+    fn drain_into(&mut self, take: usize, out: &mut Vec<T>) {
+        let n = self.sealed.len().min(take);
+        out.extend(self.sealed.drain(..n));
+        let rest = take - n;
+        out.extend(self.open.iter_mut().take(rest).flat_map(OnceLock::take));
+    }
+
+    /// Clone the first `take` items.
+    fn clone_first(&self, take: usize, out: &mut Vec<T>)
+    where
+        T: Clone,
+    {
+        out.extend((0..take).flat_map(|off| self.get(off).cloned()));
+    }
+}
 
 /// Chunk index and offset of item `i`.
 fn locate(i: usize) -> (usize, usize) {
@@ -55,18 +127,6 @@ fn chunks_for(len: usize) -> usize {
     }
 }
 
-/// A chunk for slot `k` whose first slots hold `items`.
-fn new_chunk<T>(k: usize, items: impl IntoIterator<Item = T>) -> Chunk<T> {
-    let cap = capacity(k);
-    let mut items = items.into_iter();
-    (0..cap)
-        .map(|_| match items.next() {
-            Some(item) => OnceLock::from(item),
-            None => OnceLock::new(),
-        })
-        .collect()
-}
-
 /// A list whose clones share their items: cloning is O(1) in the length, and a clone that
 /// appends does not copy the items before it.
 ///
@@ -77,9 +137,9 @@ fn new_chunk<T>(k: usize, items: impl IntoIterator<Item = T>) -> Chunk<T> {
 /// value, and it is stored exactly like a `Vec<T>` (a JSON array), so a field can change from one
 /// to the other without touching stored checkpoints.
 ///
-/// Items live in chunks of up to 64 slots shared between clones; each slot is written once. A
-/// clone that appends after a sibling already appended at the same place copies only the items
-/// of that one chunk. Changing an item in place ([`List::get_mut`]) copies its chunk if another
+/// Items live in chunks of up to 64 positions shared between clones: the items a chunk was
+/// made with, then slots that later appends write once each. A clone that appends after a
+/// sibling already appended at the same place copies only the items of that one chunk. Changing an item in place ([`List::get_mut`]) copies its chunk if another
 /// clone shares it.
 ///
 /// ```
@@ -96,7 +156,7 @@ fn new_chunk<T>(k: usize, items: impl IntoIterator<Item = T>) -> Chunk<T> {
 /// ```
 pub struct List<T> {
     /// `chunks_for(len)` chunks; slots at and past `len` belong to no one yet, or to a clone.
-    chunks: Arc<Vec<Chunk<T>>>,
+    chunks: Arc<Vec<Arc<Chunk<T>>>>,
     len: usize,
 }
 
@@ -125,7 +185,7 @@ impl<T> List<T> {
             return None;
         }
         let (k, off) = locate(index);
-        self.chunks.get(k)?.get(off)?.get()
+        self.chunks.get(k)?.get(off)
     }
 
     /// The first item.
@@ -155,12 +215,12 @@ impl<T> List<T> {
     {
         let (k, off) = locate(self.len);
         if off == 0 {
-            Arc::make_mut(&mut self.chunks).push(new_chunk(k, [item]));
+            Arc::make_mut(&mut self.chunks).push(Chunk::new(k, [item]));
             self.len += 1;
             return;
         }
-        let item = match self.chunks.get(k).and_then(|c| c.get(off)) {
-            Some(slot) => match slot.set(item) {
+        let item = match self.chunks.get(k) {
+            Some(chunk) => match chunk.set(off, item) {
                 Ok(()) => {
                     self.len += 1;
                     return;
@@ -169,11 +229,10 @@ impl<T> List<T> {
             },
             None => item,
         };
-        // The slot was taken by a clone (or the chunk is missing, which the invariant rules
-        // out): this list gets its own copy of the chunk.
-        let chunk = self.own_chunk(k);
-        if let Some(slot) = Arc::get_mut(chunk).and_then(|c| c.get_mut(off)) {
-            *slot = OnceLock::from(item);
+        // The position was taken by a clone (or the chunk is missing, which the invariant
+        // rules out): this list gets its own copy of the chunk.
+        if let Some(chunk) = Arc::get_mut(self.own_chunk(k)) {
+            chunk.put(off, item);
             self.len += 1;
         }
     }
@@ -188,8 +247,7 @@ impl<T> List<T> {
             return None;
         }
         let (k, off) = locate(index);
-        let chunk = self.own_chunk(k);
-        Arc::get_mut(chunk)?.get_mut(off)?.get_mut()
+        Arc::get_mut(self.own_chunk(k))?.get_mut(off)
     }
 
     /// Shorten the list to `len` items (no effect if it is not longer).
@@ -205,10 +263,12 @@ impl<T> List<T> {
         }
         let chunks = Arc::make_mut(&mut self.chunks);
         chunks.truncate(keep);
-        // Drop the items past the end now if no clone can see them.
+        // Drop the appended items past the end now if no clone can see them (the items the
+        // chunk was made with stay until it is dropped or overwritten).
         let from = len - chunk_start(keep - 1);
         if let Some(last) = chunks.last_mut().and_then(Arc::get_mut) {
-            for slot in last.iter_mut().skip(from) {
+            let skip = from.saturating_sub(last.sealed.len());
+            for slot in last.open.iter_mut().skip(skip) {
                 slot.take();
             }
         }
@@ -246,8 +306,8 @@ impl<T> List<T> {
         for (k, mut chunk) in chunks.into_iter().enumerate() {
             let take = capacity(k).min(self.len.saturating_sub(chunk_start(k)));
             match Arc::get_mut(&mut chunk) {
-                Some(slots) => out.extend(slots.iter_mut().take(take).flat_map(OnceLock::take)),
-                None => out.extend(chunk.iter().take(take).flat_map(|s| s.get().cloned())),
+                Some(alone) => alone.drain_into(take, &mut out),
+                None => chunk.clone_first(take, &mut out),
             }
         }
         out
@@ -265,19 +325,20 @@ impl<T> List<T> {
 
     /// Chunk `k`, owned by this list alone: the chunk list and the chunk are copied if shared
     /// (only this list's items of the chunk).
-    fn own_chunk(&mut self, k: usize) -> &mut Chunk<T>
+    fn own_chunk(&mut self, k: usize) -> &mut Arc<Chunk<T>>
     where
         T: Clone,
     {
         let keep = capacity(k).min(self.len.saturating_sub(chunk_start(k)));
         let chunks = Arc::make_mut(&mut self.chunks);
         if k >= chunks.len() {
-            chunks.resize_with(k + 1, || new_chunk(k, std::iter::empty()));
+            chunks.resize_with(k + 1, || Chunk::new(k, std::iter::empty()));
         }
         let chunk = &mut chunks[k];
         if Arc::get_mut(chunk).is_none() {
-            let copy = new_chunk(k, chunk.iter().take(keep).flat_map(|s| s.get().cloned()));
-            *chunk = copy;
+            let mut items = Vec::with_capacity(keep);
+            chunk.clone_first(keep, &mut items);
+            *chunk = Chunk::new(k, items);
         }
         chunk
     }
@@ -363,18 +424,44 @@ impl<T> Index<usize> for List<T> {
 }
 
 impl<T: Clone> Extend<T> for List<T> {
+    /// Fills the last chunk item by item (it may be shared), then adds whole new chunks.
     fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
-        for item in iter {
-            self.push(item);
+        let mut iter = iter.into_iter().peekable();
+        while locate(self.len).1 != 0 {
+            match iter.next() {
+                Some(item) => self.push(item),
+                None => return,
+            }
         }
+        if iter.peek().is_none() {
+            return;
+        }
+        let chunks = Arc::make_mut(&mut self.chunks);
+        let mut len = self.len;
+        while iter.peek().is_some() {
+            let k = chunks.len();
+            let chunk = Chunk::new(k, iter.by_ref().take(capacity(k)).inspect(|_| len += 1));
+            chunks.push(chunk);
+        }
+        self.len = len;
     }
 }
 
 impl<T: Clone> FromIterator<T> for List<T> {
+    /// Fills chunk after chunk directly (no per-item synchronisation).
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        let mut list = List::new();
-        list.extend(iter);
-        list
+        let mut iter = iter.into_iter().peekable();
+        let mut chunks = Vec::new();
+        let mut len = 0;
+        while iter.peek().is_some() {
+            let k = chunks.len();
+            let chunk = Chunk::new(k, iter.by_ref().take(capacity(k)).inspect(|_| len += 1));
+            chunks.push(chunk);
+        }
+        List {
+            chunks: Arc::new(chunks),
+            len,
+        }
     }
 }
 
@@ -508,6 +595,13 @@ pub trait ListValue:
     /// Append one item.
     fn push_item(&mut self, item: Self::Item);
 
+    /// Append `items` in order.
+    fn append_items(&mut self, items: Vec<Self::Item>) {
+        for item in items {
+            self.push_item(item);
+        }
+    }
+
     /// The items, first to last.
     fn items(&self) -> impl DoubleEndedIterator<Item = &Self::Item> + ExactSizeIterator;
 
@@ -533,6 +627,10 @@ where
 
     fn push_item(&mut self, item: T) {
         self.push(item);
+    }
+
+    fn append_items(&mut self, mut items: Vec<T>) {
+        self.append(&mut items);
     }
 
     fn items(&self) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator {
@@ -564,6 +662,10 @@ where
 
     fn push_item(&mut self, item: T) {
         self.push(item);
+    }
+
+    fn append_items(&mut self, items: Vec<T>) {
+        self.extend(items);
     }
 
     fn items(&self) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator {
@@ -619,9 +721,7 @@ pub(crate) fn extend_items<V: ListValue>(
         match part {
             StoredRef::Tail(bytes) => {
                 let more: Vec<V::Item> = serde_json::from_slice(bytes)?;
-                for item in more {
-                    value.push_item(item);
-                }
+                value.append_items(more);
             }
             StoredRef::Whole(_) => {
                 return Err(serde::de::Error::custom(

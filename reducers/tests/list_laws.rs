@@ -11,6 +11,8 @@ use stategraph_reducers::{
 #[derive(Debug, Clone)]
 enum Op {
     Push(u16),
+    /// `Extend` with several items (fills the last chunk, then adds whole chunks).
+    Extend(Vec<u16>),
     /// Keep a clone of the current list, to check later that it never changed.
     Snapshot,
     /// Continue from snapshot `i` (mod the number of snapshots): a fork.
@@ -23,6 +25,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         12 => any::<u16>().prop_map(Op::Push),
+        3 => prop::collection::vec(any::<u16>(), 0..150).prop_map(Op::Extend),
         3 => Just(Op::Snapshot),
         2 => any::<usize>().prop_map(Op::Fork),
         2 => (any::<usize>(), any::<u16>()).prop_map(|(i, v)| Op::Set(i, v)),
@@ -71,6 +74,10 @@ proptest! {
                     list.push(v);
                     model.push(v);
                 }
+                Op::Extend(items) => {
+                    list.extend(items.iter().copied());
+                    model.extend(items);
+                }
                 Op::Snapshot => snapshots.push((list.clone(), model.clone())),
                 Op::Fork(i) if !snapshots.is_empty() => {
                     let (l, m) = &snapshots[i % snapshots.len()];
@@ -104,6 +111,8 @@ proptest! {
         for (l, m) in &snapshots {
             prop_assert_eq!(l, m);
         }
+        let collected: List<u16> = model.iter().copied().collect();
+        prop_assert_eq!(&collected, &model);
         prop_assert_eq!(list.into_vec(), model);
     }
 
