@@ -44,22 +44,26 @@ struct Local<'a> {
     writer: &'a mut WriterState,
 }
 
-/// What the writer connection remembers between transactions: each thread's head and each
-/// log's tip, as its own commits left them. Forgotten whenever another connection commits
-/// (`PRAGMA data_version` moves) or an operation of ours is rolled back.
+/// What the writer connection remembers between transactions: each thread's head and the
+/// row of each value it stored, as its own commits left them. Forgotten whenever another
+/// connection commits (`PRAGMA data_version` moves) or an operation of ours is rolled back or
+/// deletes.
 #[derive(Default)]
 pub(crate) struct WriterState {
     data_version: Option<i64>,
     /// `(thread, ns)` → head id, its row, its depth.
     heads: HashMap<(String, String), (CheckpointId, i64, i64)>,
-    /// Log id → number of parts.
-    tips: HashMap<i64, i64>,
+    /// Value hash → its `sg_blobs` row.
+    blobs: HashMap<[u8; 32], i64>,
 }
+
+/// Most value rows the writer remembers (then it starts over).
+const BLOB_MEMORY: usize = 1 << 16;
 
 impl WriterState {
     fn forget(&mut self) {
         self.heads.clear();
-        self.tips.clear();
+        self.blobs.clear();
     }
 }
 
@@ -233,7 +237,7 @@ fn run_op(
     op: &Op,
 ) -> Result<Reply, CheckpointError> {
     if !matches!(op, Op::Put(_) | Op::PutWrites { .. }) {
-        // Deleting, copying and pruning move heads and log tips behind what we remember.
+        // Deleting, copying and pruning move heads and values behind what we remember.
         local.writer.forget();
     }
     match op {
@@ -381,17 +385,12 @@ fn put(
         match &w.part {
             FieldPart::Whole(bytes) => {
                 check_size(bytes.len(), options)?;
-                let id = upsert_blob(conn, bytes)?;
+                let id = upsert_blob(conn, &mut local.writer.blobs, bytes)?;
                 full.fields.insert(w.field.clone(), Ref::Blob(id));
             }
             FieldPart::Tail(bytes) => {
                 check_size(bytes.len(), options)?;
-                let r = append_log(
-                    conn,
-                    &mut local.writer.tips,
-                    full.fields.get(&w.field).copied(),
-                    bytes,
-                )?;
+                let r = append_log(conn, full.fields.get(&w.field).copied(), bytes)?;
                 full.fields.insert(w.field.clone(), r);
             }
         }
@@ -452,21 +451,35 @@ fn put(
     Ok(())
 }
 
-fn upsert_blob(conn: &Connection, payload: &[u8]) -> Result<i64, CheckpointError> {
+/// The row of a value: the one already stored with its hash, or a new one.
+fn upsert_blob(
+    conn: &Connection,
+    known: &mut HashMap<[u8; 32], i64>,
+    payload: &[u8],
+) -> Result<i64, CheckpointError> {
     let (env, hash) = seal(CODEC_JSON, payload);
+    if let Some(id) = known.get(&hash) {
+        return Ok(*id);
+    }
     let inserted = conn
         .prepare_cached("INSERT OR IGNORE INTO sg_blobs (hash, data) VALUES (?1, ?2)")
         .map_err(storage)?
         .execute(params![&hash[..], env])
         .map_err(storage)?;
-    if inserted == 1 {
-        return Ok(conn.last_insert_rowid());
+    let id = if inserted == 1 {
+        conn.last_insert_rowid()
+    } else {
+        // An identical value is stored already: reuse it.
+        conn.prepare_cached("SELECT id FROM sg_blobs WHERE hash = ?1")
+            .map_err(storage)?
+            .query_row([&hash[..]], |r| r.get(0))
+            .map_err(storage)?
+    };
+    if known.len() >= BLOB_MEMORY {
+        known.clear();
     }
-    // An identical value is stored already: reuse it.
-    conn.prepare_cached("SELECT id FROM sg_blobs WHERE hash = ?1")
-        .map_err(storage)?
-        .query_row([&hash[..]], |r| r.get(0))
-        .map_err(storage)
+    known.insert(hash, id);
+    Ok(id)
 }
 
 fn new_log(conn: &Connection, base: Option<(i64, i64)>, tip: i64) -> Result<i64, CheckpointError> {
@@ -477,33 +490,37 @@ fn new_log(conn: &Connection, base: Option<(i64, i64)>, tip: i64) -> Result<i64,
     Ok(conn.last_insert_rowid())
 }
 
+/// Insert part `part` of `log`; `false` if the log already has that part (another branch
+/// appended there first).
 fn insert_part(
     conn: &Connection,
     log: i64,
     part: i64,
     blob: Option<i64>,
     inline: Option<(&[u8], &[u8])>,
-) -> Result<(), CheckpointError> {
-    conn.prepare_cached(
-        "INSERT INTO sg_log_parts (log, part, blob, hash, data) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )
-    .map_err(storage)?
-    .execute(params![
-        log,
-        part,
-        blob,
-        inline.map(|i| i.0),
-        inline.map(|i| i.1)
-    ])
-    .map_err(storage)?;
-    Ok(())
+) -> Result<bool, CheckpointError> {
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO sg_log_parts (log, part, blob, hash, data) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT DO NOTHING",
+        )
+        .map_err(storage)?
+        .execute(params![
+            log,
+            part,
+            blob,
+            inline.map(|i| i.0),
+            inline.map(|i| i.1)
+        ])
+        .map_err(storage)?;
+    Ok(inserted == 1)
 }
 
 /// Append `payload` (a JSON array of new items) to the list field whose current value is
-/// `prev`; a list that another branch already extended past `prev` forks into a new log.
+/// `prev`. If another branch already appended to that log at the same place (its part exists:
+/// the primary key says so), this branch forks into a new log based on `prev`.
 fn append_log(
     conn: &Connection,
-    tips: &mut HashMap<i64, i64>,
     prev: Option<Ref>,
     payload: &[u8],
 ) -> Result<Ref, CheckpointError> {
@@ -511,49 +528,47 @@ fn append_log(
     let inline = Some((&hash[..], &env[..]));
     match prev {
         Some(Ref::Log { log, parts }) => {
-            let tip: Option<i64> = match tips.get(&log) {
-                Some(t) => Some(*t),
-                None => conn
-                    .prepare_cached("SELECT tip FROM sg_logs WHERE id = ?1")
-                    .map_err(storage)?
-                    .query_row([log], |r| r.get(0))
-                    .optional()
-                    .map_err(storage)?,
-            };
-            if tip == Some(parts) {
-                insert_part(conn, log, parts, None, inline)?;
-                conn.prepare_cached("UPDATE sg_logs SET tip = ?2 WHERE id = ?1")
-                    .map_err(storage)?
-                    .execute(params![log, parts + 1])
-                    .map_err(storage)?;
-                tips.insert(log, parts + 1);
-                Ok(Ref::Log {
+            if insert_part(conn, log, parts, None, inline)? {
+                return Ok(Ref::Log {
                     log,
                     parts: parts + 1,
-                })
-            } else {
-                let fork = new_log(conn, Some((log, parts)), parts + 1)?;
-                insert_part(conn, fork, parts, None, inline)?;
-                tips.insert(fork, parts + 1);
-                Ok(Ref::Log {
-                    log: fork,
-                    parts: parts + 1,
-                })
+                });
             }
+            let fork = new_log(conn, Some((log, parts)), parts + 1)?;
+            own_part(conn, fork, parts, None, inline)?;
+            Ok(Ref::Log {
+                log: fork,
+                parts: parts + 1,
+            })
         }
         Some(Ref::Blob(blob)) => {
             let log = new_log(conn, None, 2)?;
-            insert_part(conn, log, 0, Some(blob), None)?;
-            insert_part(conn, log, 1, None, inline)?;
-            tips.insert(log, 2);
+            own_part(conn, log, 0, Some(blob), None)?;
+            own_part(conn, log, 1, None, inline)?;
             Ok(Ref::Log { log, parts: 2 })
         }
         None => {
             let log = new_log(conn, None, 1)?;
-            insert_part(conn, log, 0, None, inline)?;
-            tips.insert(log, 1);
+            own_part(conn, log, 0, None, inline)?;
             Ok(Ref::Log { log, parts: 1 })
         }
+    }
+}
+
+/// Insert a part of a log made in this transaction (no one else can have it).
+fn own_part(
+    conn: &Connection,
+    log: i64,
+    part: i64,
+    blob: Option<i64>,
+    inline: Option<(&[u8], &[u8])>,
+) -> Result<(), CheckpointError> {
+    if insert_part(conn, log, part, blob, inline)? {
+        Ok(())
+    } else {
+        Err(CheckpointError::Storage(
+            format!("part {part} of the new log {log} exists already").into(),
+        ))
     }
 }
 
