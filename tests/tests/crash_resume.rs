@@ -18,6 +18,10 @@
 //!   re-executions (ledger rows minus steps) are at most the number of kills (`sync`) or
 //!   `MAX_INFLIGHT + 2` per kill (`async`).
 //!
+//! The same file holds the failpoint crash matrices: the SQLite writer aborts the
+//! process at named points (see `stategraph_checkpoints`' failpoint module) at every hit of a
+//! run, for the example's steps and for a fork, a prune and a thread copy.
+//!
 //! Kill count: `STATEGRAPH_KILLS=N` (default 50 per test, the PR tier of R-01; the nightly
 //! tier is `STATEGRAPH_KILLS=200`). Seed: `STATEGRAPH_KILL_SEED=S` (default a fixed seed per
 //! test). A thread that finishes before enough kills is checked and the sweep goes on with a
