@@ -648,6 +648,18 @@ fn several_processes_share_one_checkpoint_file() {
     assert_eq!(integrity_check(&db).0, "ok");
 }
 
+/// A failpoint ends its process with `abort` (SIGABRT), as a crash would.
+fn assert_aborted(out: &std::process::Output, ctx: &str) {
+    assert_eq!(
+        out.status.signal(),
+        Some(6),
+        "{ctx}: expected an abort, got {}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The failpoint crash matrix (reliability.md R-02): the writer aborts the process at a named
 /// point — before `BEGIN`, after a checkpoint's values, after its row, before `COMMIT`, after
 /// `COMMIT` but before the run hears of it — at its first, second, … hit, until a run gets
@@ -709,13 +721,7 @@ fn failpoint_matrix_loses_at_most_the_step_in_flight() {
                     assert_eq!((report.items, report.checksum), (steps, reference), "{ctx}");
                     break;
                 }
-                assert_eq!(
-                    out.status.signal(),
-                    Some(6),
-                    "{ctx}: expected an abort, got {}: {}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                assert_aborted(&out, &ctx);
                 reached = n;
                 crashes += 1;
                 let (integrity, _) = integrity_check(&db);
@@ -940,13 +946,7 @@ fn failpoint_matrix_of_fork_prune_and_copy() {
                 assert!(stdout.contains("child done"), "{spec}: {stdout}");
                 break;
             }
-            assert_eq!(
-                out.status.signal(),
-                Some(6),
-                "{spec}: expected an abort, got {}: {stdout}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_aborted(&out, &spec);
             reached = n;
             crashes += 1;
             assert_eq!(integrity_check(&db).0, "ok", "{spec}");
