@@ -436,14 +436,13 @@ impl<T: Clone> Extend<T> for List<T> {
         if iter.peek().is_none() {
             return;
         }
-        let chunks = Arc::make_mut(&mut self.chunks);
-        let mut len = self.len;
         while iter.peek().is_some() {
-            let k = chunks.len();
-            let chunk = Chunk::new(k, iter.by_ref().take(capacity(k)).inspect(|_| len += 1));
-            chunks.push(chunk);
+            // Length and chunks move together, so a panicking iterator leaves a valid list.
+            let k = self.chunks.len();
+            let chunk = Chunk::new(k, iter.by_ref().take(capacity(k)));
+            self.len += chunk.sealed.len();
+            Arc::make_mut(&mut self.chunks).push(chunk);
         }
-        self.len = len;
     }
 }
 
@@ -854,6 +853,21 @@ mod tests {
         let shared = list.clone();
         assert_eq!(shared.into_vec(), kept);
         assert_eq!(Vec::from(list), kept);
+    }
+
+    #[test]
+    fn a_panic_while_extending_leaves_a_valid_list() {
+        let mut list: List<u32> = (0..8).collect();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            list.extend((100..).map(|i| if i == 124 { panic!("stop") } else { i }));
+        }));
+        assert!(result.is_err());
+        let n = list.len();
+        assert!(list.iter().take(8).copied().eq(0..8));
+        list.push(999);
+        assert_eq!(list.len(), n + 1);
+        assert_eq!(list.get(n), Some(&999));
+        assert_eq!(list.iter().count(), n + 1);
     }
 
     #[test]

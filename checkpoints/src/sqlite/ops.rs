@@ -168,12 +168,17 @@ fn run_group_in(
         let mark = local.added.len();
         let mut sp = match tx.savepoint() {
             Ok(sp) => sp,
-            Err(e) => return Ok(GroupResult::Failed(storage(e), n)),
+            Err(e) => {
+                // The whole transaction is undone: nothing it stored may be remembered.
+                local.writer.forget();
+                return Ok(GroupResult::Failed(storage(e), n));
+            }
         };
         let r = run_op(&sp, &mut local, options, op);
         match r {
             Ok(reply) => {
                 if let Err(e) = sp.commit() {
+                    local.writer.forget();
                     return Ok(GroupResult::Failed(storage(e), n));
                 }
                 results.push(Ok(reply));
@@ -529,6 +534,12 @@ fn append_log(
     match prev {
         Some(Ref::Log { log, parts }) => {
             if insert_part(conn, log, parts, None, inline)? {
+                // `tip` stays current for readers that use it (and for builds that decided
+                // forks by it); this writer decides by the primary key.
+                conn.prepare_cached("UPDATE sg_logs SET tip = ?2 WHERE id = ?1 AND tip < ?2")
+                    .map_err(storage)?
+                    .execute(params![log, parts + 1])
+                    .map_err(storage)?;
                 return Ok(Ref::Log {
                     log,
                     parts: parts + 1,

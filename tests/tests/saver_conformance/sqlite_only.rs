@@ -272,3 +272,43 @@ async fn a_reopened_file_has_every_thread_and_value() -> TestResult {
     assert_eq!(threads.len(), 1);
     Ok(())
 }
+
+/// A log's `tip` is its number of parts, as the format describes it, after appends on one
+/// branch and a fork that appends at a place the first branch already took.
+#[tokio::test]
+async fn every_log_tip_counts_its_parts() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("tips.db");
+    let (t, ids) = populated(&path).await?;
+    let saver = SqliteSaver::open(&path)?;
+    // A fork from the 10th checkpoint appends where the main branch already has a part.
+    let fork = header(Some(ids[9]), 9, Source::Fork);
+    saver
+        .put(PutCheckpoint {
+            thread: t.clone(),
+            ns: Namespace::root(),
+            checkpoint: fork,
+            writes: vec![FieldWrite {
+                field: "log".into(),
+                part: FieldPart::Tail(b"[99]".to_vec()),
+            }],
+        })
+        .await?;
+    drop(saver);
+    let conn = Connection::open(&path)?;
+    let logs: Vec<(i64, i64, Option<i64>, i64)> = conn
+        .prepare(
+            "SELECT l.id, l.tip, l.base_log,
+                    (SELECT max(part) + 1 FROM sg_log_parts p WHERE p.log = l.id)
+             FROM sg_logs l ORDER BY l.id",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<Result<_, _>>()?;
+    assert_eq!(logs.len(), 2, "the main log and the fork's: {logs:?}");
+    for (id, tip, _, parts) in &logs {
+        assert_eq!(tip, parts, "log {id}");
+    }
+    assert_eq!(logs[0].1, 20);
+    assert_eq!((logs[1].1, logs[1].2), (11, Some(logs[0].0)));
+    Ok(())
+}
