@@ -1193,8 +1193,11 @@ pub(crate) fn list(
                 let path = values.len();
                 values.push(value.to_string().into());
                 let val = values.len();
+                // Same type and same value: a missing key never matches (not even `null`),
+                // `1` is not `1.0`, and `true` is not `1` (SQLite extracts it as 1).
                 sql.push_str(&format!(
-                    " AND json_extract(metadata, ?{path}) IS json_extract(?{val}, '$')"
+                    " AND json_type(metadata, ?{path}) IS json_type(?{val}, '$') \
+                     AND json_extract(metadata, ?{path}) IS json_extract(?{val}, '$')"
                 ));
             }
         }
