@@ -186,7 +186,7 @@ pub struct ListOptions {
     /// value equal to the given one (a missing key never matches, not even `null`; `1` is not
     /// `1.0`, `true` is not `1`). The keys `source` and `step` match the checkpoint's own
     /// fields. A key must match `[A-Za-z_][A-Za-z0-9_.-]{0,63}`, else
-    /// [`CheckpointError::InvalidFilterKey`].
+    /// [`CheckpointError::InvalidFilterKey`](crate::CheckpointError::InvalidFilterKey).
     pub filter: BTreeMap<String, serde_json::Value>,
 }
 
