@@ -276,3 +276,74 @@ pub fn build_target(package: &str, kind: &str, name: &str) -> Result<std::path::
         .find_map(|m| m["executable"].as_str().map(std::path::PathBuf::from))
         .ok_or_else(|| format!("cargo did not report the {name} executable"))
 }
+
+/// The counting thread several reliability tests share (the `crash_resume` example's shape):
+/// each step appends its index to `items` and folds it into `checksum`, until `steps` items.
+pub mod tally {
+    use std::sync::Arc;
+
+    use stategraph::{BoxError, CompileError, CompiledGraph, List, NodeContext, State, StateGraph};
+    use stategraph::{END, START};
+
+    /// The state: the items so far and a running checksum over them.
+    #[derive(State, Clone, Default, Debug)]
+    pub struct Tally {
+        /// One item per step: the step index.
+        #[reduce(append)]
+        pub items: List<u64>,
+        /// [`next_checksum`] folded over the items.
+        pub checksum: u64,
+    }
+
+    /// The checksum after item `i`, given the one before it.
+    pub fn next_checksum(prev: u64, i: u64) -> u64 {
+        prev.wrapping_mul(1_000_003).wrapping_add(i + 1)
+    }
+
+    /// The checksum after `k` steps of an uninterrupted run.
+    pub fn reference_checksum(k: u64) -> u64 {
+        (0..k).fold(0, next_checksum)
+    }
+
+    /// The graph: `step` loops on itself until the state holds `steps` items.
+    ///
+    /// # Errors
+    /// Never in practice (the graph is valid); compile errors are passed on.
+    pub fn graph(steps: u64) -> Result<CompiledGraph<Tally>, CompileError> {
+        let route = move |s: &Tally| {
+            if (s.items.len() as u64) < steps {
+                "step"
+            } else {
+                END
+            }
+        };
+        StateGraph::<Tally>::new()
+            .add_node("step", |s: Arc<Tally>, _c: NodeContext| async move {
+                let i = s.items.len() as u64;
+                Ok::<_, BoxError>(
+                    Tally::update()
+                        .items(vec![i])
+                        .checksum(next_checksum(s.checksum, i)),
+                )
+            })
+            .add_conditional_edges(START, route, ["step", END])
+            .add_conditional_edges("step", route, ["step", END])
+            .compile()
+    }
+
+    /// The number of items if `t` is a prefix of the uninterrupted run (items `0..k` with the
+    /// checksum after `k`), else what is wrong, prefixed with `what`.
+    ///
+    /// # Errors
+    /// A description of the torn or wrong state.
+    pub fn check(t: &Tally, what: &str) -> Result<u64, String> {
+        let k = t.items.len() as u64;
+        if !t.items.iter().copied().eq(0..k) {
+            return Err(format!("{what}: items are not 0..{k}"));
+        }
+        if t.checksum != reference_checksum(k) {
+            return Err(format!("{what}: checksum does not match {k} items"));
+        }
+        Ok(k)
+    }
+}

@@ -45,6 +45,7 @@ use rusqlite::{Connection, OpenFlags};
 use stategraph::checkpoints::SqliteSaver;
 use stategraph::prelude::*;
 use stategraph::run::MAX_INFLIGHT;
+use stategraph_tests::tally::{self, next_checksum, Tally};
 
 /// Steps per thread under `sync` (each step waits for a commit with `synchronous=FULL`).
 const SYNC_STEPS: u64 = 400;
@@ -53,35 +54,11 @@ const ASYNC_STEPS: u64 = 2000;
 /// Kill delays after spawn, in milliseconds (inclusive).
 const DELAY_MS: (u64, u64) = (2, 40);
 
-/// The example's state, redeclared to read its checkpoints through `get_state`.
-#[derive(State, Clone, Default, Debug)]
-struct Tally {
-    #[reduce(append)]
-    items: Vec<u64>,
-    checksum: u64,
-}
-
-fn next_checksum(prev: u64, i: u64) -> u64 {
-    prev.wrapping_mul(1_000_003).wrapping_add(i + 1)
-}
-
-/// The same graph shape as the example (the node body is never run here).
+/// The example's graph, with the SQLite file `db` (used here to read what the example wrote;
+/// the state is the example's, and stored `Vec` and `List` fields read the same).
 fn reader_graph(db: &Path, steps: u64) -> CompiledGraph<Tally> {
-    let route = move |s: &Tally| {
-        if (s.items.len() as u64) < steps {
-            "step"
-        } else {
-            END
-        }
-    };
-    StateGraph::<Tally>::new()
-        .add_node("step", |_s: Arc<Tally>, _c: NodeContext| async move {
-            Err::<TallyUpdate, BoxError>("the reader graph does not run".into())
-        })
-        .add_conditional_edges(START, route, ["step", END])
-        .add_conditional_edges("step", route, ["step", END])
-        .compile()
-        .expect("reader graph compiles")
+    tally::graph(steps)
+        .expect("tally graph compiles")
         .with_checkpointer(Arc::new(
             SqliteSaver::open(db).expect("open checkpoint file"),
         ))
@@ -783,30 +760,6 @@ fn failpoint_matrix_loses_at_most_the_step_in_flight() {
 /// Steps of the thread the fork/prune/copy child runs.
 const CHILD_STEPS: u64 = 12;
 
-/// The example's graph, with a node that runs (for the in-process child below).
-fn work_graph(steps: u64) -> CompiledGraph<Tally> {
-    let route = move |s: &Tally| {
-        if (s.items.len() as u64) < steps {
-            "step"
-        } else {
-            END
-        }
-    };
-    StateGraph::<Tally>::new()
-        .add_node("step", |s: Arc<Tally>, _c: NodeContext| async move {
-            let i = s.items.len() as u64;
-            Ok::<_, BoxError>(
-                Tally::update()
-                    .items(vec![i])
-                    .checksum(next_checksum(s.checksum, i)),
-            )
-        })
-        .add_conditional_edges(START, route, ["step", END])
-        .add_conditional_edges("step", route, ["step", END])
-        .compile()
-        .expect("work graph compiles")
-}
-
 /// The child process of [`failpoint_matrix_of_fork_prune_and_copy`]: on the file named by
 /// `STATEGRAPH_FAILPOINT_CHILD_DB`, run thread `main` to its end, fork it once from the
 /// checkpoint holding 5 items (the new branch runs to the end), prune it to its newest 6
@@ -824,7 +777,7 @@ fn failpoint_child_runs_fork_prune_copy() {
         .expect("runtime");
     rt.block_on(async {
         let saver = Arc::new(SqliteSaver::open(&db)?);
-        let g = work_graph(CHILD_STEPS).with_checkpointer(saver.clone());
+        let g = tally::graph(CHILD_STEPS)?.with_checkpointer(saver.clone());
         let cfg = RunConfig::new().thread("main").durability(Durability::Sync);
         match g.get_state("main", None).await? {
             None => {

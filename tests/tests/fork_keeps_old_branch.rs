@@ -15,22 +15,12 @@ use std::sync::Arc;
 
 use stategraph::checkpoints::{ListOptions, Source, SqliteSaver};
 use stategraph::prelude::*;
+use stategraph_tests::tally::{self, Tally};
 
 type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 const STEPS: u64 = 100;
 const FORKS: usize = 50;
-
-#[derive(State, Clone, Default, Debug)]
-struct Tally {
-    #[reduce(append)]
-    items: List<u64>,
-    checksum: u64,
-}
-
-fn next_checksum(prev: u64, i: u64) -> u64 {
-    prev.wrapping_mul(1_000_003).wrapping_add(i + 1)
-}
 
 type Row = Vec<rusqlite::types::Value>;
 
@@ -64,26 +54,7 @@ fn rows(path: &std::path::Path) -> BTreeSet<(String, Vec<String>)> {
 async fn fifty_forks_leave_the_original_history_byte_identical() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("forks.db");
-    let route = |s: &Tally| {
-        if (s.items.len() as u64) < STEPS {
-            "step"
-        } else {
-            END
-        }
-    };
-    let graph = StateGraph::<Tally>::new()
-        .add_node("step", |s: Arc<Tally>, _c: NodeContext| async move {
-            let i = s.items.len() as u64;
-            Ok::<_, BoxError>(
-                Tally::update()
-                    .items(vec![i])
-                    .checksum(next_checksum(s.checksum, i)),
-            )
-        })
-        .add_conditional_edges(START, route, ["step", END])
-        .add_conditional_edges("step", route, ["step", END])
-        .compile()?
-        .with_checkpointer(Arc::new(SqliteSaver::open(&path)?));
+    let graph = tally::graph(STEPS)?.with_checkpointer(Arc::new(SqliteSaver::open(&path)?));
     let cfg = RunConfig::new()
         .thread("t")
         .durability(Durability::Async)

@@ -15,33 +15,12 @@ use std::sync::Arc;
 
 use stategraph::checkpoints::{ListOptions, SqliteSaver};
 use stategraph::prelude::*;
+use stategraph_tests::tally::{self, check, Tally};
 
 type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 const STEPS: u64 = 1000;
 const READERS: usize = 16;
-
-#[derive(State, Clone, Default, Debug)]
-struct Tally {
-    #[reduce(append)]
-    items: List<u64>,
-    checksum: u64,
-}
-
-fn next_checksum(prev: u64, i: u64) -> u64 {
-    prev.wrapping_mul(1_000_003).wrapping_add(i + 1)
-}
-
-fn check(t: &Tally, what: &str) -> Result<u64, String> {
-    let k = t.items.len() as u64;
-    if !t.items.iter().copied().eq(0..k) {
-        return Err(format!("{what}: items are not 0..{k}"));
-    }
-    if t.checksum != (0..k).fold(0, next_checksum) {
-        return Err(format!("{what}: checksum does not match {k} items"));
-    }
-    Ok(k)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_see_only_committed_prefixes_while_a_sync_run_writes() -> TestResult {
@@ -57,26 +36,7 @@ async fn readers_during(durability: Durability) -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("busy.db");
     let saver = Arc::new(SqliteSaver::open(&path)?);
-    let route = |s: &Tally| {
-        if (s.items.len() as u64) < STEPS {
-            "step"
-        } else {
-            END
-        }
-    };
-    let graph = StateGraph::<Tally>::new()
-        .add_node("step", |s: Arc<Tally>, _c: NodeContext| async move {
-            let i = s.items.len() as u64;
-            Ok::<_, BoxError>(
-                Tally::update()
-                    .items(vec![i])
-                    .checksum(next_checksum(s.checksum, i)),
-            )
-        })
-        .add_conditional_edges(START, route, ["step", END])
-        .add_conditional_edges("step", route, ["step", END])
-        .compile()?
-        .with_checkpointer(saver.clone());
+    let graph = tally::graph(STEPS)?.with_checkpointer(saver.clone());
     let done = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));
     let readers: Vec<_> = (0..READERS)
