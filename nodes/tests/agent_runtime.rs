@@ -34,6 +34,14 @@ fn call(id: &str, name: &str) -> ToolCall {
     ToolCall::new(id, name, json!({}))
 }
 
+/// A model that calls `tool` once (call id `id`), then answers `text`.
+fn call_then(id: &str, tool: &str, text: &str) -> ScriptedModel {
+    ScriptedModel::new(
+        "m",
+        [AiMessage::calls([call(id, tool)]), AiMessage::text(text)],
+    )
+}
+
 fn tool_messages(state: &ThreadState) -> Vec<&ToolMessage> {
     state.messages.iter().filter_map(Message::as_tool).collect()
 }
@@ -156,13 +164,7 @@ async fn tool_results_merge_through_reducers_in_call_order() -> R {
 #[tokio::test]
 async fn invented_tool_call_gets_an_error_message_and_no_handler_runs() -> R {
     let runs = Arc::new(AtomicUsize::new(0));
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "rm_rf")]),
-            AiMessage::text("sorry"),
-        ],
-    );
+    let model = call_then("c1", "rm_rf", "sorry");
     let agent = AgentBuilder::new(model.clone())
         .tool(counted("lookup", ToolSource::Config, &runs))
         .assemble(RunContext::default())
@@ -185,13 +187,7 @@ async fn failing_tool_becomes_an_error_tool_message_and_the_run_goes_on() -> R {
         ToolSpec::new("boom", "fails", ToolSource::Config),
         |_call, _cx| async { Err(ToolError::failed("boom", "disk full")) },
     );
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "boom")]),
-            AiMessage::text("ok"),
-        ],
-    );
+    let model = call_then("c1", "boom", "ok");
     let agent = AgentBuilder::new(model.clone())
         .tool(boom)
         .assemble(RunContext::default())
@@ -311,13 +307,7 @@ fn authz_agent(
 #[tokio::test]
 async fn denied_tool_is_never_shown_and_a_call_to_it_never_runs() -> R {
     let runs = Arc::new(AtomicUsize::new(0));
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "delete")]),
-            AiMessage::text("ok"),
-        ],
-    );
+    let model = call_then("c1", "delete", "ok");
     let agent = authz_agent(
         &model,
         &runs,
@@ -438,13 +428,7 @@ async fn guardrail_denial_has_the_documented_message_and_the_handler_never_runs(
 #[tokio::test]
 async fn explicit_empty_allowlist_denies_everything() -> R {
     let runs = Arc::new(AtomicUsize::new(0));
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "read")]),
-            AiMessage::text("ok"),
-        ],
-    );
+    let model = call_then("c1", "read", "ok");
     let agent = AgentBuilder::new(model.clone())
         .tool(counted("read", ToolSource::Config, &runs))
         .guardrail(Guardrail::new(
@@ -488,13 +472,7 @@ async fn one_call_with(
     guardrail: Guardrail,
 ) -> Result<(ThreadState, usize), Box<dyn std::error::Error + Send + Sync>> {
     let runs = Arc::new(AtomicUsize::new(0));
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "read")]),
-            AiMessage::text("ok"),
-        ],
-    );
+    let model = call_then("c1", "read", "ok");
     let agent = AgentBuilder::new(model.clone())
         .tool(counted("read", ToolSource::Config, &runs))
         .guardrail(guardrail)
@@ -545,13 +523,7 @@ async fn interrupt_in_a_tool_passes_every_error_handling_layer_and_resumes() -> 
             Ok(ToolMessage::new(call.id, "ask_user", answer).into())
         },
     );
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "ask_user")]),
-            AiMessage::text("thanks"),
-        ],
-    );
+    let model = call_then("c1", "ask_user", "thanks");
     let agent = AgentBuilder::new(model.clone())
         .tool(ask)
         .guardrail(Guardrail::new(AllowlistProvider::allow_all()))
@@ -615,13 +587,7 @@ impl ToolLayer for Recording {
 async fn layers_wrap_in_registration_order_outermost_first() -> R {
     let log = Arc::new(Mutex::new(Vec::new()));
     let runs = Arc::new(AtomicUsize::new(0));
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "read")]),
-            AiMessage::text("ok"),
-        ],
-    );
+    let model = call_then("c1", "read", "ok");
     let agent = AgentBuilder::new(model.clone())
         .tool(counted("read", ToolSource::Config, &runs))
         .tool_layer(Recording {
@@ -886,13 +852,7 @@ async fn a_call_replayed_from_a_checkpoint_is_checked_again_under_the_new_assemb
 #[tokio::test]
 async fn capability_trace_is_emitted_as_stream_events() -> R {
     let runs = Arc::new(AtomicUsize::new(0));
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "read")]),
-            AiMessage::text("ok"),
-        ],
-    );
+    let model = call_then("c1", "read", "ok");
     let agent = AgentBuilder::new(model.clone())
         .tool(counted("read", ToolSource::Config, &runs))
         .assemble(RunContext::default())
@@ -1093,13 +1053,7 @@ async fn each_tool_call_has_a_stable_task_id_usable_as_an_idempotency_key() -> R
             }
         },
     );
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "charge")]),
-            AiMessage::text("done"),
-        ],
-    );
+    let model = call_then("c1", "charge", "done");
     let agent = AgentBuilder::new(model.clone())
         .tool(ask)
         .assemble(RunContext::new("t-id", "u"))
@@ -1200,13 +1154,7 @@ async fn a_tool_denied_by_authorization_never_comes_back_through_tool_search() -
 #[tokio::test]
 async fn a_call_under_a_stale_promotion_is_refused_before_the_handler() -> R {
     let runs = Arc::new(AtomicUsize::new(0));
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "crm_read")]),
-            AiMessage::text("ok"),
-        ],
-    );
+    let model = call_then("c1", "crm_read", "ok");
     let agent = AgentBuilder::new(model.clone())
         .tool(counted("crm_read", ToolSource::Mcp, &runs))
         .assemble(RunContext::default())
@@ -1286,13 +1234,7 @@ async fn a_replayed_call_to_a_tool_that_is_now_hidden_is_refused() -> R {
 #[tokio::test]
 async fn authorization_is_asked_again_before_the_configured_guardrails() -> R {
     let runs = Arc::new(AtomicUsize::new(0));
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "delete")]),
-            AiMessage::text("ok"),
-        ],
-    );
+    let model = call_then("c1", "delete", "ok");
     let agent = AgentBuilder::new(model.clone())
         .tool(counted("delete", ToolSource::Config, &runs))
         .authorization(Authorization::new(
@@ -1507,13 +1449,7 @@ impl ToolLayer for Rename {
 async fn a_layer_cannot_redirect_a_checked_call_to_another_tool() -> R {
     let reads = Arc::new(AtomicUsize::new(0));
     let deletes = Arc::new(AtomicUsize::new(0));
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "read")]),
-            AiMessage::text("ok"),
-        ],
-    );
+    let model = call_then("c1", "read", "ok");
     let agent = AgentBuilder::new(model.clone())
         .tool(counted("read", ToolSource::Config, &reads))
         .tool(counted("delete", ToolSource::Config, &deletes))
@@ -1675,13 +1611,7 @@ async fn the_model_sees_a_message_edited_in_place_not_a_stale_copy() -> R {
             ))
         },
     );
-    let model = ScriptedModel::new(
-        "m",
-        [
-            AiMessage::calls([call("c1", "redact")]),
-            AiMessage::text("ok"),
-        ],
-    );
+    let model = call_then("c1", "redact", "ok");
     let agent = AgentBuilder::new(model.clone())
         .tool(redact)
         .assemble(RunContext::default())

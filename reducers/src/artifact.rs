@@ -2,7 +2,10 @@
 
 use std::collections::HashSet;
 
-use crate::{decode_list, encode_list, Change, ReduceCtx, ReduceError, Reducer, Stored, StoredRef};
+use crate::{
+    decode_list, encode_list, extend_list, Change, ReduceCtx, ReduceError, Reducer, Stored,
+    StoredRef,
+};
 
 /// An order-preserving union of names with dedup: `[a, b] + [b, c] = [a, b, c]`.
 ///
@@ -70,7 +73,7 @@ impl Reducer for Artifacts {
     }
 
     fn extend(value: &mut Vec<String>, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
-        crate::extend_list(value, tails)
+        extend_list(value, tails)
     }
 }
 

@@ -7,8 +7,6 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{de::DeserializeOwned, Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::{decode_list, Change, Stored, StoredRef};
-
 /// Items in the first chunks: 8, 16, 32; every later chunk holds [`MAX_CHUNK`].
 const FIRST_CHUNK: usize = 8;
 const MAX_CHUNK: usize = 64;
@@ -447,20 +445,11 @@ impl<T: Clone> Extend<T> for List<T> {
 }
 
 impl<T: Clone> FromIterator<T> for List<T> {
-    /// Fills chunk after chunk directly (no per-item synchronisation).
+    /// Whole chunks at a time (see [`Extend`]).
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        let mut iter = iter.into_iter().peekable();
-        let mut chunks = Vec::new();
-        let mut len = 0;
-        while iter.peek().is_some() {
-            let k = chunks.len();
-            let chunk = Chunk::new(k, iter.by_ref().take(capacity(k)).inspect(|_| len += 1));
-            chunks.push(chunk);
-        }
-        List {
-            chunks: Arc::new(chunks),
-            len,
-        }
+        let mut list = List::new();
+        list.extend(iter);
+        list
     }
 }
 
@@ -682,54 +671,6 @@ where
     fn from_items(items: Vec<T>) -> Self {
         List::from(items)
     }
-}
-
-/// The items of `value` from `from` on, serialized as a sequence.
-struct TailOf<'a, V>(&'a V, usize);
-
-impl<V: ListValue> Serialize for TailOf<'_, V> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.items().skip(self.1))
-    }
-}
-
-/// The stored form of a list after `change`: only the appended items for an append.
-pub(crate) fn encode_items<V: ListValue>(
-    value: &V,
-    change: Change,
-) -> Result<Stored, serde_json::Error> {
-    match change {
-        Change::Appended { from } if from <= value.len() => {
-            Ok(Stored::Tail(serde_json::to_vec(&TailOf(value, from))?))
-        }
-        _ => Ok(Stored::Whole(serde_json::to_vec(value)?)),
-    }
-}
-
-/// A list from a whole part followed by tail parts.
-pub(crate) fn decode_items<V: ListValue>(parts: &[StoredRef<'_>]) -> Result<V, serde_json::Error> {
-    decode_list::<V::Item>(parts).map(V::from_items)
-}
-
-/// Append stored tail parts to a list.
-pub(crate) fn extend_items<V: ListValue>(
-    value: &mut V,
-    tails: &[StoredRef<'_>],
-) -> Result<(), serde_json::Error> {
-    for part in tails {
-        match part {
-            StoredRef::Tail(bytes) => {
-                let more: Vec<V::Item> = serde_json::from_slice(bytes)?;
-                value.append_items(more);
-            }
-            StoredRef::Whole(_) => {
-                return Err(serde::de::Error::custom(
-                    "a whole part cannot extend a list",
-                ))
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

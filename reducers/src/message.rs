@@ -5,8 +5,10 @@ use std::marker::PhantomData;
 
 use serde::{Deserialize, Serialize};
 
-use crate::list::{decode_items, encode_items, extend_items};
-use crate::{Change, ListValue, ReduceCtx, ReduceError, Reducer, Stored, StoredRef};
+use crate::{
+    decode_list, encode_list, extend_list, Change, ListValue, ReduceCtx, ReduceError, Reducer,
+    Stored, StoredRef,
+};
 
 /// A list item with an optional id, as [`AddMessages`] needs it.
 ///
@@ -289,15 +291,15 @@ where
     }
 
     fn encode(value: &V, change: Change) -> Result<Stored, serde_json::Error> {
-        encode_items(value, change)
+        encode_list(value, change)
     }
 
     fn decode(parts: &[StoredRef<'_>]) -> Result<V, serde_json::Error> {
-        decode_items(parts)
+        decode_list(parts)
     }
 
     fn extend(value: &mut V, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
-        extend_items(value, tails)
+        extend_list(value, tails)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::ReduceError;
+use crate::{ListValue, ReduceError};
 
 /// What a reducer did to a field's value in one step.
 ///
@@ -178,33 +178,40 @@ impl Stored {
     }
 }
 
-/// Encode the tail of a list from index `from` (helper for append-shaped reducers).
+/// The items of `value` from `from` on, serialized as a sequence.
+struct TailOf<'a, V>(&'a V, usize);
+
+impl<V: ListValue> Serialize for TailOf<'_, V> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.items().skip(self.1))
+    }
+}
+
+/// The stored form of a list after `change`: only the items from index `from` on for an
+/// append (helper for append-shaped reducers; `Vec<T>` or [`List<T>`](crate::List)).
 ///
 /// # Errors
 /// Fails if an item cannot be serialized.
-pub fn encode_list<T: Serialize>(items: &[T], change: Change) -> Result<Stored, serde_json::Error> {
+pub fn encode_list<V: ListValue>(value: &V, change: Change) -> Result<Stored, serde_json::Error> {
     match change {
-        Change::Appended { from } if from <= items.len() => {
-            Ok(Stored::Tail(serde_json::to_vec(&items[from..])?))
+        Change::Appended { from } if from <= value.len() => {
+            Ok(Stored::Tail(serde_json::to_vec(&TailOf(value, from))?))
         }
-        _ => Ok(Stored::Whole(serde_json::to_vec(items)?)),
+        _ => Ok(Stored::Whole(serde_json::to_vec(value)?)),
     }
 }
 
 /// Append tail parts to a list (helper for append-shaped reducers).
 ///
 /// # Errors
-/// Fails if a part is a whole value or not a JSON array of `T`.
-pub fn extend_list<T: DeserializeOwned>(
-    items: &mut Vec<T>,
+/// Fails if a part is a whole value or not a JSON array of the item type.
+pub fn extend_list<V: ListValue>(
+    value: &mut V,
     tails: &[StoredRef<'_>],
 ) -> Result<(), serde_json::Error> {
     for part in tails {
         match part {
-            StoredRef::Tail(bytes) => {
-                let more: Vec<T> = serde_json::from_slice(bytes)?;
-                items.extend(more);
-            }
+            StoredRef::Tail(bytes) => value.append_items(serde_json::from_slice(bytes)?),
             StoredRef::Whole(_) => {
                 return Err(serde::de::Error::custom(
                     "a whole part cannot extend a list",
@@ -220,11 +227,9 @@ pub fn extend_list<T: DeserializeOwned>(
 /// A list may also start with a tail part (an empty prefix).
 ///
 /// # Errors
-/// Fails if a part is not a JSON array of `T`.
-pub fn decode_list<T: DeserializeOwned>(
-    parts: &[StoredRef<'_>],
-) -> Result<Vec<T>, serde_json::Error> {
-    let mut out: Vec<T> = Vec::new();
+/// Fails if a part is not a JSON array of the item type.
+pub fn decode_list<V: ListValue>(parts: &[StoredRef<'_>]) -> Result<V, serde_json::Error> {
+    let mut out: Vec<V::Item> = Vec::new();
     for (i, part) in parts.iter().enumerate() {
         match part {
             StoredRef::Whole(bytes) => {
@@ -234,10 +239,10 @@ pub fn decode_list<T: DeserializeOwned>(
                 out = serde_json::from_slice(bytes)?;
             }
             StoredRef::Tail(bytes) => {
-                let more: Vec<T> = serde_json::from_slice(bytes)?;
+                let more: Vec<V::Item> = serde_json::from_slice(bytes)?;
                 out.extend(more);
             }
         }
     }
-    Ok(out)
+    Ok(V::from_items(out))
 }

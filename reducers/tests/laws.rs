@@ -1,26 +1,13 @@
 //! Property tests for the laws of the built-in reducers.
 
 use proptest::prelude::*;
-use serde::{Deserialize, Serialize};
 use stategraph_reducers::{
-    AddMessages, Append, Artifacts, Message, MessageOp, MessagesUpdate, Promoted, PromotedReducer,
+    AddMessages, Append, Artifacts, MessageOp, MessagesUpdate, Promoted, PromotedReducer,
     ReduceCtx, ReduceError, Reducer, Stored, StoredRef,
 };
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Msg {
-    id: Option<String>,
-    text: u8,
-}
-
-impl Message for Msg {
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn set_id(&mut self, id: String) {
-        self.id = Some(id);
-    }
-}
+mod common;
+use common::Msg;
 
 type Messages = AddMessages<Vec<Msg>>;
 

@@ -3,9 +3,8 @@
 //! values and stored parts over `List` as over `Vec`.
 
 use proptest::prelude::*;
-use serde::{Deserialize, Serialize};
 use stategraph_reducers::{
-    AddMessages, Append, List, Message, MessageOp, MessagesUpdate, ReduceCtx, Reducer,
+    AddMessages, Append, List, MessageOp, MessagesUpdate, ReduceCtx, Reducer,
 };
 
 #[derive(Debug, Clone)]
@@ -34,20 +33,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Msg {
-    id: Option<String>,
-    text: u8,
-}
-
-impl Message for Msg {
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn set_id(&mut self, id: String) {
-        self.id = Some(id);
-    }
-}
+mod common;
+use common::Msg;
 
 fn message_ops() -> impl Strategy<Value = MessagesUpdate<Msg>> {
     let id = prop::sample::select(vec!["a", "b", "c", "d"]).prop_map(String::from);

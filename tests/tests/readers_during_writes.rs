@@ -38,10 +38,11 @@ async fn readers_during(durability: Durability) -> TestResult {
     let saver = Arc::new(SqliteSaver::open(&path)?);
     let graph = tally::graph(STEPS)?.with_checkpointer(saver.clone());
     let done = Arc::new(AtomicBool::new(false));
-    let reads = Arc::new(AtomicU64::new(0));
+    // States read while the run was between its first and its last step.
+    let mid_run = Arc::new(AtomicU64::new(0));
     let readers: Vec<_> = (0..READERS)
         .map(|r| {
-            let (graph, done, reads) = (graph.clone(), done.clone(), reads.clone());
+            let (graph, done, mid_run) = (graph.clone(), done.clone(), mid_run.clone());
             tokio::spawn(async move {
                 let mut seen = 0u64;
                 let mut n = 0u64;
@@ -76,11 +77,13 @@ async fn readers_during(durability: Durability) -> TestResult {
                             return Err(format!("reader {r}: state went back from {seen} to {k}"));
                         }
                         seen = k;
+                        if 0 < k && k < STEPS {
+                            mid_run.fetch_add(1, Ordering::SeqCst);
+                        }
                     }
-                    reads.fetch_add(1, Ordering::SeqCst);
                     tokio::task::yield_now().await;
                 }
-                Ok::<u64, String>(n)
+                Ok::<(), String>(())
             })
         })
         .collect();
@@ -91,13 +94,16 @@ async fn readers_during(durability: Durability) -> TestResult {
     let out = graph.invoke(Tally::update(), &cfg).await?;
     done.store(true, Ordering::SeqCst);
     assert_eq!(check(&out.state, "final")?, STEPS);
-    for (r, reader) in readers.into_iter().enumerate() {
-        let n = reader.await?.map_err(|e| e.to_string())?;
-        assert!(n > 0, "reader {r} never read");
+    for reader in readers {
+        reader.await?.map_err(|e| e.to_string())?;
     }
-    let total = reads.load(Ordering::SeqCst);
-    eprintln!("{durability:?}: {total} reads by {READERS} readers during the run");
-    assert!(total >= READERS as u64);
+    let mid = mid_run.load(Ordering::SeqCst);
+    eprintln!("{durability:?}: {mid} states read mid-run by {READERS} readers");
+    if durability == Durability::Sync {
+        // A thousand fsyncs leave the readers plenty of time: the checks above ran on states
+        // from the middle of the run, not only on the first and last.
+        assert!(mid > 0, "no reader saw the run in progress");
+    }
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     let wal_bytes = std::fs::metadata(&wal).map_or(0, |m| m.len());
