@@ -31,11 +31,11 @@ use crate::{
     Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
     PendingWrite, PutCheckpoint, Retention, Saver, StepChanges, ThreadId, ThreadInfo,
 };
-use record::Full;
+use record::{ControlRecord, Full};
 
 /// Operations the writer thread runs.
 pub(crate) enum Op {
-    Put(Box<PutCheckpoint>),
+    Put(Box<StoredPut>),
     PutWrites {
         thread: ThreadId,
         ns: Namespace,
@@ -51,6 +51,27 @@ pub(crate) enum Op {
         thread: ThreadId,
         retention: Retention,
     },
+}
+
+/// A put as the writer runs it: the checkpoint, with its control state moved (on the
+/// caller's side) into the shared record form the writer keeps for it.
+pub(crate) struct StoredPut {
+    /// The put; its `checkpoint.control` has been taken out into `control`.
+    pub(crate) put: PutCheckpoint,
+    pub(crate) control: Arc<ControlRecord>,
+}
+
+impl StoredPut {
+    fn new(mut put: PutCheckpoint) -> Result<Op, CheckpointError> {
+        let control = std::mem::take(&mut put.checkpoint.control);
+        let control = ControlRecord::from_control(control).map_err(|e| {
+            CheckpointError::Storage(format!("cannot encode control state: {e}").into())
+        })?;
+        Ok(Op::Put(Box::new(StoredPut {
+            put,
+            control: Arc::new(control),
+        })))
+    }
 }
 
 /// What an operation returns.
@@ -419,8 +440,8 @@ fn retry_busy_group(
 
 impl Saver for SqliteSaver {
     fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
-        let fut = self.submit(Op::Put(Box::new(put)));
-        Box::pin(async move { fut.await.map(|_| ()) })
+        let fut = StoredPut::new(put).map(|op| self.submit(op));
+        Box::pin(async move { fut?.await.map(|_| ()) })
     }
 
     fn put_writes<'a>(
@@ -539,13 +560,26 @@ impl Saver for SqliteSaver {
     }
 
     fn put_many(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
-        // Sent as one batch, the writer takes them in one transaction.
-        let futures = self.submit_all(puts.into_iter().map(|p| Op::Put(Box::new(p))).collect());
+        // Sent as one batch, the writer takes them in one transaction. A put whose control
+        // state cannot be encoded fails, and the ones after it are not sent (their parent
+        // would be missing).
+        let mut ops = Vec::with_capacity(puts.len());
+        let mut failed = None;
+        for p in puts {
+            match StoredPut::new(p) {
+                Ok(op) => ops.push(op),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let futures = self.submit_all(ops);
         Box::pin(async move {
             for f in futures {
                 f.await?;
             }
-            Ok(())
+            failed.map_or(Ok(()), Err)
         })
     }
 }

@@ -7,13 +7,13 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBeha
 
 use super::record::{decode_body, encode_body, Body, Full, Ref};
 use super::schema::{storage, SqliteOptions};
-use super::{Cache, Op, Reply};
+use super::{Cache, Op, Reply, StoredPut};
 use crate::checkpoint::whole_first;
 use crate::envelope::{hex, open, seal, CODEC_BINCODE, CODEC_JSON};
 use crate::{
     validate_filter_key, Checkpoint, CheckpointError, CheckpointId, FieldPart, ListOptions,
-    LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention, Source, StepChanges,
-    TaskId, ThreadId, ThreadInfo, ThreadStatus, WriteKind,
+    LoadedCheckpoint, Namespace, PendingWrite, Retention, Source, StepChanges, TaskId, ThreadId,
+    ThreadInfo, ThreadStatus, WriteKind,
 };
 
 pub(crate) enum GroupResult {
@@ -336,8 +336,9 @@ fn put(
     conn: &Connection,
     local: &mut Local<'_>,
     options: &SqliteOptions,
-    p: &PutCheckpoint,
+    stored: &StoredPut,
 ) -> Result<(), CheckpointError> {
+    let p = &stored.put;
     let cp = &p.checkpoint;
     let thread = p.thread.as_str();
     let key = (thread.to_string(), p.ns.as_str().to_string());
@@ -380,23 +381,20 @@ fn put(
         None => (None, -1, Arc::new(Full::default())),
     };
     let mut full = Full {
+        control: Arc::clone(&stored.control),
         fields: parent_full.fields.clone(),
-        ..Full::default()
     };
-    full.set_control(&cp.control).map_err(|e| {
-        CheckpointError::Storage(format!("cannot encode control state: {e}").into())
-    })?;
     for w in &p.writes {
         match &w.part {
             FieldPart::Whole(bytes) => {
                 check_size(bytes.len(), options)?;
                 let id = upsert_blob(conn, &mut local.writer.blobs, bytes)?;
-                full.fields.insert(w.field.clone(), Ref::Blob(id));
+                full.set_field(&w.field, Ref::Blob(id));
             }
             FieldPart::Tail(bytes) => {
                 check_size(bytes.len(), options)?;
-                let r = append_log(conn, full.fields.get(&w.field).copied(), bytes)?;
-                full.fields.insert(w.field.clone(), r);
+                let r = append_log(conn, full.fields.get(w.field.as_str()).copied(), bytes)?;
+                full.set_field(&w.field, r);
             }
         }
     }
@@ -837,7 +835,8 @@ fn header(h: &HeaderRow, full: &Full, thread: &str) -> Result<Checkpoint, Checkp
     let metadata = serde_json::from_str(&h.metadata)
         .map_err(|e| integrity(thread, &cp, "sg_checkpoints.metadata", e.to_string()))?;
     let control = full
-        .control()
+        .control
+        .to_control()
         .map_err(|e| integrity(thread, &cp, "control", e.to_string()))?;
     Ok(Checkpoint {
         id,
@@ -898,7 +897,7 @@ pub(crate) fn get(
     let cp = checkpoint.id.to_string();
     let mut fields = BTreeMap::new();
     for (name, r) in &full.fields {
-        fields.insert(name.clone(), load_field(conn, t, &cp, name, *r)?);
+        fields.insert(name.to_string(), load_field(conn, t, &cp, name, *r)?);
     }
     let pending = load_writes(conn, thread, ns, checkpoint.id)?;
     Ok(Some(LoadedCheckpoint {
@@ -957,7 +956,7 @@ pub(crate) fn changes(
             }
             _ => whole_first(load_field(conn, t, &cp, name, *r)?),
         };
-        fields.push((name.clone(), parts));
+        fields.push((name.to_string(), parts));
     }
     let pending = load_writes(conn, thread, ns, id)?;
     let parent = parent_id.as_deref().map(|p| id_from(p, t)).transpose()?;

@@ -22,12 +22,15 @@ pub(crate) enum Ref {
     },
 }
 
-/// A checkpoint's whole state record, rebuilt from a full body and the deltas after it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Full {
+/// The control part of a state record: everything but the field references.
+///
+/// A put moves its checkpoint's [`Control`] in here once (on the caller's side, before the
+/// writer sees it); the record of that checkpoint and every retry of its put share it, so the
+/// writer never copies a control map.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ControlRecord {
     pub(crate) versions: BTreeMap<Arc<str>, u64>,
     pub(crate) seen: BTreeMap<Arc<str>, BTreeMap<Arc<str>, u64>>,
-    pub(crate) fields: BTreeMap<String, Ref>,
     pub(crate) branches: Vec<String>,
     pub(crate) barriers: BTreeMap<String, Vec<String>>,
     /// Pending sends: node and JSON text of the argument.
@@ -36,39 +39,26 @@ pub(crate) struct Full {
     pub(crate) anchor: Option<u128>,
 }
 
-/// What a checkpoint row stores: a full record, or what changed since the parent's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Body {
-    pub(crate) full: bool,
-    pub(crate) versions: Vec<(Arc<str>, u64)>,
-    pub(crate) seen: Vec<(Arc<str>, Arc<str>, u64)>,
-    pub(crate) fields: Vec<(String, Ref)>,
-    pub(crate) branches: Vec<String>,
-    pub(crate) barriers: Vec<(String, Vec<String>)>,
-    pub(crate) sends: Vec<(String, String)>,
-    pub(crate) interrupt_seen: Vec<(String, u64)>,
-    pub(crate) anchor: Option<u128>,
-}
-
-impl Full {
-    /// Take the control state of a checkpoint (field refs are set separately).
-    pub(crate) fn set_control(&mut self, c: &Control) -> Result<(), serde_json::Error> {
-        self.versions = c.versions.clone();
-        self.seen = c.versions_seen.clone();
-        self.branches = c.branches.clone();
-        self.barriers = c.barriers.clone();
-        self.sends = c
-            .sends
-            .iter()
-            .map(|s| Ok((s.node.clone(), serde_json::to_string(&s.arg)?)))
-            .collect::<Result<_, serde_json::Error>>()?;
-        self.interrupt_seen = c.interrupt_seen.clone();
-        self.anchor = c.anchor.map(crate::CheckpointId::as_u128);
-        Ok(())
+impl ControlRecord {
+    /// Take a checkpoint's control state (its send arguments become JSON text).
+    pub(crate) fn from_control(c: Control) -> Result<Self, serde_json::Error> {
+        Ok(ControlRecord {
+            versions: c.versions,
+            seen: c.versions_seen,
+            branches: c.branches,
+            barriers: c.barriers,
+            sends: c
+                .sends
+                .into_iter()
+                .map(|s| Ok((s.node, serde_json::to_string(&s.arg)?)))
+                .collect::<Result<_, serde_json::Error>>()?,
+            interrupt_seen: c.interrupt_seen,
+            anchor: c.anchor.map(crate::CheckpointId::as_u128),
+        })
     }
 
     /// The control state.
-    pub(crate) fn control(&self) -> Result<Control, serde_json::Error> {
+    pub(crate) fn to_control(&self) -> Result<Control, serde_json::Error> {
         Ok(Control {
             versions: self.versions.clone(),
             versions_seen: self.seen.clone(),
@@ -88,6 +78,42 @@ impl Full {
             anchor: self.anchor.map(crate::CheckpointId::from_u128),
         })
     }
+}
+
+/// A checkpoint's whole state record, rebuilt from a full body and the deltas after it.
+///
+/// Both parts are cheap to copy: the control part is shared, and field names are shared
+/// strings (a child record copies its parent's map of references, not its names).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Full {
+    pub(crate) control: Arc<ControlRecord>,
+    pub(crate) fields: BTreeMap<Arc<str>, Ref>,
+}
+
+/// What a checkpoint row stores: a full record, or what changed since the parent's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Body {
+    pub(crate) full: bool,
+    pub(crate) versions: Vec<(Arc<str>, u64)>,
+    pub(crate) seen: Vec<(Arc<str>, Arc<str>, u64)>,
+    pub(crate) fields: Vec<(Arc<str>, Ref)>,
+    pub(crate) branches: Vec<String>,
+    pub(crate) barriers: Vec<(String, Vec<String>)>,
+    pub(crate) sends: Vec<(String, String)>,
+    pub(crate) interrupt_seen: Vec<(String, u64)>,
+    pub(crate) anchor: Option<u128>,
+}
+
+impl Full {
+    /// Set field `name` to `r`, sharing the name with the parent's entry when there is one.
+    pub(crate) fn set_field(&mut self, name: &str, r: Ref) {
+        match self.fields.get_mut(name) {
+            Some(slot) => *slot = r,
+            None => {
+                self.fields.insert(Arc::from(name), r);
+            }
+        }
+    }
 
     /// A body holding the parts every body stores whole (branches, barriers, sends,
     /// interrupt acknowledgements, anchor), with the given delta-able parts.
@@ -96,35 +122,37 @@ impl Full {
         full: bool,
         versions: Vec<(Arc<str>, u64)>,
         seen: Vec<(Arc<str>, Arc<str>, u64)>,
-        fields: Vec<(String, Ref)>,
+        fields: Vec<(Arc<str>, Ref)>,
     ) -> Body {
+        let c = &self.control;
         Body {
             full,
             versions,
             seen,
             fields,
-            branches: self.branches.clone(),
-            barriers: self
+            branches: c.branches.clone(),
+            barriers: c
                 .barriers
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            sends: self.sends.clone(),
-            interrupt_seen: self
+            sends: c.sends.clone(),
+            interrupt_seen: c
                 .interrupt_seen
                 .iter()
                 .map(|(k, v)| (k.clone(), *v))
                 .collect(),
-            anchor: self.anchor,
+            anchor: c.anchor,
         }
     }
 
     /// The whole record as a body.
     pub(crate) fn to_full_body(&self) -> Body {
+        let c = &self.control;
         self.body(
             true,
-            self.versions.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-            self.seen
+            c.versions.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            c.seen
                 .iter()
                 .flat_map(|(n, m)| m.iter().map(move |(c, v)| (n.clone(), c.clone(), *v)))
                 .collect(),
@@ -136,16 +164,20 @@ impl Full {
     /// full body describes `self`). Versions and fields are compared in one ordered pass each;
     /// each node's seen-channels map likewise, after finding the parent's by node.
     pub(crate) fn delta_from(&self, parent: &Full) -> Option<Body> {
-        let versions = changed(&self.versions, &parent.versions)?;
+        let (c, pc) = (&self.control, &parent.control);
         let fields = changed(&self.fields, &parent.fields)?;
+        if Arc::ptr_eq(c, pc) {
+            return Some(self.body(false, Vec::new(), Vec::new(), fields));
+        }
+        let versions = changed(&c.versions, &pc.versions)?;
         let empty = BTreeMap::new();
         let mut seen = Vec::new();
         // A node that disappeared from `seen` is a removal too.
-        if parent.seen.keys().any(|n| !self.seen.contains_key(n)) {
+        if pc.seen.keys().any(|n| !c.seen.contains_key(n)) {
             return None;
         }
-        for (node, chans) in &self.seen {
-            let before = parent.seen.get(node).unwrap_or(&empty);
+        for (node, chans) in &c.seen {
+            let before = pc.seen.get(node).unwrap_or(&empty);
             for (chan, v) in changed(chans, before)? {
                 seen.push((Arc::clone(node), chan, v));
             }
@@ -158,16 +190,17 @@ impl Full {
         if body.full {
             *self = Full::default();
         }
-        self.versions.extend(body.versions);
-        for (n, c, v) in body.seen {
-            self.seen.entry(n).or_default().insert(c, v);
+        let c = Arc::make_mut(&mut self.control);
+        c.versions.extend(body.versions);
+        for (n, ch, v) in body.seen {
+            c.seen.entry(n).or_default().insert(ch, v);
         }
+        c.branches = body.branches;
+        c.barriers = body.barriers.into_iter().collect();
+        c.sends = body.sends;
+        c.interrupt_seen = body.interrupt_seen.into_iter().collect();
+        c.anchor = body.anchor;
         self.fields.extend(body.fields);
-        self.branches = body.branches;
-        self.barriers = body.barriers.into_iter().collect();
-        self.sends = body.sends;
-        self.interrupt_seen = body.interrupt_seen.into_iter().collect();
-        self.anchor = body.anchor;
     }
 }
 
@@ -231,16 +264,17 @@ mod tests {
 
     fn sample() -> Full {
         let mut f = Full::default();
-        f.versions.insert("a".into(), 1);
-        f.versions.insert("b".into(), 2);
-        f.seen
+        let c = Arc::make_mut(&mut f.control);
+        c.versions.insert("a".into(), 1);
+        c.versions.insert("b".into(), 2);
+        c.seen
             .entry("n".into())
             .or_default()
             .insert("branch:to:n".into(), 1);
+        c.branches = vec!["branch:to:n".into()];
+        c.sends = vec![("w".into(), "{\"i\":1}".into())];
         f.fields.insert("a".into(), Ref::Blob(3));
         f.fields.insert("b".into(), Ref::Log { log: 1, parts: 2 });
-        f.branches = vec!["branch:to:n".into()];
-        f.sends = vec![("w".into(), "{\"i\":1}".into())];
         f
     }
 
@@ -248,16 +282,14 @@ mod tests {
     fn a_delta_applied_to_the_parent_gives_the_child() {
         let parent = sample();
         let mut child = parent.clone();
-        child.versions.insert("b".into(), 5);
-        child
-            .fields
-            .insert("b".into(), Ref::Log { log: 1, parts: 3 });
-        child
-            .seen
+        let c = Arc::make_mut(&mut child.control);
+        c.versions.insert("b".into(), 5);
+        c.seen
             .entry("m".into())
             .or_default()
             .insert("branch:to:m".into(), 4);
-        child.branches.clear();
+        c.branches.clear();
+        child.set_field("b", Ref::Log { log: 1, parts: 3 });
         let delta = child.delta_from(&parent).ok_or("no delta").unwrap();
         assert_eq!(delta.versions, [(Arc::from("b"), 5)]);
         assert_eq!(delta.fields.len(), 1);
@@ -273,13 +305,13 @@ mod tests {
         child.fields.remove("a");
         assert!(child.delta_from(&parent).is_none());
         let mut child = parent.clone();
-        child.versions.remove("a");
+        Arc::make_mut(&mut child.control).versions.remove("a");
         assert!(child.delta_from(&parent).is_none());
         let mut child = parent.clone();
-        child.seen.clear();
+        Arc::make_mut(&mut child.control).seen.clear();
         assert!(child.delta_from(&parent).is_none());
         let mut child = parent.clone();
-        if let Some(m) = child.seen.get_mut("n") {
+        if let Some(m) = Arc::make_mut(&mut child.control).seen.get_mut("n") {
             m.clear();
         }
         assert!(child.delta_from(&parent).is_none());
