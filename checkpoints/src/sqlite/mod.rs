@@ -62,7 +62,7 @@ pub(crate) struct StoredPut {
 }
 
 impl StoredPut {
-    fn new(mut put: PutCheckpoint) -> Result<Op, CheckpointError> {
+    fn op(mut put: PutCheckpoint) -> Result<Op, CheckpointError> {
         let control = std::mem::take(&mut put.checkpoint.control);
         let control = ControlRecord::from_control(control).map_err(|e| {
             CheckpointError::Storage(format!("cannot encode control state: {e}").into())
@@ -440,7 +440,7 @@ fn retry_busy_group(
 
 impl Saver for SqliteSaver {
     fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
-        let fut = StoredPut::new(put).map(|op| self.submit(op));
+        let fut = StoredPut::op(put).map(|op| self.submit(op));
         Box::pin(async move { fut?.await.map(|_| ()) })
     }
 
@@ -566,7 +566,7 @@ impl Saver for SqliteSaver {
         let mut ops = Vec::with_capacity(puts.len());
         let mut failed = None;
         for p in puts {
-            match StoredPut::new(p) {
+            match StoredPut::op(p) {
                 Ok(op) => ops.push(op),
                 Err(e) => {
                     failed = Some(e);
