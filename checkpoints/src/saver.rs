@@ -173,7 +173,10 @@ pub trait Saver: Send + Sync + 'static {
     /// Whether batches given to [`Saver::put_many`] are stored in the order of the calls even
     /// when their futures run at the same time (the call itself queues the batch, as the
     /// SQLite saver's writer thread does). The engine then keeps several batches in flight;
-    /// otherwise it waits for one batch to be stored before handing over the next. The default
+    /// otherwise it waits for one batch to be stored before handing over the next. Such a
+    /// saver's batch futures must also need no polling for the batch to be stored (the engine
+    /// keeps them without spawning a task), and under durability `async` the engine hands it
+    /// each checkpoint as soon as it is made, with [`Saver::put_many_more`]. The default
     /// (`false`) is always safe.
     fn orders_batches(&self) -> bool {
         false
@@ -192,5 +195,29 @@ pub trait Saver: Send + Sync + 'static {
             }
             Ok(())
         })
+    }
+
+    /// As [`Saver::put_many`], and more checkpoints of the same run follow at once: a saver
+    /// that groups writes may keep its commit open a little for them, so that storing them
+    /// overlaps the steps that make them. The future still resolves only once these are
+    /// stored. [`Saver::flush`] (or any other write) asks for a prompt commit. The default is
+    /// [`Saver::put_many`].
+    ///
+    /// # Errors
+    /// As [`Saver::put`].
+    fn put_many_more(
+        &self,
+        puts: Vec<PutCheckpoint>,
+    ) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        self.put_many(puts)
+    }
+
+    /// Commit promptly what [`Saver::put_many_more`] handed over; resolves once it is stored.
+    /// The default has nothing to do.
+    ///
+    /// # Errors
+    /// As [`Saver::put`].
+    fn flush(&self) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        Box::pin(async { Ok(()) })
     }
 }

@@ -26,8 +26,16 @@ pub const DEFAULT_RECURSION_LIMIT: usize = 10_007;
 /// saver): a crash loses at most these.
 pub const MAX_INFLIGHT: usize = 64;
 
-/// Under durability `async`, checkpoints go to the saver in batches of this many.
+/// Under durability `async`, checkpoints go to a saver that does not order batches (see
+/// [`Saver::orders_batches`]) in batches of this many.
 const ASYNC_BATCH: usize = 16;
+
+/// A checkpoint write handed to the saver: how many checkpoints, and its outcome. (The
+/// future sits in a mutex only to keep the run loop `Sync`; it is reached through `&mut`.)
+struct Inflight {
+    puts: usize,
+    done: std::sync::Mutex<BoxFuture<'static, Result<(), RunError>>>,
+}
 
 /// When a step's checkpoint must be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -560,7 +568,11 @@ pub(crate) struct Loop<S: State> {
     unsaved: Vec<Change>,
     /// Checkpoint writes handed to the saver and not yet confirmed (durability async), oldest
     /// first.
-    inflight: std::collections::VecDeque<tokio::task::JoinHandle<Result<(), CheckpointError>>>,
+    inflight: std::collections::VecDeque<Inflight>,
+    /// Checkpoints in `inflight`.
+    inflight_puts: usize,
+    /// Checkpoints were handed over with `put_many_more` since the last flush.
+    streamed: bool,
     /// Checkpoints not yet handed to the saver (durability async).
     buffer: Vec<PutCheckpoint>,
     /// Pending writes held back until the final checkpoint (durability exit).
@@ -645,6 +657,8 @@ impl<S: State> Loop<S> {
             pending: Vec::new(),
             unsaved: vec![Change::Unchanged; S::Field::ALL.len()],
             inflight: std::collections::VecDeque::new(),
+            inflight_puts: 0,
+            streamed: false,
             buffer: Vec::new(),
             deferred_pending: Vec::new(),
             input_writes: Vec::new(),
@@ -1803,29 +1817,56 @@ impl<S: State> Loop<S> {
             self.drain_inflight().await?;
             return saver.put(put).await.map_err(RunError::from);
         }
-        // Under `async`, checkpoints are handed to the saver in batches (a saver that groups
-        // writes commits a batch at once) while the steps go on.
+        // Under `async`, checkpoints are handed to the saver while the steps go on: to a saver
+        // that queues batches in call order each one as it is made (saying more follow, so a
+        // grouping saver stores them while the run goes on and commits them together), to
+        // any other in batches.
         self.buffer.push(put);
-        if self.buffer.len() >= ASYNC_BATCH {
+        if saver.orders_batches() {
+            let puts = std::mem::take(&mut self.buffer);
+            let n = puts.len();
+            self.streamed = true;
+            self.hand_over(
+                n,
+                Box::pin(async move { saver.put_many_more(puts).await.map_err(RunError::from) }),
+                false,
+            )?;
+        } else if self.buffer.len() >= ASYNC_BATCH {
             self.send_buffer(saver).await?;
         }
         // Surface finished writes (and their errors) early; bound what is in flight.
         while let Some(front) = self.inflight.front_mut() {
-            match futures::FutureExt::now_or_never(front) {
+            let done = front.done.get_mut().unwrap_or_else(|p| p.into_inner());
+            match futures::FutureExt::now_or_never(done) {
                 Some(done) => {
-                    self.inflight.pop_front();
-                    joined(done)?;
+                    self.pop_inflight();
+                    done?;
                 }
                 None => break,
             }
         }
-        while self.inflight.len() * ASYNC_BATCH + self.buffer.len() > MAX_INFLIGHT {
-            match self.inflight.pop_front() {
-                Some(front) => joined(front.await)?,
+        while self.inflight_puts + self.buffer.len() > MAX_INFLIGHT {
+            match self.pop_inflight() {
+                Some(front) => front.await?,
                 None => break,
             }
         }
         Ok(())
+    }
+
+    fn push_inflight(&mut self, puts: usize, done: BoxFuture<'static, Result<(), RunError>>) {
+        self.inflight_puts += puts;
+        self.inflight.push_back(Inflight {
+            puts,
+            done: std::sync::Mutex::new(done),
+        });
+    }
+
+    /// The oldest write in flight, taken off the queue.
+    fn pop_inflight(&mut self) -> Option<BoxFuture<'static, Result<(), RunError>>> {
+        let front = self.inflight.pop_front()?;
+        self.inflight_puts -= front.puts;
+        Some(front.done.into_inner().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Hand the buffered checkpoints to the saver as one batch. A saver that does not keep
@@ -1835,34 +1876,60 @@ impl<S: State> Loop<S> {
             return Ok(());
         }
         if !saver.orders_batches() {
-            while let Some(front) = self.inflight.pop_front() {
-                joined(front.await)?;
+            while let Some(front) = self.pop_inflight() {
+                front.await?;
             }
         }
         let puts = std::mem::take(&mut self.buffer);
-        let mut write: BoxFuture<'static, Result<(), CheckpointError>> =
-            Box::pin(async move { saver.put_many(puts).await });
-        // A saver that completes at once (in memory) needs no background task. An error that
-        // arrives at once still waits its turn behind the batches sent before it: the run
-        // reports the first failure in checkpoint order, not whichever finished first.
+        let n = puts.len();
+        // A saver that orders batches queues this one when called; its future only waits.
+        let spawn = !saver.orders_batches();
+        self.hand_over(
+            n,
+            Box::pin(async move { saver.put_many(puts).await.map_err(RunError::from) }),
+            spawn,
+        )
+    }
+
+    /// Poll a write of `n` checkpoints once (which hands it to the saver) and keep it in
+    /// flight unless it is done; `spawn`: as a task of its own, for a saver whose future must
+    /// be polled to make progress. A saver that completes at once (in memory) needs no task.
+    /// An error that arrives at once still waits its turn behind the writes sent before it:
+    /// the run reports the first failure in checkpoint order, not whichever finished first.
+    fn hand_over(
+        &mut self,
+        n: usize,
+        mut write: BoxFuture<'static, Result<(), RunError>>,
+        spawn: bool,
+    ) -> Result<(), RunError> {
         match futures::FutureExt::now_or_never(&mut write) {
             Some(Ok(())) => {}
-            Some(Err(e)) if self.inflight.is_empty() => return Err(e.into()),
-            Some(Err(e)) => self
-                .inflight
-                .push_back(tokio::spawn(async move { Err::<(), CheckpointError>(e) })),
-            None => self.inflight.push_back(tokio::spawn(write)),
+            Some(Err(e)) if self.inflight.is_empty() => return Err(e),
+            Some(Err(e)) => self.push_inflight(n, Box::pin(futures::future::ready(Err(e)))),
+            None if spawn => {
+                let task = tokio::spawn(write);
+                self.push_inflight(n, Box::pin(async move { joined(task.await) }));
+            }
+            None => self.push_inflight(n, write),
         }
         Ok(())
     }
 
-    /// Send what is buffered and wait for every checkpoint write in flight.
+    /// Send what is buffered and wait for every checkpoint write in flight (asking the saver
+    /// to commit at once what it was told more would follow).
     async fn drain_inflight(&mut self) -> Result<(), RunError> {
         if let Some(saver) = self.level.saver.clone() {
-            self.send_buffer(saver).await?;
+            self.send_buffer(saver.clone()).await?;
+            if std::mem::take(&mut self.streamed) {
+                self.hand_over(
+                    0,
+                    Box::pin(async move { saver.flush().await.map_err(RunError::from) }),
+                    false,
+                )?;
+            }
         }
-        while let Some(front) = self.inflight.pop_front() {
-            joined(front.await)?;
+        while let Some(front) = self.pop_inflight() {
+            front.await?;
         }
         Ok(())
     }
@@ -2049,9 +2116,9 @@ enum Executed {
     Parent(Vec<ParentCommand>),
 }
 
-fn joined(r: Result<Result<(), CheckpointError>, tokio::task::JoinError>) -> Result<(), RunError> {
+fn joined(r: Result<Result<(), RunError>, tokio::task::JoinError>) -> Result<(), RunError> {
     match r {
-        Ok(r) => r.map_err(RunError::from),
+        Ok(r) => r,
         Err(e) => Err(RunError::Checkpoint(CheckpointError::Storage(
             format!("checkpoint writer failed: {e}").into(),
         ))),

@@ -136,22 +136,13 @@ impl RecordingSaver {
     }
 }
 
-impl Saver for RecordingSaver {
-    fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
-        Box::pin(async move {
-            if let Some(delay) = self.put_delay {
-                tokio::time::sleep(delay).await;
-            }
-            self.admit(&put)?;
-            self.target.put(put).await
-        })
-    }
-
-    fn orders_batches(&self) -> bool {
-        self.target.orders_batches()
-    }
-
-    fn put_many(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
+impl RecordingSaver {
+    /// `put_many` or (`more_follow`) `put_many_more` of the target, with the injected faults.
+    fn put_batch(
+        &self,
+        puts: Vec<PutCheckpoint>,
+        more_follow: bool,
+    ) -> BoxFuture<'_, Result<(), CheckpointError>> {
         // The puts before an injected fault reach the target as one batch (so a batching
         // saver's grouping is exercised); the fault is the batch's error.
         let mut admitted = Vec::with_capacity(puts.len());
@@ -168,7 +159,11 @@ impl Saver for RecordingSaver {
         let stored = if admitted.is_empty() {
             None
         } else {
-            Some(self.target.put_many(admitted))
+            Some(if more_follow {
+                self.target.put_many_more(admitted)
+            } else {
+                self.target.put_many(admitted)
+            })
         };
         let delay = self.put_delay;
         Box::pin(async move {
@@ -180,6 +175,37 @@ impl Saver for RecordingSaver {
             }
             fault.map_or(Ok(()), Err)
         })
+    }
+}
+
+impl Saver for RecordingSaver {
+    fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        Box::pin(async move {
+            if let Some(delay) = self.put_delay {
+                tokio::time::sleep(delay).await;
+            }
+            self.admit(&put)?;
+            self.target.put(put).await
+        })
+    }
+
+    fn orders_batches(&self) -> bool {
+        self.target.orders_batches()
+    }
+
+    fn put_many(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        self.put_batch(puts, false)
+    }
+
+    fn put_many_more(
+        &self,
+        puts: Vec<PutCheckpoint>,
+    ) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        self.put_batch(puts, true)
+    }
+
+    fn flush(&self) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        self.target.flush()
     }
 
     fn put_writes<'a>(

@@ -51,6 +51,8 @@ pub(crate) enum Op {
         thread: ThreadId,
         retention: Retention,
     },
+    /// Nothing to store: ends a group kept open for more (see [`writer_loop`]).
+    Flush,
 }
 
 /// A put as the writer runs it: the checkpoint, with its control state moved (on the
@@ -83,6 +85,9 @@ pub(crate) enum Reply {
 struct Job {
     op: Op,
     done: tokio::sync::oneshot::Sender<Result<Reply, CheckpointError>>,
+    /// More checkpoints of the same run follow at once: the writer may keep its transaction
+    /// open for them (see [`writer_loop`]).
+    more_follow: bool,
 }
 
 /// Full state records by checkpoint row (`seq` values are never reused).
@@ -225,15 +230,20 @@ impl SqliteSaver {
     }
 
     fn submit(&self, op: Op) -> BoxFuture<'static, Result<Reply, CheckpointError>> {
-        match self.submit_all(vec![op]).pop() {
+        match self.submit_all(vec![op], false).pop() {
             Some(reply) => reply,
             None => Box::pin(async { Err(CheckpointError::Storage("nothing submitted".into())) }),
         }
     }
 
     /// Hand `ops` to the writer as one batch (it runs them in one transaction, possibly with
-    /// other queued work); one reply future per op.
-    fn submit_all(&self, ops: Vec<Op>) -> Vec<BoxFuture<'static, Result<Reply, CheckpointError>>> {
+    /// other queued work); one reply future per op. `more_follow`: the caller will hand over
+    /// more at once (see [`writer_loop`]).
+    fn submit_all(
+        &self,
+        ops: Vec<Op>,
+        more_follow: bool,
+    ) -> Vec<BoxFuture<'static, Result<Reply, CheckpointError>>> {
         if ops.is_empty() {
             return Vec::new();
         }
@@ -241,7 +251,14 @@ impl SqliteSaver {
             .into_iter()
             .map(|op| {
                 let (done, rx) = tokio::sync::oneshot::channel();
-                (Job { op, done }, rx)
+                (
+                    Job {
+                        op,
+                        done,
+                        more_follow,
+                    },
+                    rx,
+                )
             })
             .unzip();
         let sent = match self
@@ -371,30 +388,78 @@ fn next_jobs(rx: &mpsc::Receiver<Vec<Job>>) -> Result<Vec<Job>, mpsc::RecvError>
     }
 }
 
+/// How long an open group waits for the next checkpoint of a run that said more follow.
+const MORE_IDLE: Duration = Duration::from_micros(100);
+/// How long a group stays open for more at most (the write lock is held meanwhile).
+const MORE_MAX: Duration = Duration::from_millis(2);
+/// Most operations in one group.
+const MAX_GROUP: usize = 512;
+
 /// Commit queued operations in groups, one transaction per group.
+///
+/// A group takes every job queued when it starts. If the newest job says more checkpoints of
+/// its run follow (durability `async` hands each checkpoint over as the run makes it), the
+/// writer runs the group's SQL at once and, before committing, waits up to [`MORE_IDLE`] for
+/// each next job, runs it in the same transaction, and so on, until a job without that hint
+/// (the run's last batch, a `sync` put, anything else) arrives, the queue stays idle, the
+/// group has been open for [`MORE_MAX`], or it holds [`MAX_GROUP`] operations. So a short
+/// run's SQL is done while its steps run, and its end waits only for the commit.
 fn writer_loop(
     mut conn: Connection,
     rx: mpsc::Receiver<Vec<Job>>,
     cache: Arc<Mutex<Cache>>,
     options: SqliteOptions,
 ) {
-    const MAX_GROUP: usize = 512;
     let mut writer = ops::WriterState::default();
-    while let Ok(mut jobs) = next_jobs(&rx) {
-        while jobs.len() < MAX_GROUP {
+    while let Ok(first) = next_jobs(&rx) {
+        let opened = Instant::now();
+        let mut dones = Vec::new();
+        let mut more_follow = false;
+        let mut ops = take(first, &mut dones, &mut more_follow);
+        while ops.len() < MAX_GROUP {
             match rx.try_recv() {
-                Ok(more) => jobs.extend(more),
+                Ok(jobs) => ops.extend(take(jobs, &mut dones, &mut more_follow)),
                 Err(_) => break,
             }
         }
-        let (ops, dones): (Vec<Op>, Vec<_>) = jobs.into_iter().map(|j| (j.op, j.done)).unzip();
-        let results = retry_busy_group(&mut conn, &cache, &mut writer, &options, ops);
+        let mut more = || -> Option<Vec<Op>> {
+            if !more_follow || dones.len() >= MAX_GROUP || opened.elapsed() >= MORE_MAX {
+                return None;
+            }
+            let until = Instant::now() + MORE_IDLE;
+            loop {
+                match rx.try_recv() {
+                    Ok(jobs) => return Some(take(jobs, &mut dones, &mut more_follow)),
+                    Err(mpsc::TryRecvError::Empty) if Instant::now() < until => {
+                        std::thread::yield_now();
+                    }
+                    Err(_) => return None,
+                }
+            }
+        };
+        let results = retry_busy_group(&mut conn, &cache, &mut writer, &options, ops, &mut more);
         for (done, result) in dones.into_iter().zip(results) {
             let _ = done.send(result);
         }
     }
     // Fold the WAL back into the main file on a clean close.
     let _ = conn.pragma_update(None, "wal_checkpoint", "TRUNCATE");
+}
+
+/// The operations of `jobs`; their reply senders go to `dones`, and `more_follow` becomes
+/// the newest job's hint.
+fn take(
+    jobs: Vec<Job>,
+    dones: &mut Vec<tokio::sync::oneshot::Sender<Result<Reply, CheckpointError>>>,
+    more_follow: &mut bool,
+) -> Vec<Op> {
+    jobs.into_iter()
+        .map(|j| {
+            *more_follow = j.more_follow;
+            dones.push(j.done);
+            j.op
+        })
+        .collect()
 }
 
 /// Run a group in one transaction; if the transaction itself cannot start or commit because
@@ -405,6 +470,7 @@ fn retry_busy_group(
     writer: &mut ops::WriterState,
     options: &SqliteOptions,
     ops: Vec<Op>,
+    more: &mut dyn FnMut() -> Option<Vec<Op>>,
 ) -> Vec<Result<Reply, CheckpointError>> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut ops = Some(ops);
@@ -412,7 +478,7 @@ fn retry_busy_group(
         let Some(current) = ops.take() else {
             return Vec::new();
         };
-        match ops::run_group(conn, cache, writer, options, current) {
+        match ops::run_group(conn, cache, writer, options, current, more) {
             ops::GroupResult::Committed(results) => return results,
             ops::GroupResult::Busy(returned) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(2));
@@ -560,6 +626,29 @@ impl Saver for SqliteSaver {
     }
 
     fn put_many(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        self.put_batch(puts, false)
+    }
+
+    fn put_many_more(
+        &self,
+        puts: Vec<PutCheckpoint>,
+    ) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        self.put_batch(puts, true)
+    }
+
+    fn flush(&self) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        let fut = self.submit(Op::Flush);
+        Box::pin(async move { fut.await.map(|_| ()) })
+    }
+}
+
+impl SqliteSaver {
+    /// [`Saver::put_many`], saying whether more checkpoints of the run follow at once.
+    fn put_batch(
+        &self,
+        puts: Vec<PutCheckpoint>,
+        more_follow: bool,
+    ) -> BoxFuture<'_, Result<(), CheckpointError>> {
         // Sent as one batch, the writer takes them in one transaction. A put whose control
         // state cannot be encoded fails, and the ones after it are not sent (their parent
         // would be missing).
@@ -574,7 +663,7 @@ impl Saver for SqliteSaver {
                 }
             }
         }
-        let futures = self.submit_all(ops);
+        let futures = self.submit_all(ops, more_follow);
         Box::pin(async move {
             for f in futures {
                 f.await?;

@@ -91,18 +91,24 @@ impl Local<'_> {
 /// (a single op needs no second run: rolling back its transaction isolates it). If SQLite
 /// itself rolls a transaction back (a full disk, an I/O error), the whole group fails with
 /// that error and nothing of it is committed.
+///
+/// Before committing, the group asks `more` for operations that arrived meanwhile and runs
+/// them in the same transaction, until it answers `None` (see `writer_loop`: the writer keeps
+/// a group open while a run says more checkpoints follow). A group run again with savepoints
+/// takes no more.
 pub(crate) fn run_group(
     conn: &mut Connection,
     cache: &Mutex<Cache>,
     writer: &mut WriterState,
     options: &SqliteOptions,
     ops: Vec<Op>,
+    more: &mut dyn FnMut() -> Option<Vec<Op>>,
 ) -> GroupResult {
-    let ops = match run_group_in(conn, cache, writer, options, ops, false) {
+    let ops = match run_group_in(conn, cache, writer, options, ops, false, more) {
         Ok(done) => return done,
         Err(ops) => ops,
     };
-    match run_group_in(conn, cache, writer, options, ops, true) {
+    match run_group_in(conn, cache, writer, options, ops, true, &mut || None) {
         Ok(done) => done,
         Err(ops) => GroupResult::Failed(
             CheckpointError::Storage("a group failed without an error".into()),
@@ -118,15 +124,15 @@ fn run_group_in(
     cache: &Mutex<Cache>,
     writer: &mut WriterState,
     options: &SqliteOptions,
-    ops: Vec<Op>,
+    mut ops: Vec<Op>,
     isolate: bool,
+    more: &mut dyn FnMut() -> Option<Vec<Op>>,
 ) -> Result<GroupResult, Vec<Op>> {
-    let n = ops.len();
     crate::failpoint::hit("group.before_begin");
     let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) if busy(&e) => return Ok(GroupResult::Busy(ops)),
-        Err(e) => return Ok(GroupResult::Failed(storage(e), n)),
+        Err(e) => return Ok(GroupResult::Failed(storage(e), ops.len())),
     };
     // Another connection committed since our last transaction: what we remember may be stale.
     match tx.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)) {
@@ -135,17 +141,30 @@ fn run_group_in(
             writer.forget();
             writer.data_version = Some(v);
         }
-        Err(e) => return Ok(GroupResult::Failed(storage(e), n)),
+        Err(e) => return Ok(GroupResult::Failed(storage(e), ops.len())),
     }
     let mut local = Local {
         shared: cache,
         added: Vec::new(),
         writer,
     };
-    let mut results = Vec::with_capacity(n);
-    for i in 0..ops.len() {
+    let mut results = Vec::with_capacity(ops.len());
+    let mut i = 0;
+    loop {
+        if i == ops.len() {
+            match if isolate { None } else { more() } {
+                Some(extra) => {
+                    ops.extend(extra);
+                    continue;
+                }
+                None => break,
+            }
+        }
+        let n = ops.len();
+        let op = &ops[i];
+        i += 1;
         if !isolate {
-            match run_op(&tx, &mut local, options, &ops[i]) {
+            match run_op(&tx, &mut local, options, op) {
                 Ok(reply) => results.push(Ok(reply)),
                 Err(e) => {
                     local.writer.forget();
@@ -164,7 +183,6 @@ fn run_group_in(
             }
             continue;
         }
-        let op = &ops[i];
         let mark = local.added.len();
         let mut sp = match tx.savepoint() {
             Ok(sp) => sp,
@@ -231,7 +249,7 @@ fn run_group_in(
             Ok(GroupResult::Committed(results))
         }
         Err(e) if busy(&e) => Ok(GroupResult::Busy(ops)),
-        Err(e) => Ok(GroupResult::Failed(storage(e), n)),
+        Err(e) => Ok(GroupResult::Failed(storage(e), ops.len())),
     }
 }
 
@@ -241,7 +259,7 @@ fn run_op(
     options: &SqliteOptions,
     op: &Op,
 ) -> Result<Reply, CheckpointError> {
-    if !matches!(op, Op::Put(_) | Op::PutWrites { .. }) {
+    if !matches!(op, Op::Put(_) | Op::PutWrites { .. } | Op::Flush) {
         // Deleting, copying and pruning move heads and values behind what we remember.
         local.writer.forget();
     }
@@ -270,6 +288,7 @@ fn run_op(
             Ok(Reply::Done)
         }
         Op::CopyThread { from, to } => copy_thread(conn, from, to).map(|()| Reply::Done),
+        Op::Flush => Ok(Reply::Done),
         Op::Prune { thread, retention } => {
             let n = prune(conn, local, thread, *retention)?;
             Ok(Reply::Count(n))

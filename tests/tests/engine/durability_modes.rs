@@ -163,3 +163,63 @@ async fn async_runs_ahead_of_a_slow_saver_and_still_stores_every_step_in_order()
     assert_eq!(steps, [-1, 0, 1, 2, 3, 4]);
     Ok(())
 }
+
+/// Under `async` on SQLite, a step's checkpoint is committed while the next step runs (the
+/// writer does not hold it back for the rest of the run): a second saver on the same file,
+/// another connection as another process would have, reads it before the long step ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_on_sqlite_commits_a_step_while_the_next_step_runs() -> TestResult {
+    use stategraph::checkpoints::{Namespace, SqliteSaver, ThreadId};
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("async.db");
+    let saver = Arc::new(SqliteSaver::open(&path)?);
+    let observer = SqliteSaver::open(&path)?;
+    let release = Arc::new(tokio::sync::Notify::new());
+    let wait = release.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node("quick", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(Log::update().log(vec!["quick".into()]))
+        })
+        .add_node("long", move |_s: Arc<Log>, _c: NodeContext| {
+            let wait = wait.clone();
+            async move {
+                wait.notified().await;
+                Ok::<_, BoxError>(Log::update().log(vec!["long".into()]))
+            }
+        })
+        .add_edge(START, "quick")
+        .add_edge("quick", "long")
+        .add_edge("long", END)
+        .compile()?
+        .with_checkpointer(saver);
+    let run = tokio::spawn(async move {
+        g.invoke(
+            Log::update(),
+            &RunConfig::new().thread("t").durability(Durability::Async),
+        )
+        .await
+    });
+    let thread = ThreadId::new("t")?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let seen = loop {
+        let head = observer.get(&thread, &Namespace::root(), None).await?;
+        if let Some(h) = head.filter(|h| h.checkpoint.step >= 1) {
+            break h;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the checkpoint of the step before the long one was not committed while it ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    };
+    assert_eq!(seen.checkpoint.step, 1, "only the quick step is done");
+    release.notify_one();
+    let out = run.await??;
+    assert_eq!(out.state.log, ["quick", "long"]);
+    let head = observer
+        .get(&thread, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(head.checkpoint.step, 2);
+    Ok(())
+}

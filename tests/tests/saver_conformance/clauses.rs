@@ -1259,3 +1259,88 @@ pub(crate) async fn a_failed_put_in_a_batch_keeps_the_puts_before_it(s: Subject)
     assert_eq!(value(&loaded, "i"), serde_json::json!(1));
     Ok(())
 }
+
+/// Checkpoints handed over one at a time with "more follow" (as a run under `async` does) all
+/// land, in order, once flushed; a stale one among them (another thread's second child of one
+/// head) fails alone, and the ones around it are kept.
+pub(crate) async fn checkpoints_handed_over_with_more_following_land_and_a_stale_one_fails_alone(
+    s: Subject,
+) -> TestResult {
+    let root = Namespace::root();
+    let (a, b) = (thread("stream-a"), thread("stream-b"));
+    let a_head = step(
+        &s.saver,
+        &a,
+        &root,
+        None,
+        Source::Input,
+        vec![tail("xs", "[0]")],
+    )
+    .await?;
+    let b_head = step(
+        &s.saver,
+        &b,
+        &root,
+        None,
+        Source::Input,
+        vec![whole("i", "0")],
+    )
+    .await?;
+    let put = |t: &ThreadId, checkpoint: Checkpoint, w: FieldWrite| PutCheckpoint {
+        thread: t.clone(),
+        ns: root.clone(),
+        checkpoint,
+        writes: vec![w],
+    };
+    let mut replies = Vec::new();
+    let mut parent = a_head;
+    let mut a_ids = vec![a_head];
+    for i in 1..=6 {
+        let cp = header(Some(parent), i - 1, Source::Loop);
+        parent = cp.id;
+        a_ids.push(cp.id);
+        replies.push(
+            s.saver
+                .put_many_more(vec![put(&a, cp, tail("xs", &format!("[{i}]")))]),
+        );
+        if i == 3 {
+            let kept = header(Some(b_head), 0, Source::Loop);
+            let stale = header(Some(b_head), 0, Source::Loop);
+            replies.push(s.saver.put_many_more(vec![put(&b, kept, whole("i", "1"))]));
+            replies.push(s.saver.put_many_more(vec![put(&b, stale, whole("i", "2"))]));
+        }
+    }
+    s.saver.flush().await?;
+    let mut outcomes = Vec::new();
+    for r in replies {
+        outcomes.push(r.await);
+    }
+    let failed: Vec<usize> = (0..outcomes.len())
+        .filter(|i| outcomes[*i].is_err())
+        .collect();
+    assert_eq!(failed, [4], "{outcomes:?}");
+    assert!(
+        matches!(outcomes[4], Err(CheckpointError::StaleParent { .. })),
+        "{:?}",
+        outcomes[4]
+    );
+    let listed: Vec<CheckpointId> = s
+        .saver
+        .list(&a, &root, ListOptions::default())
+        .await?
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    a_ids.reverse();
+    assert_eq!(listed, a_ids);
+    let loaded = s.saver.get(&a, &root, None).await?.ok_or("no head")?;
+    assert_eq!(
+        value(&loaded, "xs"),
+        serde_json::json!([0, 1, 2, 3, 4, 5, 6])
+    );
+    let b_loaded = s.saver.get(&b, &root, None).await?.ok_or("no head")?;
+    assert_eq!(value(&b_loaded, "i"), serde_json::json!(1));
+    // Nothing pending: a flush has nothing to do.
+    s.saver.flush().await?;
+    Ok(())
+}

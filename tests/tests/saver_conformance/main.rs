@@ -78,6 +78,7 @@ macro_rules! all_clauses {
             two_writers_on_one_thread_commit_exactly_one_child,
             changes_report_what_each_step_wrote,
             changes_of_a_long_list_are_each_steps_tail,
+            checkpoints_handed_over_with_more_following_land_and_a_stale_one_fails_alone,
             a_failed_put_in_a_batch_keeps_the_puts_before_it,
         );
     };
