@@ -497,7 +497,7 @@ impl<S: State> StateGraph<S> {
             return Err(CompileError { problems });
         }
 
-        let nodes = self
+        let nodes: Vec<CompiledNode<S>> = self
             .nodes
             .into_iter()
             .enumerate()
@@ -517,9 +517,10 @@ impl<S: State> StateGraph<S> {
                 subgraph: n.subgraph,
             })
             .collect();
+        let control_order = ControlOrder::new(&field_names::<S>(), &nodes, &joins);
         Ok(CompiledGraph {
             inner: Arc::new(GraphInner {
-                field_names: field_names::<S>(),
+                control_order,
                 name: self.name,
                 nodes,
                 index,
@@ -574,14 +575,77 @@ pub(crate) struct GraphInner<S: State> {
     pub(crate) join_specs: Vec<(Vec<String>, String)>,
     pub(crate) interrupt_before: Vec<bool>,
     pub(crate) interrupt_after: Vec<bool>,
-    /// The state's field names, by field index, shared by every control record.
-    pub(crate) field_names: Vec<Arc<str>>,
+    /// The order control records list channels and nodes in (see [`ControlOrder`]).
+    pub(crate) control_order: ControlOrder,
     /// The state each recently run thread was left in, by its head checkpoint.
     pub(crate) states: std::sync::Mutex<RememberedStates<S>>,
 }
 
 /// The state each remembered `(thread, namespace)` was left in, with its head checkpoint.
 pub(crate) type RememberedStates<S> = HashMap<(ThreadId, Namespace), (CheckpointId, Arc<S>)>;
+
+/// A versioned channel of a graph: a state field, a node's trigger channel or a join's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Channel {
+    Field(usize),
+    Branch(usize),
+    Join(usize),
+}
+
+/// Every versioned channel in name order (field names shared by every control record), and for
+/// each node the channels it can have seen in name order: a control record's maps are built from these in one ordered pass (bulk-built, not
+/// inserted entry by entry).
+pub(crate) struct ControlOrder {
+    /// `(name, channel)`, sorted by name.
+    pub(crate) channels: Vec<Named>,
+    /// Node indices sorted by node name, each with the channels it can have seen (its trigger
+    /// channel, the joins into it), sorted by name.
+    pub(crate) seen: Vec<(usize, Vec<Named>)>,
+}
+
+/// A channel with its name.
+pub(crate) type Named = (Arc<str>, Channel);
+
+impl ControlOrder {
+    fn new<S: State>(field_names: &[Arc<str>], nodes: &[CompiledNode<S>], joins: &[Join]) -> Self {
+        let mut channels: Vec<Named> = field_names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (Arc::clone(n), Channel::Field(i)))
+            .chain(
+                nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (Arc::clone(&n.branch_channel), Channel::Branch(i))),
+            )
+            .chain(
+                joins
+                    .iter()
+                    .enumerate()
+                    .map(|(j, join)| (Arc::clone(&join.channel), Channel::Join(j))),
+            )
+            .collect();
+        channels.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut seen: Vec<(usize, Vec<Named>)> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut chans = vec![(Arc::clone(&n.branch_channel), Channel::Branch(i))];
+                chans.extend(
+                    joins
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, join)| join.target == i)
+                        .map(|(j, join)| (Arc::clone(&join.channel), Channel::Join(j))),
+                );
+                chans.sort_by(|a, b| a.0.cmp(&b.0));
+                (i, chans)
+            })
+            .collect();
+        seen.sort_by(|a, b| nodes[a.0].name.cmp(&nodes[b.0].name));
+        ControlOrder { channels, seen }
+    }
+}
 
 /// The state's field names by field index (placed by `index()`, not by position in `ALL`).
 fn field_names<S: State>() -> Vec<Arc<str>> {

@@ -14,7 +14,7 @@ use stategraph_reducers::{Change, ReduceCtx, Stored, StoredRef};
 
 use crate::command::{Goto, ParentCommand, Resume, START};
 use crate::event::{Event, EventKind, EventSink, Shared, TaskStatus};
-use crate::graph::{CompiledGraph, GraphInner, TaskOutput};
+use crate::graph::{Channel, CompiledGraph, GraphInner, TaskOutput};
 use crate::node::{CancelToken, NodeContext, ResumeInput, Scratch, TaskCtx};
 use crate::state::Field;
 use crate::{BoxError, Command, Interrupt, Interrupted, RunError, State};
@@ -290,36 +290,37 @@ impl<S: State> Ctl<S> {
     }
 
     fn to_control(&self, g: &GraphInner<S>) -> Result<Control, RunError> {
-        let mut versions = BTreeMap::new();
-        for f in S::Field::ALL {
-            let v = self.field_versions[f.index()];
-            if v > 0 {
-                versions.insert(Arc::clone(&g.field_names[f.index()]), v);
-            }
-        }
-        let mut versions_seen: BTreeMap<Arc<str>, BTreeMap<Arc<str>, u64>> = BTreeMap::new();
-        for (i, n) in g.nodes.iter().enumerate() {
-            if self.branch_versions[i] > 0 {
-                versions.insert(n.branch_channel.clone(), self.branch_versions[i]);
-            }
-            if self.seen_branch[i] > 0 {
-                versions_seen
-                    .entry(Arc::clone(&n.name))
-                    .or_default()
-                    .insert(Arc::clone(&n.branch_channel), self.seen_branch[i]);
-            }
-        }
+        let version = |c: Channel| match c {
+            Channel::Field(f) => self.field_versions[f],
+            Channel::Branch(n) => self.branch_versions[n],
+            Channel::Join(j) => self.join_versions[j],
+        };
+        let seen = |c: Channel| match c {
+            Channel::Field(_) => 0,
+            Channel::Branch(n) => self.seen_branch[n],
+            Channel::Join(j) => self.seen_join[j],
+        };
+        // Built from entries already in key order: collecting sorted entries bulk-builds the
+        // map instead of inserting them one by one.
+        let order = &g.control_order;
+        let versions: BTreeMap<Arc<str>, u64> = order
+            .channels
+            .iter()
+            .filter_map(|(name, c)| Some((Arc::clone(name), version(*c))).filter(|e| e.1 > 0))
+            .collect();
+        let versions_seen: BTreeMap<Arc<str>, BTreeMap<Arc<str>, u64>> = order
+            .seen
+            .iter()
+            .filter_map(|(node, chans)| {
+                let m: BTreeMap<Arc<str>, u64> = chans
+                    .iter()
+                    .filter_map(|(name, c)| Some((Arc::clone(name), seen(*c))).filter(|e| e.1 > 0))
+                    .collect();
+                (!m.is_empty()).then(|| (Arc::clone(&g.nodes[*node].name), m))
+            })
+            .collect();
         let mut barriers = BTreeMap::new();
         for (j, join) in g.joins.iter().enumerate() {
-            if self.join_versions[j] > 0 {
-                versions.insert(join.channel.clone(), self.join_versions[j]);
-            }
-            if self.seen_join[j] > 0 {
-                versions_seen
-                    .entry(Arc::clone(&g.nodes[join.target].name))
-                    .or_default()
-                    .insert(Arc::clone(&join.channel), self.seen_join[j]);
-            }
             let seen: Vec<String> = join
                 .sources
                 .iter()
