@@ -397,13 +397,14 @@ const MAX_GROUP: usize = 512;
 
 /// Commit queued operations in groups, one transaction per group.
 ///
-/// A group takes every job queued when it starts. If the newest job says more checkpoints of
-/// its run follow (durability `async` hands each checkpoint over as the run makes it), the
-/// writer runs the group's SQL at once and, before committing, waits up to [`MORE_IDLE`] for
-/// each next job, runs it in the same transaction, and so on, until a job without that hint
-/// (the run's last batch, a `sync` put, anything else) arrives, the queue stays idle, the
-/// group has been open for [`MORE_MAX`], or it holds [`MAX_GROUP`] operations. So a short
-/// run's SQL is done while its steps run, and its end waits only for the commit.
+/// A group takes every job queued when it starts. If every job says more checkpoints of its
+/// run follow (durability `async` hands each checkpoint over as the run makes it), the writer
+/// runs the group's SQL at once and, before committing, waits up to [`MORE_IDLE`] for each
+/// next job, runs it in the same transaction, and so on, until a job without that hint (the
+/// run's flush, a `sync` put, anything else) arrives, the queue stays idle, the group has been
+/// open for [`MORE_MAX`], or it holds [`MAX_GROUP`] operations. So a short run's SQL is done
+/// while its steps run, and its end waits only for the commit. A group of nothing but flushes
+/// is answered at once, without taking the write lock.
 fn writer_loop(
     mut conn: Connection,
     rx: mpsc::Receiver<Vec<Job>>,
@@ -414,13 +415,21 @@ fn writer_loop(
     while let Ok(first) = next_jobs(&rx) {
         let opened = Instant::now();
         let mut dones = Vec::new();
-        let mut more_follow = false;
+        let mut more_follow = true;
         let mut ops = take(first, &mut dones, &mut more_follow);
         while ops.len() < MAX_GROUP {
             match rx.try_recv() {
                 Ok(jobs) => ops.extend(take(jobs, &mut dones, &mut more_follow)),
                 Err(_) => break,
             }
+        }
+        if ops.iter().all(|op| matches!(op, Op::Flush)) {
+            // Everything queued before these flushes was committed by earlier groups (the
+            // queue is first in, first out): nothing to wait for, no lock to take.
+            for done in dones {
+                let _ = done.send(Ok(Reply::Done));
+            }
+            continue;
         }
         let mut more = || -> Option<Vec<Op>> {
             if !more_follow || dones.len() >= MAX_GROUP || opened.elapsed() >= MORE_MAX {
@@ -446,8 +455,8 @@ fn writer_loop(
     let _ = conn.pragma_update(None, "wal_checkpoint", "TRUNCATE");
 }
 
-/// The operations of `jobs`; their reply senders go to `dones`, and `more_follow` becomes
-/// the newest job's hint.
+/// The operations of `jobs`; their reply senders go to `dones`, and `more_follow` stays true
+/// only while every job taken says more follow (one without the hint ends the group).
 fn take(
     jobs: Vec<Job>,
     dones: &mut Vec<tokio::sync::oneshot::Sender<Result<Reply, CheckpointError>>>,
@@ -455,7 +464,7 @@ fn take(
 ) -> Vec<Op> {
     jobs.into_iter()
         .map(|j| {
-            *more_follow = j.more_follow;
+            *more_follow &= j.more_follow;
             dones.push(j.done);
             j.op
         })

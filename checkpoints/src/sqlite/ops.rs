@@ -135,7 +135,10 @@ fn run_group_in(
         Err(e) => return Ok(GroupResult::Failed(storage(e), ops.len())),
     };
     // Another connection committed since our last transaction: what we remember may be stale.
-    match tx.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)) {
+    let version = tx
+        .prepare_cached("PRAGMA data_version")
+        .and_then(|mut st| st.query_row([], |r| r.get::<_, i64>(0)));
+    match version {
         Ok(v) if writer.data_version == Some(v) => {}
         Ok(v) => {
             writer.forget();

@@ -312,3 +312,34 @@ async fn every_log_tip_counts_its_parts() -> TestResult {
     assert_eq!((logs[1].1, logs[1].2), (11, Some(logs[0].0)));
     Ok(())
 }
+
+/// A flush when everything handed over is committed has nothing to wait for: it answers at
+/// once even while another connection holds the write lock (it does not take the lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_with_nothing_pending_does_not_wait_for_the_write_lock() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("flush.db");
+    let saver = SqliteSaver::open(&path)?;
+    let t = ThreadId::new("flushed")?;
+    saver
+        .put_many_more(vec![PutCheckpoint {
+            thread: t.clone(),
+            ns: Namespace::root(),
+            checkpoint: header(None, -1, Source::Input),
+            writes: vec![FieldWrite {
+                field: "i".into(),
+                part: FieldPart::Whole(b"1".to_vec()),
+            }],
+        }])
+        .await?;
+    let other = Connection::open(&path)?;
+    other.execute_batch("BEGIN IMMEDIATE")?;
+    let flushed = tokio::time::timeout(std::time::Duration::from_secs(3), saver.flush()).await;
+    other.execute_batch("COMMIT")?;
+    assert!(
+        matches!(flushed, Ok(Ok(()))),
+        "the flush waited for the lock: {flushed:?}"
+    );
+    assert!(saver.get(&t, &Namespace::root(), None).await?.is_some());
+    Ok(())
+}
