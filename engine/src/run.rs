@@ -1822,18 +1822,20 @@ impl<S: State> Loop<S> {
         // that queues batches in call order each one as it is made (saying more follow, so a
         // grouping saver stores them while the run goes on and commits them together), to
         // any other in batches.
-        self.buffer.push(put);
         if saver.orders_batches() {
-            let puts = std::mem::take(&mut self.buffer);
-            let n = puts.len();
             self.streamed = true;
             self.hand_over(
-                n,
-                Box::pin(async move { saver.put_many_more(puts).await.map_err(RunError::from) }),
+                1,
+                Box::pin(
+                    async move { saver.put_many_more(vec![put]).await.map_err(RunError::from) },
+                ),
                 false,
             )?;
-        } else if self.buffer.len() >= ASYNC_BATCH {
-            self.send_buffer(saver).await?;
+        } else {
+            self.buffer.push(put);
+            if self.buffer.len() >= ASYNC_BATCH {
+                self.send_buffer(saver).await?;
+            }
         }
         // Surface finished writes (and their errors) early; bound what is in flight.
         while let Some(front) = self.inflight.front_mut() {
