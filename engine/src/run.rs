@@ -572,8 +572,6 @@ pub(crate) struct Loop<S: State> {
     inflight: std::collections::VecDeque<Inflight>,
     /// Checkpoints in `inflight`.
     inflight_puts: usize,
-    /// Checkpoints were handed over with `put_many_more` since the last flush.
-    streamed: bool,
     /// Checkpoints not yet handed to the saver (durability async).
     buffer: Vec<PutCheckpoint>,
     /// Pending writes held back until the final checkpoint (durability exit).
@@ -659,7 +657,6 @@ impl<S: State> Loop<S> {
             unsaved: vec![Change::Unchanged; S::Field::ALL.len()],
             inflight: std::collections::VecDeque::new(),
             inflight_puts: 0,
-            streamed: false,
             buffer: Vec::new(),
             deferred_pending: Vec::new(),
             input_writes: Vec::new(),
@@ -1823,7 +1820,6 @@ impl<S: State> Loop<S> {
         // grouping saver stores them while the run goes on and commits them together), to
         // any other in batches.
         if saver.orders_batches() {
-            self.streamed = true;
             self.hand_over(
                 1,
                 Box::pin(
@@ -1872,25 +1868,22 @@ impl<S: State> Loop<S> {
         Some(front.done.into_inner().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Hand the buffered checkpoints to the saver as one batch. A saver that does not keep
-    /// concurrent batches in call order gets the next batch only once the last is stored.
+    /// Hand the buffered checkpoints (only a saver that does not order batches has any) to
+    /// the saver as one batch, once the last batch is stored: such a saver may store
+    /// concurrent batches out of order.
     async fn send_buffer(&mut self, saver: Arc<dyn Saver>) -> Result<(), RunError> {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        if !saver.orders_batches() {
-            while let Some(front) = self.pop_inflight() {
-                front.await?;
-            }
+        while let Some(front) = self.pop_inflight() {
+            front.await?;
         }
         let puts = std::mem::take(&mut self.buffer);
         let n = puts.len();
-        // A saver that orders batches queues this one when called; its future only waits.
-        let spawn = !saver.orders_batches();
         self.hand_over(
             n,
             Box::pin(async move { saver.put_many(puts).await.map_err(RunError::from) }),
-            spawn,
+            true,
         )
     }
 
@@ -1918,12 +1911,12 @@ impl<S: State> Loop<S> {
         Ok(())
     }
 
-    /// Send what is buffered and wait for every checkpoint write in flight (asking the saver
-    /// to commit at once what it was told more would follow).
+    /// Send what is buffered and wait for every checkpoint write in flight, asking the saver
+    /// to commit at once what is still in flight (what it was told more would follow).
     async fn drain_inflight(&mut self) -> Result<(), RunError> {
         if let Some(saver) = self.level.saver.clone() {
             self.send_buffer(saver.clone()).await?;
-            if std::mem::take(&mut self.streamed) {
+            if !self.inflight.is_empty() {
                 self.hand_over(
                     0,
                     Box::pin(async move { saver.flush().await.map_err(RunError::from) }),

@@ -155,7 +155,7 @@ fn run_group_in(
     let mut i = 0;
     loop {
         if i == ops.len() {
-            match if isolate { None } else { more() } {
+            match more() {
                 Some(extra) => {
                     ops.extend(extra);
                     continue;

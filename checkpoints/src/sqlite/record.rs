@@ -166,9 +166,6 @@ impl Full {
     pub(crate) fn delta_from(&self, parent: &Full) -> Option<Body> {
         let (c, pc) = (&self.control, &parent.control);
         let fields = changed(&self.fields, &parent.fields)?;
-        if Arc::ptr_eq(c, pc) {
-            return Some(self.body(false, Vec::new(), Vec::new(), fields));
-        }
         let versions = changed(&c.versions, &pc.versions)?;
         let empty = BTreeMap::new();
         let mut seen = Vec::new();
