@@ -183,7 +183,11 @@ pub(crate) async fn run_agent(args: &Args) -> Result<(), BoxError> {
         return Ok(());
     }
     for (dname, durability) in &args.durabilities {
-        let db = SqliteDb::open(&args.workdir, &format!("agent-{dname}"), args.sqlite_sync)?;
+        let db = SqliteDb::open(
+            &args.workdir,
+            &format!("agent-{dname}"),
+            args.sqlite_options(),
+        )?;
         let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
         let tid = "agent-1";
         let cfg = RunConfig::new()
@@ -214,7 +218,6 @@ pub(crate) async fn run_agent(args: &Args) -> Result<(), BoxError> {
                 "per_commit_ms",
                 round(wall * 1000.0 / st_run.checkpoint_rows.max(1) as f64, 6),
             )
-            .kv("floor_adjacent_ms", vec![floor_before, floor_after])
             .kv("checkpoint_rows_after_run", st_run.checkpoint_rows)
             .kv(
                 "checkpoint_blob_bytes_after_run",
@@ -232,7 +235,7 @@ pub(crate) async fn run_agent(args: &Args) -> Result<(), BoxError> {
             gs.push(ms(t0));
             snap_msgs = snap.values.messages.len();
         }
-        rec = rec
+        rec = crate::floor::Adjacent::keys(rec, floor_before, floor_after)
             .kv("get_state_ms", round(median(&gs), 3))
             .kv("get_state_messages", snap_msgs)
             .kv(

@@ -135,7 +135,7 @@ pub(crate) async fn run_agent_runtime(args: &Args) -> Result<(), BoxError> {
             let db = SqliteDb::open(
                 &args.workdir,
                 &format!("agent-runtime-{variant}-{dname}"),
-                args.sqlite_sync,
+                args.sqlite_options(),
             )?;
             let a = agent(turns, guarded).await?;
             let g = a.graph().with_checkpointer(Arc::new(db.saver.clone()));

@@ -1,7 +1,13 @@
 //! The physical floor: a bare rusqlite loop committing one WAL transaction per step
 //! (`BEGIN IMMEDIATE; INSERT` one row holding the bytes a chain step changes, about 190 B;
 //! `COMMIT`) at the same `synchronous` setting as the saver.
+//!
+//! Next to each timed run the bench also samples the same loop on a file whose WAL was first
+//! given the room the saver gives its own (zeros up to the size between two automatic
+//! checkpoints, decision 0017): at `synchronous=FULL` that loop's commits overwrite instead of
+//! growing the WAL, which is what a long-lived file costs once SQLite restarts its log.
 
+use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::Instant;
 
@@ -11,12 +17,22 @@ use stategraph::BoxError;
 
 use crate::report::{median, round, Record};
 
-/// One floor sample: ms per commit of `steps` one-row transactions on a fresh file.
-fn sample(path: &Path, sync: Synchronous, steps: usize, row: &[u8]) -> Result<f64, BoxError> {
+/// One floor sample: ms per commit of `steps` one-row transactions on a fresh file, its WAL
+/// first given room if `preallocate`.
+fn sample(
+    path: &Path,
+    sync: Synchronous,
+    steps: usize,
+    row: &[u8],
+    preallocate: bool,
+) -> Result<f64, BoxError> {
     let mut conn = Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", sync.as_str())?;
     conn.execute_batch("CREATE TABLE steps (seq INTEGER PRIMARY KEY, data BLOB NOT NULL)")?;
+    if preallocate {
+        give_wal_room(&conn, path)?;
+    }
     let t0 = Instant::now();
     for i in 0..steps {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -29,6 +45,23 @@ fn sample(path: &Path, sync: Synchronous, steps: usize, row: &[u8]) -> Result<f6
     Ok(per_step)
 }
 
+/// Extend the WAL with zeros to `(wal_autocheckpoint + 64)` frames, as the saver does.
+fn give_wal_room(conn: &Connection, path: &Path) -> Result<(), BoxError> {
+    let page: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
+    let frames: i64 = conn.pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0))?;
+    let bytes = 32 + u64::try_from(frames + 64)? * u64::try_from(page + 24)?;
+    let mut wal_path = path.as_os_str().to_owned();
+    wal_path.push("-wal");
+    let mut wal = std::fs::OpenOptions::new().write(true).open(wal_path)?;
+    let len = wal.metadata()?.len();
+    if len < bytes {
+        wal.seek(SeekFrom::Start(len))?;
+        wal.write_all(&vec![0u8; usize::try_from(bytes - len)?])?;
+        wal.sync_data()?;
+    }
+    Ok(())
+}
+
 fn remove_db(path: &Path) {
     for suffix in ["", "-wal", "-shm"] {
         let mut p = path.as_os_str().to_owned();
@@ -37,19 +70,53 @@ fn remove_db(path: &Path) {
     }
 }
 
-/// A short floor sample taken next to a workload's timed run (the disk's fsync latency
-/// drifts on a shared machine): ms per one-row commit over `steps` commits.
+/// Floor samples taken next to a workload's timed run (the disk's fsync latency drifts on a
+/// shared machine): ms per one-row commit over `steps` commits, on a plain WAL and on one
+/// given room first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Adjacent {
+    pub(crate) plain: f64,
+    pub(crate) preallocated: f64,
+}
+
+impl Adjacent {
+    /// Add `floor_adjacent_ms` and `floor_preallocated_adjacent_ms` (samples before and
+    /// after the run) to `rec`.
+    pub(crate) fn keys(rec: Record, before: Adjacent, after: Adjacent) -> Record {
+        rec.kv("floor_adjacent_ms", vec![before.plain, after.plain])
+            .kv(
+                "floor_preallocated_adjacent_ms",
+                vec![before.preallocated, after.preallocated],
+            )
+    }
+
+    /// The mean of two samples.
+    pub(crate) fn mean(a: Adjacent, b: Adjacent) -> Adjacent {
+        Adjacent {
+            plain: (a.plain + b.plain) / 2.0,
+            preallocated: (a.preallocated + b.preallocated) / 2.0,
+        }
+    }
+}
+
+/// Take both adjacent samples.
 pub(crate) fn adjacent(
     workdir: &Path,
     sync: Synchronous,
     steps: usize,
     row: &[u8],
-) -> Result<f64, BoxError> {
+) -> Result<Adjacent, BoxError> {
     let path = workdir.join(format!("floor-adjacent-{}.sqlite", std::process::id()));
-    remove_db(&path);
-    let r = sample(&path, sync, steps, row);
-    remove_db(&path);
-    r.map(|x| round(x, 6))
+    let one = |preallocate| -> Result<f64, BoxError> {
+        remove_db(&path);
+        let r = sample(&path, sync, steps, row, preallocate);
+        remove_db(&path);
+        r.map(|x| round(x, 6))
+    };
+    Ok(Adjacent {
+        plain: one(false)?,
+        preallocated: one(true)?,
+    })
 }
 
 /// Per-commit cost of `steps` one-row transactions, `repeats` times on fresh files.
@@ -65,7 +132,7 @@ pub(crate) fn run_floor(
     let mut file_bytes = 0;
     for r in 0..repeats {
         let path = workdir.join(format!("floor-{}-{r}.sqlite", std::process::id()));
-        per_step.push(sample(&path, sync, steps, row)?);
+        per_step.push(sample(&path, sync, steps, row, false)?);
         file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
         if !keep {
             remove_db(&path);

@@ -14,6 +14,7 @@
 //! `--fanout-k 1000`, `--agent-turns 200`, `--wide-fields 100`, `--wide-steps 100`,
 //! `--repeats 3`, `--durabilities async,sync,exit` (checkpointer runs; default `async,sync`
 //! with `sqlite`, else all three), `--sqlite-synchronous FULL|NORMAL` (default FULL),
+//! `--sqlite-preallocate-wal on|off` (the saver's `preallocate_wal`, default on),
 //! `--workdir DIR` / `--keep-db` (where the SQLite files go; default a temporary directory,
 //! removed), `--fanout-mem-ks 1000,10000` (fanout runs repeated each in a fresh process, so
 //! that each K's own peak RSS shows), `--worker-threads N` (tokio worker threads; default one
@@ -48,7 +49,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use stategraph::checkpoints::{MemorySaver, Synchronous};
+use stategraph::checkpoints::{MemorySaver, SqliteOptions, Synchronous};
 use stategraph::{
     BoxError, Command, CompiledGraph, Durability, List, NodeContext, NodeOptions, RunConfig, State,
     StateGraph, END, START,
@@ -75,7 +76,7 @@ pub(crate) fn floor_row() -> Vec<u8> {
 pub(crate) const ADJACENT_FLOOR_STEPS: usize = 200;
 
 /// A floor sample next to a timed run (see `floor::adjacent`).
-pub(crate) fn adjacent_floor(args: &Args) -> Result<f64, BoxError> {
+pub(crate) fn adjacent_floor(args: &Args) -> Result<floor::Adjacent, BoxError> {
     floor::adjacent(
         &args.workdir,
         args.sqlite_sync,
@@ -122,6 +123,8 @@ struct Args {
     fanout_mem_ks: Vec<i64>,
     /// `synchronous` of the SQLite saver and of the floor.
     sqlite_sync: Synchronous,
+    /// The saver's `preallocate_wal` (`--sqlite-preallocate-wal on|off`, default on).
+    preallocate_wal: bool,
     /// Where the SQLite files go (a temporary directory unless `--workdir`).
     workdir: PathBuf,
     /// Whether `--workdir` was given.
@@ -134,10 +137,21 @@ struct Args {
     internal_fanout_mem: Option<i64>,
 }
 
+impl Args {
+    /// The options of every saver the bench opens.
+    fn sqlite_options(&self) -> SqliteOptions {
+        SqliteOptions {
+            synchronous: self.sqlite_sync,
+            preallocate_wal: self.preallocate_wal,
+            ..SqliteOptions::default()
+        }
+    }
+}
+
 const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime] \
 [--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
-[--sqlite-synchronous FULL|NORMAL] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
+[--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
 [--worker-threads N]";
 
 /// A command-line problem: message and exit code.
@@ -170,6 +184,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
         durabilities: Vec::new(),
         fanout_mem_ks: vec![1000, 10_000],
         sqlite_sync: Synchronous::Full,
+        preallocate_wal: true,
         workdir: std::env::temp_dir(),
         workdir_given: false,
         keep_db: false,
@@ -229,6 +244,18 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
                     other => {
                         return Err(Usage(
                             format!("--sqlite-synchronous: {other:?} is not FULL or NORMAL"),
+                            2,
+                        ))
+                    }
+                }
+            }
+            "--sqlite-preallocate-wal" => {
+                args.preallocate_wal = match value()?.to_ascii_lowercase().as_str() {
+                    "on" => true,
+                    "off" => false,
+                    other => {
+                        return Err(Usage(
+                            format!("--sqlite-preallocate-wal: {other:?} is not on or off"),
                             2,
                         ))
                     }
@@ -474,7 +501,7 @@ async fn run_chain(args: &Args) -> Result<(), BoxError> {
                 let db = SqliteDb::open(
                     &args.workdir,
                     &format!("chain-{dname}-{thread_mode}"),
-                    args.sqlite_sync,
+                    args.sqlite_options(),
                 )?;
                 let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
                 let mut tid = "chain-1".to_string();
@@ -525,10 +552,11 @@ async fn run_chain(args: &Args) -> Result<(), BoxError> {
                     )
                     .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 6));
                 let commits = st.checkpoint_rows.max(1);
-                st.add_to(rec)
+                let rec = st
+                    .add_to(rec)
                     .kv("bytes_written_by_steps", bytes_written)
-                    .kv("per_commit_ms", round(wall * 1000.0 / commits as f64, 6))
-                    .kv("floor_adjacent_ms", vec![floor_before, floor_after])
+                    .kv("per_commit_ms", round(wall * 1000.0 / commits as f64, 6));
+                floor::Adjacent::keys(rec, floor_before, floor_after)
                     .kv("peak_rss_mb", peak_rss_mb())
                     .emit();
             }
@@ -685,7 +713,11 @@ async fn run_fanout(args: &Args) -> Result<(), BoxError> {
                 .sum::<usize>()
             + json_len(&expected);
         for (dname, durability) in &args.durabilities {
-            let db = SqliteDb::open(&args.workdir, &format!("fanout-{dname}"), args.sqlite_sync)?;
+            let db = SqliteDb::open(
+                &args.workdir,
+                &format!("fanout-{dname}"),
+                args.sqlite_options(),
+            )?;
             let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
             let times = time_fanout(&g, k, args.repeats, |r| {
                 RunConfig::new()
@@ -849,7 +881,11 @@ async fn run_wide(args: &Args) -> Result<(), BoxError> {
                 .map(|s| json_len(&wide_val((s / n_nodes + 1) as i64)))
                 .sum::<usize>();
         for (dname, durability) in &args.durabilities {
-            let db = SqliteDb::open(&args.workdir, &format!("wide-{dname}"), args.sqlite_sync)?;
+            let db = SqliteDb::open(
+                &args.workdir,
+                &format!("wide-{dname}"),
+                args.sqlite_options(),
+            )?;
             let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
             let cfg = cfg.clone().thread("wide-1").durability(*durability);
             let input = init.clone();
@@ -870,12 +906,18 @@ async fn run_wide(args: &Args) -> Result<(), BoxError> {
             // a fresh file, between its own floor samples) give the per-commit ratio to the
             // floor a median; the keys above stay those of the first pass, as the Python
             // script times one run.
-            let mut ratios = vec![per_commit / ((floor_before + floor_after) / 2.0)];
+            let ratio = |per_commit: f64, floor: floor::Adjacent| {
+                (per_commit / floor.plain, per_commit / floor.preallocated)
+            };
+            let mut ratios = vec![ratio(
+                per_commit,
+                floor::Adjacent::mean(floor_before, floor_after),
+            )];
             for r in 1..args.repeats {
                 let db = SqliteDb::open(
                     &args.workdir,
                     &format!("wide-{dname}-{r}"),
-                    args.sqlite_sync,
+                    args.sqlite_options(),
                 )?;
                 let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
                 let before = adjacent_floor(args)?;
@@ -885,7 +927,10 @@ async fn run_wide(args: &Args) -> Result<(), BoxError> {
                 let after = adjacent_floor(args)?;
                 drop(g);
                 let rows = db.close(false)?.checkpoint_rows.max(1);
-                ratios.push(wall * 1000.0 / rows as f64 / ((before + after) / 2.0));
+                ratios.push(ratio(
+                    wall * 1000.0 / rows as f64,
+                    floor::Adjacent::mean(before, after),
+                ));
             }
             let rec = base("sqlite")
                 .kv("durability", dname.as_str())
@@ -896,15 +941,21 @@ async fn run_wide(args: &Args) -> Result<(), BoxError> {
                 .kv("wall_s", round(wall, 6))
                 .kv("per_step_ms", per_step(wall))
                 .kv("get_state_ms", round(gs_ms, 3));
-            st.add_to(rec)
+            let (plain, preallocated): (Vec<f64>, Vec<f64>) = ratios.into_iter().unzip();
+            let rec = st
+                .add_to(rec)
                 .kv("bytes_written_by_steps", bytes_written)
-                .kv("per_commit_ms", round(per_commit, 6))
-                .kv("floor_adjacent_ms", vec![floor_before, floor_after])
+                .kv("per_commit_ms", round(per_commit, 6));
+            floor::Adjacent::keys(rec, floor_before, floor_after)
                 .kv(
                     "repeats_per_commit_vs_floor",
-                    ratios.iter().map(|&x| round(x, 3)).collect::<Vec<_>>(),
+                    plain.iter().map(|&x| round(x, 3)).collect::<Vec<_>>(),
                 )
-                .kv("per_commit_vs_floor_median", round(median(&ratios), 3))
+                .kv("per_commit_vs_floor_median", round(median(&plain), 3))
+                .kv(
+                    "per_commit_vs_preallocated_floor_median",
+                    round(median(&preallocated), 3),
+                )
                 .kv("peak_rss_mb", peak_rss_mb())
                 .emit();
         }

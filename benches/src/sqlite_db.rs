@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::Connection;
-use stategraph::checkpoints::{SqliteOptions, SqliteSaver, Synchronous};
+use stategraph::checkpoints::{SqliteOptions, SqliteSaver};
 use stategraph::BoxError;
 
 use crate::report::Record;
@@ -127,16 +127,14 @@ fn query(path: &Path) -> Result<Stats, BoxError> {
 
 impl SqliteDb {
     /// Open a saver on `workdir/name-N.sqlite`.
-    pub(crate) fn open(workdir: &Path, name: &str, sync: Synchronous) -> Result<Self, BoxError> {
+    pub(crate) fn open(
+        workdir: &Path,
+        name: &str,
+        options: SqliteOptions,
+    ) -> Result<Self, BoxError> {
         let n = SERIAL.fetch_add(1, Ordering::Relaxed);
         let path = workdir.join(format!("{name}-{}-{n}.sqlite", std::process::id()));
-        let saver = SqliteSaver::open_with(
-            &path,
-            SqliteOptions {
-                synchronous: sync,
-                ..Default::default()
-            },
-        )?;
+        let saver = SqliteSaver::open_with(&path, options)?;
         Ok(SqliteDb { path, saver })
     }
 

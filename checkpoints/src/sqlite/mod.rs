@@ -15,6 +15,7 @@
 mod ops;
 mod record;
 mod schema;
+mod wal;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -411,7 +412,8 @@ fn writer_loop(
     cache: Arc<Mutex<Cache>>,
     options: SqliteOptions,
 ) {
-    let mut writer = ops::WriterState::default();
+    let mut writer = ops::WriterState::new(&conn, &options);
+    writer.make_room(&conn);
     while let Ok(first) = next_jobs(&rx) {
         let opened = Instant::now();
         let mut dones = Vec::new();

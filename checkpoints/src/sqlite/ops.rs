@@ -7,6 +7,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBeha
 
 use super::record::{decode_body, encode_body, Body, Full, Ref};
 use super::schema::{storage, SqliteOptions};
+use super::wal::WalRoom;
 use super::{Cache, Op, Reply, StoredPut};
 use crate::checkpoint::whole_first;
 use crate::envelope::{hex, open, seal, CODEC_BINCODE, CODEC_JSON};
@@ -47,20 +48,43 @@ struct Local<'a> {
 /// What the writer connection remembers between transactions: each thread's head and the
 /// row of each value it stored, as its own commits left them. Forgotten whenever another
 /// connection commits (`PRAGMA data_version` moves) or an operation of ours is rolled back or
-/// deletes.
-#[derive(Default)]
+/// deletes. And the room it keeps in the WAL.
 pub(crate) struct WriterState {
     data_version: Option<i64>,
     /// `(thread, ns)` → head id, its row, its depth.
     heads: HashMap<(String, String), (CheckpointId, i64, i64)>,
     /// Value hash → its `sg_blobs` row.
     blobs: HashMap<[u8; 32], i64>,
+    /// Extends the WAL before a transaction writes (see [`WalRoom`]).
+    room: WalRoom,
 }
 
 /// Most value rows the writer remembers (then it starts over).
 const BLOB_MEMORY: usize = 1 << 16;
 
 impl WriterState {
+    pub(crate) fn new(conn: &Connection, options: &SqliteOptions) -> WriterState {
+        WriterState {
+            data_version: None,
+            heads: HashMap::new(),
+            blobs: HashMap::new(),
+            room: WalRoom::new(conn, options),
+        }
+    }
+
+    /// Give the WAL its room in a transaction of its own (the writer does this when it
+    /// starts, so that the first commits do not wait for it). Best effort: if the lock is not
+    /// to be had, the first group's transaction does it.
+    pub(crate) fn make_room(&mut self, conn: &Connection) {
+        if !self.room.wanted() {
+            return;
+        }
+        if conn.execute_batch("BEGIN IMMEDIATE").is_ok() {
+            self.room.ensure();
+            let _ = conn.execute_batch("COMMIT");
+        }
+    }
+
     fn forget(&mut self) {
         self.heads.clear();
         self.blobs.clear();
@@ -134,6 +158,8 @@ fn run_group_in(
         Err(e) if busy(&e) => return Ok(GroupResult::Busy(ops)),
         Err(e) => return Ok(GroupResult::Failed(storage(e), ops.len())),
     };
+    // Holding the write lock, before anything is written.
+    writer.room.ensure();
     // Another connection committed since our last transaction: what we remember may be stale.
     let version = tx
         .prepare_cached("PRAGMA data_version")

@@ -102,6 +102,13 @@ pub struct SqliteOptions {
     /// grow it further fails with a storage error ("database or disk is full") and commits
     /// nothing, as on a full disk. `None`: no cap.
     pub max_page_count: Option<u64>,
+    /// With `synchronous=FULL`, keep the `-wal` file at the size it reaches between two
+    /// automatic checkpoints (about 4.4 MB at the default page size) by extending it with
+    /// zeros, under the write lock, before the writer's first commit and whenever another
+    /// connection truncated it: each commit's fsync then overwrites blocks the file already
+    /// has instead of growing it (about 40% cheaper on the disks we measured). Default `true`;
+    /// the WAL is still folded back and truncated when the saver closes. See decision 0017.
+    pub preallocate_wal: bool,
 }
 
 impl Default for SqliteOptions {
@@ -112,6 +119,7 @@ impl Default for SqliteOptions {
             max_value_bytes: 16 << 20,
             full_every: 16,
             max_page_count: None,
+            preallocate_wal: true,
         }
     }
 }

@@ -23,22 +23,17 @@ fn header(parent: Option<CheckpointId>, step: i64, source: Source) -> Checkpoint
     }
 }
 
-/// A file with one thread of 20 checkpoints: a whole field, an appended list, pending writes.
-async fn populated(
-    path: &std::path::Path,
-) -> Result<(ThreadId, Vec<CheckpointId>), Box<dyn std::error::Error + Send + Sync>> {
-    let saver = SqliteSaver::open(path)?;
-    let t = ThreadId::new("victim")?;
-    let mut parent = None;
-    let mut ids = Vec::new();
-    for i in 0..20 {
-        let cp = header(
+/// The `i`-th checkpoint of a thread: a whole field `title` and one part appended to `log`.
+fn step_put(t: &ThreadId, parent: Option<CheckpointId>, i: i64) -> PutCheckpoint {
+    PutCheckpoint {
+        thread: t.clone(),
+        ns: Namespace::root(),
+        checkpoint: header(
             parent,
             i - 1,
             if i == 0 { Source::Input } else { Source::Loop },
-        );
-        let id = cp.id;
-        let writes = vec![
+        ),
+        writes: vec![
             FieldWrite {
                 field: "title".into(),
                 part: FieldPart::Whole(format!("\"title {i}\"").into_bytes()),
@@ -47,18 +42,36 @@ async fn populated(
                 field: "log".into(),
                 part: FieldPart::Tail(format!("[{i}]").into_bytes()),
             },
-        ];
-        saver
-            .put(PutCheckpoint {
-                thread: t.clone(),
-                ns: Namespace::root(),
-                checkpoint: cp,
-                writes,
-            })
-            .await?;
+        ],
+    }
+}
+
+/// Put `n` checkpoints of `t` (see [`step_put`]) after `parent`, one at a time; their ids.
+async fn put_steps(
+    saver: &SqliteSaver,
+    t: &ThreadId,
+    mut parent: Option<CheckpointId>,
+    from: i64,
+    n: i64,
+) -> Result<Vec<CheckpointId>, CheckpointError> {
+    let mut ids = Vec::new();
+    for i in from..from + n {
+        let put = step_put(t, parent, i);
+        let id = put.checkpoint.id;
+        saver.put(put).await?;
         ids.push(id);
         parent = Some(id);
     }
+    Ok(ids)
+}
+
+/// A file with one thread of 20 checkpoints: a whole field, an appended list, pending writes.
+async fn populated(
+    path: &std::path::Path,
+) -> Result<(ThreadId, Vec<CheckpointId>), Box<dyn std::error::Error + Send + Sync>> {
+    let saver = SqliteSaver::open(path)?;
+    let t = ThreadId::new("victim")?;
+    let ids = put_steps(&saver, &t, None, 0, 20).await?;
     let last = *ids.last().ok_or("no checkpoint")?;
     saver
         .put_writes(
@@ -341,5 +354,162 @@ async fn a_flush_with_nothing_pending_does_not_wait_for_the_write_lock() -> Test
         "the flush waited for the lock: {flushed:?}"
     );
     assert!(saver.get(&t, &Namespace::root(), None).await?.is_some());
+    Ok(())
+}
+
+/// The room the writer keeps in the WAL at SQLite's defaults (4096-byte pages, an automatic
+/// checkpoint at 1000 frames): the header and 1064 frames.
+const WAL_ROOM: u64 = 32 + (1000 + 64) * (4096 + 24);
+
+fn wal_len(path: &std::path::Path) -> u64 {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(wal).map_or(0, |m| m.len())
+}
+
+/// Copy the main file and its WAL (not the `-shm` index, so that the copy rebuilds it by
+/// reading the WAL frame by frame, as after a crash).
+fn copy_without_index(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    for suffix in ["", "-wal"] {
+        let (mut a, mut b) = (from.as_os_str().to_owned(), to.as_os_str().to_owned());
+        a.push(suffix);
+        b.push(suffix);
+        std::fs::copy(a, b)?;
+    }
+    Ok(())
+}
+
+/// With `synchronous=FULL` (the default) the writer extends the WAL with zeros before its
+/// commits need the space; a file recovered from that WAL (its index rebuilt frame by frame,
+/// as after a crash) reads the zeros as the log's end and has every committed checkpoint.
+#[tokio::test]
+async fn the_wal_gets_room_before_the_first_commit_and_recovery_reads_the_zeros_as_its_end(
+) -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("room.db");
+    let saver = SqliteSaver::open(&path)?;
+    let t = ThreadId::new("roomy")?;
+    let ids = put_steps(&saver, &t, None, 0, 20).await?;
+    assert!(
+        wal_len(&path) >= WAL_ROOM,
+        "WAL of {} bytes, room {WAL_ROOM}",
+        wal_len(&path)
+    );
+    // The 20 commits are still in the WAL only: the main file alone does not have them.
+    let copy = dir.path().join("copy.db");
+    copy_without_index(&path, &copy)?;
+    let main_only = dir.path().join("main-only.db");
+    std::fs::copy(&path, &main_only)?;
+    let main_only = Connection::open(&main_only)?;
+    let has_table: bool = main_only.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE name = 'sg_checkpoints'",
+        [],
+        |r| r.get(0),
+    )?;
+    let rows: i64 = if has_table {
+        main_only.query_row("SELECT count(*) FROM sg_checkpoints", [], |r| r.get(0))?
+    } else {
+        0
+    };
+    assert_eq!(
+        rows, 0,
+        "the checkpoints were already folded into the main file"
+    );
+
+    let check: String =
+        Connection::open(&copy)?.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+    assert_eq!(check, "ok");
+    let recovered = SqliteSaver::open(&copy)?;
+    let head = recovered
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("the recovered copy has no head")?;
+    assert_eq!(Some(head.checkpoint.id), ids.last().copied());
+    assert_eq!(head.fields.get("log").map(Vec::len), Some(20));
+    assert_eq!(
+        head.fields.get("title").and_then(|parts| parts.last()),
+        Some(&FieldPart::Whole(b"\"title 19\"".to_vec()))
+    );
+    assert_eq!(
+        recovered
+            .list(&t, &Namespace::root(), Default::default())
+            .await?
+            .len(),
+        20
+    );
+    recovered.close();
+
+    // Closing folds the WAL back into the main file and truncates it.
+    saver.close();
+    assert_eq!(wal_len(&path), 0);
+    Ok(())
+}
+
+/// The room is only for synced commits and can be turned off: with `synchronous=NORMAL` or
+/// `preallocate_wal: false` the WAL holds only its frames.
+#[tokio::test]
+async fn no_wal_room_with_synchronous_normal_or_when_turned_off() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let cases = [
+        (
+            "normal.db",
+            stategraph_checkpoints::SqliteOptions {
+                synchronous: stategraph_checkpoints::Synchronous::Normal,
+                ..Default::default()
+            },
+        ),
+        (
+            "off.db",
+            stategraph_checkpoints::SqliteOptions {
+                preallocate_wal: false,
+                ..Default::default()
+            },
+        ),
+    ];
+    for (name, options) in cases {
+        let path = dir.path().join(name);
+        let saver = SqliteSaver::open_with(&path, options)?;
+        put_steps(&saver, &ThreadId::new("t")?, None, 0, 3).await?;
+        let len = wal_len(&path);
+        assert!(len > 0 && len < 200_000, "{name}: WAL of {len} bytes");
+        saver.close();
+    }
+    Ok(())
+}
+
+/// Another connection may truncate the WAL (`wal_checkpoint(TRUNCATE)`, as a closing saver
+/// in another process does): the next commit gives it its room back, and nothing committed
+/// before or after is lost.
+#[tokio::test]
+async fn a_wal_truncated_by_another_connection_gets_its_room_back_at_the_next_commit() -> TestResult
+{
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("truncated.db");
+    let saver = SqliteSaver::open(&path)?;
+    let t = ThreadId::new("t")?;
+    let first = put_steps(&saver, &t, None, 0, 5).await?;
+    let other = Connection::open(&path)?;
+    let (busy, _, _): (i64, i64, i64) =
+        other.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+    assert_eq!(busy, 0, "the truncating checkpoint could not run");
+    assert_eq!(wal_len(&path), 0);
+    let second = put_steps(&saver, &t, first.last().copied(), 5, 5).await?;
+    assert!(
+        wal_len(&path) >= WAL_ROOM,
+        "WAL of {} bytes",
+        wal_len(&path)
+    );
+    drop(other);
+    saver.close();
+
+    let reopened = SqliteSaver::open(&path)?;
+    let head = reopened
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(Some(head.checkpoint.id), second.last().copied());
+    assert_eq!(head.fields.get("log").map(Vec::len), Some(10));
     Ok(())
 }
