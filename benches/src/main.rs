@@ -23,7 +23,10 @@
 //! SQLite runs of chain, agent and wide also print `per_commit_ms` (wall time over the
 //! checkpoints the run committed) and `floor_adjacent_ms`: two short floor samples (200
 //! commits) taken just before and just after the timed run, since fsync latency drifts on a
-//! shared machine.
+//! shared machine; `floor_preallocated_adjacent_ms` are the same samples on a WAL first given
+//! the room the saver gives its own (decision 0017), the floor of a file whose WAL no longer
+//! grows. Wide also prints its per-commit ratio to both (`per_commit_vs_floor_median`,
+//! `per_commit_vs_preallocated_floor_median`).
 //!
 //! `floor` (in the default set when `sqlite` is among the checkpointers) is the physical
 //! limit a durable step is compared with: a bare rusqlite loop committing one ~190-byte row

@@ -413,7 +413,7 @@ fn writer_loop(
     options: SqliteOptions,
 ) {
     let mut writer = ops::WriterState::new(&conn, &options);
-    writer.make_room(&conn);
+    writer.make_room(&conn, &options);
     while let Ok(first) = next_jobs(&rx) {
         let opened = Instant::now();
         let mut dones = Vec::new();

@@ -73,16 +73,18 @@ impl WriterState {
     }
 
     /// Give the WAL its room in a transaction of its own (the writer does this when it
-    /// starts, so that the first commits do not wait for it). Best effort: if the lock is not
-    /// to be had, the first group's transaction does it.
-    pub(crate) fn make_room(&mut self, conn: &Connection) {
-        if !self.room.wanted() {
+    /// starts, so that the first commits do not wait for it). Best effort: if another
+    /// connection holds the write lock, it does not wait (the first group's transaction makes
+    /// the room instead).
+    pub(crate) fn make_room(&mut self, conn: &Connection, options: &SqliteOptions) {
+        if !self.room.wanted() || conn.busy_timeout(std::time::Duration::ZERO).is_err() {
             return;
         }
         if conn.execute_batch("BEGIN IMMEDIATE").is_ok() {
             self.room.ensure();
             let _ = conn.execute_batch("COMMIT");
         }
+        let _ = conn.busy_timeout(options.busy_timeout);
     }
 
     fn forget(&mut self) {

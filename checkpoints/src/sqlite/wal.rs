@@ -22,6 +22,7 @@
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -36,6 +37,10 @@ const FRAME_HEADER: u64 = 24;
 const WAL_HEADER: u64 = 32;
 /// Zeros written per call while extending.
 const CHUNK: usize = 256 << 10;
+/// The room is made again at most this often: a program that keeps truncating the WAL (a
+/// `journal_size_limit`, periodic `wal_checkpoint(TRUNCATE)`) must not make every one of our
+/// transactions write megabytes under the write lock.
+const REMAKE_EVERY: Duration = Duration::from_secs(1);
 
 /// The writer's handle on its WAL file and the size it keeps the file at.
 pub(crate) struct WalRoom {
@@ -48,6 +53,10 @@ struct Target {
     path: String,
     bytes: u64,
     file: Option<File>,
+    /// Whether the room was made once (the first time is never held back).
+    made: bool,
+    /// When it was last made again after that.
+    remade: Option<Instant>,
 }
 
 impl WalRoom {
@@ -78,6 +87,8 @@ impl WalRoom {
             path: format!("{path}-wal"),
             bytes: WAL_HEADER + (frames + SLACK_FRAMES) * (page + FRAME_HEADER),
             file: None,
+            made: false,
+            remade: None,
         })
     }
 
@@ -87,7 +98,7 @@ impl WalRoom {
     }
 
     /// Extend the WAL to its target size if it is shorter (the first transaction of this
-    /// writer, or another connection truncated it). Call only while holding the write lock,
+    /// writer, or another connection truncated it; made again at most once a second). Call only while holding the write lock,
     /// before the transaction writes anything. Best effort: the room only makes commits
     /// cheaper, so a failure (a full disk) is not the transaction's; the room is then given
     /// up for this writer.
@@ -116,9 +127,13 @@ impl Target {
             return Ok(());
         };
         let mut len = file.metadata()?.len();
-        if len >= self.bytes {
+        if len >= self.bytes || self.remade.is_some_and(|t| t.elapsed() < REMAKE_EVERY) {
             return Ok(());
         }
+        if self.made {
+            self.remade = Some(Instant::now());
+        }
+        self.made = true;
         let zeros = vec![0u8; CHUNK];
         file.seek(SeekFrom::Start(len))?;
         while len < self.bytes {

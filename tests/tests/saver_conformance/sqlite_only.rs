@@ -367,16 +367,32 @@ fn wal_len(path: &std::path::Path) -> u64 {
     std::fs::metadata(wal).map_or(0, |m| m.len())
 }
 
-/// Copy the main file and its WAL (not the `-shm` index, so that the copy rebuilds it by
-/// reading the WAL frame by frame, as after a crash).
-fn copy_without_index(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-    for suffix in ["", "-wal"] {
-        let (mut a, mut b) = (from.as_os_str().to_owned(), to.as_os_str().to_owned());
-        a.push(suffix);
-        b.push(suffix);
-        std::fs::copy(a, b)?;
+/// Copy files with a child process: opening and closing the database file in this process
+/// would drop the POSIX locks the open savers' connections hold on it.
+fn copy_files(pairs: &[(std::ffi::OsString, std::ffi::OsString)]) -> TestResult {
+    for (from, to) in pairs {
+        let status = std::process::Command::new("cp")
+            .arg(from)
+            .arg(to)
+            .status()?;
+        assert!(status.success(), "cp {from:?} {to:?}: {status}");
     }
     Ok(())
+}
+
+/// Copy the main file and its WAL (not the `-shm` index, so that the copy rebuilds it by
+/// reading the WAL frame by frame, as after a crash).
+fn copy_without_index(from: &std::path::Path, to: &std::path::Path) -> TestResult {
+    let pairs: Vec<_> = ["", "-wal"]
+        .iter()
+        .map(|suffix| {
+            let (mut a, mut b) = (from.as_os_str().to_owned(), to.as_os_str().to_owned());
+            a.push(suffix);
+            b.push(suffix);
+            (a, b)
+        })
+        .collect();
+    copy_files(&pairs)
 }
 
 /// With `synchronous=FULL` (the default) the writer extends the WAL with zeros before its
@@ -399,7 +415,7 @@ async fn the_wal_gets_room_before_the_first_commit_and_recovery_reads_the_zeros_
     let copy = dir.path().join("copy.db");
     copy_without_index(&path, &copy)?;
     let main_only = dir.path().join("main-only.db");
-    std::fs::copy(&path, &main_only)?;
+    copy_files(&[(path.clone().into(), main_only.clone().into())])?;
     let main_only = Connection::open(&main_only)?;
     let has_table: bool = main_only.query_row(
         "SELECT count(*) > 0 FROM sqlite_master WHERE name = 'sg_checkpoints'",
@@ -511,5 +527,54 @@ async fn a_wal_truncated_by_another_connection_gets_its_room_back_at_the_next_co
         .ok_or("no head")?;
     assert_eq!(Some(head.checkpoint.id), second.last().copied());
     assert_eq!(head.fields.get("log").map(Vec::len), Some(10));
+    Ok(())
+}
+
+/// A reopened file's WAL is empty (the last close folded it back and removed it), so its room
+/// starts with a zero header: a copy taken then (as a crash would leave it) reads as the main
+/// file alone, and takes and keeps new checkpoints.
+#[tokio::test]
+async fn a_reopened_file_whose_wal_is_only_room_recovers_and_takes_new_checkpoints() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("reopened.db");
+    let t = ThreadId::new("t")?;
+    let saver = SqliteSaver::open(&path)?;
+    let ids = put_steps(&saver, &t, None, 0, 3).await?;
+    saver.close();
+    assert_eq!(wal_len(&path), 0);
+
+    let saver = SqliteSaver::open(&path)?;
+    // The writer makes the room when it starts, with nothing to write.
+    let start = std::time::Instant::now();
+    while wal_len(&path) < WAL_ROOM {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "no room after 10 s: WAL of {} bytes",
+            wal_len(&path)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let copy = dir.path().join("copy.db");
+    copy_without_index(&path, &copy)?;
+    saver.close();
+
+    let check: String =
+        Connection::open(&copy)?.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+    assert_eq!(check, "ok");
+    let recovered = SqliteSaver::open(&copy)?;
+    let head = recovered
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head in the copy")?;
+    assert_eq!(Some(head.checkpoint.id), ids.last().copied());
+    let more = put_steps(&recovered, &t, ids.last().copied(), 3, 2).await?;
+    recovered.close();
+    let reopened = SqliteSaver::open(&copy)?;
+    let head = reopened
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head after reopening")?;
+    assert_eq!(Some(head.checkpoint.id), more.last().copied());
+    assert_eq!(head.fields.get("log").map(Vec::len), Some(5));
     Ok(())
 }
