@@ -1,7 +1,8 @@
 //! Growth and retention (reliability.md R-25), on SQLite, at PR size: a 1,000-step thread where
-//! one 100 KB field never changes and a small one changes every step.
+//! one 100 KB field never changes, a 100-byte one and a counter change every step.
 //!
-//! - the 100 KB value is stored once (content addressing) and the file stays small;
+//! - the 100 KB value is stored once (content addressing), each 100-byte value once, the
+//!   counter in the records (small values are kept inline), and the file stays small;
 //! - pruning to the newest 10 checkpoints collects exactly the values no kept checkpoint uses
 //!   (every remaining value row is one a kept checkpoint holds, and every kept checkpoint loads);
 //! - the pruned thread resumes and its oldest kept checkpoint forks, both to the reference state;
@@ -30,6 +31,8 @@ struct Doc {
     big: String,
     /// Changed by every step.
     counter: u64,
+    /// Changed by every step; too large to be kept in the record.
+    label: String,
     #[reduce(append)]
     items: List<u64>,
 }
@@ -38,12 +41,22 @@ fn graph(steps: u64, saver: Arc<SqliteSaver>) -> Result<CompiledGraph<Doc>, BoxE
     let route = move |s: &Doc| if s.counter < steps { "step" } else { END };
     Ok(StateGraph::<Doc>::new()
         .add_node("step", |s: Arc<Doc>, _c: NodeContext| async move {
-            Ok::<_, BoxError>(Doc::update().counter(s.counter + 1).items(vec![s.counter]))
+            Ok::<_, BoxError>(
+                Doc::update()
+                    .counter(s.counter + 1)
+                    .label(label(s.counter + 1))
+                    .items(vec![s.counter]),
+            )
         })
         .add_conditional_edges(START, route, ["step", END])
         .add_conditional_edges("step", route, ["step", END])
         .compile()?
         .with_checkpointer(saver))
+}
+
+/// The 100-byte value step `n` writes.
+fn label(n: u64) -> String {
+    format!("{n:0>100}")
 }
 
 fn value_hashes(path: &std::path::Path) -> BTreeSet<Vec<u8>> {
@@ -86,13 +99,15 @@ async fn an_unchanged_big_value_is_stored_once_and_pruning_collects_exactly_the_
         let g = graph(steps, saver.clone())?;
         let out = g.invoke(Doc::update().big(big.clone()), &cfg).await?;
         assert_eq!(out.state.counter, steps);
-        // The big value is one row; the counter's values one row each.
+        // The big value is one row, the labels one row each; the counters are in the records.
         let hashes = value_hashes(&path);
         assert!(hashes.contains(&key(&big)));
+        assert!(hashes.contains(&key(&label(steps))));
+        assert!(!hashes.contains(&key(&steps)));
         assert_eq!(
             hashes.len() as u64,
             steps + 1,
-            "big, and counter 1..=steps (0 is the default, never written)"
+            "big, and label 1..=steps (the default, empty, is never written)"
         );
         saver.close();
     }
@@ -116,7 +131,7 @@ async fn an_unchanged_big_value_is_stored_once_and_pruning_collects_exactly_the_
     assert_eq!(kept.len(), 10);
     // Exactly the values the kept checkpoints hold remain: none missing (each loads), none
     // left over.
-    let mut wanted: BTreeSet<Vec<u8>> = kept.iter().map(|s| key(&s.values.counter)).collect();
+    let mut wanted: BTreeSet<Vec<u8>> = kept.iter().map(|s| key(&s.values.label)).collect();
     wanted.insert(key(&big));
     for snap in &kept {
         let again = g
@@ -124,6 +139,7 @@ async fn an_unchanged_big_value_is_stored_once_and_pruning_collects_exactly_the_
             .await?
             .ok_or("a kept checkpoint is gone")?;
         assert_eq!(again.values.big.len(), big.len());
+        assert_eq!(again.values.label, label(again.values.counter));
         assert!(again
             .values
             .items

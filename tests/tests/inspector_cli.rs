@@ -25,7 +25,14 @@ struct Doc {
     log: Vec<String>,
     count: u64,
     topic: String,
+    /// Long enough to be stored in `sg_blobs` (small values are kept in the records), so the
+    /// fixture has value rows to damage.
+    brief: String,
 }
+
+/// The `brief` of thread `main`.
+const BRIEF: &str =
+    "a brief of more than sixty-four bytes, so that it is stored as a value row of its own";
 
 #[derive(State, Clone, Default, Debug, PartialEq)]
 struct Review {
@@ -99,7 +106,12 @@ fn fixture() -> (tempfile::TempDir, PathBuf) {
         let g = doc_graph(&db);
         let main = RunConfig::new().thread("main");
         let paused = g
-            .invoke(Doc::update().topic("cats".to_string()), &main)
+            .invoke(
+                Doc::update()
+                    .topic("cats".to_string())
+                    .brief(BRIEF.to_string()),
+                &main,
+            )
             .await
             .expect("first run");
         assert_eq!(paused.interrupts.len(), 1);
@@ -381,7 +393,7 @@ fn show_prints_the_state_with_its_header_or_one_value() {
     let state: Value = serde_json::from_str(body).expect("state is JSON");
     assert_eq!(
         state,
-        json!({ "count": 3, "log": ["w0", "w1", "w2", "prep cats", "yes"], "topic": "cats" })
+        json!({ "count": 3, "log": ["w0", "w1", "w2", "prep cats", "yes"], "topic": "cats", "brief": BRIEF })
     );
 
     let doc = sg(&["show", p(&db), "-t", "main", "--json"]).ok().json();
@@ -580,7 +592,7 @@ fn fork_with_set_starts_a_new_branch_the_engine_continues_and_leaves_the_origina
     assert_eq!(head["checkpoint"]["next"], json!(["write"]));
     assert_eq!(
         head["state"],
-        json!({ "count": 2, "log": ["edited"], "topic": "cats" })
+        json!({ "count": 2, "log": ["edited"], "topic": "cats", "brief": BRIEF })
     );
     let d = sg(&["diff", p(&db), "-t", "branch", "--since-parent", &new_id]).ok();
     let lines: Vec<&str> = d.stdout.lines().collect();
@@ -631,7 +643,10 @@ fn fork_with_set_starts_a_new_branch_the_engine_continues_and_leaves_the_origina
     let plain = sg(&["fork", p(&db), "-t", "main", "-c", &c, "--to", "plain"]).ok();
     assert!(plain.stdout.contains("new checkpoint"), "{}", plain.stdout);
     let state = sg(&["show", p(&db), "-t", "plain", "--json"]).ok().json()["state"].clone();
-    assert_eq!(state, json!({ "count": 1, "log": ["w0"], "topic": "cats" }));
+    assert_eq!(
+        state,
+        json!({ "count": 1, "log": ["w0"], "topic": "cats", "brief": BRIEF })
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! [`SqliteSaver`]: checkpoints in one SQLite file (WAL, one writer thread per process).
 //!
 //! Each `put` stores the checkpoint row, the values its step changed and nothing else: a
-//! whole value goes to `sg_blobs` (content-addressed: an identical value is stored once), an
+//! whole value goes to `sg_blobs` (content-addressed: an identical value is stored once; one of
+//! at most 64 bytes of JSON, in a format-2 file, into the checkpoint's record itself), an
 //! appended list stores only the appended items as a part of a log (`sg_logs`,
 //! `sg_log_parts`), and the row's record holds what changed since the parent (a full record
 //! every [`SqliteOptions::full_every`] checkpoints). Loading a checkpoint reads at most that
@@ -177,14 +178,14 @@ impl SqliteSaver {
     ) -> Result<Self, CheckpointError> {
         let path = path.as_ref().to_path_buf();
         let mut conn = schema::connect(&path, &options)?;
-        retry_busy(|| schema::init(&mut conn))?;
+        let format = retry_busy(|| schema::init(&mut conn))?;
         let (tx, rx) = mpsc::channel::<Vec<Job>>();
         let cache = Arc::new(Mutex::new(Cache::default()));
         let writer_cache = cache.clone();
         let writer_options = options.clone();
         let writer = std::thread::Builder::new()
             .name("stategraph-sqlite-writer".to_string())
-            .spawn(move || writer_loop(conn, rx, writer_cache, writer_options))
+            .spawn(move || writer_loop(conn, rx, writer_cache, writer_options, format))
             .map_err(|e| CheckpointError::Storage(Box::new(e)))?;
         Ok(SqliteSaver {
             inner: Arc::new(Inner {
@@ -411,8 +412,9 @@ fn writer_loop(
     rx: mpsc::Receiver<Vec<Job>>,
     cache: Arc<Mutex<Cache>>,
     options: SqliteOptions,
+    format: u32,
 ) {
-    let mut writer = ops::WriterState::new(&conn, &options);
+    let mut writer = ops::WriterState::new(&conn, &options, format);
     writer.make_room(&conn, &options);
     while let Ok(first) = next_jobs(&rx) {
         let opened = Instant::now();

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
-use super::record::{decode_body, encode_body, Body, Full, Ref};
+use super::record::{decode_body, encode_body, Body, Full, Ref, INLINE_MAX};
 use super::schema::{storage, SqliteOptions};
 use super::wal::WalRoom;
 use super::{Cache, Op, Reply, StoredPut};
@@ -57,18 +57,22 @@ pub(crate) struct WriterState {
     blobs: HashMap<[u8; 32], i64>,
     /// Extends the WAL before a transaction writes (see [`WalRoom`]).
     room: WalRoom,
+    /// Whole values up to this many bytes are kept in the record ([`INLINE_MAX`] in a
+    /// format-2 file; 0 in a format-1 file, which this build keeps readable by older builds).
+    inline_max: usize,
 }
 
 /// Most value rows the writer remembers (then it starts over).
 const BLOB_MEMORY: usize = 1 << 16;
 
 impl WriterState {
-    pub(crate) fn new(conn: &Connection, options: &SqliteOptions) -> WriterState {
+    pub(crate) fn new(conn: &Connection, options: &SqliteOptions, format: u32) -> WriterState {
         WriterState {
             data_version: None,
             heads: HashMap::new(),
             blobs: HashMap::new(),
             room: WalRoom::new(conn, options),
+            inline_max: if format >= 2 { INLINE_MAX } else { 0 },
         }
     }
 
@@ -438,12 +442,17 @@ fn put(
         match &w.part {
             FieldPart::Whole(bytes) => {
                 check_size(bytes.len(), options)?;
-                let id = upsert_blob(conn, &mut local.writer.blobs, bytes)?;
-                full.set_field(&w.field, Ref::Blob(id));
+                let r = if bytes.len() <= local.writer.inline_max {
+                    Ref::Inline(Arc::from(bytes.as_slice()))
+                } else {
+                    Ref::Blob(upsert_blob(conn, &mut local.writer.blobs, bytes)?)
+                };
+                full.set_field(&w.field, r);
             }
             FieldPart::Tail(bytes) => {
                 check_size(bytes.len(), options)?;
-                let r = append_log(conn, full.fields.get(w.field.as_str()).copied(), bytes)?;
+                let prev = full.fields.get(w.field.as_str()).cloned();
+                let r = append_log(conn, &mut local.writer.blobs, prev, bytes)?;
                 full.set_field(&w.field, r);
             }
         }
@@ -574,11 +583,18 @@ fn insert_part(
 /// the primary key says so), this branch forks into a new log based on `prev`.
 fn append_log(
     conn: &Connection,
+    blobs: &mut HashMap<[u8; 32], i64>,
     prev: Option<Ref>,
     payload: &[u8],
 ) -> Result<Ref, CheckpointError> {
     let (env, hash) = seal(CODEC_JSON, payload);
     let inline = Some((&hash[..], &env[..]));
+    // A log's first part may be a whole value, by reference to `sg_blobs`: a value kept in
+    // the record goes there first.
+    let prev = match prev {
+        Some(Ref::Inline(value)) => Some(Ref::Blob(upsert_blob(conn, blobs, &value)?)),
+        other => other,
+    };
     match prev {
         Some(Ref::Log { log, parts }) => {
             if insert_part(conn, log, parts, None, inline)? {
@@ -606,7 +622,7 @@ fn append_log(
             own_part(conn, log, 1, None, inline)?;
             Ok(Ref::Log { log, parts: 2 })
         }
-        None => {
+        None | Some(Ref::Inline(_)) => {
             let log = new_log(conn, None, 1)?;
             own_part(conn, log, 0, None, inline)?;
             Ok(Ref::Log { log, parts: 1 })
@@ -699,9 +715,10 @@ fn load_field(
     thread: &str,
     cp: &str,
     field: &str,
-    r: Ref,
+    r: &Ref,
 ) -> Result<Vec<FieldPart>, CheckpointError> {
-    match r {
+    match *r {
+        Ref::Inline(ref value) => Ok(vec![FieldPart::Whole(value.to_vec())]),
         Ref::Blob(id) => {
             let row: Option<(Vec<u8>, Vec<u8>)> = conn
                 .prepare_cached("SELECT hash, data FROM sg_blobs WHERE id = ?1")
@@ -947,7 +964,7 @@ pub(crate) fn get(
     let cp = checkpoint.id.to_string();
     let mut fields = BTreeMap::new();
     for (name, r) in &full.fields {
-        fields.insert(name.to_string(), load_field(conn, t, &cp, name, *r)?);
+        fields.insert(name.to_string(), load_field(conn, t, &cp, name, r)?);
     }
     let pending = load_writes(conn, thread, ns, checkpoint.id)?;
     Ok(Some(LoadedCheckpoint {
@@ -994,17 +1011,17 @@ pub(crate) fn changes(
     let cp = id.to_string();
     let mut fields = Vec::new();
     for (name, r) in &full.fields {
-        let before = parent.fields.get(name).copied();
-        if before == Some(*r) {
+        let before = parent.fields.get(name);
+        if before == Some(r) {
             continue;
         }
-        let parts = match (*r, before) {
-            (Ref::Log { log, parts }, Some(Ref::Log { log: pl, parts: pn }))
+        let parts = match (r, before) {
+            (&Ref::Log { log, parts }, Some(&Ref::Log { log: pl, parts: pn }))
                 if extends(conn, log, parts, pl, pn)? =>
             {
                 load_log(conn, t, &cp, name, log, parts, pn)?
             }
-            _ => whole_first(load_field(conn, t, &cp, name, *r)?),
+            _ => whole_first(load_field(conn, t, &cp, name, r)?),
         };
         fields.push((name.to_string(), parts));
     }
@@ -1469,6 +1486,7 @@ fn gc(conn: &Connection) -> Result<(), CheckpointError> {
         };
         for r in full.fields.values() {
             match *r {
+                Ref::Inline(_) => {}
                 Ref::Blob(b) => {
                     blobs.insert(b);
                 }

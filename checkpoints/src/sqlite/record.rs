@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Control, PendingSend};
 
 /// Where a field's value lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Ref {
     /// A whole value in `sg_blobs` (by row id).
     Blob(i64),
@@ -20,7 +20,15 @@ pub(crate) enum Ref {
         /// How many parts (counted from the root log's first) make up the value.
         parts: i64,
     },
+    /// A small whole value (its JSON) kept in the record itself (format 2; see
+    /// [`INLINE_MAX`]). Shared, so copying a record's references copies no bytes.
+    Inline(Arc<[u8]>),
 }
+
+/// The largest whole value (JSON bytes) a format-2 file keeps in the record instead of
+/// `sg_blobs`: below this, a blob's row, its 32-byte key and its entry in the key index cost
+/// more than the value, and a step that changes a counter would touch two more pages.
+pub(crate) const INLINE_MAX: usize = 64;
 
 /// The control part of a state record: everything but the field references.
 ///
@@ -156,7 +164,10 @@ impl Full {
                 .iter()
                 .flat_map(|(n, m)| m.iter().map(move |(c, v)| (n.clone(), c.clone(), *v)))
                 .collect(),
-            self.fields.iter().map(|(k, r)| (k.clone(), *r)).collect(),
+            self.fields
+                .iter()
+                .map(|(k, r)| (k.clone(), r.clone()))
+                .collect(),
         )
     }
 
@@ -203,7 +214,7 @@ impl Full {
 
 /// The entries of `new` that are not in `old` with the same value, in key order; `None` if
 /// `old` has a key `new` lacks. Both maps are walked once, side by side.
-fn changed<K: Ord + Clone, V: PartialEq + Copy>(
+fn changed<K: Ord + Clone, V: PartialEq + Clone>(
     new: &BTreeMap<K, V>,
     old: &BTreeMap<K, V>,
 ) -> Option<Vec<(K, V)>> {
@@ -215,11 +226,11 @@ fn changed<K: Ord + Clone, V: PartialEq + Copy>(
             Some((ok, _)) if *ok < k => return None,
             Some((ok, ov)) if *ok == k => {
                 if *ov != v {
-                    out.push((k.clone(), *v));
+                    out.push((k.clone(), v.clone()));
                 }
                 old_it.next();
             }
-            _ => out.push((k.clone(), *v)),
+            _ => out.push((k.clone(), v.clone())),
         }
     }
     if old_it.next().is_some() {
@@ -272,7 +283,31 @@ mod tests {
         c.sends = vec![("w".into(), "{\"i\":1}".into())];
         f.fields.insert("a".into(), Ref::Blob(3));
         f.fields.insert("b".into(), Ref::Log { log: 1, parts: 2 });
+        f.fields
+            .insert("c".into(), Ref::Inline(Arc::from(&b"{\"n\":42}"[..])));
         f
+    }
+
+    #[test]
+    fn a_record_with_every_kind_of_reference_round_trips() {
+        let full = sample();
+        let bytes = encode_body(&full.to_full_body()).unwrap();
+        let mut back = Full::default();
+        back.apply(decode_body(&bytes).unwrap());
+        assert_eq!(back, full);
+    }
+
+    #[test]
+    fn a_changed_inline_value_is_in_the_delta_and_an_unchanged_one_is_not() {
+        let parent = sample();
+        let mut child = parent.clone();
+        assert!(child.delta_from(&parent).unwrap().fields.is_empty());
+        child.set_field("c", Ref::Inline(Arc::from(&b"{\"n\":43}"[..])));
+        let delta = child.delta_from(&parent).unwrap();
+        assert_eq!(
+            delta.fields,
+            [(Arc::from("c"), Ref::Inline(Arc::from(&b"{\"n\":43}"[..])))]
+        );
     }
 
     #[test]

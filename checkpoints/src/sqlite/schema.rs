@@ -6,10 +6,14 @@ use rusqlite::{Connection, OptionalExtension};
 
 use crate::CheckpointError;
 
-/// The file format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest file format version this build reads, and the one it gives a new file.
+///
+/// Format 2 is format 1 plus small whole values kept in the checkpoint record (the `Inline`
+/// reference, decision 0018); the tables are the same. A format-1 file stays format 1: this
+/// build writes nothing into it that format 1 lacks, so older builds keep reading it.
+pub const FORMAT_VERSION: u32 = 2;
 
-/// Tables of format 1. See `docs/design.md` for each column.
+/// Tables of formats 1 and 2. See `docs/design.md` for each column.
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sg_meta (
     key   TEXT PRIMARY KEY,
@@ -156,8 +160,8 @@ pub(crate) fn connect(
     Ok(conn)
 }
 
-/// Create the schema if the file is new, and check its format version.
-pub(crate) fn init(conn: &mut Connection) -> Result<(), CheckpointError> {
+/// Create the schema if the file is new, and check its format version; the file's version.
+pub(crate) fn init(conn: &mut Connection) -> Result<u32, CheckpointError> {
     let tx = conn
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(storage)?;
@@ -181,20 +185,24 @@ pub(crate) fn init(conn: &mut Connection) -> Result<(), CheckpointError> {
     } else {
         None
     };
-    if let Some(v) = &found {
-        let found: u32 = v.parse().map_err(|_| CheckpointError::Integrity {
-            thread: "-".to_string(),
-            checkpoint: "-".to_string(),
-            blob: "sg_meta.format_version".to_string(),
-            detail: format!("unreadable format version {v:?}"),
-        })?;
-        if found > FORMAT_VERSION {
-            return Err(CheckpointError::UnsupportedFormatVersion {
-                found,
-                supported: FORMAT_VERSION,
-            });
+    let found = match &found {
+        Some(v) => {
+            let found: u32 = v.parse().map_err(|_| CheckpointError::Integrity {
+                thread: "-".to_string(),
+                checkpoint: "-".to_string(),
+                blob: "sg_meta.format_version".to_string(),
+                detail: format!("unreadable format version {v:?}"),
+            })?;
+            if found > FORMAT_VERSION {
+                return Err(CheckpointError::UnsupportedFormatVersion {
+                    found,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            Some(found)
         }
-    }
+        None => None,
+    };
     tx.execute_batch(SCHEMA).map_err(storage)?;
     if found.is_none() {
         tx.execute(
@@ -203,5 +211,6 @@ pub(crate) fn init(conn: &mut Connection) -> Result<(), CheckpointError> {
         )
         .map_err(storage)?;
     }
-    tx.commit().map_err(storage)
+    tx.commit().map_err(storage)?;
+    Ok(found.unwrap_or(FORMAT_VERSION))
 }

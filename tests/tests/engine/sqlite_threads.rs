@@ -178,17 +178,26 @@ async fn a_state_that_gains_a_field_with_a_default_still_loads_old_checkpoints()
     Ok(())
 }
 
-fn golden_path() -> PathBuf {
+/// The golden file written by the build of file format `format` (the `NotesV1` graph, three
+/// runs of thread `golden`).
+fn golden_path(format: u32) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")
         .join("checkpoints")
-        .join("notes_v1.db")
+        .join(if format == 1 {
+            "notes_v1.db".to_string()
+        } else {
+            format!("notes_v1_format{format}.db")
+        })
 }
 
+/// Each committed golden file (format 1: `notes_v1.db`; format 2, small values in the
+/// records: `notes_v1_format2.db`) keeps loading and resuming with the newer state struct.
+/// `STATEGRAPH_UPDATE_GOLDEN=1` writes the current format's file again (never an older one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_golden_checkpoint_file_keeps_loading_and_resuming() -> TestResult {
-    let path = golden_path();
+async fn the_golden_checkpoint_files_keep_loading_and_resuming() -> TestResult {
     if std::env::var_os("STATEGRAPH_UPDATE_GOLDEN").is_some() {
+        let path = golden_path(stategraph::checkpoints::FORMAT_VERSION);
         let _ = std::fs::remove_file(&path);
         let store = Arc::new(SqliteSaver::open(&path)?);
         let g = v1_graph()?.with_checkpointer(store.clone());
@@ -198,10 +207,19 @@ async fn the_golden_checkpoint_file_keeps_loading_and_resuming() -> TestResult {
         }
         store.close();
     }
+    for format in 1..=stategraph::checkpoints::FORMAT_VERSION {
+        golden_file_loads_and_resumes(&golden_path(format))
+            .await
+            .map_err(|e| format!("format {format}: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn golden_file_loads_and_resumes(path: &std::path::Path) -> TestResult {
     // Work on a copy: the fixture itself never changes.
     let dir = tempfile::tempdir()?;
     let copy = dir.path().join("copy.db");
-    std::fs::copy(&path, &copy)?;
+    std::fs::copy(path, &copy)?;
     let store = Arc::new(SqliteSaver::open(&copy)?);
     let v2 = v2_graph()?.with_checkpointer(store);
     let snap = v2

@@ -23,6 +23,12 @@ fn header(parent: Option<CheckpointId>, step: i64, source: Source) -> Checkpoint
     }
 }
 
+/// The JSON of the `i`-th `title`: long enough to be a value row of its own (`sg_blobs`; small
+/// values are kept in the records), so the damage tests reach that table.
+fn title(i: i64) -> Vec<u8> {
+    format!("\"title {i}: {}\"", "t".repeat(64)).into_bytes()
+}
+
 /// The `i`-th checkpoint of a thread: a whole field `title` and one part appended to `log`.
 fn step_put(t: &ThreadId, parent: Option<CheckpointId>, i: i64) -> PutCheckpoint {
     PutCheckpoint {
@@ -36,7 +42,7 @@ fn step_put(t: &ThreadId, parent: Option<CheckpointId>, i: i64) -> PutCheckpoint
         writes: vec![
             FieldWrite {
                 field: "title".into(),
-                part: FieldPart::Whole(format!("\"title {i}\"").into_bytes()),
+                part: FieldPart::Whole(title(i)),
             },
             FieldWrite {
                 field: "log".into(),
@@ -222,7 +228,7 @@ async fn a_file_of_a_newer_format_is_refused_before_anything_is_written() -> Tes
             err,
             CheckpointError::UnsupportedFormatVersion {
                 found: 99,
-                supported: 1
+                supported: stategraph_checkpoints::FORMAT_VERSION
             }
         ),
         "{err}"
@@ -444,7 +450,7 @@ async fn the_wal_gets_room_before_the_first_commit_and_recovery_reads_the_zeros_
     assert_eq!(head.fields.get("log").map(Vec::len), Some(20));
     assert_eq!(
         head.fields.get("title").and_then(|parts| parts.last()),
-        Some(&FieldPart::Whole(b"\"title 19\"".to_vec()))
+        Some(&FieldPart::Whole(title(19)))
     );
     assert_eq!(
         recovered
@@ -576,5 +582,143 @@ async fn a_reopened_file_whose_wal_is_only_room_recovers_and_takes_new_checkpoin
         .ok_or("no head after reopening")?;
     assert_eq!(Some(head.checkpoint.id), more.last().copied());
     assert_eq!(head.fields.get("log").map(Vec::len), Some(5));
+    Ok(())
+}
+
+/// Rows of `sg_blobs`.
+fn value_rows(path: &std::path::Path) -> rusqlite::Result<i64> {
+    Connection::open(path)?.query_row("SELECT count(*) FROM sg_blobs", [], |r| r.get(0))
+}
+
+/// A checkpoint of `t` after `parent` writing `writes`.
+fn put_of(t: &ThreadId, parent: Option<CheckpointId>, writes: Vec<FieldWrite>) -> PutCheckpoint {
+    PutCheckpoint {
+        thread: t.clone(),
+        ns: Namespace::root(),
+        checkpoint: header(
+            parent,
+            if parent.is_some() { 0 } else { -1 },
+            if parent.is_some() {
+                Source::Loop
+            } else {
+                Source::Input
+            },
+        ),
+        writes,
+    }
+}
+
+fn whole(field: &str, json: &[u8]) -> FieldWrite {
+    FieldWrite {
+        field: field.into(),
+        part: FieldPart::Whole(json.to_vec()),
+    }
+}
+
+/// In a format-2 file a whole value of at most 64 bytes of JSON is kept in the checkpoint's
+/// record (no value row, no key-index entry); a larger one gets its value row. Both load
+/// exactly, also after reopening.
+#[tokio::test]
+async fn values_up_to_64_bytes_live_in_the_record_and_larger_ones_in_value_rows() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("inline.db");
+    let saver = SqliteSaver::open(&path)?;
+    let t = ThreadId::new("t")?;
+    let small = format!("\"{}\"", "s".repeat(62)).into_bytes();
+    let large = format!("\"{}\"", "l".repeat(63)).into_bytes();
+    assert_eq!((small.len(), large.len()), (64, 65));
+    let put = put_of(
+        &t,
+        None,
+        vec![whole("small", &small), whole("large", &large)],
+    );
+    saver.put(put).await?;
+    assert_eq!(value_rows(&path)?, 1, "only the 65-byte value has a row");
+    saver.close();
+
+    let saver = SqliteSaver::open(&path)?;
+    let head = saver
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(head.fields["small"], [FieldPart::Whole(small)]);
+    assert_eq!(head.fields["large"], [FieldPart::Whole(large)]);
+    let version: String = Connection::open(&path)?.query_row(
+        "SELECT value FROM sg_meta WHERE key = 'format_version'",
+        [],
+        |r| r.get(0),
+    )?;
+    assert_eq!(version, "2");
+    Ok(())
+}
+
+/// A list whose whole value was kept in the record (a small first value, then appends)
+/// loads as that value followed by the appended parts, and its changes show the list.
+#[tokio::test]
+async fn a_list_that_starts_as_a_small_whole_value_appends_after_it() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("inline-list.db");
+    let saver = SqliteSaver::open(&path)?;
+    let t = ThreadId::new("t")?;
+    let first = put_of(&t, None, vec![whole("log", b"[1]")]);
+    let first_id = first.checkpoint.id;
+    saver.put(first).await?;
+    let second = put_of(
+        &t,
+        Some(first_id),
+        vec![FieldWrite {
+            field: "log".into(),
+            part: FieldPart::Tail(b"[2]".to_vec()),
+        }],
+    );
+    let second_id = second.checkpoint.id;
+    saver.put(second).await?;
+    let expect = [
+        FieldPart::Whole(b"[1]".to_vec()),
+        FieldPart::Tail(b"[2]".to_vec()),
+    ];
+    let head = saver
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(head.fields["log"], expect);
+    let changes = saver.changes(&t, &Namespace::root(), second_id).await?;
+    assert_eq!(changes.fields, [("log".to_string(), expect.to_vec())]);
+    // The older checkpoint still holds the one-item list.
+    let old = saver
+        .get(&t, &Namespace::root(), Some(first_id))
+        .await?
+        .ok_or("no first checkpoint")?;
+    assert_eq!(old.fields["log"], [FieldPart::Whole(b"[1]".to_vec())]);
+    Ok(())
+}
+
+/// A format-1 file stays format 1: this build keeps even small values in value rows there,
+/// so builds that know only format 1 keep reading it.
+#[tokio::test]
+async fn a_format_1_file_stays_format_1_and_keeps_small_values_in_value_rows() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("v1.db");
+    SqliteSaver::open(&path)?.close();
+    Connection::open(&path)?.execute(
+        "UPDATE sg_meta SET value = '1' WHERE key = 'format_version'",
+        [],
+    )?;
+    let saver = SqliteSaver::open(&path)?;
+    let t = ThreadId::new("t")?;
+    saver.put(put_of(&t, None, vec![whole("n", b"7")])).await?;
+    assert_eq!(value_rows(&path)?, 1, "the small value has a row");
+    let head = saver
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(head.fields["n"], [FieldPart::Whole(b"7".to_vec())]);
+    saver.close();
+    let version: String = Connection::open(&path)?.query_row(
+        "SELECT value FROM sg_meta WHERE key = 'format_version'",
+        [],
+        |r| r.get(0),
+    )?;
+    assert_eq!(version, "1");
     Ok(())
 }
