@@ -57,9 +57,10 @@ pub(crate) struct WriterState {
     blobs: HashMap<[u8; 32], i64>,
     /// Extends the WAL before a transaction writes (see [`WalRoom`]).
     room: WalRoom,
-    /// Whole values up to this many bytes are kept in the record ([`INLINE_MAX`] in a
-    /// format-2 file; 0 in a format-1 file, which this build keeps readable by older builds).
-    inline_max: usize,
+    /// Whether whole values of up to [`INLINE_MAX`] bytes are kept in the record: in a
+    /// format-2 file; never in a format-1 file (even an empty value), which this build keeps
+    /// readable by older builds.
+    inline: bool,
 }
 
 /// Most value rows the writer remembers (then it starts over).
@@ -72,7 +73,7 @@ impl WriterState {
             heads: HashMap::new(),
             blobs: HashMap::new(),
             room: WalRoom::new(conn, options),
-            inline_max: if format >= 2 { INLINE_MAX } else { 0 },
+            inline: format >= 2,
         }
     }
 
@@ -442,7 +443,7 @@ fn put(
         match &w.part {
             FieldPart::Whole(bytes) => {
                 check_size(bytes.len(), options)?;
-                let r = if bytes.len() <= local.writer.inline_max {
+                let r = if local.writer.inline && bytes.len() <= INLINE_MAX {
                     Ref::Inline(Arc::from(bytes.as_slice()))
                 } else {
                     Ref::Blob(upsert_blob(conn, &mut local.writer.blobs, bytes)?)

@@ -690,11 +690,20 @@ async fn a_list_that_starts_as_a_small_whole_value_appends_after_it() -> TestRes
         .await?
         .ok_or("no first checkpoint")?;
     assert_eq!(old.fields["log"], [FieldPart::Whole(b"[1]".to_vec())]);
+    // Replaced by a small whole value again: the list goes back into the record.
+    let third = put_of(&t, Some(second_id), vec![whole("log", b"[9]")]);
+    let third_id = third.checkpoint.id;
+    saver.put(third).await?;
+    let changes = saver.changes(&t, &Namespace::root(), third_id).await?;
+    assert_eq!(
+        changes.fields,
+        [("log".to_string(), vec![FieldPart::Whole(b"[9]".to_vec())])]
+    );
     Ok(())
 }
 
-/// A format-1 file stays format 1: this build keeps even small values in value rows there,
-/// so builds that know only format 1 keep reading it.
+/// A format-1 file stays format 1: this build keeps even small (and empty) values in value
+/// rows there, so builds that know only format 1 keep reading it.
 #[tokio::test]
 async fn a_format_1_file_stays_format_1_and_keeps_small_values_in_value_rows() -> TestResult {
     let dir = tempfile::tempdir()?;
@@ -706,8 +715,14 @@ async fn a_format_1_file_stays_format_1_and_keeps_small_values_in_value_rows() -
     )?;
     let saver = SqliteSaver::open(&path)?;
     let t = ThreadId::new("t")?;
-    saver.put(put_of(&t, None, vec![whole("n", b"7")])).await?;
-    assert_eq!(value_rows(&path)?, 1, "the small value has a row");
+    saver
+        .put(put_of(&t, None, vec![whole("n", b"7"), whole("e", b"")]))
+        .await?;
+    assert_eq!(
+        value_rows(&path)?,
+        2,
+        "the small and the empty value have rows"
+    );
     let head = saver
         .get(&t, &Namespace::root(), None)
         .await?
