@@ -801,21 +801,16 @@ fn load_log(
         if from >= to {
             continue;
         }
-        let rows = stmt
-            .query_map(params![log, from, to], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, Option<i64>>(1)?,
-                    r.get::<_, Option<Vec<u8>>>(2)?,
-                    r.get::<_, Option<Vec<u8>>>(3)?,
-                    r.get::<_, Option<Vec<u8>>>(4)?,
-                    r.get::<_, Option<Vec<u8>>>(5)?,
-                ))
-            })
-            .map_err(storage)?;
+        let mut rows = stmt.query(params![log, from, to]).map_err(storage)?;
         let mut expect = from;
-        for row in rows {
-            let (part, blob, hash, data, bhash, bdata) = row.map_err(storage)?;
+        // The row's bytes are read in place (borrowed from SQLite), checked, and only the
+        // payload is copied: a long list has hundreds of small parts.
+        let bytes = blob_at;
+        while let Some(r) = rows.next().map_err(storage)? {
+            let part: i64 = r.get(0).map_err(storage)?;
+            let blob: Option<i64> = r.get(1).map_err(storage)?;
+            let (hash, data) = (bytes(r, 2).map_err(storage)?, bytes(r, 3).map_err(storage)?);
+            let (bhash, bdata) = (bytes(r, 4).map_err(storage)?, bytes(r, 5).map_err(storage)?);
             if part != expect {
                 return Err(integrity(
                     thread,
@@ -827,13 +822,13 @@ fn load_log(
             expect += 1;
             let item = match (blob, hash, data, bhash, bdata) {
                 (Some(_), _, _, Some(h), Some(d)) => FieldPart::Whole(
-                    open(&d, CODEC_JSON, &h)
-                        .map_err(|e| integrity(thread, cp, hex(&h), e))?
+                    open(d, CODEC_JSON, h)
+                        .map_err(|e| integrity(thread, cp, hex(h), e))?
                         .to_vec(),
                 ),
                 (None, Some(h), Some(d), _, _) => FieldPart::Tail(
-                    open(&d, CODEC_JSON, &h)
-                        .map_err(|e| integrity(thread, cp, hex(&h), e))?
+                    open(d, CODEC_JSON, h)
+                        .map_err(|e| integrity(thread, cp, hex(h), e))?
                         .to_vec(),
                 ),
                 _ => {
@@ -857,6 +852,14 @@ fn load_log(
         }
     }
     Ok(out)
+}
+
+/// Column `i` of `r` as bytes borrowed from SQLite (`None` for NULL); any other type is an
+/// error, as `get::<Option<Vec<u8>>>` would give.
+fn blob_at<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<&'r [u8]>> {
+    r.get_ref(i)?.as_blob_or_null().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Blob, Box::new(e))
+    })
 }
 
 struct HeaderRow {
