@@ -590,11 +590,12 @@ fn append_log(
 ) -> Result<Ref, CheckpointError> {
     let (env, hash) = seal(CODEC_JSON, payload);
     let inline = Some((&hash[..], &env[..]));
-    // A log's first part may be a whole value, by reference to `sg_blobs`: a value kept in
-    // the record goes there first.
-    let prev = match prev {
-        Some(Ref::Inline(value)) => Some(Ref::Blob(upsert_blob(conn, blobs, &value)?)),
-        other => other,
+    // A new log after a whole value: part 0 refers to the value's row, part 1 is the payload.
+    let after_value = |blob: i64| -> Result<Ref, CheckpointError> {
+        let log = new_log(conn, None, 2)?;
+        own_part(conn, log, 0, Some(blob), None)?;
+        own_part(conn, log, 1, None, inline)?;
+        Ok(Ref::Log { log, parts: 2 })
     };
     match prev {
         Some(Ref::Log { log, parts }) => {
@@ -617,13 +618,10 @@ fn append_log(
                 parts: parts + 1,
             })
         }
-        Some(Ref::Blob(blob)) => {
-            let log = new_log(conn, None, 2)?;
-            own_part(conn, log, 0, Some(blob), None)?;
-            own_part(conn, log, 1, None, inline)?;
-            Ok(Ref::Log { log, parts: 2 })
-        }
-        None | Some(Ref::Inline(_)) => {
+        Some(Ref::Blob(blob)) => after_value(blob),
+        // A value kept in the record gets its row first (a log part refers to a row).
+        Some(Ref::Inline(value)) => after_value(upsert_blob(conn, blobs, &value)?),
+        None => {
             let log = new_log(conn, None, 1)?;
             own_part(conn, log, 0, None, inline)?;
             Ok(Ref::Log { log, parts: 1 })
@@ -805,12 +803,13 @@ fn load_log(
         let mut expect = from;
         // The row's bytes are read in place (borrowed from SQLite), checked, and only the
         // payload is copied: a long list has hundreds of small parts.
-        let bytes = blob_at;
         while let Some(r) = rows.next().map_err(storage)? {
             let part: i64 = r.get(0).map_err(storage)?;
             let blob: Option<i64> = r.get(1).map_err(storage)?;
-            let (hash, data) = (bytes(r, 2).map_err(storage)?, bytes(r, 3).map_err(storage)?);
-            let (bhash, bdata) = (bytes(r, 4).map_err(storage)?, bytes(r, 5).map_err(storage)?);
+            let hash = blob_at(r, 2).map_err(storage)?;
+            let data = blob_at(r, 3).map_err(storage)?;
+            let bhash = blob_at(r, 4).map_err(storage)?;
+            let bdata = blob_at(r, 5).map_err(storage)?;
             if part != expect {
                 return Err(integrity(
                     thread,

@@ -98,10 +98,10 @@ impl WalRoom {
     }
 
     /// Extend the WAL to its target size if it is shorter (the first transaction of this
-    /// writer, or another connection truncated it; made again at most once a second). Call only while holding the write lock,
-    /// before the transaction writes anything. Best effort: the room only makes commits
-    /// cheaper, so a failure (a full disk) is not the transaction's; the room is then given
-    /// up for this writer.
+    /// writer, or another connection truncated it; made again at most once a second). Call
+    /// only while holding the write lock, before the transaction writes anything. Best
+    /// effort: the room only makes commits cheaper, so a failure (a full disk) is not the
+    /// transaction's; the room is then given up for this writer.
     pub(crate) fn ensure(&mut self) {
         let Some(target) = &mut self.target else {
             return;
