@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, Namespace,
-    PendingWrite, PutCheckpoint, Saver, Source, SqliteSaver, TaskId, ThreadId, WriteKind,
+    Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, LoadedCheckpoint,
+    Namespace, PendingWrite, PutCheckpoint, Saver, Source, SqliteSaver, TaskId, ThreadId,
+    WriteKind,
 };
 
 use crate::TestResult;
@@ -29,27 +30,71 @@ fn title(i: i64) -> Vec<u8> {
     format!("\"title {i}: {}\"", "t".repeat(64)).into_bytes()
 }
 
-/// The `i`-th checkpoint of a thread: a whole field `title` and one part appended to `log`.
-fn step_put(t: &ThreadId, parent: Option<CheckpointId>, i: i64) -> PutCheckpoint {
+/// A checkpoint of `t` after `parent` (the input checkpoint if none) at `step`, writing `writes`.
+fn put_of(
+    t: &ThreadId,
+    parent: Option<CheckpointId>,
+    step: i64,
+    writes: Vec<FieldWrite>,
+) -> PutCheckpoint {
+    let source = if parent.is_some() {
+        Source::Loop
+    } else {
+        Source::Input
+    };
     PutCheckpoint {
         thread: t.clone(),
         ns: Namespace::root(),
-        checkpoint: header(
-            parent,
-            i - 1,
-            if i == 0 { Source::Input } else { Source::Loop },
-        ),
-        writes: vec![
-            FieldWrite {
-                field: "title".into(),
-                part: FieldPart::Whole(title(i)),
-            },
-            FieldWrite {
-                field: "log".into(),
-                part: FieldPart::Tail(format!("[{i}]").into_bytes()),
-            },
-        ],
+        checkpoint: header(parent, step, source),
+        writes,
     }
+}
+
+fn whole(field: &str, json: &[u8]) -> FieldWrite {
+    FieldWrite {
+        field: field.into(),
+        part: FieldPart::Whole(json.to_vec()),
+    }
+}
+
+fn tail(field: &str, json: &[u8]) -> FieldWrite {
+    FieldWrite {
+        field: field.into(),
+        part: FieldPart::Tail(json.to_vec()),
+    }
+}
+
+/// The `i`-th checkpoint of a thread: a whole field `title` and one part appended to `log`.
+fn step_put(t: &ThreadId, parent: Option<CheckpointId>, i: i64) -> PutCheckpoint {
+    put_of(
+        t,
+        parent,
+        i - 1,
+        vec![
+            whole("title", &title(i)),
+            tail("log", format!("[{i}]").as_bytes()),
+        ],
+    )
+}
+
+/// The newest checkpoint of `t` in the root namespace, loaded.
+async fn head_of(
+    saver: &SqliteSaver,
+    t: &ThreadId,
+) -> Result<LoadedCheckpoint, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(saver
+        .get(t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?)
+}
+
+/// The file's `sg_meta.format_version`.
+fn format_version(path: &std::path::Path) -> rusqlite::Result<String> {
+    Connection::open(path)?.query_row(
+        "SELECT value FROM sg_meta WHERE key = 'format_version'",
+        [],
+        |r| r.get(0),
+    )
 }
 
 /// Put `n` checkpoints of `t` (see [`step_put`]) after `parent`, one at a time; their ids.
@@ -280,10 +325,7 @@ async fn a_reopened_file_has_every_thread_and_value() -> TestResult {
     let path = dir.path().join("reopen.db");
     let (t, ids) = populated(&path).await?;
     let saver = SqliteSaver::open(&path)?;
-    let head = saver
-        .get(&t, &Namespace::root(), None)
-        .await?
-        .ok_or("no head")?;
+    let head = head_of(&saver, &t).await?;
     assert_eq!(Some(head.checkpoint.id), ids.last().copied());
     assert_eq!(head.fields.get("log").map(Vec::len), Some(20));
     assert_eq!(head.pending.len(), 1);
@@ -442,10 +484,7 @@ async fn the_wal_gets_room_before_the_first_commit_and_recovery_reads_the_zeros_
         Connection::open(&copy)?.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
     assert_eq!(check, "ok");
     let recovered = SqliteSaver::open(&copy)?;
-    let head = recovered
-        .get(&t, &Namespace::root(), None)
-        .await?
-        .ok_or("the recovered copy has no head")?;
+    let head = head_of(&recovered, &t).await?;
     assert_eq!(Some(head.checkpoint.id), ids.last().copied());
     assert_eq!(head.fields.get("log").map(Vec::len), Some(20));
     assert_eq!(
@@ -527,10 +566,7 @@ async fn a_wal_truncated_by_another_connection_gets_its_room_back_at_the_next_co
     saver.close();
 
     let reopened = SqliteSaver::open(&path)?;
-    let head = reopened
-        .get(&t, &Namespace::root(), None)
-        .await?
-        .ok_or("no head")?;
+    let head = head_of(&reopened, &t).await?;
     assert_eq!(Some(head.checkpoint.id), second.last().copied());
     assert_eq!(head.fields.get("log").map(Vec::len), Some(10));
     Ok(())
@@ -568,18 +604,12 @@ async fn a_reopened_file_whose_wal_is_only_room_recovers_and_takes_new_checkpoin
         Connection::open(&copy)?.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
     assert_eq!(check, "ok");
     let recovered = SqliteSaver::open(&copy)?;
-    let head = recovered
-        .get(&t, &Namespace::root(), None)
-        .await?
-        .ok_or("no head in the copy")?;
+    let head = head_of(&recovered, &t).await?;
     assert_eq!(Some(head.checkpoint.id), ids.last().copied());
     let more = put_steps(&recovered, &t, ids.last().copied(), 3, 2).await?;
     recovered.close();
     let reopened = SqliteSaver::open(&copy)?;
-    let head = reopened
-        .get(&t, &Namespace::root(), None)
-        .await?
-        .ok_or("no head after reopening")?;
+    let head = head_of(&reopened, &t).await?;
     assert_eq!(Some(head.checkpoint.id), more.last().copied());
     assert_eq!(head.fields.get("log").map(Vec::len), Some(5));
     Ok(())
@@ -588,31 +618,6 @@ async fn a_reopened_file_whose_wal_is_only_room_recovers_and_takes_new_checkpoin
 /// Rows of `sg_blobs`.
 fn value_rows(path: &std::path::Path) -> rusqlite::Result<i64> {
     Connection::open(path)?.query_row("SELECT count(*) FROM sg_blobs", [], |r| r.get(0))
-}
-
-/// A checkpoint of `t` after `parent` writing `writes`.
-fn put_of(t: &ThreadId, parent: Option<CheckpointId>, writes: Vec<FieldWrite>) -> PutCheckpoint {
-    PutCheckpoint {
-        thread: t.clone(),
-        ns: Namespace::root(),
-        checkpoint: header(
-            parent,
-            if parent.is_some() { 0 } else { -1 },
-            if parent.is_some() {
-                Source::Loop
-            } else {
-                Source::Input
-            },
-        ),
-        writes,
-    }
-}
-
-fn whole(field: &str, json: &[u8]) -> FieldWrite {
-    FieldWrite {
-        field: field.into(),
-        part: FieldPart::Whole(json.to_vec()),
-    }
 }
 
 /// In a format-2 file a whole value of at most 64 bytes of JSON is kept in the checkpoint's
@@ -630,6 +635,7 @@ async fn values_up_to_64_bytes_live_in_the_record_and_larger_ones_in_value_rows(
     let put = put_of(
         &t,
         None,
+        -1,
         vec![whole("small", &small), whole("large", &large)],
     );
     saver.put(put).await?;
@@ -637,18 +643,10 @@ async fn values_up_to_64_bytes_live_in_the_record_and_larger_ones_in_value_rows(
     saver.close();
 
     let saver = SqliteSaver::open(&path)?;
-    let head = saver
-        .get(&t, &Namespace::root(), None)
-        .await?
-        .ok_or("no head")?;
+    let head = head_of(&saver, &t).await?;
     assert_eq!(head.fields["small"], [FieldPart::Whole(small)]);
     assert_eq!(head.fields["large"], [FieldPart::Whole(large)]);
-    let version: String = Connection::open(&path)?.query_row(
-        "SELECT value FROM sg_meta WHERE key = 'format_version'",
-        [],
-        |r| r.get(0),
-    )?;
-    assert_eq!(version, "2");
+    assert_eq!(format_version(&path)?, "2");
     Ok(())
 }
 
@@ -660,27 +658,17 @@ async fn a_list_that_starts_as_a_small_whole_value_appends_after_it() -> TestRes
     let path = dir.path().join("inline-list.db");
     let saver = SqliteSaver::open(&path)?;
     let t = ThreadId::new("t")?;
-    let first = put_of(&t, None, vec![whole("log", b"[1]")]);
+    let first = put_of(&t, None, -1, vec![whole("log", b"[1]")]);
     let first_id = first.checkpoint.id;
     saver.put(first).await?;
-    let second = put_of(
-        &t,
-        Some(first_id),
-        vec![FieldWrite {
-            field: "log".into(),
-            part: FieldPart::Tail(b"[2]".to_vec()),
-        }],
-    );
+    let second = put_of(&t, Some(first_id), 0, vec![tail("log", b"[2]")]);
     let second_id = second.checkpoint.id;
     saver.put(second).await?;
     let expect = [
         FieldPart::Whole(b"[1]".to_vec()),
         FieldPart::Tail(b"[2]".to_vec()),
     ];
-    let head = saver
-        .get(&t, &Namespace::root(), None)
-        .await?
-        .ok_or("no head")?;
+    let head = head_of(&saver, &t).await?;
     assert_eq!(head.fields["log"], expect);
     let changes = saver.changes(&t, &Namespace::root(), second_id).await?;
     assert_eq!(changes.fields, [("log".to_string(), expect.to_vec())]);
@@ -691,7 +679,7 @@ async fn a_list_that_starts_as_a_small_whole_value_appends_after_it() -> TestRes
         .ok_or("no first checkpoint")?;
     assert_eq!(old.fields["log"], [FieldPart::Whole(b"[1]".to_vec())]);
     // Replaced by a small whole value again: the list goes back into the record.
-    let third = put_of(&t, Some(second_id), vec![whole("log", b"[9]")]);
+    let third = put_of(&t, Some(second_id), 0, vec![whole("log", b"[9]")]);
     let third_id = third.checkpoint.id;
     saver.put(third).await?;
     let changes = saver.changes(&t, &Namespace::root(), third_id).await?;
@@ -716,24 +704,21 @@ async fn a_format_1_file_stays_format_1_and_keeps_small_values_in_value_rows() -
     let saver = SqliteSaver::open(&path)?;
     let t = ThreadId::new("t")?;
     saver
-        .put(put_of(&t, None, vec![whole("n", b"7"), whole("e", b"")]))
+        .put(put_of(
+            &t,
+            None,
+            -1,
+            vec![whole("n", b"7"), whole("e", b"")],
+        ))
         .await?;
     assert_eq!(
         value_rows(&path)?,
         2,
         "the small and the empty value have rows"
     );
-    let head = saver
-        .get(&t, &Namespace::root(), None)
-        .await?
-        .ok_or("no head")?;
+    let head = head_of(&saver, &t).await?;
     assert_eq!(head.fields["n"], [FieldPart::Whole(b"7".to_vec())]);
     saver.close();
-    let version: String = Connection::open(&path)?.query_row(
-        "SELECT value FROM sg_meta WHERE key = 'format_version'",
-        [],
-        |r| r.get(0),
-    )?;
-    assert_eq!(version, "1");
+    assert_eq!(format_version(&path)?, "1");
     Ok(())
 }
