@@ -85,3 +85,73 @@ pub(super) fn field_names<S: State>() -> Vec<Arc<str>> {
     }
     names
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures::future::{ready, Ready};
+
+    use super::Channel;
+    use crate::{BoxError, CompileError, NodeContext, StateGraph, END, START};
+
+    #[derive(crate::State, Clone, Default, Debug)]
+    struct Pair {
+        zeta: u32,
+        alpha: u32,
+    }
+
+    fn noop(
+    ) -> impl Fn(Arc<Pair>, NodeContext) -> Ready<Result<PairUpdate, BoxError>> + Send + Sync + 'static
+    {
+        |_s, _c| ready(Ok(Pair::update()))
+    }
+
+    fn label(named: &(Arc<str>, Channel)) -> String {
+        match named.1 {
+            Channel::Field(i) => format!("{}=field{i}", named.0),
+            Channel::Branch(i) => format!("{}=branch{i}", named.0),
+            Channel::Join(i) => format!("{}=join{i}", named.0),
+        }
+    }
+
+    #[test]
+    fn channels_and_each_nodes_seen_channels_are_in_name_order() -> Result<(), CompileError> {
+        let graph = StateGraph::<Pair>::new()
+            .add_node("b", noop())
+            .add_node("a", noop())
+            .add_edge(START, "b")
+            .add_edge(START, "a")
+            .add_join(["b"], "a")
+            .add_edge("a", END)
+            .compile()?;
+        let order = &graph.inner.control_order;
+        let channels: Vec<String> = order.channels.iter().map(label).collect();
+        assert_eq!(
+            channels,
+            [
+                "alpha=field1",
+                "branch:to:a=branch1",
+                "branch:to:b=branch0",
+                "join:b:a=join0",
+                "zeta=field0",
+            ]
+        );
+        let seen: Vec<(usize, Vec<String>)> = order
+            .seen
+            .iter()
+            .map(|(node, chans)| (*node, chans.iter().map(label).collect()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    1,
+                    vec!["branch:to:a=branch1".into(), "join:b:a=join0".into()]
+                ),
+                (0, vec!["branch:to:b=branch0".to_string()]),
+            ]
+        );
+        Ok(())
+    }
+}
