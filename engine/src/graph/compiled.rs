@@ -1,0 +1,157 @@
+//! The compiled form of a graph: the immutable [`CompiledGraph`] handle and the resolved
+//! nodes, branches and joins the run loop reads.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use stategraph_checkpoints::{CheckpointId, Namespace, Saver, ThreadId};
+
+use super::control_order::ControlOrder;
+use super::node_run::NodeRun;
+use super::RouterFn;
+use crate::node::NodeOptions;
+use crate::State;
+
+pub(crate) struct CompiledNode<S: State> {
+    pub(crate) name: Arc<str>,
+    pub(crate) branch_channel: Arc<str>,
+    pub(crate) run: Arc<dyn NodeRun<S>>,
+    pub(crate) options: Arc<NodeOptions>,
+    pub(crate) destinations: Option<BTreeSet<String>>,
+    pub(crate) out: Vec<usize>,
+    pub(crate) joins: Vec<usize>,
+    pub(crate) branches: Vec<usize>,
+    pub(crate) subgraph: Option<Arc<dyn crate::mermaid::Render>>,
+}
+
+pub(crate) struct Branch<S: State> {
+    pub(crate) from: String,
+    pub(crate) router: RouterFn<S>,
+    pub(crate) targets: BTreeSet<String>,
+}
+
+pub(crate) struct Join {
+    pub(crate) channel: Arc<str>,
+    pub(crate) sources: Vec<usize>,
+    pub(crate) target: usize,
+}
+
+pub(crate) struct GraphInner<S: State> {
+    pub(crate) name: String,
+    pub(crate) nodes: Vec<CompiledNode<S>>,
+    pub(crate) index: HashMap<String, usize>,
+    pub(crate) entry: Vec<usize>,
+    pub(crate) entry_branches: Vec<usize>,
+    pub(crate) branches: Vec<Branch<S>>,
+    pub(crate) joins: Vec<Join>,
+    pub(crate) edges: Vec<(String, String)>,
+    pub(crate) join_specs: Vec<(Vec<String>, String)>,
+    pub(crate) interrupt_before: Vec<bool>,
+    pub(crate) interrupt_after: Vec<bool>,
+    /// The order control records list channels and nodes in (see [`ControlOrder`]).
+    pub(crate) control_order: ControlOrder,
+    /// The state each recently run thread was left in, by its head checkpoint.
+    pub(crate) states: std::sync::Mutex<RememberedStates<S>>,
+}
+
+/// The state each remembered `(thread, namespace)` was left in, with its head checkpoint.
+pub(crate) type RememberedStates<S> = HashMap<(ThreadId, Namespace), (CheckpointId, Arc<S>)>;
+
+/// Threads whose last state a compiled graph keeps for its next run.
+const REMEMBERED_THREADS: usize = 64;
+
+impl<S: State> GraphInner<S> {
+    /// Take the state remembered for `(thread, ns)`, with the checkpoint it is the state of.
+    pub(crate) fn take_cached(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+    ) -> Option<(CheckpointId, Arc<S>)> {
+        self.states
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(thread.clone(), ns.clone()))
+    }
+
+    /// Remember the state at checkpoint `head` of `(thread, ns)`.
+    pub(crate) fn remember(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+        head: CheckpointId,
+        state: Arc<S>,
+    ) {
+        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        if states.len() >= REMEMBERED_THREADS {
+            states.clear();
+        }
+        states.insert((thread.clone(), ns.clone()), (head, state));
+    }
+}
+
+/// A checked, immutable graph, ready to run. Cheap to clone.
+pub struct CompiledGraph<S: State> {
+    pub(crate) inner: Arc<GraphInner<S>>,
+    pub(crate) saver: Option<Arc<dyn Saver>>,
+}
+
+impl<S: State> Clone for CompiledGraph<S> {
+    fn clone(&self) -> Self {
+        CompiledGraph {
+            inner: self.inner.clone(),
+            saver: self.saver.clone(),
+        }
+    }
+}
+
+impl<S: State> fmt::Debug for CompiledGraph<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledGraph")
+            .field("name", &self.inner.name)
+            .field(
+                "nodes",
+                &self
+                    .inner
+                    .nodes
+                    .iter()
+                    .map(|n| &*n.name)
+                    .collect::<Vec<_>>(),
+            )
+            .field("checkpointer", &self.saver.is_some())
+            .finish()
+    }
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// The same graph, checkpointing every step of a thread into `saver`.
+    pub fn with_checkpointer(&self, saver: Arc<dyn Saver>) -> Self {
+        CompiledGraph {
+            inner: self.inner.clone(),
+            saver: Some(saver),
+        }
+    }
+
+    /// The same graph without a checkpointer.
+    pub fn without_checkpointer(&self) -> Self {
+        CompiledGraph {
+            inner: self.inner.clone(),
+            saver: None,
+        }
+    }
+
+    /// The checkpointer, if any.
+    pub fn checkpointer(&self) -> Option<&Arc<dyn Saver>> {
+        self.saver.as_ref()
+    }
+
+    /// The graph's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The node names, in declaration order.
+    pub fn node_names(&self) -> Vec<&str> {
+        self.inner.nodes.iter().map(|n| &*n.name).collect()
+    }
+}

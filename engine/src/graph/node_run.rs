@@ -1,0 +1,57 @@
+//! The engine's internal node interface: what a task produced, and the adapter that runs a
+//! user's [`Node`] behind it.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::command::{Goto, ParentCommand};
+use crate::node::{Node, NodeContext};
+use crate::{BoxError, State};
+
+/// What a task produced, before it is applied.
+pub(crate) struct TaskOutput<S: State> {
+    pub(crate) updates: Vec<S::Update>,
+    pub(crate) goto: Vec<Goto>,
+    pub(crate) parents: Vec<ParentCommand>,
+}
+
+impl<S: State> Default for TaskOutput<S> {
+    fn default() -> Self {
+        TaskOutput {
+            updates: Vec::new(),
+            goto: Vec::new(),
+            parents: Vec::new(),
+        }
+    }
+}
+
+/// The engine's internal node interface.
+pub(crate) trait NodeRun<S: State>: Send + Sync + 'static {
+    fn run(
+        &self,
+        state: Arc<S>,
+        ctx: NodeContext,
+    ) -> BoxFuture<'static, Result<TaskOutput<S>, BoxError>>;
+}
+
+/// A user's [`Node`], run as a [`NodeRun`]: its command split into the task's output.
+pub(super) struct UserNode<N>(pub(super) N);
+
+impl<S: State, N: Node<S>> NodeRun<S> for UserNode<N> {
+    fn run(
+        &self,
+        state: Arc<S>,
+        ctx: NodeContext,
+    ) -> BoxFuture<'static, Result<TaskOutput<S>, BoxError>> {
+        let fut = self.0.run(state, ctx);
+        Box::pin(async move {
+            let cmd = fut.await?;
+            Ok(TaskOutput {
+                updates: cmd.update.into_iter().collect(),
+                goto: cmd.goto,
+                parents: cmd.parent.into_iter().collect(),
+            })
+        })
+    }
+}
