@@ -33,7 +33,7 @@ use crate::{
     Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
     PendingWrite, PutCheckpoint, Retention, Saver, StepChanges, ThreadId, ThreadInfo,
 };
-use record::{ControlRecord, Full};
+use record::{StateRecord, StoredControl};
 
 /// Operations the writer thread runs.
 pub(crate) enum Op {
@@ -62,13 +62,13 @@ pub(crate) enum Op {
 pub(crate) struct StoredPut {
     /// The put; its `checkpoint.control` has been taken out into `control`.
     pub(crate) put: PutCheckpoint,
-    pub(crate) control: Arc<ControlRecord>,
+    pub(crate) control: Arc<StoredControl>,
 }
 
 impl StoredPut {
     fn op(mut put: PutCheckpoint) -> Result<Op, CheckpointError> {
         let control = std::mem::take(&mut put.checkpoint.control);
-        let control = ControlRecord::from_control(control).map_err(|e| {
+        let control = StoredControl::from_control(control).map_err(|e| {
             CheckpointError::Storage(format!("cannot encode control state: {e}").into())
         })?;
         Ok(Op::Put(Box::new(StoredPut {
@@ -92,20 +92,20 @@ struct Job {
     more_follow: bool,
 }
 
-/// Full state records by checkpoint row (`seq` values are never reused).
+/// StateRecord state records by checkpoint row (`seq` values are never reused).
 #[derive(Default)]
 pub(crate) struct Cache {
-    map: HashMap<i64, Arc<Full>>,
+    map: HashMap<i64, Arc<StateRecord>>,
 }
 
 const CACHE_LIMIT: usize = 4096;
 
 impl Cache {
-    pub(crate) fn get(&self, seq: i64) -> Option<Arc<Full>> {
+    pub(crate) fn get(&self, seq: i64) -> Option<Arc<StateRecord>> {
         self.map.get(&seq).cloned()
     }
 
-    pub(crate) fn insert(&mut self, seq: i64, full: Arc<Full>) {
+    pub(crate) fn insert(&mut self, seq: i64, full: Arc<StateRecord>) {
         if self.map.len() >= CACHE_LIMIT {
             self.map.clear();
         }

@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
-use super::record::{decode_body, encode_body, Body, Full, Ref, INLINE_MAX};
+use super::record::{
+    decode_record, encode_record, StateRecord, StoredRecord, ValueRef, INLINE_MAX,
+};
 use super::schema::{storage, SqliteOptions};
 use super::wal::WalRoom;
 use super::{Cache, Op, Reply, StoredPut};
@@ -38,10 +40,10 @@ fn busy_checkpoint_error(e: &CheckpointError) -> bool {
     }
 }
 
-/// Full records computed inside the current group, published to the shared cache on commit.
+/// StateRecord records computed inside the current group, published to the shared cache on commit.
 struct Local<'a> {
     shared: &'a Mutex<Cache>,
-    added: Vec<(i64, Arc<Full>)>,
+    added: Vec<(i64, Arc<StateRecord>)>,
     writer: &'a mut WriterState,
 }
 
@@ -99,7 +101,7 @@ impl WriterState {
 }
 
 impl Local<'_> {
-    fn lookup(&self, seq: i64) -> Option<Arc<Full>> {
+    fn lookup(&self, seq: i64) -> Option<Arc<StateRecord>> {
         self.added
             .iter()
             .rev()
@@ -433,9 +435,9 @@ fn put(
             let full = load_full(conn, &|s| local.lookup(s), seq, thread)?;
             (Some(seq), depth, full)
         }
-        None => (None, -1, Arc::new(Full::default())),
+        None => (None, -1, Arc::new(StateRecord::default())),
     };
-    let mut full = Full {
+    let mut full = StateRecord {
         control: Arc::clone(&stored.control),
         fields: parent_full.fields.clone(),
     };
@@ -444,9 +446,9 @@ fn put(
             FieldPart::Whole(bytes) => {
                 check_size(bytes.len(), options)?;
                 let r = if local.writer.inline && bytes.len() <= INLINE_MAX {
-                    Ref::Inline(Arc::from(bytes.as_slice()))
+                    ValueRef::Inline(Arc::from(bytes.as_slice()))
                 } else {
-                    Ref::Blob(upsert_blob(conn, &mut local.writer.blobs, bytes)?)
+                    ValueRef::Blob(upsert_blob(conn, &mut local.writer.blobs, bytes)?)
                 };
                 full.set_field(&w.field, r);
             }
@@ -463,11 +465,11 @@ fn put(
     let (body, depth) = match (parent_seq, depth >= i64::from(options.full_every)) {
         (Some(_), false) => match full.delta_from(&parent_full) {
             Some(delta) => (delta, depth),
-            None => (full.to_full_body(), 0),
+            None => (full.to_whole_record(), 0),
         },
-        _ => (full.to_full_body(), 0),
+        _ => (full.to_whole_record(), 0),
     };
-    let bytes = encode_body(&body).map_err(|e| CheckpointError::Storage(Box::new(e)))?;
+    let bytes = encode_record(&body).map_err(|e| CheckpointError::Storage(Box::new(e)))?;
     let (env, hash) = seal(CODEC_BINCODE, &bytes);
     let metadata =
         serde_json::to_string(&cp.metadata).map_err(|e| CheckpointError::Storage(Box::new(e)))?;
@@ -585,20 +587,20 @@ fn insert_part(
 fn append_log(
     conn: &Connection,
     blobs: &mut HashMap<[u8; 32], i64>,
-    prev: Option<Ref>,
+    prev: Option<ValueRef>,
     payload: &[u8],
-) -> Result<Ref, CheckpointError> {
+) -> Result<ValueRef, CheckpointError> {
     let (env, hash) = seal(CODEC_JSON, payload);
     let inline = Some((&hash[..], &env[..]));
     // A new log after a whole value: part 0 refers to the value's row, part 1 is the payload.
-    let after_value = |blob: i64| -> Result<Ref, CheckpointError> {
+    let after_value = |blob: i64| -> Result<ValueRef, CheckpointError> {
         let log = new_log(conn, None, 2)?;
         own_part(conn, log, 0, Some(blob), None)?;
         own_part(conn, log, 1, None, inline)?;
-        Ok(Ref::Log { log, parts: 2 })
+        Ok(ValueRef::Log { log, parts: 2 })
     };
     match prev {
-        Some(Ref::Log { log, parts }) => {
+        Some(ValueRef::Log { log, parts }) => {
             if insert_part(conn, log, parts, None, inline)? {
                 // `tip` stays current for readers that use it (and for builds that decided
                 // forks by it); this writer decides by the primary key.
@@ -606,25 +608,25 @@ fn append_log(
                     .map_err(storage)?
                     .execute(params![log, parts + 1])
                     .map_err(storage)?;
-                return Ok(Ref::Log {
+                return Ok(ValueRef::Log {
                     log,
                     parts: parts + 1,
                 });
             }
             let fork = new_log(conn, Some((log, parts)), parts + 1)?;
             own_part(conn, fork, parts, None, inline)?;
-            Ok(Ref::Log {
+            Ok(ValueRef::Log {
                 log: fork,
                 parts: parts + 1,
             })
         }
-        Some(Ref::Blob(blob)) => after_value(blob),
+        Some(ValueRef::Blob(blob)) => after_value(blob),
         // A value kept in the record gets its row first (a log part refers to a row).
-        Some(Ref::Inline(value)) => after_value(upsert_blob(conn, blobs, &value)?),
+        Some(ValueRef::Inline(value)) => after_value(upsert_blob(conn, blobs, &value)?),
         None => {
             let log = new_log(conn, None, 1)?;
             own_part(conn, log, 0, None, inline)?;
-            Ok(Ref::Log { log, parts: 1 })
+            Ok(ValueRef::Log { log, parts: 1 })
         }
     }
 }
@@ -653,11 +655,11 @@ type BodyRow = (Option<i64>, Vec<u8>, Vec<u8>, Vec<u8>);
 /// nearest full one or cached one).
 fn load_full(
     conn: &Connection,
-    lookup: &dyn Fn(i64) -> Option<Arc<Full>>,
+    lookup: &dyn Fn(i64) -> Option<Arc<StateRecord>>,
     seq: i64,
     thread: &str,
-) -> Result<Arc<Full>, CheckpointError> {
-    let mut chain: Vec<Body> = Vec::new();
+) -> Result<Arc<StateRecord>, CheckpointError> {
+    let mut chain: Vec<StoredRecord> = Vec::new();
     let mut cur = seq;
     let base = loop {
         if let Some(f) = lookup(cur) {
@@ -682,11 +684,11 @@ fn load_full(
         let cp = hex(&id);
         let payload =
             open(&env, CODEC_BINCODE, &hash).map_err(|d| integrity(thread, &cp, hex(&hash), d))?;
-        let body = decode_body(payload).map_err(|d| integrity(thread, &cp, hex(&hash), d))?;
+        let body = decode_record(payload).map_err(|d| integrity(thread, &cp, hex(&hash), d))?;
         let full = body.full;
         chain.push(body);
         if full {
-            break Arc::new(Full::default());
+            break Arc::new(StateRecord::default());
         }
         if chain.len() > 100_000 {
             return Err(integrity(
@@ -714,11 +716,11 @@ fn load_field(
     thread: &str,
     cp: &str,
     field: &str,
-    r: &Ref,
+    r: &ValueRef,
 ) -> Result<Vec<FieldPart>, CheckpointError> {
     match *r {
-        Ref::Inline(ref value) => Ok(vec![FieldPart::Whole(value.to_vec())]),
-        Ref::Blob(id) => {
+        ValueRef::Inline(ref value) => Ok(vec![FieldPart::Whole(value.to_vec())]),
+        ValueRef::Blob(id) => {
             let row: Option<(Vec<u8>, Vec<u8>)> = conn
                 .prepare_cached("SELECT hash, data FROM sg_blobs WHERE id = ?1")
                 .map_err(storage)?
@@ -737,7 +739,7 @@ fn load_field(
                 .map_err(|d| integrity(thread, cp, hex(&hash), format!("field {field:?}: {d}")))?;
             Ok(vec![FieldPart::Whole(payload.to_vec())])
         }
-        Ref::Log { log, parts } => load_log(conn, thread, cp, field, log, parts, 0),
+        ValueRef::Log { log, parts } => load_log(conn, thread, cp, field, log, parts, 0),
     }
 }
 
@@ -885,7 +887,7 @@ fn header_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HeaderRow> {
     })
 }
 
-fn header(h: &HeaderRow, full: &Full, thread: &str) -> Result<Checkpoint, CheckpointError> {
+fn header(h: &HeaderRow, full: &StateRecord, thread: &str) -> Result<Checkpoint, CheckpointError> {
     let id = id_from(&h.id, thread)?;
     let cp = id.to_string();
     let source = match h.source.as_str() {
@@ -1009,7 +1011,7 @@ pub(crate) fn changes(
         .insert(seq, full.clone());
     let parent = match parent_seq {
         Some(p) => load_full(conn, &lookup, p, t)?,
-        None => Arc::new(Full::default()),
+        None => Arc::new(StateRecord::default()),
     };
     let cp = id.to_string();
     let mut fields = Vec::new();
@@ -1019,7 +1021,7 @@ pub(crate) fn changes(
             continue;
         }
         let parts = match (r, before) {
-            (&Ref::Log { log, parts }, Some(&Ref::Log { log: pl, parts: pn }))
+            (&ValueRef::Log { log, parts }, Some(&ValueRef::Log { log: pl, parts: pn }))
                 if extends(conn, log, parts, pl, pn)? =>
             {
                 load_log(conn, t, &cp, name, log, parts, pn)?
@@ -1283,7 +1285,7 @@ pub(crate) fn list(
         .collect::<Result<_, _>>()
         .map_err(storage)?;
     // Rebuild records oldest first, so each delta finds its parent's record in the memo.
-    let mut memo: HashMap<i64, Arc<Full>> = HashMap::new();
+    let mut memo: HashMap<i64, Arc<StateRecord>> = HashMap::new();
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by_key(|&i| rows[i].seq);
     for i in order {
@@ -1422,7 +1424,7 @@ fn prune(
         for &seq in keep.iter() {
             let lookup = |s: i64| local.lookup(s);
             let full = load_full(conn, &lookup, seq, t)?;
-            let bytes = encode_body(&full.to_full_body())
+            let bytes = encode_record(&full.to_whole_record())
                 .map_err(|e| CheckpointError::Storage(Box::new(e)))?;
             let (env, hash) = seal(CODEC_BINCODE, &bytes);
             conn.execute(
@@ -1478,7 +1480,7 @@ fn gc(conn: &Connection) -> Result<(), CheckpointError> {
         .map_err(storage)?
         .collect::<Result<_, _>>()
         .map_err(storage)?;
-    let mut memo: HashMap<i64, Arc<Full>> = HashMap::new();
+    let mut memo: HashMap<i64, Arc<StateRecord>> = HashMap::new();
     let mut blobs: BTreeSet<i64> = BTreeSet::new();
     // Per log: how many of its parts are needed.
     let mut logs: BTreeMap<i64, i64> = BTreeMap::new();
@@ -1489,11 +1491,11 @@ fn gc(conn: &Connection) -> Result<(), CheckpointError> {
         };
         for r in full.fields.values() {
             match *r {
-                Ref::Inline(_) => {}
-                Ref::Blob(b) => {
+                ValueRef::Inline(_) => {}
+                ValueRef::Blob(b) => {
                     blobs.insert(b);
                 }
-                Ref::Log { log, parts } => {
+                ValueRef::Log { log, parts } => {
                     let (mut cur, mut upto) = (log, parts);
                     for _ in 0..10_000 {
                         let e = logs.entry(cur).or_insert(0);
