@@ -639,3 +639,138 @@ impl<'r> PartRow<'r> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::seal;
+    use crate::sqlite::record::encode_record;
+    use crate::sqlite::schema::SCHEMA;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn file() -> Result<Connection, rusqlite::Error> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(conn)
+    }
+
+    fn log(conn: &Connection, id: i64, base: Option<i64>, parts: i64) -> rusqlite::Result<()> {
+        conn.execute(
+            "INSERT INTO sg_logs (id, base_log, base_parts, tip) VALUES (?1, ?2, ?3, 0)",
+            params![id, base, parts],
+        )
+        .map(|_| ())
+    }
+
+    #[test]
+    fn a_walk_goes_down_every_base_to_the_root() -> TestResult {
+        let conn = file()?;
+        log(&conn, 1, None, 0)?;
+        log(&conn, 2, Some(1), 2)?;
+        log(&conn, 3, Some(2), 3)?;
+        let seg = |log, from, upto| LogSegment { log, from, upto };
+        assert_eq!(
+            walk_log(&conn, 3, 5)?,
+            (
+                vec![seg(3, 3, 5), seg(2, 2, 3), seg(1, 0, 2)],
+                ChainEnd::Root
+            )
+        );
+        assert_eq!(walk_log(&conn, 1, 4)?, (vec![seg(1, 0, 4)], ChainEnd::Root));
+        Ok(())
+    }
+
+    #[test]
+    fn a_walk_says_where_a_log_is_missing_and_when_bases_do_not_end() -> TestResult {
+        let conn = file()?;
+        log(&conn, 4, Some(99), 2)?;
+        assert_eq!(
+            walk_log(&conn, 4, 3)?,
+            (
+                vec![LogSegment {
+                    log: 4,
+                    from: 2,
+                    upto: 3
+                }],
+                ChainEnd::Missing { log: 99, upto: 2 }
+            )
+        );
+        assert_eq!(
+            walk_log(&conn, 9, 1)?,
+            (vec![], ChainEnd::Missing { log: 9, upto: 1 })
+        );
+        // A log that is its own base.
+        log(&conn, 5, Some(5), 1)?;
+        let (segments, end) = walk_log(&conn, 5, 1)?;
+        assert_eq!((segments.len(), end), (MAX_LOG_BASES, ChainEnd::Endless));
+        Ok(())
+    }
+
+    fn row(
+        conn: &Connection,
+        seq: i64,
+        parent_seq: Option<i64>,
+        stored: &StoredRecord,
+    ) -> TestResult {
+        let (env, hash) = seal(CODEC_BINCODE, &encode_record(stored)?);
+        conn.execute(
+            "INSERT INTO sg_checkpoints (seq, thread, ns, id, parent, parent_seq, step, source, created_at, metadata, depth, body_hash, body)
+             VALUES (?1, 't', '', ?2, NULL, ?3, 0, 'loop', 0, '{}', 0, ?4, ?5)",
+            params![seq, id_bytes(CheckpointId::from_u128(seq.unsigned_abs().into())), parent_seq, &hash[..], env],
+        )?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_record_is_its_deltas_applied_on_the_nearest_whole_one() -> TestResult {
+        let conn = file()?;
+        let mut first = StateRecord::default();
+        first.set_field("a", ValueRef::Blob(1));
+        first.set_field("b", ValueRef::Blob(2));
+        let mut second = first.clone();
+        second.set_field("b", ValueRef::Log { log: 1, parts: 1 });
+        let mut third = second.clone();
+        third.set_field("c", ValueRef::Inline(Arc::from(&b"1"[..])));
+        row(&conn, 1, None, &first.to_whole_record())?;
+        row(
+            &conn,
+            2,
+            Some(1),
+            &second.delta_from(&first).ok_or("no delta")?,
+        )?;
+        row(
+            &conn,
+            3,
+            Some(2),
+            &third.delta_from(&second).ok_or("no delta")?,
+        )?;
+        assert_eq!(*load_record(&conn, &|_| None, 3, "t")?, third);
+        // A known record stops the walk: what it says is what the chain builds on.
+        let known = Arc::new(first.clone());
+        let from_known = |s: i64| (s == 2).then(|| known.clone());
+        let mut expected = first.clone();
+        expected.set_field("c", ValueRef::Inline(Arc::from(&b"1"[..])));
+        assert_eq!(*load_record(&conn, &from_known, 3, "t")?, expected);
+        Ok(())
+    }
+
+    #[test]
+    fn a_delta_whose_parent_is_gone_is_an_integrity_error() -> TestResult {
+        let conn = file()?;
+        let mut record = StateRecord::default();
+        record.set_field("a", ValueRef::Blob(1));
+        let delta = record
+            .delta_from(&StateRecord::default())
+            .ok_or("no delta")?;
+        row(&conn, 2, Some(1), &delta)?;
+        row(&conn, 3, None, &delta)?;
+        for seq in [2, 3] {
+            assert!(matches!(
+                load_record(&conn, &|_| None, seq, "t"),
+                Err(CheckpointError::Integrity { .. })
+            ));
+        }
+        Ok(())
+    }
+}

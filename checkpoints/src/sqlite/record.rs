@@ -381,10 +381,10 @@ mod tests {
     }
 
     #[test]
-    fn bodies_round_trip_and_reject_trailing_bytes() {
-        let body = sample().to_whole_record();
-        let mut bytes = encode_record(&body).unwrap();
-        assert_eq!(decode_record(&bytes).unwrap(), body);
+    fn stored_records_round_trip_and_reject_trailing_bytes() {
+        let stored = sample().to_whole_record();
+        let mut bytes = encode_record(&stored).unwrap();
+        assert_eq!(decode_record(&bytes).unwrap(), stored);
         bytes.push(0);
         assert!(decode_record(&bytes).is_err());
     }

@@ -369,3 +369,54 @@ fn own_part(
         Err(StorageError::new("appending to a new log", PartExists { log, part }).into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parent(seq: Option<i64>, depth: i64, record: &StateRecord) -> Parent {
+        Parent {
+            seq,
+            depth,
+            record: Arc::new(record.clone()),
+        }
+    }
+
+    #[test]
+    fn a_row_stores_the_change_until_a_whole_record_is_due() -> Result<(), &'static str> {
+        let options = SqliteOptions::default();
+        let mut before = StateRecord::default();
+        before.set_field("a", ValueRef::Blob(1));
+        let mut after = before.clone();
+        after.set_field("b", ValueRef::Blob(2));
+
+        let (stored, depth) = parent(Some(7), 3, &before).row_record(&after, &options);
+        assert_eq!((stored.full, depth, stored.fields.len()), (false, 4, 1));
+
+        // Without a parent, and every `full_every` rows, the row holds the whole record.
+        let (stored, depth) =
+            parent(None, -1, &StateRecord::default()).row_record(&after, &options);
+        assert_eq!((stored.full, depth), (true, 0));
+        let last = i64::from(options.full_every) - 1;
+        let (stored, depth) = parent(Some(7), last, &before).row_record(&after, &options);
+        assert_eq!((stored.full, depth, stored.fields.len()), (true, 0, 2));
+
+        // A field that disappeared can only be said by a whole record.
+        let (stored, depth) = parent(Some(7), 0, &after).row_record(&before, &options);
+        assert_eq!((stored.full, depth), (true, 0));
+        Ok(())
+    }
+
+    #[test]
+    fn a_value_over_the_cap_is_refused() {
+        let options = SqliteOptions {
+            max_value_bytes: 4,
+            ..SqliteOptions::default()
+        };
+        assert!(check_size(4, &options).is_ok());
+        assert!(matches!(
+            check_size(5, &options),
+            Err(CheckpointError::BlobTooLarge { size: 5, limit: 4 })
+        ));
+    }
+}

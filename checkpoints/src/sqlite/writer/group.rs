@@ -313,43 +313,63 @@ fn each_fails(e: CheckpointError, n: usize) -> Replies {
 mod tests {
     use super::*;
 
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn failures(replies: Replies) -> Result<Vec<CheckpointError>, &'static str> {
+        replies
+            .into_iter()
+            .map(|r| r.err().ok_or("a reply succeeded"))
+            .collect()
+    }
+
     #[test]
-    fn a_storage_error_that_undid_a_group_reaches_every_op_with_its_type() {
+    fn a_storage_error_that_undid_a_group_reaches_every_op_with_its_type() -> TestResult {
         let cause = rusqlite::Error::SqliteFailure(
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
             None,
         );
         let e: CheckpointError = StorageError::new("inserting a value row", cause).into();
-        let replies = each_fails(e, 3);
-        assert_eq!(replies.len(), 3);
-        for reply in replies {
-            let Err(e) = reply else {
-                panic!("a reply succeeded");
-            };
-            let storage = e.storage_error().expect("a StorageError");
+        let errors = failures(each_fails(e, 3))?;
+        assert_eq!(errors.len(), 3);
+        for e in errors {
+            let storage = e.storage_error().ok_or("not a StorageError")?;
             assert_eq!(storage.during(), "inserting a value row");
             let sqlite = storage.cause().downcast_ref::<rusqlite::Error>();
             assert_eq!(
                 sqlite.and_then(rusqlite::Error::sqlite_error_code),
                 Some(rusqlite::ErrorCode::DiskFull)
             );
+            assert!(e.to_string().contains("full"), "{e}");
         }
+        Ok(())
     }
 
     #[test]
-    fn any_other_error_that_undid_a_group_is_the_cause_of_a_storage_error() {
+    fn any_other_error_that_undid_a_group_is_the_cause_of_a_storage_error() -> TestResult {
         let e = CheckpointError::InvalidFilterKey { key: "k".into() };
-        let replies = each_fails(e, 2);
-        for reply in replies {
-            let Err(e) = reply else {
-                panic!("a reply succeeded");
-            };
-            let storage = e.storage_error().expect("a StorageError");
-            assert!(storage
-                .cause()
-                .downcast_ref::<CheckpointError>()
-                .is_some_and(|c| matches!(c, CheckpointError::InvalidFilterKey { .. })));
+        for e in failures(each_fails(e, 2))? {
+            let storage = e.storage_error().ok_or("not a StorageError")?;
+            let cause = storage.cause().downcast_ref::<CheckpointError>();
+            assert!(matches!(
+                cause,
+                Some(CheckpointError::InvalidFilterKey { .. })
+            ));
             assert!(e.to_string().contains("invalid metadata filter key"), "{e}");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn a_group_takes_more_ops_only_once_its_own_are_done() {
+        let mut ops = vec![Op::Flush];
+        let mut offered = vec![vec![Op::Flush, Op::Flush], vec![]];
+        let mut more = || offered.pop();
+        assert!(has_op(&mut ops, 0, &mut more));
+        assert_eq!(ops.len(), 1);
+        // An empty batch is passed over; the next one is taken.
+        assert!(has_op(&mut ops, 1, &mut more));
+        assert_eq!(ops.len(), 3);
+        assert!(has_op(&mut ops, 2, &mut more));
+        assert!(!has_op(&mut ops, 3, &mut more));
     }
 }
