@@ -260,10 +260,17 @@ pub(crate) fn encode_record(body: &StoredRecord) -> Result<Vec<u8>, bincode::err
     bincode::serde::encode_to_vec(body, bincode_config())
 }
 
+/// Most bytes a record's decoding may claim for its strings and lists: a damaged length
+/// prefix (the hash only proves the bytes are the ones written, and anyone can write a file)
+/// is an error, not an allocation of that many bytes, which would abort the process. Far
+/// above any real record (a few kilobytes per hundred fields).
+const DECODE_LIMIT: usize = 256 << 20;
+
 /// Decode a stored record, rejecting trailing bytes.
 pub(crate) fn decode_record(bytes: &[u8]) -> Result<StoredRecord, String> {
+    let config = bincode_config().with_limit::<DECODE_LIMIT>();
     let (body, used): (StoredRecord, usize) =
-        bincode::serde::decode_from_slice(bytes, bincode_config()).map_err(|e| e.to_string())?;
+        bincode::serde::decode_from_slice(bytes, config).map_err(|e| e.to_string())?;
     if used != bytes.len() {
         return Err(format!(
             "{} trailing bytes after the record",
@@ -418,6 +425,15 @@ mod hostile {
             bytes.truncate(bytes.len().saturating_sub(cut));
             let _ = decode_record(&bytes);
         }
+    }
+
+    #[test]
+    fn a_huge_string_length_is_an_error_not_an_allocation() {
+        // full = false, one version, whose name claims 2^40 bytes: without a decoding limit
+        // that is a 1 TiB allocation, which aborts the process.
+        let mut bytes = vec![0u8, 1, 253];
+        bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(decode_record(&bytes).is_err());
     }
 
     #[test]
