@@ -12,6 +12,15 @@
 //! `BEGIN IMMEDIATE` transaction (a savepoint each, so one failing operation does not undo
 //! the others). With durability `sync` the engine waits for each commit; with `async` it goes
 //! on, and steps queued meanwhile share the next commit.
+//!
+//! Inside: `writer` is the writer thread (`writer::group`: one group's transaction and its
+//! busy retry; `writer::memory`: what the writer remembers between and within groups);
+//! `write` is a put; `read` a `Reader` (headers, records, field values, list logs);
+//! `pending` the pending writes; `list` history and threads; `maintain` delete, copy,
+//! prune and gc; `record` the state record and its bytes; `cache` the records cache shared
+//! by writer and readers; `sql` rusqlite errors as typed [`StorageError`]s, the busy retry
+//! and the column encodings; `schema` the tables and connection set-up; `wal` the WAL's
+//! preallocated room.
 
 mod cache;
 mod list;
