@@ -8,7 +8,7 @@ use rusqlite::types::Value;
 use rusqlite::Connection;
 
 use super::cache::RecordCache;
-use super::read::{load_record, HeaderRow, Reader, HEADER_COLUMNS};
+use super::read::{header_query, load_record, HeaderRow, Reader};
 use super::record::StateRecord;
 use super::sql::{id_bytes, integrity, SqlResult};
 use crate::{
@@ -38,9 +38,7 @@ impl HistoryQuery {
         options: &ListOptions,
     ) -> Result<HistoryQuery, CheckpointError> {
         let mut q = HistoryQuery {
-            sql: format!(
-                "SELECT {HEADER_COLUMNS} FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2"
-            ),
+            sql: header_query!("WHERE thread = ?1 AND ns = ?2").to_string(),
             values: vec![
                 thread.as_str().to_string().into(),
                 ns.as_str().to_string().into(),

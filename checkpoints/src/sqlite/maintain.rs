@@ -286,12 +286,12 @@ fn live_values(conn: &Connection) -> Result<LiveValues, CheckpointError> {
                     live.blobs.insert(b);
                 }
                 ValueRef::Log { log, parts } => {
-                    let (segments, end) = walk_log(conn, log, parts)?;
-                    for s in segments {
+                    let chain = walk_log(conn, log, parts)?;
+                    for s in chain.segments {
                         live.need_log(s.log, s.upto);
                     }
                     // A missing log is still noted (nothing of it is there to delete).
-                    if let ChainEnd::Missing { log, upto } = end {
+                    if let ChainEnd::Missing { log, upto } = chain.end {
                         live.need_log(log, upto);
                     }
                 }

@@ -18,14 +18,22 @@ use crate::{
     PendingWrite, Source, StepChanges, ThreadId,
 };
 
-/// The header columns, in [`HeaderRow`]'s order.
-pub(crate) const HEADER_COLUMNS: &str = "seq, id, parent, step, source, created_at, metadata";
+/// A query of checkpoint headers: the columns [`HeaderRow::from_row`] reads, then `$rest`
+/// (the one place that lists them).
+macro_rules! header_query {
+    ($rest:literal) => {
+        concat!(
+            "SELECT seq, id, parent, step, source, created_at, metadata FROM sg_checkpoints ",
+            $rest
+        )
+    };
+}
+pub(crate) use header_query;
+
 /// The header of one checkpoint by id.
-const HEADER_BY_ID: &str = "SELECT seq, id, parent, step, source, created_at, metadata \
-     FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 AND id = ?3";
+const HEADER_BY_ID: &str = header_query!("WHERE thread = ?1 AND ns = ?2 AND id = ?3");
 /// The header of a thread's newest checkpoint (ids are time-ordered).
-const NEWEST_HEADER: &str = "SELECT seq, id, parent, step, source, created_at, metadata \
-     FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 ORDER BY id DESC LIMIT 1";
+const NEWEST_HEADER: &str = header_query!("WHERE thread = ?1 AND ns = ?2 ORDER BY id DESC LIMIT 1");
 
 /// A checkpoint row's columns other than its record.
 pub(crate) struct HeaderRow {
@@ -39,7 +47,7 @@ pub(crate) struct HeaderRow {
 }
 
 impl HeaderRow {
-    /// The row as [`HEADER_COLUMNS`] select it.
+    /// The row as [`header_query`] selects it.
     pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HeaderRow> {
         Ok(HeaderRow {
             seq: r.get(0)?,
@@ -253,17 +261,25 @@ pub(crate) enum ChainEnd {
     Endless,
 }
 
-/// The logs holding the first `parts` parts of the list in log `log`: newest log first.
+/// The logs a list's parts are in, newest log first, and how the walk down them ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LogChain {
+    pub(crate) segments: Vec<LogSegment>,
+    pub(crate) end: ChainEnd,
+}
+
+/// The logs holding the first `parts` parts of the list in log `log`.
 pub(crate) fn walk_log(
     conn: &Connection,
     log: i64,
     parts: i64,
-) -> Result<(Vec<LogSegment>, ChainEnd), CheckpointError> {
+) -> Result<LogChain, CheckpointError> {
     let mut segments = Vec::new();
     let (mut cur, mut upto) = (log, parts);
     loop {
         let Some(base) = log_base(conn, cur)? else {
-            return Ok((segments, ChainEnd::Missing { log: cur, upto }));
+            let end = ChainEnd::Missing { log: cur, upto };
+            return Ok(LogChain { segments, end });
         };
         let from = if base.log.is_some() { base.parts } else { 0 };
         segments.push(LogSegment {
@@ -276,8 +292,18 @@ pub(crate) fn walk_log(
                 cur = b;
                 upto = base.parts;
             }
-            Some(_) => return Ok((segments, ChainEnd::Endless)),
-            None => return Ok((segments, ChainEnd::Root)),
+            Some(_) => {
+                return Ok(LogChain {
+                    segments,
+                    end: ChainEnd::Endless,
+                })
+            }
+            None => {
+                return Ok(LogChain {
+                    segments,
+                    end: ChainEnd::Root,
+                })
+            }
         }
     }
 }
@@ -513,9 +539,10 @@ impl<'a> Reader<'a> {
         lower: i64,
     ) -> Result<Vec<FieldPart>, CheckpointError> {
         let (thread, cp) = (self.thread.as_str(), at.checkpoint);
-        let segments = match walk_log(self.conn, log, parts)? {
-            (segments, ChainEnd::Root) => segments,
-            (_, ChainEnd::Missing { log: missing, .. }) => {
+        let chain = walk_log(self.conn, log, parts)?;
+        let segments = match chain.end {
+            ChainEnd::Root => chain.segments,
+            ChainEnd::Missing { log: missing, .. } => {
                 return Err(integrity(
                     thread,
                     cp,
@@ -523,7 +550,7 @@ impl<'a> Reader<'a> {
                     format!("field {:?}: log is missing", at.field),
                 ))
             }
-            (_, ChainEnd::Endless) => {
+            ChainEnd::Endless => {
                 return Err(integrity(
                     thread,
                     cp,
@@ -670,14 +697,18 @@ mod tests {
         log(&conn, 2, Some(1), 2)?;
         log(&conn, 3, Some(2), 3)?;
         let seg = |log, from, upto| LogSegment { log, from, upto };
+        let chain = |segments, end| LogChain { segments, end };
         assert_eq!(
             walk_log(&conn, 3, 5)?,
-            (
+            chain(
                 vec![seg(3, 3, 5), seg(2, 2, 3), seg(1, 0, 2)],
                 ChainEnd::Root
             )
         );
-        assert_eq!(walk_log(&conn, 1, 4)?, (vec![seg(1, 0, 4)], ChainEnd::Root));
+        assert_eq!(
+            walk_log(&conn, 1, 4)?,
+            chain(vec![seg(1, 0, 4)], ChainEnd::Root)
+        );
         Ok(())
     }
 
@@ -687,23 +718,29 @@ mod tests {
         log(&conn, 4, Some(99), 2)?;
         assert_eq!(
             walk_log(&conn, 4, 3)?,
-            (
-                vec![LogSegment {
+            LogChain {
+                segments: vec![LogSegment {
                     log: 4,
                     from: 2,
                     upto: 3
                 }],
-                ChainEnd::Missing { log: 99, upto: 2 }
-            )
+                end: ChainEnd::Missing { log: 99, upto: 2 }
+            }
         );
         assert_eq!(
             walk_log(&conn, 9, 1)?,
-            (vec![], ChainEnd::Missing { log: 9, upto: 1 })
+            LogChain {
+                segments: vec![],
+                end: ChainEnd::Missing { log: 9, upto: 1 }
+            }
         );
         // A log that is its own base.
         log(&conn, 5, Some(5), 1)?;
-        let (segments, end) = walk_log(&conn, 5, 1)?;
-        assert_eq!((segments.len(), end), (MAX_LOG_BASES, ChainEnd::Endless));
+        let chain = walk_log(&conn, 5, 1)?;
+        assert_eq!(
+            (chain.segments.len(), chain.end),
+            (MAX_LOG_BASES, ChainEnd::Endless)
+        );
         Ok(())
     }
 
