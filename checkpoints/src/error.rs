@@ -1,5 +1,7 @@
 //! Errors of checkpoint storage.
 
+use std::sync::Arc;
+
 use crate::{CheckpointId, Namespace, ThreadId};
 
 /// What went wrong storing or loading checkpoints.
@@ -91,9 +93,83 @@ pub enum CheckpointError {
         /// The cap.
         limit: usize,
     },
-    /// The storage backend failed.
+    /// The storage backend failed. The SQLite saver puts a [`StorageError`] here (what it
+    /// was doing and SQLite's error); other savers may put their own error type.
     #[error("storage error: {0}")]
     Storage(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// A storage backend's failure: what the saver was doing, and the backend's error.
+///
+/// Cheap to clone (the cause is shared), so when one failure undoes a whole group of writes
+/// (the SQLite writer commits several operations in one transaction), each operation of the
+/// group gets the same typed error rather than its text. Its message includes the cause's;
+/// find the cause itself with [`StorageError::cause`] (and downcast it, e.g. to
+/// `rusqlite::Error`).
+#[derive(Debug, Clone)]
+pub struct StorageError {
+    during: &'static str,
+    cause: Arc<dyn std::error::Error + Send + Sync>,
+}
+
+impl StorageError {
+    /// A failure of `cause` while the saver was `during` (a phrase such as
+    /// "inserting a checkpoint row").
+    pub fn new(
+        during: &'static str,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StorageError {
+            during,
+            cause: Arc::new(cause),
+        }
+    }
+
+    /// A failure already boxed (another storage error of unknown type), kept as it is.
+    pub(crate) fn boxed(
+        during: &'static str,
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    ) -> Self {
+        StorageError {
+            during,
+            cause: Arc::from(cause),
+        }
+    }
+
+    /// What the saver was doing.
+    pub fn during(&self) -> &'static str {
+        self.during
+    }
+
+    /// The backend's error.
+    pub fn cause(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.cause
+    }
+}
+
+impl std::fmt::Display for StorageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The cause's message is part of this one (so it is not also given as `source`).
+        write!(f, "{}: {}", self.during, self.cause)
+    }
+}
+
+impl std::error::Error for StorageError {}
+
+impl From<StorageError> for CheckpointError {
+    fn from(e: StorageError) -> Self {
+        CheckpointError::Storage(Box::new(e))
+    }
+}
+
+impl CheckpointError {
+    /// The [`StorageError`] inside a [`CheckpointError::Storage`], if that is what it holds.
+    pub fn storage_error(&self) -> Option<&StorageError> {
+        match self {
+            CheckpointError::Storage(inner) => inner.downcast_ref::<StorageError>(),
+            _ => None,
+        }
+    }
 }
 
 /// Validate a metadata filter key.

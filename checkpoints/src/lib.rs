@@ -34,7 +34,7 @@ pub use checkpoint::{
     PendingWrite, PutCheckpoint, Retention, Source, StepChanges, ThreadInfo, ThreadStatus,
     WriteKind,
 };
-pub use error::{validate_filter_key, CheckpointError};
+pub use error::{validate_filter_key, CheckpointError, StorageError};
 pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};
 pub use memory::MemorySaver;
 pub use saver::{Head, Saver};

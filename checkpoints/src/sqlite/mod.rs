@@ -12,108 +12,60 @@
 //! `BEGIN IMMEDIATE` transaction (a savepoint each, so one failing operation does not undo
 //! the others). With durability `sync` the engine waits for each commit; with `async` it goes
 //! on, and steps queued meanwhile share the next commit.
+//!
+//! Inside: `writer` is the writer thread (`writer::group`: one group's transaction and its
+//! busy retry; `writer::memory`: what the writer remembers between and within groups);
+//! `write` is a put; `read` a `Reader` (headers, records, field values, list logs);
+//! `pending` the pending writes; `list` history and threads; `maintain` delete, copy,
+//! prune and gc; `record` the state record and its bytes; `cache` the records cache shared
+//! by writer and readers; `sql` rusqlite errors as typed [`StorageError`]s, the busy retry
+//! and the column encodings; `schema` the tables and connection set-up; `wal` the WAL's
+//! preallocated room.
 
-mod ops;
+mod cache;
+mod list;
+mod maintain;
+mod pending;
+mod read;
 mod record;
 mod schema;
+mod sql;
 mod wal;
+mod write;
+mod writer;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use rusqlite::{Connection, ErrorCode};
+use rusqlite::Connection;
 
 pub use schema::{SqliteOptions, Synchronous, FORMAT_VERSION};
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
-    PendingWrite, PutCheckpoint, Retention, Saver, StepChanges, ThreadId, ThreadInfo,
+    PendingWrite, PutCheckpoint, Retention, Saver, StepChanges, StorageError, ThreadId, ThreadInfo,
 };
-use record::{ControlRecord, Full};
+use cache::RecordCache;
+use read::Reader;
+use sql::{is_busy, retry_busy, SqlResult};
+use writer::{Job, Op, Reply, StoredPut, Writer};
 
-/// Operations the writer thread runs.
-pub(crate) enum Op {
-    Put(Box<StoredPut>),
-    PutWrites {
-        thread: ThreadId,
-        ns: Namespace,
-        id: CheckpointId,
-        writes: Vec<PendingWrite>,
-    },
-    DeleteThread(ThreadId),
-    CopyThread {
-        from: ThreadId,
-        to: ThreadId,
-    },
-    Prune {
-        thread: ThreadId,
-        retention: Retention,
-    },
-    /// Nothing to store: ends a group kept open for more (see [`writer_loop`]).
-    Flush,
+/// Why an operation never reached the writer or never heard back from it.
+#[derive(Debug, thiserror::Error)]
+enum Unavailable {
+    #[error("the SQLite saver is closed")]
+    Closed,
+    #[error("the SQLite writer thread stopped")]
+    WriterStopped,
+    #[error("nothing submitted")]
+    NothingSubmitted,
 }
 
-/// A put as the writer runs it: the checkpoint, with its control state moved (on the
-/// caller's side) into the shared record form the writer keeps for it.
-pub(crate) struct StoredPut {
-    /// The put; its `checkpoint.control` has been taken out into `control`.
-    pub(crate) put: PutCheckpoint,
-    pub(crate) control: Arc<ControlRecord>,
-}
-
-impl StoredPut {
-    fn op(mut put: PutCheckpoint) -> Result<Op, CheckpointError> {
-        let control = std::mem::take(&mut put.checkpoint.control);
-        let control = ControlRecord::from_control(control).map_err(|e| {
-            CheckpointError::Storage(format!("cannot encode control state: {e}").into())
-        })?;
-        Ok(Op::Put(Box::new(StoredPut {
-            put,
-            control: Arc::new(control),
-        })))
-    }
-}
-
-/// What an operation returns.
-pub(crate) enum Reply {
-    Done,
-    Count(usize),
-}
-
-struct Job {
-    op: Op,
-    done: tokio::sync::oneshot::Sender<Result<Reply, CheckpointError>>,
-    /// More checkpoints of the same run follow at once: the writer may keep its transaction
-    /// open for them (see [`writer_loop`]).
-    more_follow: bool,
-}
-
-/// Full state records by checkpoint row (`seq` values are never reused).
-#[derive(Default)]
-pub(crate) struct Cache {
-    map: HashMap<i64, Arc<Full>>,
-}
-
-const CACHE_LIMIT: usize = 4096;
-
-impl Cache {
-    pub(crate) fn get(&self, seq: i64) -> Option<Arc<Full>> {
-        self.map.get(&seq).cloned()
-    }
-
-    pub(crate) fn insert(&mut self, seq: i64, full: Arc<Full>) {
-        if self.map.len() >= CACHE_LIMIT {
-            self.map.clear();
-        }
-        self.map.insert(seq, full);
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.map.clear();
+impl Unavailable {
+    fn during_submit(self) -> CheckpointError {
+        StorageError::new("handing an operation to the writer", self).into()
     }
 }
 
@@ -125,7 +77,7 @@ struct Inner {
     tx: Mutex<Option<mpsc::Sender<Vec<Job>>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
-    cache: Arc<Mutex<Cache>>,
+    cache: Arc<Mutex<RecordCache>>,
 }
 
 /// A [`Saver`] over one SQLite file: the default, embedded store.
@@ -178,15 +130,14 @@ impl SqliteSaver {
     ) -> Result<Self, CheckpointError> {
         let path = path.as_ref().to_path_buf();
         let mut conn = schema::connect(&path, &options)?;
-        let format = retry_busy(|| schema::init(&mut conn))?;
+        let format = retry_busy(|| schema::init(&mut conn), is_busy)?;
         let (tx, rx) = mpsc::channel::<Vec<Job>>();
-        let cache = Arc::new(Mutex::new(Cache::default()));
-        let writer_cache = cache.clone();
-        let writer_options = options.clone();
+        let cache = Arc::new(Mutex::new(RecordCache::default()));
+        let writer = Writer::new(conn, cache.clone(), options.clone(), format);
         let writer = std::thread::Builder::new()
             .name("stategraph-sqlite-writer".to_string())
-            .spawn(move || writer_loop(conn, rx, writer_cache, writer_options, format))
-            .map_err(|e| CheckpointError::Storage(Box::new(e)))?;
+            .spawn(move || writer.run(rx))
+            .map_err(|e| StorageError::new("starting the writer thread", e))?;
         Ok(SqliteSaver {
             inner: Arc::new(Inner {
                 path,
@@ -208,22 +159,7 @@ impl SqliteSaver {
     /// the main file. Later calls fail with a storage error. Dropping the last clone does the
     /// same.
     pub fn close(&self) {
-        let tx = self
-            .inner
-            .tx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        drop(tx);
-        if let Some(handle) = self
-            .inner
-            .writer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            let _ = handle.join();
-        }
+        self.inner.stop_writer();
         self.inner
             .readers
             .lock()
@@ -234,13 +170,13 @@ impl SqliteSaver {
     fn submit(&self, op: Op) -> BoxFuture<'static, Result<Reply, CheckpointError>> {
         match self.submit_all(vec![op], false).pop() {
             Some(reply) => reply,
-            None => Box::pin(async { Err(CheckpointError::Storage("nothing submitted".into())) }),
+            None => Box::pin(async { Err(Unavailable::NothingSubmitted.during_submit()) }),
         }
     }
 
     /// Hand `ops` to the writer as one batch (it runs them in one transaction, possibly with
     /// other queued work); one reply future per op. `more_follow`: the caller will hand over
-    /// more at once (see [`writer_loop`]).
+    /// more at once (see [`Writer::run`]).
     fn submit_all(
         &self,
         ops: Vec<Op>,
@@ -278,15 +214,10 @@ impl SqliteSaver {
             .map(|rx| -> BoxFuture<'static, Result<Reply, CheckpointError>> {
                 Box::pin(async move {
                     if !sent {
-                        return Err(CheckpointError::Storage(
-                            "the SQLite saver is closed".into(),
-                        ));
+                        return Err(Unavailable::Closed.during_submit());
                     }
-                    rx.await.unwrap_or_else(|_| {
-                        Err(CheckpointError::Storage(
-                            "the SQLite writer thread stopped".into(),
-                        ))
-                    })
+                    rx.await
+                        .unwrap_or_else(|_| Err(Unavailable::WriterStopped.during_submit()))
                 })
             })
             .collect()
@@ -296,7 +227,7 @@ impl SqliteSaver {
     /// there is one.
     fn read<T: Send + 'static>(
         &self,
-        f: impl Fn(&Connection, &Mutex<Cache>) -> Result<T, CheckpointError> + Send + 'static,
+        f: impl Fn(&Connection, &Mutex<RecordCache>) -> Result<T, CheckpointError> + Send + 'static,
     ) -> BoxFuture<'static, Result<T, CheckpointError>> {
         let inner = self.inner.clone();
         let job = move || -> Result<T, CheckpointError> {
@@ -311,10 +242,15 @@ impl SqliteSaver {
             };
             // One read transaction: the statements of a read see one snapshot of the file,
             // and take the WAL read lock once instead of once per statement.
-            let result = retry_busy(|| {
-                let tx = conn.unchecked_transaction().map_err(schema::storage)?;
-                f(&tx, &inner.cache)
-            });
+            let result = retry_busy(
+                || {
+                    let tx = conn
+                        .unchecked_transaction()
+                        .during("beginning a read transaction")?;
+                    f(&tx, &inner.cache)
+                },
+                is_busy,
+            );
             inner
                 .readers
                 .lock()
@@ -326,11 +262,8 @@ impl SqliteSaver {
             Ok(handle) => {
                 let task = handle.spawn_blocking(job);
                 Box::pin(async move {
-                    task.await.unwrap_or_else(|e| {
-                        Err(CheckpointError::Storage(
-                            format!("read task failed: {e}").into(),
-                        ))
-                    })
+                    task.await
+                        .unwrap_or_else(|e| Err(StorageError::new("running a read task", e).into()))
                 })
             }
             Err(_) => Box::pin(futures::future::ready(job())),
@@ -338,8 +271,10 @@ impl SqliteSaver {
     }
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
+impl Inner {
+    /// Stop the writer after it has committed everything queued (its queue closes, it
+    /// drains it and folds the WAL back), and wait for it.
+    fn stop_writer(&self) {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
         drop(tx);
         if let Some(handle) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -348,172 +283,9 @@ impl Drop for Inner {
     }
 }
 
-/// Whether an error is SQLite's "busy/locked" (worth retrying).
-fn is_busy(e: &CheckpointError) -> bool {
-    match e {
-        CheckpointError::Storage(inner) => inner
-            .downcast_ref::<rusqlite::Error>()
-            .and_then(rusqlite::Error::sqlite_error_code)
-            .is_some_and(|c| matches!(c, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)),
-        _ => false,
-    }
-}
-
-/// Retry an operation while SQLite reports the database busy, for up to a minute (each try
-/// already waits out the busy timeout).
-fn retry_busy<T>(mut f: impl FnMut() -> Result<T, CheckpointError>) -> Result<T, CheckpointError> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match f() {
-            Err(e) if is_busy(&e) && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            other => return other,
-        }
-    }
-}
-
-/// The next jobs: polled for up to 300 µs first (yielding the CPU between polls), then waited
-/// for. A `sync` run hands over its next checkpoint a few microseconds after it hears of the
-/// last commit, and a short `async` run its batch a run start and a few steps after the last
-/// one; catching them without a sleep and a wake-up saved about 40 µs per durable commit and
-/// about 15% of a short `async` run here (one run each).
-fn next_jobs(rx: &mpsc::Receiver<Vec<Job>>) -> Result<Vec<Job>, mpsc::RecvError> {
-    let until = Instant::now() + Duration::from_micros(300);
-    loop {
-        match rx.try_recv() {
-            Ok(jobs) => return Ok(jobs),
-            Err(mpsc::TryRecvError::Disconnected) => return Err(mpsc::RecvError),
-            Err(mpsc::TryRecvError::Empty) if Instant::now() < until => std::thread::yield_now(),
-            Err(mpsc::TryRecvError::Empty) => return rx.recv(),
-        }
-    }
-}
-
-/// How long an open group waits for the next checkpoint of a run that said more follow.
-const MORE_IDLE: Duration = Duration::from_micros(100);
-/// How long a group stays open for more at most (the write lock is held meanwhile).
-const MORE_MAX: Duration = Duration::from_millis(2);
-/// Most operations in one group.
-const MAX_GROUP: usize = 512;
-
-/// Commit queued operations in groups, one transaction per group.
-///
-/// A group takes every job queued when it starts. If every job says more checkpoints of its
-/// run follow (durability `async` hands each checkpoint over as the run makes it), the writer
-/// runs the group's SQL at once and, before committing, waits up to [`MORE_IDLE`] for each
-/// next job, runs it in the same transaction, and so on, until a job without that hint (the
-/// run's flush, a `sync` put, anything else) arrives, the queue stays idle, the group has been
-/// open for [`MORE_MAX`], or it holds [`MAX_GROUP`] operations. So a short run's SQL is done
-/// while its steps run, and its end waits only for the commit. A group of nothing but flushes
-/// is answered at once, without taking the write lock.
-fn writer_loop(
-    mut conn: Connection,
-    rx: mpsc::Receiver<Vec<Job>>,
-    cache: Arc<Mutex<Cache>>,
-    options: SqliteOptions,
-    format: u32,
-) {
-    let mut writer = ops::WriterState::new(&conn, &options, format);
-    writer.make_room(&conn, &options);
-    while let Ok(first) = next_jobs(&rx) {
-        let opened = Instant::now();
-        let mut dones = Vec::new();
-        let mut more_follow = true;
-        let mut ops = take(first, &mut dones, &mut more_follow);
-        while ops.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(jobs) => ops.extend(take(jobs, &mut dones, &mut more_follow)),
-                Err(_) => break,
-            }
-        }
-        if ops.iter().all(|op| matches!(op, Op::Flush)) {
-            // Everything queued before these flushes was committed by earlier groups (the
-            // queue is first in, first out): nothing to wait for, no lock to take.
-            for done in dones {
-                let _ = done.send(Ok(Reply::Done));
-            }
-            continue;
-        }
-        let mut more = || -> Option<Vec<Op>> {
-            if !more_follow || dones.len() >= MAX_GROUP || opened.elapsed() >= MORE_MAX {
-                return None;
-            }
-            let until = Instant::now() + MORE_IDLE;
-            loop {
-                match rx.try_recv() {
-                    Ok(jobs) => return Some(take(jobs, &mut dones, &mut more_follow)),
-                    Err(mpsc::TryRecvError::Empty) if Instant::now() < until => {
-                        std::thread::yield_now();
-                    }
-                    Err(_) => return None,
-                }
-            }
-        };
-        let results = retry_busy_group(&mut conn, &cache, &mut writer, &options, ops, &mut more);
-        for (done, result) in dones.into_iter().zip(results) {
-            let _ = done.send(result);
-        }
-    }
-    // Fold the WAL back into the main file on a clean close.
-    let _ = conn.pragma_update(None, "wal_checkpoint", "TRUNCATE");
-}
-
-/// The operations of `jobs`; their reply senders go to `dones`, and `more_follow` stays true
-/// only while every job taken says more follow (one without the hint ends the group).
-fn take(
-    jobs: Vec<Job>,
-    dones: &mut Vec<tokio::sync::oneshot::Sender<Result<Reply, CheckpointError>>>,
-    more_follow: &mut bool,
-) -> Vec<Op> {
-    jobs.into_iter()
-        .map(|j| {
-            *more_follow &= j.more_follow;
-            dones.push(j.done);
-            j.op
-        })
-        .collect()
-}
-
-/// Run a group in one transaction; if the transaction itself cannot start or commit because
-/// the database is busy, retry the whole group.
-fn retry_busy_group(
-    conn: &mut Connection,
-    cache: &Mutex<Cache>,
-    writer: &mut ops::WriterState,
-    options: &SqliteOptions,
-    ops: Vec<Op>,
-    more: &mut dyn FnMut() -> Option<Vec<Op>>,
-) -> Vec<Result<Reply, CheckpointError>> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut ops = Some(ops);
-    loop {
-        let Some(current) = ops.take() else {
-            return Vec::new();
-        };
-        match ops::run_group(conn, cache, writer, options, current, more) {
-            ops::GroupResult::Committed(results) => return results,
-            ops::GroupResult::Busy(returned) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(2));
-                ops = Some(returned);
-            }
-            ops::GroupResult::Busy(returned) => {
-                return returned
-                    .iter()
-                    .map(|_| {
-                        Err(CheckpointError::Storage(
-                            "database stayed locked for 60 s".into(),
-                        ))
-                    })
-                    .collect()
-            }
-            ops::GroupResult::Failed(e, n) => {
-                let text = e.to_string();
-                return (0..n)
-                    .map(|_| Err(CheckpointError::Storage(text.clone().into())))
-                    .collect();
-            }
-        }
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop_writer();
     }
 }
 
@@ -546,7 +318,7 @@ impl Saver for SqliteSaver {
         id: Option<CheckpointId>,
     ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
         let (thread, ns) = (thread.clone(), ns.clone());
-        self.read(move |conn, cache| ops::get(conn, cache, &thread, &ns, id))
+        self.read(move |conn, cache| Reader::new(conn, cache, &thread, &ns).get(id))
     }
 
     fn list<'a>(
@@ -556,7 +328,7 @@ impl Saver for SqliteSaver {
         options: ListOptions,
     ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>> {
         let (thread, ns) = (thread.clone(), ns.clone());
-        self.read(move |conn, cache| ops::list(conn, cache, &thread, &ns, &options))
+        self.read(move |conn, cache| list::list(conn, cache, &thread, &ns, &options))
     }
 
     fn delete_thread<'a>(
@@ -568,7 +340,7 @@ impl Saver for SqliteSaver {
     }
 
     fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {
-        self.read(ops::list_threads)
+        self.read(list::list_threads)
     }
 
     fn copy_thread<'a>(
@@ -607,7 +379,7 @@ impl Saver for SqliteSaver {
         id: CheckpointId,
     ) -> BoxFuture<'a, Result<StepChanges, CheckpointError>> {
         let (thread, ns) = (thread.clone(), ns.clone());
-        self.read(move |conn, cache| ops::changes(conn, cache, &thread, &ns, id))
+        self.read(move |conn, cache| Reader::new(conn, cache, &thread, &ns).changes(id))
     }
 
     fn changes_many<'a>(
@@ -618,9 +390,8 @@ impl Saver for SqliteSaver {
     ) -> BoxFuture<'a, Result<Vec<StepChanges>, CheckpointError>> {
         let (thread, ns) = (thread.clone(), ns.clone());
         self.read(move |conn, cache| {
-            ids.iter()
-                .map(|id| ops::changes(conn, cache, &thread, &ns, *id))
-                .collect()
+            let reader = Reader::new(conn, cache, &thread, &ns);
+            ids.iter().map(|id| reader.changes(*id)).collect()
         })
     }
 
@@ -630,7 +401,7 @@ impl Saver for SqliteSaver {
         ns: &'a Namespace,
     ) -> BoxFuture<'a, Result<Option<crate::saver::Head>, CheckpointError>> {
         let (thread, ns) = (thread.clone(), ns.clone());
-        self.read(move |conn, cache| ops::head_only(conn, cache, &thread, &ns))
+        self.read(move |conn, cache| Reader::new(conn, cache, &thread, &ns).head())
     }
 
     fn orders_batches(&self) -> bool {

@@ -1,5 +1,11 @@
 //! The per-checkpoint state record: control state plus a reference per field, stored as a
-//! delta against the parent (a full record every few checkpoints).
+//! delta against the parent (a whole record every few checkpoints).
+//!
+//! Three shapes, one per use: a [`StateRecord`] is a checkpoint's whole record in memory
+//! (what a load rebuilds and the caches keep); a [`StoredRecord`] is what one
+//! `sg_checkpoints.body` holds (the whole record or the change since the parent's), encoded
+//! with bincode; a [`ValueRef`] says where one field's value lives. [`StoredControl`] is the
+//! control state as records keep it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,9 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Control, PendingSend};
 
-/// Where a field's value lives.
+/// Where a field's value lives: a row of `sg_blobs`, a range of a log, or the record itself.
+///
+/// Encoded by variant index (bincode): the order of the variants is part of the file format.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) enum Ref {
+pub(crate) enum ValueRef {
     /// A whole value in `sg_blobs` (by row id).
     Blob(i64),
     /// A list kept as log parts: the first `parts` parts of log `log` (and of its bases).
@@ -30,13 +38,14 @@ pub(crate) enum Ref {
 /// more than the value, and a step that changes a counter would touch two more pages.
 pub(crate) const INLINE_MAX: usize = 64;
 
-/// The control part of a state record: everything but the field references.
+/// The control state as a state record keeps it: everything but the field references, with
+/// each pending send's argument as JSON text.
 ///
 /// A put moves its checkpoint's [`Control`] in here once (on the caller's side, before the
 /// writer sees it); the record of that checkpoint and every retry of its put share it, so the
 /// writer never copies a control map.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct ControlRecord {
+pub(crate) struct StoredControl {
     pub(crate) versions: BTreeMap<Arc<str>, u64>,
     pub(crate) seen: BTreeMap<Arc<str>, BTreeMap<Arc<str>, u64>>,
     pub(crate) branches: Vec<String>,
@@ -47,10 +56,10 @@ pub(crate) struct ControlRecord {
     pub(crate) anchor: Option<u128>,
 }
 
-impl ControlRecord {
+impl StoredControl {
     /// Take a checkpoint's control state (its send arguments become JSON text).
     pub(crate) fn from_control(c: Control) -> Result<Self, serde_json::Error> {
-        Ok(ControlRecord {
+        Ok(StoredControl {
             versions: c.versions,
             seen: c.versions_seen,
             branches: c.branches,
@@ -88,23 +97,25 @@ impl ControlRecord {
     }
 }
 
-/// A checkpoint's whole state record, rebuilt from a full body and the deltas after it.
+/// A checkpoint's whole state record in memory: its control state and where each field's
+/// value lives, rebuilt from the nearest whole [`StoredRecord`] and the deltas after it.
 ///
 /// Both parts are cheap to copy: the control part is shared, and field names are shared
 /// strings (a child record copies its parent's map of references, not its names).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Full {
-    pub(crate) control: Arc<ControlRecord>,
-    pub(crate) fields: BTreeMap<Arc<str>, Ref>,
+pub(crate) struct StateRecord {
+    pub(crate) control: Arc<StoredControl>,
+    pub(crate) fields: BTreeMap<Arc<str>, ValueRef>,
 }
 
-/// What a checkpoint row stores: a full record, or what changed since the parent's.
+/// What one checkpoint row stores (`sg_checkpoints.body`, bincode): the whole record
+/// (`full`), or what changed since the parent row's. The field order is the file format.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Body {
+pub(crate) struct StoredRecord {
     pub(crate) full: bool,
     pub(crate) versions: Vec<(Arc<str>, u64)>,
     pub(crate) seen: Vec<(Arc<str>, Arc<str>, u64)>,
-    pub(crate) fields: Vec<(Arc<str>, Ref)>,
+    pub(crate) fields: Vec<(Arc<str>, ValueRef)>,
     pub(crate) branches: Vec<String>,
     pub(crate) barriers: Vec<(String, Vec<String>)>,
     pub(crate) sends: Vec<(String, String)>,
@@ -112,9 +123,9 @@ pub(crate) struct Body {
     pub(crate) anchor: Option<u128>,
 }
 
-impl Full {
+impl StateRecord {
     /// Set field `name` to `r`, sharing the name with the parent's entry when there is one.
-    pub(crate) fn set_field(&mut self, name: &str, r: Ref) {
+    pub(crate) fn set_field(&mut self, name: &str, r: ValueRef) {
         match self.fields.get_mut(name) {
             Some(slot) => *slot = r,
             None => {
@@ -123,17 +134,17 @@ impl Full {
         }
     }
 
-    /// A body holding the parts every body stores whole (branches, barriers, sends,
+    /// A stored record holding the parts every row stores whole (branches, barriers, sends,
     /// interrupt acknowledgements, anchor), with the given delta-able parts.
-    fn body(
+    fn stored_with(
         &self,
         full: bool,
         versions: Vec<(Arc<str>, u64)>,
         seen: Vec<(Arc<str>, Arc<str>, u64)>,
-        fields: Vec<(Arc<str>, Ref)>,
-    ) -> Body {
+        fields: Vec<(Arc<str>, ValueRef)>,
+    ) -> StoredRecord {
         let c = &self.control;
-        Body {
+        StoredRecord {
             full,
             versions,
             seen,
@@ -154,10 +165,10 @@ impl Full {
         }
     }
 
-    /// The whole record as a body.
-    pub(crate) fn to_full_body(&self) -> Body {
+    /// The whole record, as a row stores it.
+    pub(crate) fn to_whole_record(&self) -> StoredRecord {
         let c = &self.control;
-        self.body(
+        self.stored_with(
             true,
             c.versions.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             c.seen
@@ -172,9 +183,9 @@ impl Full {
     }
 
     /// What changed from `parent` to `self`, or `None` if an entry disappeared (then only a
-    /// full body describes `self`). Versions and fields are compared in one ordered pass each;
+    /// whole record describes `self`). Versions and fields are compared in one ordered pass each;
     /// each node's seen-channels map likewise, after finding the parent's by node.
-    pub(crate) fn delta_from(&self, parent: &Full) -> Option<Body> {
+    pub(crate) fn delta_from(&self, parent: &StateRecord) -> Option<StoredRecord> {
         let (c, pc) = (&self.control, &parent.control);
         let fields = changed(&self.fields, &parent.fields)?;
         let versions = changed(&c.versions, &pc.versions)?;
@@ -190,13 +201,13 @@ impl Full {
                 seen.push((Arc::clone(node), chan, v));
             }
         }
-        Some(self.body(false, versions, seen, fields))
+        Some(self.stored_with(false, versions, seen, fields))
     }
 
-    /// Apply a body on top of this record (a full body replaces it).
-    pub(crate) fn apply(&mut self, body: Body) {
+    /// Apply a stored record on top of this one (a whole record replaces it).
+    pub(crate) fn apply(&mut self, body: StoredRecord) {
         if body.full {
-            *self = Full::default();
+            *self = StateRecord::default();
         }
         let c = Arc::make_mut(&mut self.control);
         c.versions.extend(body.versions);
@@ -244,15 +255,22 @@ pub(crate) fn bincode_config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
-/// Encode a body with bincode.
-pub(crate) fn encode_body(body: &Body) -> Result<Vec<u8>, bincode::error::EncodeError> {
+/// Encode a stored record with bincode.
+pub(crate) fn encode_record(body: &StoredRecord) -> Result<Vec<u8>, bincode::error::EncodeError> {
     bincode::serde::encode_to_vec(body, bincode_config())
 }
 
-/// Decode a body, rejecting trailing bytes.
-pub(crate) fn decode_body(bytes: &[u8]) -> Result<Body, String> {
-    let (body, used): (Body, usize) =
-        bincode::serde::decode_from_slice(bytes, bincode_config()).map_err(|e| e.to_string())?;
+/// Most bytes a record's decoding may claim for its strings and lists: a damaged length
+/// prefix (the hash only proves the bytes are the ones written, and anyone can write a file)
+/// is an error, not an allocation of that many bytes, which would abort the process. Far
+/// above any real record (a few kilobytes per hundred fields).
+const DECODE_LIMIT: usize = 256 << 20;
+
+/// Decode a stored record, rejecting trailing bytes.
+pub(crate) fn decode_record(bytes: &[u8]) -> Result<StoredRecord, String> {
+    let config = bincode_config().with_limit::<DECODE_LIMIT>();
+    let (body, used): (StoredRecord, usize) =
+        bincode::serde::decode_from_slice(bytes, config).map_err(|e| e.to_string())?;
     if used != bytes.len() {
         return Err(format!(
             "{} trailing bytes after the record",
@@ -266,12 +284,12 @@ pub(crate) fn decode_body(bytes: &[u8]) -> Result<Body, String> {
 mod tests {
     use super::*;
 
-    pub(super) fn sample_full() -> Full {
+    pub(super) fn sample_record() -> StateRecord {
         sample()
     }
 
-    fn sample() -> Full {
-        let mut f = Full::default();
+    fn sample() -> StateRecord {
+        let mut f = StateRecord::default();
         let c = Arc::make_mut(&mut f.control);
         c.versions.insert("a".into(), 1);
         c.versions.insert("b".into(), 2);
@@ -281,19 +299,20 @@ mod tests {
             .insert("branch:to:n".into(), 1);
         c.branches = vec!["branch:to:n".into()];
         c.sends = vec![("w".into(), "{\"i\":1}".into())];
-        f.fields.insert("a".into(), Ref::Blob(3));
-        f.fields.insert("b".into(), Ref::Log { log: 1, parts: 2 });
+        f.fields.insert("a".into(), ValueRef::Blob(3));
         f.fields
-            .insert("c".into(), Ref::Inline(Arc::from(&b"{\"n\":42}"[..])));
+            .insert("b".into(), ValueRef::Log { log: 1, parts: 2 });
+        f.fields
+            .insert("c".into(), ValueRef::Inline(Arc::from(&b"{\"n\":42}"[..])));
         f
     }
 
     #[test]
     fn a_record_with_every_kind_of_reference_round_trips() {
         let full = sample();
-        let bytes = encode_body(&full.to_full_body()).unwrap();
-        let mut back = Full::default();
-        back.apply(decode_body(&bytes).unwrap());
+        let bytes = encode_record(&full.to_whole_record()).unwrap();
+        let mut back = StateRecord::default();
+        back.apply(decode_record(&bytes).unwrap());
         assert_eq!(back, full);
     }
 
@@ -302,11 +321,14 @@ mod tests {
         let parent = sample();
         let mut child = parent.clone();
         assert!(child.delta_from(&parent).unwrap().fields.is_empty());
-        child.set_field("c", Ref::Inline(Arc::from(&b"{\"n\":43}"[..])));
+        child.set_field("c", ValueRef::Inline(Arc::from(&b"{\"n\":43}"[..])));
         let delta = child.delta_from(&parent).unwrap();
         assert_eq!(
             delta.fields,
-            [(Arc::from("c"), Ref::Inline(Arc::from(&b"{\"n\":43}"[..])))]
+            [(
+                Arc::from("c"),
+                ValueRef::Inline(Arc::from(&b"{\"n\":43}"[..]))
+            )]
         );
     }
 
@@ -321,7 +343,7 @@ mod tests {
             .or_default()
             .insert("branch:to:m".into(), 4);
         c.branches.clear();
-        child.set_field("b", Ref::Log { log: 1, parts: 3 });
+        child.set_field("b", ValueRef::Log { log: 1, parts: 3 });
         let delta = child.delta_from(&parent).ok_or("no delta").unwrap();
         assert_eq!(delta.versions, [(Arc::from("b"), 5)]);
         assert_eq!(delta.fields.len(), 1);
@@ -366,12 +388,12 @@ mod tests {
     }
 
     #[test]
-    fn bodies_round_trip_and_reject_trailing_bytes() {
-        let body = sample().to_full_body();
-        let mut bytes = encode_body(&body).unwrap();
-        assert_eq!(decode_body(&bytes).unwrap(), body);
+    fn stored_records_round_trip_and_reject_trailing_bytes() {
+        let stored = sample().to_whole_record();
+        let mut bytes = encode_record(&stored).unwrap();
+        assert_eq!(decode_record(&bytes).unwrap(), stored);
         bytes.push(0);
-        assert!(decode_body(&bytes).is_err());
+        assert!(decode_record(&bytes).is_err());
     }
 }
 
@@ -388,21 +410,30 @@ mod hostile {
         /// envelope's hash check, which any writer of a file can compute).
         #[test]
         fn arbitrary_bytes_never_panic_the_record_decoder(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-            let _ = decode_body(&bytes);
+            let _ = decode_record(&bytes);
         }
 
         /// A valid record with bytes flipped or cut decodes to an error or to some record, never
         /// a panic.
         #[test]
         fn damaged_records_never_panic(cut in 0usize..8, flip in any::<(usize, u8)>()) {
-            let mut bytes = encode_body(&super::tests::sample_full().to_full_body()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let mut bytes = encode_record(&super::tests::sample_record().to_whole_record()).map_err(|e| TestCaseError::fail(e.to_string()))?;
             let i = flip.0 % bytes.len().max(1);
             if let Some(b) = bytes.get_mut(i) {
                 *b ^= flip.1 | 1;
             }
             bytes.truncate(bytes.len().saturating_sub(cut));
-            let _ = decode_body(&bytes);
+            let _ = decode_record(&bytes);
         }
+    }
+
+    #[test]
+    fn a_huge_string_length_is_an_error_not_an_allocation() {
+        // full = false, one version, whose name claims 2^40 bytes: without a decoding limit
+        // that is a 1 TiB allocation, which aborts the process.
+        let mut bytes = vec![0u8, 1, 253];
+        bytes.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(decode_record(&bytes).is_err());
     }
 
     #[test]
@@ -411,6 +442,6 @@ mod hostile {
         // capacity overflow or an attempt to allocate it.
         let mut bytes = vec![0u8, 253];
         bytes.extend_from_slice(&u64::MAX.to_le_bytes());
-        assert!(decode_body(&bytes).is_err());
+        assert!(decode_record(&bytes).is_err());
     }
 }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension};
 
+use super::sql::SqlResult;
 use crate::CheckpointError;
 
 /// The newest file format version this build reads, and the one it gives a new file.
@@ -128,27 +129,24 @@ impl Default for SqliteOptions {
     }
 }
 
-pub(crate) fn storage(e: rusqlite::Error) -> CheckpointError {
-    CheckpointError::Storage(Box::new(e))
-}
-
 /// Open a connection with the pragmas every connection needs.
 pub(crate) fn connect(
     path: &std::path::Path,
     options: &SqliteOptions,
 ) -> Result<Connection, CheckpointError> {
-    let conn = Connection::open(path).map_err(storage)?;
-    conn.busy_timeout(options.busy_timeout).map_err(storage)?;
+    let conn = Connection::open(path).during("opening the database file")?;
+    conn.busy_timeout(options.busy_timeout)
+        .during("setting the busy timeout")?;
     conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(storage)?;
+        .during("setting the WAL journal mode")?;
     conn.pragma_update(None, "synchronous", options.synchronous.as_str())
-        .map_err(storage)?;
+        .during("setting the sync mode")?;
     conn.pragma_update(None, "foreign_keys", "OFF")
-        .map_err(storage)?;
+        .during("setting foreign_keys")?;
     if let Some(pages) = options.max_page_count {
         let pages = i64::try_from(pages).unwrap_or(i64::MAX);
         conn.pragma_update(None, "max_page_count", pages)
-            .map_err(storage)?;
+            .during("setting max_page_count")?;
     }
     // Keep each prepared statement's plan: without this, SQLite (built with STAT4) re-plans a
     // statement with bound range parameters on every run.
@@ -156,7 +154,7 @@ pub(crate) fn connect(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
         true,
     )
-    .map_err(storage)?;
+    .during("keeping statement plans")?;
     Ok(conn)
 }
 
@@ -164,7 +162,7 @@ pub(crate) fn connect(
 pub(crate) fn init(conn: &mut Connection) -> Result<u32, CheckpointError> {
     let tx = conn
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(storage)?;
+        .during("beginning the schema transaction")?;
     // Check the version before writing anything: a newer file is refused untouched.
     let has_meta: bool = tx
         .query_row(
@@ -172,7 +170,7 @@ pub(crate) fn init(conn: &mut Connection) -> Result<u32, CheckpointError> {
             [],
             |r| r.get::<_, i64>(0),
         )
-        .map_err(storage)?
+        .during("looking for the format table")?
         > 0;
     let found: Option<String> = if has_meta {
         tx.query_row(
@@ -181,7 +179,7 @@ pub(crate) fn init(conn: &mut Connection) -> Result<u32, CheckpointError> {
             |r| r.get(0),
         )
         .optional()
-        .map_err(storage)?
+        .during("reading the format version")?
     } else {
         None
     };
@@ -203,14 +201,14 @@ pub(crate) fn init(conn: &mut Connection) -> Result<u32, CheckpointError> {
         }
         None => None,
     };
-    tx.execute_batch(SCHEMA).map_err(storage)?;
+    tx.execute_batch(SCHEMA).during("creating the schema")?;
     if found.is_none() {
         tx.execute(
             "INSERT INTO sg_meta(key, value) VALUES ('format_version', ?1)",
             [FORMAT_VERSION.to_string()],
         )
-        .map_err(storage)?;
+        .during("recording the format version")?;
     }
-    tx.commit().map_err(storage)?;
+    tx.commit().during("committing the schema")?;
     Ok(found.unwrap_or(FORMAT_VERSION))
 }

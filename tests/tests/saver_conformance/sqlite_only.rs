@@ -320,6 +320,36 @@ async fn a_value_over_the_cap_is_refused_and_stores_nothing() -> TestResult {
 }
 
 #[tokio::test]
+async fn a_full_disk_under_a_group_of_puts_is_sqlites_typed_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let options = stategraph_checkpoints::SqliteOptions {
+        max_page_count: Some(32),
+        ..Default::default()
+    };
+    let saver = SqliteSaver::open_with(dir.path().join("full.db"), options)?;
+    let t = ThreadId::new("t")?;
+    // One batch (one writer group) of 40 checkpoints of 8 kB each: far over 32 pages.
+    let mut puts = Vec::new();
+    let mut parent = None;
+    for i in 0..40 {
+        let value = format!("\"{i}{}\"", "x".repeat(8 << 10));
+        let put = put_of(&t, parent, i - 1, vec![whole("big", value.as_bytes())]);
+        parent = Some(put.checkpoint.id);
+        puts.push(put);
+    }
+    let err = saver.put_many(puts).await.err().ok_or("the batch fit")?;
+    assert!(matches!(err, CheckpointError::Storage(_)), "{err:?}");
+    let storage = err.storage_error().ok_or("not a StorageError")?;
+    let code = storage
+        .cause()
+        .downcast_ref::<rusqlite::Error>()
+        .and_then(rusqlite::Error::sqlite_error_code);
+    assert_eq!(code, Some(rusqlite::ErrorCode::DiskFull), "{err}");
+    assert!(err.to_string().contains("full"), "{err}");
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_reopened_file_has_every_thread_and_value() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("reopen.db");

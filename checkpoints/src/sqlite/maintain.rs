@@ -1,0 +1,303 @@
+//! Maintenance: deleting, copying and pruning a thread, and collecting the values, logs and
+//! log parts no checkpoint refers to any more.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use rusqlite::{params, Connection};
+
+use super::read::{load_record, newest_id, walk_log, ChainEnd};
+use super::record::{encode_record, StateRecord, ValueRef};
+use super::sql::SqlResult;
+use super::writer::memory::GroupRecords;
+use crate::envelope::{seal, CODEC_BINCODE};
+use crate::{CheckpointError, Namespace, Retention, StorageError, ThreadId};
+
+/// Delete a thread: its checkpoints in every namespace, its pending writes, then the values
+/// only it used.
+pub(crate) fn delete_thread(
+    conn: &Connection,
+    records: &mut GroupRecords<'_>,
+    thread: &ThreadId,
+) -> Result<(), CheckpointError> {
+    conn.execute(
+        "DELETE FROM sg_checkpoints WHERE thread = ?1",
+        [thread.as_str()],
+    )
+    .during("deleting a thread's checkpoints")?;
+    conn.execute("DELETE FROM sg_writes WHERE thread = ?1", [thread.as_str()])
+        .during("deleting a thread's pending writes")?;
+    records.clear_shared();
+    gc(conn)
+}
+
+/// Copy every checkpoint and pending write of `from` into the new thread `to` (values are
+/// shared, not copied). `to` must have no checkpoints.
+pub(crate) fn copy_thread(
+    conn: &Connection,
+    from: &ThreadId,
+    to: &ThreadId,
+) -> Result<(), CheckpointError> {
+    let existing: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sg_checkpoints WHERE thread = ?1",
+            [to.as_str()],
+            |r| r.get(0),
+        )
+        .during("counting the target thread's checkpoints")?;
+    if existing > 0 {
+        let found = newest_id(conn, to, &Namespace::root())?;
+        return Err(CheckpointError::StaleParent {
+            thread: to.clone(),
+            ns: Namespace::root(),
+            expected: None,
+            found,
+        });
+    }
+    let rows: Vec<(i64, Option<i64>)> = conn
+        .prepare("SELECT seq, parent_seq FROM sg_checkpoints WHERE thread = ?1 ORDER BY seq")
+        .during("preparing the thread's rows query")?
+        .query_map([from.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+        .during("reading the thread's rows")?
+        .collect::<Result<_, _>>()
+        .during("reading the thread's rows")?;
+    let mut map: HashMap<i64, i64> = HashMap::new();
+    for (seq, parent_seq) in rows {
+        let new_parent = parent_seq.and_then(|p| map.get(&p).copied());
+        conn.execute(
+            "INSERT INTO sg_checkpoints (thread, ns, id, parent, parent_seq, step, source, created_at, metadata, depth, body_hash, body)
+             SELECT ?1, ns, id, parent, ?2, step, source, created_at, metadata, depth, body_hash, body FROM sg_checkpoints WHERE seq = ?3",
+            params![to.as_str(), new_parent, seq],
+        )
+        .during("copying a checkpoint row")?;
+        map.insert(seq, conn.last_insert_rowid());
+    }
+    crate::failpoint::hit("copy.after_checkpoints");
+    conn.execute(
+        "INSERT INTO sg_writes (thread, ns, checkpoint, task, idx, ord, node, kind, hash, data)
+         SELECT ?2, ns, checkpoint, task, idx, ord, node, kind, hash, data FROM sg_writes WHERE thread = ?1",
+        params![from.as_str(), to.as_str()],
+    )
+    .during("copying the thread's pending writes")?;
+    Ok(())
+}
+
+/// Delete the checkpoints of `thread` that `retention` does not keep, in every namespace
+/// (the newest always stays); how many went.
+pub(crate) fn prune(
+    conn: &Connection,
+    records: &mut GroupRecords<'_>,
+    thread: &ThreadId,
+    retention: Retention,
+) -> Result<usize, CheckpointError> {
+    let namespaces: Vec<String> = conn
+        .prepare("SELECT DISTINCT ns FROM sg_checkpoints WHERE thread = ?1")
+        .during("preparing the namespaces query")?
+        .query_map([thread.as_str()], |r| r.get(0))
+        .during("reading the thread's namespaces")?
+        .collect::<Result<_, _>>()
+        .during("reading the thread's namespaces")?;
+    let mut deleted = 0usize;
+    for ns in namespaces {
+        let n = prune_namespace(conn, records, thread, &ns, retention)?;
+        if n > 0 {
+            deleted += n;
+            crate::failpoint::hit("prune.after_delete");
+        }
+    }
+    if deleted > 0 {
+        records.clear_all();
+        gc(conn)?;
+    }
+    Ok(deleted)
+}
+
+/// A checkpoint row as pruning sees it.
+struct PruneRow {
+    seq: i64,
+    created_at: i64,
+    parent_seq: Option<i64>,
+}
+
+/// Prune one namespace of `thread`: the kept checkpoints become self-contained (a whole
+/// record, no parent outside the kept ones) before the others are deleted.
+fn prune_namespace(
+    conn: &Connection,
+    records: &GroupRecords<'_>,
+    thread: &ThreadId,
+    ns: &str,
+    retention: Retention,
+) -> Result<usize, CheckpointError> {
+    let t = thread.as_str();
+    // Newest first.
+    let rows: Vec<PruneRow> = conn
+        .prepare("SELECT seq, created_at, parent_seq FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 ORDER BY id DESC")
+        .during("preparing the checkpoints query")?
+        .query_map(params![t, ns], |r| {
+            Ok(PruneRow {
+                seq: r.get(0)?,
+                created_at: r.get(1)?,
+                parent_seq: r.get(2)?,
+            })
+        })
+        .during("reading the namespace's checkpoints")?
+        .collect::<Result<_, _>>()
+        .during("reading the namespace's checkpoints")?;
+    let keep: BTreeSet<i64> = rows
+        .iter()
+        .enumerate()
+        .filter(|(i, row)| match retention {
+            Retention::KeepLast(n) => *i < n.max(1),
+            Retention::NewerThan(ms) => *i == 0 || u64::try_from(row.created_at).unwrap_or(0) >= ms,
+        })
+        .map(|(_, row)| row.seq)
+        .collect();
+    let drop_set: Vec<i64> = rows
+        .iter()
+        .map(|r| r.seq)
+        .filter(|s| !keep.contains(s))
+        .collect();
+    if drop_set.is_empty() {
+        return Ok(0);
+    }
+    for &seq in &keep {
+        make_whole(conn, records, seq, t)?;
+    }
+    for row in &rows {
+        if keep.contains(&row.seq) && row.parent_seq.is_some_and(|p| !keep.contains(&p)) {
+            conn.execute(
+                "UPDATE sg_checkpoints SET parent = NULL, parent_seq = NULL WHERE seq = ?1",
+                [row.seq],
+            )
+            .during("detaching a kept checkpoint from its pruned parent")?;
+        }
+    }
+    for seq in &drop_set {
+        delete_checkpoint(conn, t, ns, *seq)?;
+    }
+    Ok(drop_set.len())
+}
+
+/// Rewrite row `seq`'s record as a whole record (depth 0).
+fn make_whole(
+    conn: &Connection,
+    records: &GroupRecords<'_>,
+    seq: i64,
+    thread: &str,
+) -> Result<(), CheckpointError> {
+    let record = load_record(conn, &|s| records.lookup(s), seq, thread)?;
+    let bytes = encode_record(&record.to_whole_record())
+        .map_err(|e| StorageError::new("encoding a checkpoint record", e))?;
+    let (env, hash) = seal(CODEC_BINCODE, &bytes);
+    conn.execute(
+        "UPDATE sg_checkpoints SET body = ?2, body_hash = ?3, depth = 0 WHERE seq = ?1",
+        params![seq, env, &hash[..]],
+    )
+    .during("rewriting a kept checkpoint's record")?;
+    Ok(())
+}
+
+/// Delete checkpoint row `seq` and its pending writes.
+fn delete_checkpoint(
+    conn: &Connection,
+    thread: &str,
+    ns: &str,
+    seq: i64,
+) -> Result<(), CheckpointError> {
+    let id: Vec<u8> = conn
+        .query_row("SELECT id FROM sg_checkpoints WHERE seq = ?1", [seq], |r| {
+            r.get(0)
+        })
+        .during("reading a pruned checkpoint's id")?;
+    conn.execute(
+        "DELETE FROM sg_writes WHERE thread = ?1 AND ns = ?2 AND checkpoint = ?3",
+        params![thread, ns, id],
+    )
+    .during("deleting a pruned checkpoint's pending writes")?;
+    conn.execute("DELETE FROM sg_checkpoints WHERE seq = ?1", [seq])
+        .during("deleting a pruned checkpoint")?;
+    Ok(())
+}
+
+/// What the remaining checkpoints refer to.
+#[derive(Default)]
+struct LiveValues {
+    blobs: BTreeSet<i64>,
+    /// Per log: how many of its parts are needed.
+    logs: BTreeMap<i64, i64>,
+}
+
+impl LiveValues {
+    fn need_log(&mut self, log: i64, parts: i64) {
+        let e = self.logs.entry(log).or_insert(0);
+        *e = (*e).max(parts);
+    }
+}
+
+/// Delete blobs, logs and log parts no remaining checkpoint refers to.
+pub(crate) fn gc(conn: &Connection) -> Result<(), CheckpointError> {
+    let live = live_values(conn)?;
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS sg_keep_blobs (id INTEGER PRIMARY KEY);
+         CREATE TEMP TABLE IF NOT EXISTS sg_keep_logs (id INTEGER PRIMARY KEY, parts INTEGER NOT NULL);
+         DELETE FROM sg_keep_blobs; DELETE FROM sg_keep_logs;",
+    )
+    .during("preparing the tables of values to keep")?;
+    for b in &live.blobs {
+        conn.execute("INSERT INTO sg_keep_blobs (id) VALUES (?1)", [b])
+            .during("noting a value to keep")?;
+    }
+    for (log, parts) in &live.logs {
+        conn.execute(
+            "INSERT INTO sg_keep_logs (id, parts) VALUES (?1, ?2)",
+            params![log, parts],
+        )
+        .during("noting a log to keep")?;
+    }
+    conn.execute_batch(
+        "DELETE FROM sg_log_parts WHERE NOT EXISTS (
+             SELECT 1 FROM sg_keep_logs k WHERE k.id = sg_log_parts.log AND sg_log_parts.part < k.parts);
+         DELETE FROM sg_logs WHERE id NOT IN (SELECT id FROM sg_keep_logs);
+         UPDATE sg_logs SET tip = (SELECT parts FROM sg_keep_logs k WHERE k.id = sg_logs.id);
+         INSERT OR IGNORE INTO sg_keep_blobs (id) SELECT blob FROM sg_log_parts WHERE blob IS NOT NULL;
+         DELETE FROM sg_blobs WHERE id NOT IN (SELECT id FROM sg_keep_blobs);",
+    )
+    .during("deleting unreferenced values")?;
+    Ok(())
+}
+
+/// Every value row and log part the remaining checkpoints refer to.
+fn live_values(conn: &Connection) -> Result<LiveValues, CheckpointError> {
+    let seqs: Vec<(i64, String)> = conn
+        .prepare("SELECT seq, thread FROM sg_checkpoints ORDER BY seq")
+        .during("preparing the checkpoints query")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .during("reading every checkpoint")?
+        .collect::<Result<_, _>>()
+        .during("reading every checkpoint")?;
+    let mut memo: HashMap<i64, Arc<StateRecord>> = HashMap::new();
+    let mut live = LiveValues::default();
+    for (seq, thread) in seqs {
+        let record = load_record(conn, &|s| memo.get(&s).cloned(), seq, &thread)?;
+        for r in record.fields.values() {
+            match *r {
+                ValueRef::Inline(_) => {}
+                ValueRef::Blob(b) => {
+                    live.blobs.insert(b);
+                }
+                ValueRef::Log { log, parts } => {
+                    let chain = walk_log(conn, log, parts)?;
+                    for s in chain.segments {
+                        live.need_log(s.log, s.upto);
+                    }
+                    // A missing log is still noted (nothing of it is there to delete).
+                    if let ChainEnd::Missing { log, upto } = chain.end {
+                        live.need_log(log, upto);
+                    }
+                }
+            }
+        }
+        memo.insert(seq, record);
+    }
+    Ok(live)
+}
