@@ -1,0 +1,705 @@
+//! Forking a thread into a new one at a checkpoint, optionally with changed field values,
+//! written with the rules the engine uses for a fork: the changed fields get one new version
+//! (one more than the newest channel version, as a step's writes do), and the fork checkpoint
+//! is the anchor of its stretch of the branch.
+//!
+//! ```
+//! use serde_json::json;
+//! use stategraph_checkpoints::fork::{FieldEdit, FieldPath, ForkPlan};
+//! use stategraph_checkpoints::{
+//!     Checkpoint, CheckpointId, Control, FieldPart, LoadedCheckpoint, Source, ThreadId,
+//! };
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let base = CheckpointId::generate();
+//! let mut control = Control::default();
+//! control.versions.insert("count".into(), 4);
+//! let loaded = LoadedCheckpoint {
+//!     checkpoint: Checkpoint {
+//!         id: base,
+//!         parent: None,
+//!         step: 2,
+//!         source: Source::Loop,
+//!         created_at_ms: base.created_at_ms(),
+//!         control,
+//!         metadata: Default::default(),
+//!     },
+//!     fields: [("count".to_string(), vec![FieldPart::Whole(b"1".to_vec())])].into(),
+//!     pending: Vec::new(),
+//! };
+//! let mut plan = ForkPlan::new(&ThreadId::new("a")?, loaded, &ThreadId::new("b")?)?;
+//! plan.edit(&FieldEdit { path: FieldPath::parse("/count")?, value: json!(2) })?;
+//! let put = plan.to_put()?; // `plan.write(&saver)` copies the thread and stores it
+//! let fork = &put.checkpoint;
+//! assert_eq!((fork.parent, fork.step, fork.source), (Some(base), 2, Source::Fork));
+//! assert_eq!(fork.control.versions["count"], 5);
+//! assert_eq!(fork.control.anchor, Some(fork.id));
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::{json, Value};
+
+use crate::channel::ChannelName;
+use crate::diff::fields_to_json;
+use crate::{
+    Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, LoadedCheckpoint,
+    Namespace, PutCheckpoint, Saver, Source, ThreadId,
+};
+
+/// A place in a state: a JSON pointer (RFC 6901) whose first token names a field, the rest
+/// pointing inside that field's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldPath {
+    pointer: String,
+    field: String,
+    inner: String,
+}
+
+/// Why a text is not a [`FieldPath`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FieldPathError {
+    /// It does not start with `/`.
+    #[error("the path must be a JSON pointer to a field, starting with '/' (e.g. /count)")]
+    NotAPointer,
+    /// Its first token is empty.
+    #[error("the path names no field")]
+    NoField,
+}
+
+impl FieldPath {
+    /// Parse a JSON pointer such as `/count` or `/log/0` (`~1` and `~0` escape `/` and `~`).
+    ///
+    /// # Errors
+    /// [`FieldPathError`]: not a pointer, or no field named.
+    pub fn parse(pointer: &str) -> Result<Self, FieldPathError> {
+        let rest = pointer
+            .strip_prefix('/')
+            .ok_or(FieldPathError::NotAPointer)?;
+        let (token, inner) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let field = unescape(token);
+        if field.is_empty() {
+            return Err(FieldPathError::NoField);
+        }
+        Ok(FieldPath {
+            pointer: pointer.to_string(),
+            field,
+            inner: inner.to_string(),
+        })
+    }
+
+    /// The pointer as given.
+    pub fn as_str(&self) -> &str {
+        &self.pointer
+    }
+
+    /// The field it names (unescaped).
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// The pointer inside the field's value (`""` for the whole field).
+    pub fn inner(&self) -> &str {
+        &self.inner
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.pointer)
+    }
+}
+
+fn unescape(token: &str) -> String {
+    token.replace("~1", "/").replace("~0", "~")
+}
+
+/// One change to make in the new branch: `value` at `path`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldEdit {
+    /// Where.
+    pub path: FieldPath,
+    /// The new value.
+    pub value: Value,
+}
+
+/// The type of a JSON value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonType {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Boolean,
+    /// A number.
+    Number,
+    /// A string.
+    String,
+    /// An array.
+    Array,
+    /// An object.
+    Object,
+}
+
+impl JsonType {
+    /// The type of `value`.
+    pub fn of(value: &Value) -> Self {
+        match value {
+            Value::Null => JsonType::Null,
+            Value::Bool(_) => JsonType::Boolean,
+            Value::Number(_) => JsonType::Number,
+            Value::String(_) => JsonType::String,
+            Value::Array(_) => JsonType::Array,
+            Value::Object(_) => JsonType::Object,
+        }
+    }
+
+    /// The type's name as JSON calls it (`null`, `boolean`, `number`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JsonType::Null => "null",
+            JsonType::Boolean => "boolean",
+            JsonType::Number => "number",
+            JsonType::String => "string",
+            JsonType::Array => "array",
+            JsonType::Object => "object",
+        }
+    }
+}
+
+impl fmt::Display for JsonType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An edit that changed a field's JSON type: the program reading the branch must accept it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retyped {
+    /// The edit's path.
+    pub path: FieldPath,
+    /// The type the field had at the forked checkpoint.
+    pub was: JsonType,
+    /// The type it has in the new branch.
+    pub now: JsonType,
+}
+
+/// Why a pointer inside a field does not lead to a place a value can be set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PointerError {
+    /// The container the last token is in does not exist.
+    #[error("nothing at {0:?} inside the field")]
+    Missing(String),
+    /// The last token is not an index of the array it is in.
+    #[error("{0:?} is not an array index")]
+    NotAnIndex(String),
+    /// The index is more than one past the array's end.
+    #[error("index {index} is past the end of an array of {len}")]
+    PastTheEnd {
+        /// The index given.
+        index: usize,
+        /// The array's length.
+        len: usize,
+    },
+    /// The container is a scalar.
+    #[error("{} is a {found}, not an object or array", container_name(.at))]
+    NotAContainer {
+        /// The pointer to it inside the field (`""` for the field itself).
+        at: String,
+        /// What it is.
+        found: JsonType,
+    },
+}
+
+fn container_name(at: &str) -> &str {
+    if at.is_empty() {
+        "the field"
+    } else {
+        at
+    }
+}
+
+/// Why one [`FieldEdit`] cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EditError {
+    /// The checkpoint has no such field (or the name is a trigger channel's).
+    #[error(
+        "no field {field:?} at checkpoint {checkpoint} (stored fields: {})",
+        stored_list(.stored)
+    )]
+    UnknownField {
+        /// The field named.
+        field: String,
+        /// The forked checkpoint.
+        checkpoint: CheckpointId,
+        /// The fields with a stored value there.
+        stored: Vec<String>,
+    },
+    /// The edit points inside a field that has no stored value.
+    #[error("field {field:?} has no stored value to change inside")]
+    NothingInside {
+        /// The field named.
+        field: String,
+    },
+    /// The pointer inside the field leads nowhere a value can be set.
+    #[error(transparent)]
+    Pointer(#[from] PointerError),
+}
+
+fn stored_list(stored: &[String]) -> String {
+    if stored.is_empty() {
+        "none".to_string()
+    } else {
+        stored.join(", ")
+    }
+}
+
+/// Why a fork was not made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForkError {
+    /// A stored value of the forked checkpoint is not readable JSON.
+    #[error("checkpoint {checkpoint}: a stored value is not readable: {detail}")]
+    Unreadable {
+        /// The forked checkpoint.
+        checkpoint: CheckpointId,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A changed value cannot be encoded.
+    #[error("cannot encode {field:?}: {source}")]
+    Encode {
+        /// The field.
+        field: String,
+        /// The encoder's error.
+        source: serde_json::Error,
+    },
+    /// Copying the thread's history into the new thread failed.
+    #[error(transparent)]
+    Copy(CheckpointError),
+    /// Storing the fork checkpoint failed (the new thread was deleted again).
+    #[error("fork failed: {0}")]
+    Put(CheckpointError),
+}
+
+/// A fork being prepared: a checkpoint of one thread, the new thread, and the edits made so
+/// far. Nothing is stored until [`ForkPlan::write`].
+#[derive(Debug)]
+pub struct ForkPlan {
+    from: ThreadId,
+    to: ThreadId,
+    base: LoadedCheckpoint,
+    state: Value,
+    changed: BTreeMap<String, Value>,
+    paths: Vec<String>,
+}
+
+impl ForkPlan {
+    /// Start planning the fork of `base` (a root-namespace checkpoint of thread `from`) into
+    /// the new thread `to`.
+    ///
+    /// # Errors
+    /// [`ForkError::Unreadable`] when a stored value of `base` is not JSON.
+    pub fn new(from: &ThreadId, base: LoadedCheckpoint, to: &ThreadId) -> Result<Self, ForkError> {
+        let state = fields_to_json(&base.fields).map_err(|detail| ForkError::Unreadable {
+            checkpoint: base.checkpoint.id,
+            detail,
+        })?;
+        Ok(ForkPlan {
+            from: from.clone(),
+            to: to.clone(),
+            base,
+            state,
+            changed: BTreeMap::new(),
+            paths: Vec::new(),
+        })
+    }
+
+    /// Make one edit in the new branch (an edit of a field already edited sees the earlier
+    /// edits). Returns how the field's JSON type changed, if it did: the program reading the
+    /// branch must accept the new type.
+    ///
+    /// # Errors
+    /// [`EditError`]; the plan is unchanged then.
+    pub fn edit(&mut self, edit: &FieldEdit) -> Result<Option<Retyped>, EditError> {
+        let value = edited_value(&self.base, &self.state, &self.changed, edit)?;
+        let retyped = self.state.get(edit.path.field()).and_then(|old| {
+            let (was, now) = (JsonType::of(old), JsonType::of(&value));
+            (was != now).then(|| Retyped {
+                path: edit.path.clone(),
+                was,
+                now,
+            })
+        });
+        self.changed.insert(edit.path.field().to_string(), value);
+        self.paths.push(edit.path.as_str().to_string());
+        Ok(retyped)
+    }
+
+    /// The fork checkpoint to store, with a new id: parent `base`, with its step and control
+    /// state; the edited fields stored whole at one new version; the fork checkpoint as the
+    /// anchor; metadata `forked_from` (and `set`: the edits' paths, if any).
+    ///
+    /// # Errors
+    /// [`ForkError::Encode`].
+    pub fn to_put(&self) -> Result<PutCheckpoint, ForkError> {
+        let base = &self.base.checkpoint;
+        let id = CheckpointId::generate();
+        let checkpoint = Checkpoint {
+            id,
+            parent: Some(base.id),
+            step: base.step,
+            source: Source::Fork,
+            created_at_ms: id.created_at_ms(),
+            control: fork_control(&base.control, id, self.changed.keys().map(String::as_str)),
+            metadata: fork_metadata(&self.from, base.id, &self.paths),
+        };
+        Ok(PutCheckpoint {
+            thread: self.to.clone(),
+            ns: Namespace::root(),
+            checkpoint,
+            writes: whole_writes(&self.changed)?,
+        })
+    }
+
+    /// Copy the forked thread's history into the new thread and store the fork checkpoint
+    /// ([`ForkPlan::to_put`]) there; if storing it fails, the new thread is deleted again.
+    /// The forked thread is not changed. Returns the fork checkpoint's id.
+    ///
+    /// # Errors
+    /// [`ForkError::Encode`], [`ForkError::Copy`], [`ForkError::Put`].
+    pub async fn write(self, saver: &dyn Saver) -> Result<CheckpointId, ForkError> {
+        let put = self.to_put()?;
+        let id = put.checkpoint.id;
+        saver
+            .copy_thread(&self.from, &self.to)
+            .await
+            .map_err(ForkError::Copy)?;
+        if let Err(e) = saver.put(put).await {
+            // Leave nothing half-made behind.
+            let _ = saver.delete_thread(&self.to).await;
+            return Err(ForkError::Put(e));
+        }
+        Ok(id)
+    }
+}
+
+/// The value `edit`'s field has after it: the earlier edits' value (or the stored one) with
+/// `edit.value` set at its inner pointer.
+fn edited_value(
+    loaded: &LoadedCheckpoint,
+    state: &Value,
+    changed: &BTreeMap<String, Value>,
+    edit: &FieldEdit,
+) -> Result<Value, EditError> {
+    let field = edit.path.field();
+    let known = loaded.fields.contains_key(field)
+        || loaded.checkpoint.control.versions.contains_key(field);
+    if !known || !ChannelName::parse(field).is_field() {
+        return Err(EditError::UnknownField {
+            field: field.to_string(),
+            checkpoint: loaded.checkpoint.id,
+            stored: loaded.fields.keys().cloned().collect(),
+        });
+    }
+    let mut value = if edit.path.inner().is_empty() {
+        Value::Null
+    } else {
+        changed
+            .get(field)
+            .or_else(|| state.get(field))
+            .cloned()
+            .ok_or_else(|| EditError::NothingInside {
+                field: field.to_string(),
+            })?
+    };
+    set_in(&mut value, edit.path.inner(), edit.value.clone())?;
+    Ok(value)
+}
+
+/// Set `value` at pointer `inner` inside `target` (an existing object key or array index, a
+/// new object key, or the end of an array: index = length or `-`).
+fn set_in(target: &mut Value, inner: &str, value: Value) -> Result<(), PointerError> {
+    let Some((parent, last)) = inner.rsplit_once('/') else {
+        *target = value;
+        return Ok(());
+    };
+    let last = unescape(last);
+    let container = target
+        .pointer_mut(parent)
+        .ok_or_else(|| PointerError::Missing(parent.to_string()))?;
+    match container {
+        Value::Object(map) => {
+            map.insert(last, value);
+            Ok(())
+        }
+        Value::Array(items) => set_in_array(items, &last, value),
+        other => Err(PointerError::NotAContainer {
+            at: parent.to_string(),
+            found: JsonType::of(other),
+        }),
+    }
+}
+
+fn set_in_array(items: &mut Vec<Value>, token: &str, value: Value) -> Result<(), PointerError> {
+    if token == "-" {
+        items.push(value);
+        return Ok(());
+    }
+    let index: usize = token
+        .parse()
+        .map_err(|_| PointerError::NotAnIndex(token.to_string()))?;
+    match index.cmp(&items.len()) {
+        std::cmp::Ordering::Less => items[index] = value,
+        std::cmp::Ordering::Equal => items.push(value),
+        std::cmp::Ordering::Greater => {
+            return Err(PointerError::PastTheEnd {
+                index,
+                len: items.len(),
+            })
+        }
+    }
+    Ok(())
+}
+
+/// Every changed field stored whole.
+fn whole_writes(changed: &BTreeMap<String, Value>) -> Result<Vec<FieldWrite>, ForkError> {
+    changed
+        .iter()
+        .map(|(field, value)| {
+            let bytes = serde_json::to_vec(value).map_err(|source| ForkError::Encode {
+                field: field.clone(),
+                source,
+            })?;
+            Ok(FieldWrite {
+                field: field.clone(),
+                part: FieldPart::Whole(bytes),
+            })
+        })
+        .collect()
+}
+
+/// The fork checkpoint's control state: the base's, with the `changed` fields at one new
+/// version (one more than the newest version of any channel, as a step's writes get) and the
+/// fork checkpoint `id` as the anchor task ids derive from.
+fn fork_control<'a>(
+    base: &Control,
+    id: CheckpointId,
+    changed: impl ExactSizeIterator<Item = &'a str>,
+) -> Control {
+    let mut control = base.clone();
+    if changed.len() > 0 {
+        let next = control.versions.values().copied().max().unwrap_or(0) + 1;
+        for field in changed {
+            control.versions.insert(field.into(), next);
+        }
+    }
+    control.anchor = Some(id);
+    control
+}
+
+/// `forked_from: {thread, checkpoint}`, and `set`: the paths of the edits, if any.
+fn fork_metadata(
+    from: &ThreadId,
+    checkpoint: CheckpointId,
+    paths: &[String],
+) -> BTreeMap<String, Value> {
+    let mut metadata = BTreeMap::new();
+    metadata.insert(
+        "forked_from".to_string(),
+        json!({ "thread": from.as_str(), "checkpoint": checkpoint.to_string() }),
+    );
+    if !paths.is_empty() {
+        metadata.insert(
+            "set".to_string(),
+            paths.iter().cloned().map(Value::String).collect(),
+        );
+    }
+    metadata
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn loaded(fields: &[(&str, &str)], versions: &[(&str, u64)]) -> LoadedCheckpoint {
+        let id = CheckpointId::from_u128(7);
+        let mut control = Control::default();
+        for (name, v) in versions {
+            control.versions.insert((*name).into(), *v);
+        }
+        LoadedCheckpoint {
+            checkpoint: Checkpoint {
+                id,
+                parent: None,
+                step: 3,
+                source: Source::Loop,
+                created_at_ms: 0,
+                control,
+                metadata: BTreeMap::new(),
+            },
+            fields: fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), vec![FieldPart::Whole(v.as_bytes().to_vec())]))
+                .collect(),
+            pending: Vec::new(),
+        }
+    }
+
+    fn edit(path: &str, value: Value) -> Result<FieldEdit, FieldPathError> {
+        Ok(FieldEdit {
+            path: FieldPath::parse(path)?,
+            value,
+        })
+    }
+
+    fn plan(base: &LoadedCheckpoint) -> Result<ForkPlan, ForkError> {
+        let a = ThreadId::new("a").expect("thread id");
+        let b = ThreadId::new("b").expect("thread id");
+        ForkPlan::new(&a, base.clone(), &b)
+    }
+
+    #[test]
+    fn paths_split_into_a_field_and_a_pointer_inside_it() -> TestResult {
+        let p = FieldPath::parse("/a~1b/0/x~0y")?;
+        assert_eq!(
+            (p.field(), p.inner(), p.as_str()),
+            ("a/b", "/0/x~0y", "/a~1b/0/x~0y")
+        );
+        assert_eq!(FieldPath::parse("count"), Err(FieldPathError::NotAPointer));
+        assert_eq!(FieldPath::parse("/"), Err(FieldPathError::NoField));
+        assert_eq!(FieldPath::parse("//x"), Err(FieldPathError::NoField));
+        Ok(())
+    }
+
+    #[test]
+    fn edits_bump_changed_fields_to_one_new_version_and_anchor_the_fork() -> TestResult {
+        let base = loaded(
+            &[("count", "1"), ("log", "[\"a\",\"b\"]")],
+            &[("count", 2), ("log", 3), ("branch:to:w", 6)],
+        );
+        let mut plan = plan(&base)?;
+        for e in [
+            edit("/count", json!(5))?,
+            edit("/log/1", json!("B"))?,
+            edit("/log/-", json!("c"))?,
+        ] {
+            assert_eq!(plan.edit(&e)?, None);
+        }
+        let put = plan.to_put()?;
+        let cp = &put.checkpoint;
+        assert_eq!(cp.parent, Some(base.checkpoint.id));
+        assert_eq!((cp.step, cp.source), (3, Source::Fork));
+        assert_eq!(cp.control.anchor, Some(cp.id));
+        assert_eq!(cp.control.versions["count"], 7);
+        assert_eq!(cp.control.versions["log"], 7);
+        assert_eq!(cp.control.versions["branch:to:w"], 6);
+        assert_eq!(cp.metadata["set"], json!(["/count", "/log/1", "/log/-"]));
+        assert_eq!(
+            cp.metadata["forked_from"],
+            json!({ "thread": "a", "checkpoint": base.checkpoint.id.to_string() })
+        );
+        let writes: Vec<(&str, &FieldPart)> = put
+            .writes
+            .iter()
+            .map(|w| (w.field.as_str(), &w.part))
+            .collect();
+        assert_eq!(
+            writes,
+            [
+                ("count", &FieldPart::Whole(b"5".to_vec())),
+                ("log", &FieldPart::Whole(b"[\"a\",\"B\",\"c\"]".to_vec())),
+            ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_plain_fork_keeps_versions_and_writes_nothing() -> TestResult {
+        let base = loaded(&[("count", "1")], &[("count", 2)]);
+        let put = plan(&base)?.to_put()?;
+        assert_eq!(
+            put.checkpoint.control.versions,
+            base.checkpoint.control.versions
+        );
+        assert_eq!(put.checkpoint.control.anchor, Some(put.checkpoint.id));
+        assert!(put.writes.is_empty());
+        assert!(!put.checkpoint.metadata.contains_key("set"));
+        Ok(())
+    }
+
+    #[test]
+    fn bad_edits_are_typed_errors_and_change_nothing() -> TestResult {
+        let base = loaded(
+            &[("n", "1"), ("log", "[1]")],
+            &[("n", 1), ("branch:to:w", 1), ("empty", 1)],
+        );
+        let mut plan = plan(&base)?;
+        let mut fails = |path: &str| -> Result<EditError, Box<dyn std::error::Error>> {
+            match plan.edit(&edit(path, json!(0))?) {
+                Err(e) => Ok(e),
+                Ok(r) => Err(format!("{path}: expected an edit error, got {r:?}").into()),
+            }
+        };
+        assert!(matches!(fails("/nope")?, EditError::UnknownField { .. }));
+        assert!(matches!(
+            fails("/branch:to:w")?,
+            EditError::UnknownField { .. }
+        ));
+        assert_eq!(
+            fails("/empty/0")?,
+            EditError::NothingInside {
+                field: "empty".into()
+            }
+        );
+        assert_eq!(
+            fails("/log/5")?,
+            PointerError::PastTheEnd { index: 5, len: 1 }.into()
+        );
+        assert_eq!(
+            fails("/log/x")?,
+            PointerError::NotAnIndex("x".into()).into()
+        );
+        assert_eq!(
+            fails("/n/a")?.to_string(),
+            "the field is a number, not an object or array"
+        );
+        assert_eq!(
+            fails("/log/0/a/b")?,
+            PointerError::Missing("/0/a".into()).into()
+        );
+        assert_eq!(
+            fails("/nope")?.to_string(),
+            format!(
+                "no field \"nope\" at checkpoint {} (stored fields: log, n)",
+                base.checkpoint.id
+            )
+        );
+        assert!(plan.to_put()?.writes.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn a_changed_json_type_is_reported() -> TestResult {
+        let base = loaded(&[("n", "1")], &[("n", 1)]);
+        let retyped = plan(&base)?.edit(&edit("/n", json!("one"))?)?;
+        assert_eq!(
+            retyped,
+            Some(Retyped {
+                path: FieldPath::parse("/n")?,
+                was: JsonType::Number,
+                now: JsonType::String
+            })
+        );
+        Ok(())
+    }
+}
