@@ -400,8 +400,8 @@ fn edited_value(
     edit: &FieldEdit,
 ) -> Result<Value, EditError> {
     let field = edit.path.field();
-    let known = loaded.fields.contains_key(field)
-        || loaded.checkpoint.control.versions.contains_key(field);
+    let known =
+        loaded.fields.contains_key(field) || loaded.checkpoint.control.versions.contains_key(field);
     if !known || !ChannelName::parse(field).is_field() {
         return Err(EditError::UnknownField {
             field: field.to_string(),
