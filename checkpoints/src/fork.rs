@@ -1,7 +1,8 @@
 //! Forking a thread into a new one at a checkpoint, optionally with changed field values,
 //! written with the rules the engine uses for a fork: the changed fields get one new version
 //! (one more than the newest channel version, as a step's writes do), and the fork checkpoint
-//! is the anchor of its stretch of the branch.
+//! is the anchor of its stretch of the branch ([`fork_checkpoint`], [`bump_versions`]).
+//! [`ForkPlan`] makes the fork into a new thread, with edits given as JSON pointers.
 //!
 //! ```
 //! use serde_json::json;
@@ -351,20 +352,11 @@ impl ForkPlan {
     /// [`ForkError::Encode`].
     pub fn to_put(&self) -> Result<PutCheckpoint, ForkError> {
         let base = &self.base.checkpoint;
-        let id = CheckpointId::generate();
-        let checkpoint = Checkpoint {
-            id,
-            parent: Some(base.id),
-            step: base.step,
-            source: Source::Fork,
-            created_at_ms: id.created_at_ms(),
-            control: fork_control(&base.control, id, self.changed.keys().map(String::as_str)),
-            metadata: fork_metadata(&self.from, base.id, &self.paths),
-        };
+        let metadata = fork_metadata(&self.from, base.id, &self.paths);
         Ok(PutCheckpoint {
             thread: self.to.clone(),
             ns: Namespace::root(),
-            checkpoint,
+            checkpoint: fork_checkpoint(base, self.changed.keys().map(String::as_str), metadata),
             writes: whole_writes(&self.changed)?,
         })
     }
@@ -486,23 +478,60 @@ fn whole_writes(changed: &BTreeMap<String, Value>) -> Result<Vec<FieldWrite>, Fo
         .collect()
 }
 
-/// The fork checkpoint's control state: the base's, with the `changed` fields at one new
-/// version (one more than the newest version of any channel, as a step's writes get) and the
-/// fork checkpoint `id` as the anchor task ids derive from.
-fn fork_control<'a>(
-    base: &Control,
-    id: CheckpointId,
-    changed: impl ExactSizeIterator<Item = &'a str>,
-) -> Control {
-    let mut control = base.clone();
-    if changed.len() > 0 {
-        let next = control.versions.values().copied().max().unwrap_or(0) + 1;
-        for field in changed {
-            control.versions.insert(field.into(), next);
-        }
-    }
+/// A fork checkpoint branching from `base`, as the engine writes one: a new id, parent
+/// `base`, its step and control state with the `changed` fields at one new version
+/// ([`bump_versions`]), and the new checkpoint as the anchor its stretch of the branch derives
+/// task ids from (`Control::anchor`).
+///
+/// ```
+/// use stategraph_checkpoints::fork::fork_checkpoint;
+/// use stategraph_checkpoints::{Checkpoint, CheckpointId, Control, Source};
+/// let id = CheckpointId::generate();
+/// let base = Checkpoint {
+///     id,
+///     parent: None,
+///     step: 4,
+///     source: Source::Loop,
+///     created_at_ms: id.created_at_ms(),
+///     control: Control::default(),
+///     metadata: Default::default(),
+/// };
+/// let fork = fork_checkpoint(&base, ["count"], Default::default());
+/// assert_eq!((fork.parent, fork.step, fork.source), (Some(id), 4, Source::Fork));
+/// assert_eq!(fork.control.anchor, Some(fork.id));
+/// assert_eq!(fork.control.versions["count"], 1);
+/// ```
+pub fn fork_checkpoint<'a>(
+    base: &Checkpoint,
+    changed: impl IntoIterator<Item = &'a str>,
+    metadata: BTreeMap<String, Value>,
+) -> Checkpoint {
+    let id = CheckpointId::generate();
+    let mut control = base.control.clone();
+    bump_versions(&mut control, changed);
     control.anchor = Some(id);
-    control
+    Checkpoint {
+        id,
+        parent: Some(base.id),
+        step: base.step,
+        source: Source::Fork,
+        created_at_ms: id.created_at_ms(),
+        control,
+        metadata,
+    }
+}
+
+/// Give the `changed` fields one new version, as a step's writes get: one more than the
+/// newest version of any channel in `control`. Nothing changes when no field is named.
+pub fn bump_versions<'a>(control: &mut Control, changed: impl IntoIterator<Item = &'a str>) {
+    let mut changed = changed.into_iter().peekable();
+    if changed.peek().is_none() {
+        return;
+    }
+    let next = control.versions.values().copied().max().unwrap_or(0) + 1;
+    for field in changed {
+        control.versions.insert(field.into(), next);
+    }
 }
 
 /// `forked_from: {thread, checkpoint}`, and `set`: the paths of the edits, if any.
