@@ -157,7 +157,8 @@ impl ForkPlan {
     /// The forked thread is not changed. Returns the fork checkpoint's id.
     ///
     /// # Errors
-    /// [`ForkError::Encode`], [`ForkError::Copy`], [`ForkError::Put`].
+    /// [`ForkError::Encode`]; [`ForkError::Copy`] (with [`CheckpointError::StaleParent`] when
+    /// `to` already has checkpoints: nothing is written then); [`ForkError::Put`].
     pub async fn write(self, saver: &dyn Saver) -> Result<CheckpointId, ForkError> {
         let put = self.to_put()?;
         let id = put.checkpoint.id;
