@@ -9,8 +9,9 @@
 //! - [`MemorySaver`]: in process memory, for tests and short-lived programs;
 //! - [`SqliteSaver`]: one SQLite file, the default durable store (format in `docs/design.md`);
 //! - [`diff`]: field-by-field state diffs over the stored JSON; [`inspect`]: what the
-//!   `stategraph` command-line inspector builds on; [`envelope`]: how every stored value is
-//!   framed and hash-checked.
+//!   `stategraph` command-line inspector builds on; [`fork`]: a new thread branching from a
+//!   checkpoint, with changed values; [`envelope`]: how every stored value is framed and
+//!   hash-checked.
 //!
 //! ```
 //! use stategraph_checkpoints::{MemorySaver, Saver};
@@ -18,17 +19,20 @@
 //! # let _ = saver;
 //! ```
 
+mod channel;
 mod checkpoint;
 pub mod diff;
 pub mod envelope;
 mod error;
 mod failpoint;
+pub mod fork;
 mod id;
 pub mod inspect;
 mod memory;
 mod saver;
 mod sqlite;
 
+pub use channel::{ChannelName, BRANCH_PREFIX, JOIN_PREFIX};
 pub use checkpoint::{
     Checkpoint, Control, FieldPart, FieldWrite, ListOptions, LoadedCheckpoint, PendingSend,
     PendingWrite, PutCheckpoint, Retention, Source, StepChanges, ThreadInfo, ThreadStatus,

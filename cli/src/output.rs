@@ -1,13 +1,22 @@
-//! Output helpers: ANSI colour gated on a terminal and `NO_COLOR`, JSON shapes of headers and
-//! pending writes, short value text.
+//! What the commands print and how: text or JSON, ANSI colour gated on a terminal and
+//! `NO_COLOR`, the JSON shapes of headers and pending writes, short value text.
 
 use std::io::{IsTerminal, Write};
 
 use serde_json::{json, Value};
 use stategraph_checkpoints::inspect::format_utc_ms;
-use stategraph_checkpoints::{Checkpoint, PendingWrite, WriteKind};
+use stategraph_checkpoints::{Checkpoint, CheckpointId, PendingWrite, WriteKind};
 
 use crate::ColorWhen;
+
+/// What every command needs to know about its output: JSON or text, and the text's colours.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Output {
+    /// One JSON document instead of text.
+    pub(crate) json: bool,
+    /// The colours of the text.
+    pub(crate) style: Style,
+}
 
 /// Colours, or none.
 #[derive(Debug, Clone, Copy)]
@@ -130,21 +139,30 @@ pub(crate) fn header_json(cp: &Checkpoint) -> Value {
     })
 }
 
+/// One text line about a pending write: a label (`interrupt`, `error`, `kept`, `resumed`)
+/// and what it says.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingLine {
+    pub(crate) label: String,
+    pub(crate) text: String,
+}
+
 /// Text lines for pending writes: interrupts, errors, kept outputs.
-pub(crate) fn pending_lines(pending: &[PendingWrite], style: Style) -> Vec<(String, String)> {
+pub(crate) fn pending_lines(pending: &[PendingWrite], style: Style) -> Vec<PendingLine> {
+    let line = |label: String, text: String| PendingLine { label, text };
     let mut out = Vec::new();
     for w in pending {
         match &w.kind {
-            WriteKind::Interrupt { id, value } => out.push((
+            WriteKind::Interrupt { id, value } => out.push(line(
                 style.yellow("interrupt"),
                 format!("{}: {} (id {id})", w.node, short(value, 100)),
             )),
-            WriteKind::Error(m) => out.push((style.red("error"), format!("{}: {m}", w.node))),
-            WriteKind::Output(_) => out.push((
+            WriteKind::Error(m) => out.push(line(style.red("error"), format!("{}: {m}", w.node))),
+            WriteKind::Output(_) => out.push(line(
                 "kept".to_string(),
                 format!("{}: output of a finished task (task {})", w.node, w.task_id),
             )),
-            WriteKind::Resume(values) => out.push((
+            WriteKind::Resume(values) => out.push(line(
                 "resumed".to_string(),
                 format!("{}: {} resume value(s) consumed", w.node, values.len()),
             )),
@@ -158,4 +176,34 @@ pub(crate) fn json_text(v: &Value) -> String {
     let mut s = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
     s.push('\n');
     s
+}
+
+/// The first `len` hex digits of a checkpoint id.
+pub(crate) fn short_id(id: CheckpointId, len: usize) -> String {
+    id.to_string()[..len].to_string()
+}
+
+/// The nodes a checkpoint would run next, comma-separated, or `-`.
+pub(crate) fn next_text(cp: &Checkpoint) -> String {
+    let next = cp.next_nodes();
+    if next.is_empty() {
+        "-".to_string()
+    } else {
+        next.join(", ")
+    }
+}
+
+/// Length of text without ANSI escapes.
+pub(crate) fn visible_len(text: &str) -> usize {
+    let mut n = 0;
+    let mut in_escape = false;
+    for c in text.chars() {
+        match (in_escape, c) {
+            (false, '\x1b') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, _) => n += 1,
+        }
+    }
+    n
 }

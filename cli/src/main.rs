@@ -5,9 +5,9 @@
 //! run-time problem (missing file, unknown thread or checkpoint, corruption found), 2 a usage
 //! error. Messages go to stderr and start with `stategraph: `.
 
-#[path = "stategraph/commands.rs"]
-mod commands;
-#[path = "stategraph/output.rs"]
+mod cmd;
+mod failure;
+mod file;
 mod output;
 
 use std::path::PathBuf;
@@ -36,7 +36,7 @@ pub(crate) struct Cli {
 
     /// What to do.
     #[command(subcommand)]
-    pub(crate) command: Cmd,
+    pub(crate) command: Command,
 }
 
 /// When to use ANSI colours.
@@ -52,7 +52,7 @@ pub(crate) enum ColorWhen {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub(crate) enum Cmd {
+pub(crate) enum Command {
     /// List the threads of the file with their status.
     Threads {
         /// The checkpoint file.
@@ -163,7 +163,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result = runtime.block_on(commands::run(&cli));
+    let result = runtime.block_on(cmd::run(&cli));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {

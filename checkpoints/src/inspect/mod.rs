@@ -1,0 +1,26 @@
+//! Inspecting a SQLite checkpoint file from outside the program that wrote it: what the
+//! `stategraph` inspector binary is built on, usable from tests and tools.
+//!
+//! - [`open_existing`] opens a file as a [`SqliteSaver`](crate::SqliteSaver) only if it exists
+//!   and is a stategraph file (a missing file is never created, another program's database
+//!   never gets tables); [`namespaces`] lists its `(thread, namespace)` pairs;
+//! - [`verify`] checks every stored envelope against its hash, every parent link, SQLite's own
+//!   `integrity_check`, and that every checkpoint loads;
+//! - [`resolve_prefix`] finds a checkpoint by a unique prefix of its id;
+//! - [`format_utc_ms`] shows a time stamp as ISO-8601 UTC.
+//!
+//! ```
+//! use stategraph_checkpoints::inspect::format_utc_ms;
+//! assert_eq!(format_utc_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+//! ```
+
+mod existing;
+mod prefix;
+mod tables;
+mod time;
+mod verify;
+
+pub use existing::{namespaces, open_existing};
+pub use prefix::{resolve_prefix, short_id_len, PrefixError, MIN_PREFIX_LEN};
+pub use time::format_utc_ms;
+pub use verify::{verify, Problem, VerifyCounts, VerifyReport};

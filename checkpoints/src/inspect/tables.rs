@@ -1,0 +1,405 @@
+//! The raw table scans of [`verify`](super::verify()): one check per table of the file, each
+//! adding what it counted and every problem it found to the report.
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::verify::{cp_key, VerifyReport};
+use crate::envelope::{hex, open, CODEC_BINCODE, CODEC_JSON};
+use crate::CheckpointId;
+
+pub(super) fn sqlite_check(conn: &Connection, report: &mut VerifyReport) -> rusqlite::Result<()> {
+    let rows: Vec<String> = conn
+        .prepare("PRAGMA integrity_check")?
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<_, _>>()?;
+    if rows == ["ok"] {
+        report.counts.sqlite_ok = true;
+    } else {
+        for row in rows {
+            report.problem("sqlite", "integrity_check", row);
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn meta_check(conn: &Connection, report: &mut VerifyReport) -> rusqlite::Result<()> {
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM sg_meta WHERE key = 'format_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match v.as_deref().map(str::parse::<u32>) {
+        None => report.problem("sg_meta", "format_version", "missing"),
+        Some(Err(_)) => report.problem(
+            "sg_meta",
+            "format_version",
+            format!("unreadable value {:?}", v.unwrap_or_default()),
+        ),
+        Some(Ok(n)) if n > crate::FORMAT_VERSION => report.problem(
+            "sg_meta",
+            "format_version",
+            format!(
+                "format {n} is newer than the supported {}",
+                crate::FORMAT_VERSION
+            ),
+        ),
+        Some(Ok(_)) => {}
+    }
+    Ok(())
+}
+
+/// Check a JSON envelope; `Some(problem)` when it does not open or parse.
+fn json_envelope(data: &[u8], hash: &[u8], array: bool) -> Option<String> {
+    match open(data, CODEC_JSON, hash) {
+        Err(e) => Some(e),
+        Ok(payload) => {
+            if array {
+                serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(payload)
+                    .err()
+                    .map(|e| format!("payload is not a JSON array: {e}"))
+            } else {
+                serde_json::from_slice::<serde::de::IgnoredAny>(payload)
+                    .err()
+                    .map(|e| format!("payload is not JSON: {e}"))
+            }
+        }
+    }
+}
+
+pub(super) fn blob_check(
+    conn: &Connection,
+    report: &mut VerifyReport,
+) -> rusqlite::Result<HashSet<i64>> {
+    let mut ids = HashSet::new();
+    let mut stmt = conn.prepare("SELECT id, hash, data FROM sg_blobs ORDER BY id")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, Vec<u8>>(1)?,
+            r.get::<_, Vec<u8>>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (id, hash, data) = row?;
+        ids.insert(id);
+        report.counts.blobs += 1;
+        if let Some(detail) = json_envelope(&data, &hash, false) {
+            report.problem(
+                "sg_blobs",
+                format!("blob {id} (hash {})", hex(&hash)),
+                detail,
+            );
+        }
+    }
+    Ok(ids)
+}
+
+pub(super) fn log_check(
+    conn: &Connection,
+    report: &mut VerifyReport,
+) -> rusqlite::Result<HashSet<i64>> {
+    let rows: Vec<(i64, Option<i64>)> = conn
+        .prepare("SELECT id, base_log FROM sg_logs ORDER BY id")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let ids: HashSet<i64> = rows.iter().map(|r| r.0).collect();
+    for (id, base) in rows {
+        report.counts.logs += 1;
+        if let Some(base) = base.filter(|b| !ids.contains(b)) {
+            report.problem(
+                "sg_logs",
+                format!("log {id}"),
+                format!("its base log {base} is missing"),
+            );
+        }
+    }
+    Ok(ids)
+}
+
+/// One `sg_log_parts` row: a part of a log, stored as a blob reference or inline.
+struct PartRow {
+    log: i64,
+    part: i64,
+    blob: Option<i64>,
+    hash: Option<Vec<u8>>,
+    data: Option<Vec<u8>>,
+}
+
+pub(super) fn part_check(
+    conn: &Connection,
+    report: &mut VerifyReport,
+    blobs: &HashSet<i64>,
+    logs: &HashSet<i64>,
+) -> rusqlite::Result<()> {
+    let mut stmt =
+        conn.prepare("SELECT log, part, blob, hash, data FROM sg_log_parts ORDER BY log, part")?;
+    let rows = stmt.query_map([], |r| {
+        Ok(PartRow {
+            log: r.get(0)?,
+            part: r.get(1)?,
+            blob: r.get(2)?,
+            hash: r.get(3)?,
+            data: r.get(4)?,
+        })
+    })?;
+    for row in rows {
+        let PartRow {
+            log,
+            part,
+            blob,
+            hash,
+            data,
+        } = row?;
+        report.counts.log_parts += 1;
+        let mut key = format!("log {log} part {part}");
+        if let Some(h) = &hash {
+            key.push_str(&format!(" (hash {})", hex(h)));
+        }
+        if !logs.contains(&log) {
+            report.problem(
+                "sg_log_parts",
+                key.clone(),
+                format!("its log {log} is missing"),
+            );
+        }
+        match (blob, hash, data) {
+            (Some(b), _, _) => {
+                if !blobs.contains(&b) {
+                    report.problem(
+                        "sg_log_parts",
+                        key,
+                        format!("refers to blob {b}, which is missing"),
+                    );
+                }
+            }
+            (None, Some(hash), Some(data)) => {
+                if let Some(detail) = json_envelope(&data, &hash, true) {
+                    report.problem("sg_log_parts", key, detail);
+                }
+            }
+            (None, _, _) => report.problem("sg_log_parts", key, "neither a blob nor inline data"),
+        }
+    }
+    Ok(())
+}
+
+/// One `sg_checkpoints` row, as the scan reads it.
+struct CpRow {
+    seq: i64,
+    thread: String,
+    ns: String,
+    id: Vec<u8>,
+    parent: Option<Vec<u8>>,
+    parent_seq: Option<i64>,
+    source: String,
+    metadata: String,
+    body_hash: Vec<u8>,
+    body: Vec<u8>,
+}
+
+/// Where each checkpoint row is: by its `seq`, and the set of `(thread, ns, id)` keys.
+struct CpIndex<'a> {
+    by_seq: HashMap<i64, (&'a str, &'a str, &'a [u8])>,
+    by_key: HashSet<(&'a str, &'a str, &'a [u8])>,
+}
+
+/// A checkpoint the raw scan found, to be loaded through the saver next.
+pub(super) struct ScannedCheckpoint {
+    pub(super) thread: String,
+    pub(super) ns: String,
+    pub(super) id: CheckpointId,
+}
+
+fn checkpoint_rows(conn: &Connection) -> rusqlite::Result<Vec<CpRow>> {
+    conn.prepare(
+        "SELECT seq, thread, ns, id, parent, parent_seq, source, metadata, body_hash, body
+         FROM sg_checkpoints ORDER BY seq",
+    )?
+    .query_map([], |r| {
+        Ok(CpRow {
+            seq: r.get(0)?,
+            thread: r.get(1)?,
+            ns: r.get(2)?,
+            id: r.get(3)?,
+            parent: r.get(4)?,
+            parent_seq: r.get(5)?,
+            source: r.get(6)?,
+            metadata: r.get(7)?,
+            body_hash: r.get(8)?,
+            body: r.get(9)?,
+        })
+    })?
+    .collect()
+}
+
+pub(super) fn checkpoint_check(
+    conn: &Connection,
+    report: &mut VerifyReport,
+) -> rusqlite::Result<Vec<ScannedCheckpoint>> {
+    let rows = checkpoint_rows(conn)?;
+    let by_seq: HashMap<i64, (&str, &str, &[u8])> = rows
+        .iter()
+        .map(|r| (r.seq, (r.thread.as_str(), r.ns.as_str(), r.id.as_slice())))
+        .collect();
+    let by_key = by_seq.values().copied().collect();
+    let index = CpIndex { by_seq, by_key };
+    let mut out = Vec::new();
+    for r in &rows {
+        report.counts.checkpoints += 1;
+        let key = cp_key(&r.thread, &r.ns, &r.id);
+        let id = match <[u8; 16]>::try_from(r.id.as_slice()) {
+            Ok(bytes) => Some(CheckpointId::from_u128(u128::from_be_bytes(bytes))),
+            Err(_) => {
+                report.problem(
+                    "sg_checkpoints",
+                    key.clone(),
+                    format!("id of {} bytes", r.id.len()),
+                );
+                None
+            }
+        };
+        record_check(r, &key, report);
+        parent_check(r, &index, &key, report);
+        if let Some(id) = id {
+            out.push(ScannedCheckpoint {
+                thread: r.thread.clone(),
+                ns: r.ns.clone(),
+                id,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The row's record envelope, source and metadata.
+fn record_check(r: &CpRow, key: &str, report: &mut VerifyReport) {
+    if let Err(detail) = open(&r.body, CODEC_BINCODE, &r.body_hash) {
+        report.problem(
+            "sg_checkpoints",
+            key,
+            format!("record body (hash {}): {detail}", hex(&r.body_hash)),
+        );
+    }
+    if !matches!(r.source.as_str(), "input" | "loop" | "update" | "fork") {
+        report.problem(
+            "sg_checkpoints",
+            key,
+            format!("unknown source {:?}", r.source),
+        );
+    }
+    if let Err(e) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&r.metadata)
+    {
+        report.problem(
+            "sg_checkpoints",
+            key,
+            format!("metadata is not a JSON object: {e}"),
+        );
+    }
+}
+
+/// The row's parent link: in the same thread and namespace, and `parent_seq` its row.
+fn parent_check(r: &CpRow, index: &CpIndex<'_>, key: &str, report: &mut VerifyReport) {
+    match (&r.parent, r.parent_seq) {
+        (None, None) => {}
+        (Some(p), _)
+            if !index
+                .by_key
+                .contains(&(r.thread.as_str(), r.ns.as_str(), p.as_slice())) =>
+        {
+            report.problem(
+                "sg_checkpoints",
+                key,
+                format!(
+                    "its parent {} is not in the same thread and namespace",
+                    hex(p)
+                ),
+            );
+        }
+        (Some(p), Some(ps)) => match index.by_seq.get(&ps) {
+            Some(&(t, n, pid)) if t == r.thread && n == r.ns && pid == p.as_slice() => {}
+            Some(_) => report.problem(
+                "sg_checkpoints",
+                key,
+                format!("parent_seq {ps} is not the row of its parent {}", hex(p)),
+            ),
+            None => report.problem("sg_checkpoints", key, format!("parent_seq {ps} is missing")),
+        },
+        (Some(p), None) => report.problem(
+            "sg_checkpoints",
+            key,
+            format!("has parent {} but no parent_seq", hex(p)),
+        ),
+        (None, Some(ps)) => report.problem(
+            "sg_checkpoints",
+            key,
+            format!("has parent_seq {ps} but no parent"),
+        ),
+    }
+}
+
+/// One `sg_writes` row: a pending write of a task against a checkpoint.
+struct WriteRow {
+    thread: String,
+    ns: String,
+    checkpoint: Vec<u8>,
+    task: Vec<u8>,
+    idx: i64,
+    kind: String,
+    hash: Vec<u8>,
+    data: Vec<u8>,
+}
+
+pub(super) fn writes_check(
+    conn: &Connection,
+    report: &mut VerifyReport,
+    known: &HashSet<(String, String, u128)>,
+) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare(
+        "SELECT thread, ns, checkpoint, task, idx, kind, hash, data FROM sg_writes
+         ORDER BY thread, ns, checkpoint, ord, idx",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(WriteRow {
+            thread: r.get(0)?,
+            ns: r.get(1)?,
+            checkpoint: r.get(2)?,
+            task: r.get(3)?,
+            idx: r.get(4)?,
+            kind: r.get(5)?,
+            hash: r.get(6)?,
+            data: r.get(7)?,
+        })
+    })?;
+    for row in rows {
+        let w = row?;
+        report.counts.writes += 1;
+        let key = format!(
+            "pending write {} of task {} at {} (hash {})",
+            w.idx,
+            hex(&w.task),
+            cp_key(&w.thread, &w.ns, &w.checkpoint),
+            hex(&w.hash)
+        );
+        let exists = <[u8; 16]>::try_from(w.checkpoint.as_slice())
+            .map(|b| known.contains(&(w.thread.clone(), w.ns.clone(), u128::from_be_bytes(b))))
+            .unwrap_or(false);
+        if !exists {
+            report.problem("sg_writes", key.clone(), "its checkpoint is missing");
+        }
+        if !matches!(w.kind.as_str(), "output" | "error" | "interrupt" | "resume") {
+            report.problem(
+                "sg_writes",
+                key.clone(),
+                format!("unknown kind {:?}", w.kind),
+            );
+        }
+        if let Some(detail) = json_envelope(&w.data, &w.hash, false) {
+            report.problem("sg_writes", key, detail);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! `stategraph fork FILE -t THREAD -c CHECKPOINT --to NEW [--set PATH=JSON]...`: a new
+//! thread branching from a checkpoint, made by the library's
+//! [`ForkPlan`](stategraph_checkpoints::fork::ForkPlan).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::{json, Value};
+use stategraph_checkpoints::fork::{EditError, FieldEdit, FieldPath, ForkError, ForkPlan};
+use stategraph_checkpoints::inspect;
+use stategraph_checkpoints::{CheckpointId, Namespace, ThreadId};
+
+use crate::failure::{Failure, Outcome};
+use crate::file::{file_error, headers, load, open, resolve, thread_id};
+use crate::output::{emit, json_text, short, Output};
+
+/// Fork `thread` at `checkpoint` into the new thread `to`, with the `--set` edits `sets`.
+pub(super) async fn run(
+    out: Output,
+    file: &Path,
+    thread: &str,
+    checkpoint: &str,
+    to: &str,
+    sets: &[String],
+) -> Outcome {
+    // Everything the user typed is checked before the file is touched.
+    let edits: Vec<FieldEdit> = sets
+        .iter()
+        .map(|s| parse_set(s))
+        .collect::<Result<_, _>>()?;
+    let from = thread_id(thread)?;
+    let to = thread_id(to)?;
+    if from == to {
+        return Err(Failure::usage(
+            "--to must name a new thread, not the one forked",
+        ));
+    }
+    let saver = open(file)?;
+    let root = Namespace::root();
+    let list = headers(&saver, file, &from, &root).await?;
+    let c = resolve(&list, checkpoint, &from, &root)?;
+    let taken = inspect::namespaces(file)
+        .map_err(|e| file_error(file, e))?
+        .iter()
+        .any(|(t, _, _)| t == to.as_str());
+    if taken {
+        return Err(Failure::runtime(format!(
+            "thread {:?} already exists in {}; fork needs a new thread",
+            to.as_str(),
+            file.display()
+        )));
+    }
+    let loaded = load(&saver, &from, &root, c).await?;
+    let mut plan = ForkPlan::new(&from, loaded, &to).map_err(fork_failure)?;
+    for edit in &edits {
+        let retyped = plan
+            .edit(edit)
+            .map_err(|source| edit_failure(&edit.path, source))?;
+        if let Some(r) = retyped {
+            eprintln!(
+                "stategraph: warning: --set {}: field {:?} was a {} and is now a {}; the program's type must accept it",
+                r.path,
+                r.path.field(),
+                r.was,
+                r.now
+            );
+        }
+    }
+    let written = plan.write(&saver).await;
+    saver.close();
+    let id = written.map_err(fork_failure)?;
+    Ok(emit(&report(out, &from, c, &to, id, &edits))?)
+}
+
+/// One `--set PATH=JSON`.
+fn parse_set(raw: &str) -> Result<FieldEdit, Failure> {
+    let (path, text) = raw.split_once('=').ok_or_else(|| {
+        Failure::usage(format!(
+            "--set {raw:?}: expected PATH=JSON, e.g. --set /count=3"
+        ))
+    })?;
+    let path = FieldPath::parse(path).map_err(|e| Failure::usage(format!("--set {raw:?}: {e}")))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        Failure::usage(format!(
+            "--set {path}: the value is not JSON ({e}); a string needs quotes, e.g. --set '{path}=\"text\"'"
+        ))
+    })?;
+    Ok(FieldEdit { path, value })
+}
+
+/// An edit that cannot be made is a usage error.
+fn edit_failure(path: &FieldPath, e: EditError) -> Failure {
+    match e {
+        EditError::NothingInside { field } => Failure::usage(format!(
+            "--set {path}: field {field:?} has no stored value to change inside; set it whole with --set /{field}=JSON"
+        )),
+        other => Failure::usage(format!("--set {path}: {other}")),
+    }
+}
+
+/// A fork that could not be read or written is a run-time problem.
+fn fork_failure(e: ForkError) -> Failure {
+    match e {
+        ForkError::Copy(e) => Failure::from(e),
+        other => Failure::runtime(other.to_string()),
+    }
+}
+
+/// What was made: the new thread and checkpoint, and the edits.
+fn report(
+    out: Output,
+    from: &ThreadId,
+    c: CheckpointId,
+    to: &ThreadId,
+    id: CheckpointId,
+    edits: &[FieldEdit],
+) -> String {
+    if out.json {
+        let doc = json!({
+            "thread": to.as_str(),
+            "checkpoint": id.to_string(),
+            "parent": c.to_string(),
+            "from_thread": from.as_str(),
+            "set": edits
+                .iter()
+                .map(|e| json!({ "path": e.path.as_str(), "value": e.value }))
+                .collect::<Vec<_>>(),
+        });
+        return json_text(&doc);
+    }
+    let mut text = format!(
+        "forked thread {:?} at {c} into thread {:?}\nnew checkpoint {}\n",
+        from.as_str(),
+        to.as_str(),
+        out.style.yellow(&id.to_string())
+    );
+    for e in edits {
+        let _ = writeln!(text, "  set {} = {}", e.path, short(&e.value, 100));
+    }
+    text
+}

@@ -1,0 +1,75 @@
+//! The subcommands, one module each: each opens the file, does its work through the
+//! [`Saver`](stategraph_checkpoints::Saver) API and the library's `inspect` and `fork`
+//! helpers, and prints text or JSON.
+
+mod diff;
+mod fork;
+mod history;
+mod prune;
+mod show;
+mod threads;
+mod verify;
+
+use crate::failure::{Failure, Outcome};
+use crate::output::{Output, Style};
+use crate::{Cli, Command};
+
+/// Run the command `cli` names.
+pub(crate) async fn run(cli: &Cli) -> Outcome {
+    let out = Output {
+        json: cli.json,
+        style: Style::new(cli.color),
+    };
+    match &cli.command {
+        Command::Threads { file } => threads::run(out, file).await,
+        Command::History {
+            file,
+            thread,
+            limit,
+            ns,
+        } => history::run(out, file, thread, *limit, ns).await,
+        Command::Show {
+            file,
+            thread,
+            checkpoint,
+            field,
+            path,
+            ns,
+        } => {
+            let part = match (field, path) {
+                (Some(f), _) => show::StatePart::Field(f.clone()),
+                (None, Some(p)) => show::StatePart::Pointer(p.clone()),
+                (None, None) => show::StatePart::All,
+            };
+            show::run(out, file, thread, checkpoint.as_deref(), part, ns).await
+        }
+        Command::Diff {
+            file,
+            thread,
+            a,
+            b,
+            since_parent,
+            ns,
+        } => {
+            let comparison = match (since_parent, a, b) {
+                (Some(c), _, _) => diff::Comparison::SinceParent(c.clone()),
+                (None, Some(a), Some(b)) => diff::Comparison::Between(a.clone(), b.clone()),
+                _ => {
+                    return Err(Failure::usage(
+                        "diff needs two checkpoints A B, or --since-parent C",
+                    ))
+                }
+            };
+            diff::run(out, file, thread, comparison, ns).await
+        }
+        Command::Fork {
+            file,
+            thread,
+            checkpoint,
+            to,
+            set,
+        } => fork::run(out, file, thread, checkpoint, to, set).await,
+        Command::Verify { file } => verify::run(out, file).await,
+        Command::Prune { file, thread, keep } => prune::run(out, file, thread, *keep).await,
+    }
+}

@@ -1,0 +1,142 @@
+//! The checkpoint file a command reads: opening it (never creating it), and finding its
+//! threads, checkpoints and states, with the messages every command gives when one is not
+//! there.
+
+use std::path::Path;
+
+use serde_json::Value;
+use stategraph_checkpoints::diff::fields_to_json;
+use stategraph_checkpoints::inspect::{self, resolve_prefix, PrefixError};
+use stategraph_checkpoints::{
+    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace, Saver,
+    SqliteSaver, ThreadId,
+};
+
+use crate::failure::{Failure, Outcome};
+
+/// Check that the file exists (never create it) and open it as a saver.
+pub(crate) fn open(file: &Path) -> Result<SqliteSaver, Failure> {
+    exists(file)?;
+    inspect::open_existing(file).map_err(|e| file_error(file, e))
+}
+
+/// A missing file or a directory is a run-time problem.
+pub(crate) fn exists(file: &Path) -> Outcome {
+    if file.is_dir() {
+        return Err(Failure::runtime(format!(
+            "{}: is a directory, not a checkpoint file",
+            file.display()
+        )));
+    }
+    if !file.is_file() {
+        return Err(Failure::runtime(format!(
+            "{}: no such file",
+            file.display()
+        )));
+    }
+    Ok(())
+}
+
+/// An error about the file as a whole, prefixed with its path.
+pub(crate) fn file_error(file: &Path, e: CheckpointError) -> Failure {
+    match e {
+        CheckpointError::Integrity { blob, detail, .. } if blob == "sg_meta" => {
+            Failure::runtime(format!("{}: {detail}", file.display()))
+        }
+        CheckpointError::Storage(inner) => Failure::runtime(format!("{}: {inner}", file.display())),
+        other => Failure::runtime(format!("{}: {other}", file.display())),
+    }
+}
+
+/// A thread id as typed; an invalid one is a usage error.
+pub(crate) fn thread_id(text: &str) -> Result<ThreadId, Failure> {
+    ThreadId::new(text).map_err(|e| Failure::usage(e.to_string()))
+}
+
+/// `thread "t"`, with its namespace unless it is the root one.
+pub(crate) fn thread_label(thread: &ThreadId, ns: &Namespace) -> String {
+    if ns.is_root() {
+        format!("thread {:?}", thread.as_str())
+    } else {
+        format!("thread {:?} (namespace {:?})", thread.as_str(), ns.as_str())
+    }
+}
+
+/// Every checkpoint header of `(thread, ns)`, newest first; an unknown thread is an error.
+pub(crate) async fn headers(
+    saver: &SqliteSaver,
+    file: &Path,
+    thread: &ThreadId,
+    ns: &Namespace,
+) -> Result<Vec<Checkpoint>, Failure> {
+    let list = saver.list(thread, ns, ListOptions::default()).await?;
+    if list.is_empty() {
+        let what = if ns.is_root() {
+            format!("no thread {:?} in {}", thread.as_str(), file.display())
+        } else {
+            format!(
+                "thread {:?} has no checkpoints in namespace {:?} in {}",
+                thread.as_str(),
+                ns.as_str(),
+                file.display()
+            )
+        };
+        return Err(Failure::runtime(what));
+    }
+    Ok(list)
+}
+
+/// The checkpoint `text` names among `list` (full id or unique prefix).
+pub(crate) fn resolve(
+    list: &[Checkpoint],
+    text: &str,
+    thread: &ThreadId,
+    ns: &Namespace,
+) -> Result<CheckpointId, Failure> {
+    resolve_prefix(list.iter().map(|c| c.id), text).map_err(|e| match e {
+        PrefixError::Invalid(_) => Failure::usage(e.to_string()),
+        PrefixError::NotFound(p) => {
+            Failure::runtime(format!("no checkpoint {p} in {}", thread_label(thread, ns)))
+        }
+        PrefixError::Ambiguous { .. } => Failure::usage(format!("{e}; give more digits")),
+    })
+}
+
+/// Load checkpoint `id` of `(thread, ns)` with its fields and pending writes.
+pub(crate) async fn load(
+    saver: &SqliteSaver,
+    thread: &ThreadId,
+    ns: &Namespace,
+    id: CheckpointId,
+) -> Result<LoadedCheckpoint, Failure> {
+    saver.get(thread, ns, Some(id)).await?.ok_or_else(|| {
+        Failure::runtime(format!(
+            "no checkpoint {id} in {}",
+            thread_label(thread, ns)
+        ))
+    })
+}
+
+/// A loaded checkpoint's state as one JSON object.
+pub(crate) fn state_of(loaded: &LoadedCheckpoint) -> Result<Value, Failure> {
+    fields_to_json(&loaded.fields).map_err(|e| {
+        Failure::runtime(format!(
+            "checkpoint {}: a stored value is not readable: {e}",
+            loaded.checkpoint.id
+        ))
+    })
+}
+
+/// The fields with a stored value, for messages: `a, b` or `none`.
+pub(crate) fn stored_fields(loaded: &LoadedCheckpoint) -> String {
+    if loaded.fields.is_empty() {
+        "none".to_string()
+    } else {
+        loaded
+            .fields
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}

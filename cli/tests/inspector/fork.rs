@@ -1,0 +1,154 @@
+//! `fork`: a new branch with changed values that the engine continues; bad edits write nothing.
+
+use serde_json::json;
+use stategraph::prelude::*;
+
+use crate::support::*;
+
+#[test]
+fn fork_with_set_starts_a_new_branch_the_engine_continues_and_leaves_the_original_intact() {
+    let (_dir, db) = fixture();
+    let before_rows = rows_of(&db, "main");
+    let before_history = sg(&["history", p(&db), "-t", "main", "--json"]).ok().stdout;
+    let list = history(&db, "main");
+    let after_first_write = list
+        .iter()
+        .find(|c| {
+            c["next"] == json!(["write"])
+                && c["writes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|w| w["value"] == 1)
+        })
+        .expect("checkpoint after the first write");
+    let c = after_first_write["id"].as_str().unwrap().to_string();
+
+    let ran = sg(&[
+        "fork",
+        p(&db),
+        "--thread",
+        "main",
+        "--checkpoint",
+        &c[..16],
+        "--to",
+        "branch",
+        "--set",
+        "/count=2",
+        "--set",
+        "/log/0=\"edited\"",
+        "--json",
+    ])
+    .ok();
+    let forked = ran.json();
+    assert_eq!(forked["thread"], "branch");
+    assert_eq!(forked["parent"], c.as_str());
+    let new_id = forked["checkpoint"].as_str().unwrap().to_string();
+
+    // The new thread's head is the fork, child of C, with the changed values.
+    let head = sg(&["show", p(&db), "-t", "branch", "--json"]).ok().json();
+    assert_eq!(head["checkpoint"]["id"], new_id.as_str());
+    assert_eq!(head["checkpoint"]["source"], "fork");
+    assert_eq!(head["checkpoint"]["parent"], c.as_str());
+    assert_eq!(head["checkpoint"]["next"], json!(["write"]));
+    assert_eq!(
+        head["state"],
+        json!({ "count": 2, "log": ["edited"], "topic": "cats", "brief": BRIEF })
+    );
+    let d = sg(&["diff", p(&db), "-t", "branch", "--since-parent", &new_id]).ok();
+    let lines: Vec<&str> = d.stdout.lines().collect();
+    assert_eq!(
+        lines[2..],
+        ["~ count: 1 -> 2", "~ log[0]: \"w0\" -> \"edited\""],
+        "{}",
+        d.stdout
+    );
+
+    // The original thread is byte-for-byte what it was.
+    assert_eq!(rows_of(&db, "main"), before_rows);
+    let after_history = sg(&["history", p(&db), "-t", "main", "--json"]).ok().stdout;
+    assert_eq!(after_history, before_history);
+
+    // The engine reads the branch with the program's types and continues it from the fork.
+    runtime().block_on(async {
+        let g = doc_graph(&db);
+        let snap = g
+            .get_state("branch", None)
+            .await
+            .expect("get_state")
+            .expect("branch exists");
+        assert_eq!(snap.values.count, 2);
+        assert_eq!(snap.values.log, ["edited"]);
+        assert_eq!(snap.next, ["write"]);
+        let out = g
+            .invoke(Input::Continue, &RunConfig::new().thread("branch"))
+            .await
+            .expect("continue the branch");
+        assert!(out.is_interrupted(), "the review asks again");
+        let out = g
+            .invoke(
+                Command::resume(Resume::value("ok")),
+                &RunConfig::new().thread("branch"),
+            )
+            .await
+            .expect("resume the branch");
+        assert_eq!(out.state.log, ["edited", "w2", "prep cats", "ok"]);
+        assert_eq!(out.state.count, 3);
+        let main = g.get_state("main", None).await.unwrap().unwrap();
+        assert_eq!(main.values.log, ["w0", "w1", "w2", "prep cats", "yes"]);
+    });
+    assert_eq!(rows_of(&db, "main"), before_rows);
+    sg(&["verify", p(&db)]).ok();
+
+    // A plain fork (no --set) is a branch point with the same state.
+    let plain = sg(&["fork", p(&db), "-t", "main", "-c", &c, "--to", "plain"]).ok();
+    assert!(plain.stdout.contains("new checkpoint"), "{}", plain.stdout);
+    let state = sg(&["show", p(&db), "-t", "plain", "--json"]).ok().json()["state"].clone();
+    assert_eq!(
+        state,
+        json!({ "count": 1, "log": ["w0"], "topic": "cats", "brief": BRIEF })
+    );
+}
+
+#[test]
+fn fork_rejects_bad_paths_values_and_targets_and_writes_nothing() {
+    let (_dir, db) = fixture();
+    let c = history(&db, "main")[2]["id"].as_str().unwrap().to_string();
+    let rows = count_rows(&db, "sg_checkpoints");
+    let bad = |set: &str, code: i32, says: &str| {
+        let ran = sg(&[
+            "fork",
+            p(&db),
+            "-t",
+            "main",
+            "-c",
+            &c,
+            "--to",
+            "t2",
+            "--set",
+            set,
+        ])
+        .fails(code);
+        assert!(ran.stderr.contains(says), "{set}: {ran:#?}");
+        assert_eq!(ran.stderr.lines().count(), 1, "one clear line: {ran:#?}");
+    };
+    bad("/count=notjson", 2, "not JSON");
+    bad("/topic=dogs", 2, "a string needs quotes");
+    bad("count=3", 2, "starting with '/'");
+    bad("/count", 2, "PATH=JSON");
+    bad("/nope=1", 2, "no field \"nope\"");
+    bad("/log/9=\"x\"", 2, "past the end");
+    bad("/count/a=1", 2, "not an object or array");
+    bad("/=1", 2, "names no field");
+    assert_eq!(count_rows(&db, "sg_checkpoints"), rows, "nothing written");
+
+    let taken = sg(&["fork", p(&db), "-t", "main", "-c", &c, "--to", "paused"]).fails(1);
+    assert!(taken.stderr.contains("already exists"), "{taken:#?}");
+    sg(&["fork", p(&db), "-t", "main", "-c", &c, "--to", "main"]).fails(2);
+    let unknown = sg(&["fork", p(&db), "-t", "ghost", "-c", &c, "--to", "t3"]).fails(1);
+    assert!(
+        unknown.stderr.contains("no thread \"ghost\""),
+        "{unknown:#?}"
+    );
+    assert_eq!(count_rows(&db, "sg_checkpoints"), rows, "nothing written");
+}
