@@ -11,9 +11,9 @@ use stategraph_checkpoints::{CheckpointId, Namespace, Saver, ThreadId};
 
 use crate::command::{Goto, ParentCommand, Route, END, START};
 use crate::error::{CompileError, GraphProblem};
-use crate::node::{Node, NodeContext, NodeOptions};
+use crate::node::{Node, NodeContext, NodeOptions, NodeResult};
 use crate::subgraph::{Checkpointing, SubgraphNode};
-use crate::{BoxError, State};
+use crate::State;
 
 /// What a task produced, before it is applied.
 pub(crate) struct TaskOutput<S: State> {
@@ -34,30 +34,15 @@ impl<S: State> Default for TaskOutput<S> {
 
 /// The engine's internal node interface.
 pub(crate) trait NodeRun<S: State>: Send + Sync + 'static {
-    fn run(
-        &self,
-        state: Arc<S>,
-        ctx: NodeContext,
-    ) -> BoxFuture<'static, Result<TaskOutput<S>, BoxError>>;
+    fn run(&self, state: Arc<S>, ctx: NodeContext) -> BoxFuture<'static, NodeResult<S>>;
 }
 
 struct UserNode<N>(N);
 
 impl<S: State, N: Node<S>> NodeRun<S> for UserNode<N> {
-    fn run(
-        &self,
-        state: Arc<S>,
-        ctx: NodeContext,
-    ) -> BoxFuture<'static, Result<TaskOutput<S>, BoxError>> {
+    fn run(&self, state: Arc<S>, ctx: NodeContext) -> BoxFuture<'static, NodeResult<S>> {
         let fut = self.0.run(state, ctx);
-        Box::pin(async move {
-            let cmd = fut.await?;
-            Ok(TaskOutput {
-                updates: cmd.update.into_iter().collect(),
-                goto: cmd.goto,
-                parents: cmd.parent.into_iter().collect(),
-            })
-        })
+        Box::pin(async move { NodeResult::from_user(fut.await) })
     }
 }
 

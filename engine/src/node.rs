@@ -13,7 +13,8 @@ use stategraph_checkpoints::{Namespace, TaskId, ThreadId};
 use tokio::sync::Notify;
 
 use crate::event::{Event, EventKind, EventSink};
-use crate::{BoxError, Command, Interrupt, Interrupted, State};
+use crate::graph::TaskOutput;
+use crate::{BoxError, Command, Interrupt, Interrupted, RunError, State};
 
 /// A node of a graph over state `S`.
 ///
@@ -247,6 +248,37 @@ impl CancelToken {
                 }
                 None => own.await,
             }
+        }
+    }
+}
+
+/// How a node's run ended, as the engine sees it: an output, or why there is none.
+pub(crate) enum NodeResult<S: State> {
+    /// The node returned: its updates and routing.
+    Output(TaskOutput<S>),
+    /// The node (or a subgraph it runs) paused on these interrupts.
+    Interrupted(Vec<Interrupt>),
+    /// A subgraph node's child run failed: its error, passed up unchanged.
+    Child(RunError),
+    /// The node failed with its own error.
+    Failed(BoxError),
+}
+
+impl<S: State> NodeResult<S> {
+    /// A user node's result. This is the one place where a user's [`BoxError`] enters the
+    /// engine: a user node signals an interrupt by propagating [`Interrupted`] with `?`, so
+    /// it is recognised here, by one downcast, and travels on as a value.
+    pub(crate) fn from_user(result: Result<Command<S>, BoxError>) -> Self {
+        match result {
+            Ok(cmd) => NodeResult::Output(TaskOutput {
+                updates: cmd.update.into_iter().collect(),
+                goto: cmd.goto,
+                parents: cmd.parent.into_iter().collect(),
+            }),
+            Err(e) => match e.downcast::<Interrupted>() {
+                Ok(i) => NodeResult::Interrupted(i.interrupts),
+                Err(e) => NodeResult::Failed(e),
+            },
         }
     }
 }

@@ -15,9 +15,9 @@ use stategraph_reducers::{Change, ReduceCtx, Stored, StoredRef};
 use crate::command::{Goto, ParentCommand, Resume, START};
 use crate::event::{Event, EventKind, EventSink, Shared, TaskStatus};
 use crate::graph::{Channel, CompiledGraph, GraphInner, TaskOutput};
-use crate::node::{CancelToken, NodeContext, ResumeInput, Scratch, TaskCtx};
+use crate::node::{CancelToken, NodeContext, NodeResult, ResumeInput, Scratch, TaskCtx};
 use crate::state::Field;
-use crate::{BoxError, Command, Interrupt, Interrupted, RunError, State};
+use crate::{BoxError, Command, Interrupt, RunError, State};
 
 /// Default recursion limit (supersteps per invocation), as in LangGraph.
 pub const DEFAULT_RECURSION_LIMIT: usize = 10_007;
@@ -2025,16 +2025,10 @@ async fn run_attempt<S: State>(
         None => guarded.await,
     };
     match result {
-        Ok(Ok(out)) => Ok(out),
-        Ok(Err(e)) => {
-            if let Some(i) = e.downcast_ref::<Interrupted>() {
-                return Err(Attempt::Interrupted(i.interrupts.clone()));
-            }
-            if let Some(c) = e.downcast_ref::<crate::subgraph::ChildError>() {
-                return Err(Attempt::Child(c.take()));
-            }
-            Err(Attempt::Failed(e))
-        }
+        Ok(NodeResult::Output(out)) => Ok(out),
+        Ok(NodeResult::Interrupted(list)) => Err(Attempt::Interrupted(list)),
+        Ok(NodeResult::Child(e)) => Err(Attempt::Child(e)),
+        Ok(NodeResult::Failed(e)) => Err(Attempt::Failed(e)),
         Err(panic) => Err(Attempt::Failed(panic_message(panic).into())),
     }
 }
