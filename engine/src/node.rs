@@ -314,11 +314,11 @@ pub(crate) struct TaskCtx {
     pub(crate) resume: Arc<Mutex<ResumeInput>>,
     pub(crate) cancel: CancelToken,
     pub(crate) run: Arc<crate::run::RunShared>,
-    pub(crate) level: LevelInfo,
+    pub(crate) scope: CheckpointScope,
 }
 
 /// Where the task's graph checkpoints (what a subgraph node inherits).
-pub(crate) struct LevelInfo {
+pub(crate) struct CheckpointScope {
     pub(crate) ns: Namespace,
     pub(crate) saver: Option<Arc<dyn stategraph_checkpoints::Saver>>,
     pub(crate) ephemeral: bool,

@@ -8,7 +8,7 @@ use stategraph_checkpoints::WriteKind;
 use crate::command::ParentCommand;
 use crate::graph::{CompiledGraph, NodeRun, TaskOutput};
 use crate::node::NodeResult;
-use crate::run::{Input, Level, LevelEnd, Loop};
+use crate::run::{GraphLevel, GraphLevelEnd, Input, RunLoop};
 use crate::{Command, NodeContext, RunError, State};
 
 /// How a subgraph's steps are checkpointed.
@@ -60,15 +60,15 @@ impl<S: State, C: State> NodeRun<S> for SubgraphNode<S, C> {
         let output = self.output.clone();
         Box::pin(async move {
             match run_child(&graph, mode, &ctx, || input(&state)).await {
-                Ok(LevelEnd::Done(outcome)) if outcome.is_interrupted() => {
+                Ok(GraphLevelEnd::Done(outcome)) if outcome.is_interrupted() => {
                     NodeResult::Interrupted(outcome.interrupts)
                 }
-                Ok(LevelEnd::Done(outcome)) => NodeResult::Output(TaskOutput {
+                Ok(GraphLevelEnd::Done(outcome)) => NodeResult::Output(TaskOutput {
                     updates: vec![output(&outcome.state)],
                     goto: Vec::new(),
                     parents: Vec::new(),
                 }),
-                Ok(LevelEnd::Parent(cmds)) => match parent_output(cmds, ctx.node()) {
+                Ok(GraphLevelEnd::ToParent(cmds)) => match parent_output(cmds, ctx.node()) {
                     Ok(out) => NodeResult::Output(out),
                     Err(e) => NodeResult::Child(e),
                 },
@@ -79,23 +79,27 @@ impl<S: State, C: State> NodeRun<S> for SubgraphNode<S, C> {
 }
 
 /// Where the child graph of the task `ctx` checkpoints under `mode`.
-fn child_level(mode: Checkpointing, ctx: &NodeContext) -> Level {
-    let info = &ctx.inner.level;
+fn child_level(mode: Checkpointing, ctx: &NodeContext) -> GraphLevel {
+    let parent = &ctx.inner.scope;
     let node = ctx.node();
     let (ns, saver, ephemeral) = match mode {
         Checkpointing::Inherit => (
-            info.ns.child(&format!("{node}:{}", ctx.task_id())),
-            info.saver.clone(),
-            info.ephemeral,
+            parent.ns.child(&format!("{node}:{}", ctx.task_id())),
+            parent.saver.clone(),
+            parent.ephemeral,
         ),
-        Checkpointing::Own => (info.ns.child(node), info.saver.clone(), info.ephemeral),
+        Checkpointing::Own => (
+            parent.ns.child(node),
+            parent.saver.clone(),
+            parent.ephemeral,
+        ),
         Checkpointing::Disabled => (
-            info.ns.child(&format!("{node}:{}", ctx.task_id())),
+            parent.ns.child(&format!("{node}:{}", ctx.task_id())),
             None,
             true,
         ),
     };
-    Level {
+    GraphLevel {
         ns,
         saver,
         ephemeral,
@@ -110,7 +114,7 @@ fn child_level(mode: Checkpointing, ctx: &NodeContext) -> Level {
 async fn child_resumes(
     mode: Checkpointing,
     ctx: &NodeContext,
-    level: &Level,
+    level: &GraphLevel,
 ) -> Result<bool, RunError> {
     let may_resume = match mode {
         Checkpointing::Inherit => true,
@@ -139,7 +143,7 @@ async fn run_child<C: State>(
     mode: Checkpointing,
     ctx: &NodeContext,
     input: impl FnOnce() -> C::Update,
-) -> Result<LevelEnd<C>, RunError> {
+) -> Result<GraphLevelEnd<C>, RunError> {
     let level = child_level(mode, ctx);
     let child_input = if child_resumes(mode, ctx, &level).await? {
         Input::Continue
@@ -147,7 +151,7 @@ async fn run_child<C: State>(
         Input::Update(input())
     };
     let shared = ctx.inner.run.clone();
-    Loop::start(graph, shared, level, child_input, None)
+    RunLoop::start(graph, shared, level, child_input, None)
         .await?
         .run()
         .await

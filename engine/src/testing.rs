@@ -44,7 +44,7 @@ use crate::command::Goto;
 use crate::diff::{diff_states, StateDiff};
 use crate::event::EventKind;
 use crate::graph::TaskOutput;
-use crate::node::{CancelToken, LevelInfo, NodeResult, ResumeInput, Scratch, TaskCtx};
+use crate::node::{CancelToken, CheckpointScope, NodeResult, ResumeInput, Scratch, TaskCtx};
 use crate::run::RunShared;
 use crate::state::ReduceCtx;
 use crate::{
@@ -110,7 +110,7 @@ pub async fn run_node<S: State>(
             resume: shared.resume.clone(),
             cancel: shared.cancel.clone(),
             run: shared,
-            level: LevelInfo {
+            scope: CheckpointScope {
                 ns: Namespace::root(),
                 saver: None,
                 ephemeral: true,

@@ -1,0 +1,288 @@
+//! The control state of a run: which versions each channel has, what each node has seen,
+//! and what is scheduled next; typed in memory, converted to and from the checkpoint's
+//! [`Control`] record.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use stategraph_checkpoints::{CheckpointId, Control, PendingSend, ThreadId};
+
+use crate::command::START;
+use crate::graph::{Channel, GraphInner};
+use crate::state::Field;
+use crate::{RunError, State};
+
+/// The typed control state of one graph level (the fast in-memory form of [`Control`]).
+#[derive(Clone)]
+pub(super) struct ControlState<S: State> {
+    /// Per state field, the version of its last write.
+    pub(super) field_versions: Vec<u64>,
+    /// Per node, the version of its trigger (`branch:to:<node>`).
+    pub(super) branch_versions: Vec<u64>,
+    /// Per join, the version of its last barrier change.
+    pub(super) join_versions: Vec<u64>,
+    /// Per node, the trigger version it consumed last.
+    pub(super) seen_branch: Vec<u64>,
+    /// Per join, the version its target consumed last.
+    pub(super) seen_join: Vec<u64>,
+    /// Per node, whether it is triggered for the next step.
+    pub(super) branches: Vec<bool>,
+    /// Per join, which of its sources have finished.
+    pub(super) barriers: Vec<Vec<bool>>,
+    /// `Send`s scheduled for the next step: node index and argument.
+    pub(super) sends: Vec<(usize, Arc<serde_json::Value>)>,
+    /// New input, applied by the `__start__` step.
+    pub(super) start: Option<S::Update>,
+    /// The highest version of any channel.
+    pub(super) max_version: u64,
+    /// The version static interrupts have acknowledged.
+    pub(super) interrupt_seen: u64,
+    /// The checkpoint that started this stretch of the branch (see [`Control::anchor`]).
+    pub(super) anchor: Option<CheckpointId>,
+}
+
+impl<S: State> ControlState<S> {
+    /// The control state of a graph that has not run.
+    pub(super) fn new(g: &GraphInner<S>) -> Self {
+        ControlState {
+            field_versions: vec![0; S::Field::ALL.len()],
+            branch_versions: vec![0; g.nodes.len()],
+            join_versions: vec![0; g.joins.len()],
+            seen_branch: vec![0; g.nodes.len()],
+            seen_join: vec![0; g.joins.len()],
+            branches: vec![false; g.nodes.len()],
+            barriers: g
+                .joins
+                .iter()
+                .map(|j| vec![false; j.sources.len()])
+                .collect(),
+            sends: Vec::new(),
+            start: None,
+            max_version: 0,
+            interrupt_seen: 0,
+            anchor: None,
+        }
+    }
+
+    /// Whether every source of join `j` has finished.
+    pub(super) fn join_ready(&self, j: usize) -> bool {
+        self.barriers[j].iter().all(|s| *s)
+    }
+
+    /// Whether node `i` runs in the next step by an edge (its trigger or a ready join).
+    pub(super) fn is_triggered(&self, g: &GraphInner<S>, i: usize) -> bool {
+        self.branches[i]
+            || g.joins
+                .iter()
+                .enumerate()
+                .any(|(j, join)| join.target == i && self.join_ready(j))
+    }
+
+    /// The record form stored in a checkpoint.
+    pub(super) fn to_control(&self, g: &GraphInner<S>) -> Result<Control, RunError> {
+        let mut interrupt_seen = BTreeMap::new();
+        if self.interrupt_seen > 0 {
+            interrupt_seen.insert("*".to_string(), self.interrupt_seen);
+        }
+        Ok(Control {
+            versions: self.versions_record(g),
+            versions_seen: self.seen_record(g),
+            branches: g
+                .nodes
+                .iter()
+                .zip(&self.branches)
+                .filter(|(_, b)| **b)
+                .map(|(n, _)| n.branch_channel.to_string())
+                .collect(),
+            barriers: self.barriers_record(g),
+            sends: self.sends_record(g)?,
+            interrupt_seen,
+            anchor: self.anchor,
+        })
+    }
+
+    fn version(&self, c: Channel) -> u64 {
+        match c {
+            Channel::Field(f) => self.field_versions[f],
+            Channel::Branch(n) => self.branch_versions[n],
+            Channel::Join(j) => self.join_versions[j],
+        }
+    }
+
+    fn seen(&self, c: Channel) -> u64 {
+        match c {
+            Channel::Field(_) => 0,
+            Channel::Branch(n) => self.seen_branch[n],
+            Channel::Join(j) => self.seen_join[j],
+        }
+    }
+
+    /// Built from entries already in key order: collecting sorted entries bulk-builds the
+    /// map instead of inserting them one by one.
+    fn versions_record(&self, g: &GraphInner<S>) -> BTreeMap<Arc<str>, u64> {
+        g.control_order
+            .channels
+            .iter()
+            .filter_map(|(name, c)| Some((Arc::clone(name), self.version(*c))).filter(|e| e.1 > 0))
+            .collect()
+    }
+
+    fn seen_record(&self, g: &GraphInner<S>) -> BTreeMap<Arc<str>, BTreeMap<Arc<str>, u64>> {
+        g.control_order
+            .seen
+            .iter()
+            .filter_map(|(node, chans)| {
+                let m: BTreeMap<Arc<str>, u64> = chans
+                    .iter()
+                    .filter_map(|(name, c)| {
+                        Some((Arc::clone(name), self.seen(*c))).filter(|e| e.1 > 0)
+                    })
+                    .collect();
+                (!m.is_empty()).then(|| (Arc::clone(&g.nodes[*node].name), m))
+            })
+            .collect()
+    }
+
+    fn barriers_record(&self, g: &GraphInner<S>) -> BTreeMap<String, Vec<String>> {
+        let mut barriers = BTreeMap::new();
+        for (j, join) in g.joins.iter().enumerate() {
+            let seen: Vec<String> = join
+                .sources
+                .iter()
+                .zip(&self.barriers[j])
+                .filter(|(_, s)| **s)
+                .map(|(&src, _)| g.nodes[src].name.to_string())
+                .collect();
+            if !seen.is_empty() {
+                barriers.insert(join.channel.to_string(), seen);
+            }
+        }
+        barriers
+    }
+
+    fn sends_record(&self, g: &GraphInner<S>) -> Result<Vec<PendingSend>, RunError> {
+        let mut sends: Vec<PendingSend> = Vec::new();
+        if let Some(start) = &self.start {
+            let arg = serde_json::to_value(start).map_err(|source| RunError::Encode {
+                field: START,
+                source,
+            })?;
+            sends.push(PendingSend {
+                node: START.to_string(),
+                arg,
+            });
+        }
+        sends.extend(self.sends.iter().map(|(n, arg)| PendingSend {
+            node: g.nodes[*n].name.to_string(),
+            arg: arg.as_ref().clone(),
+        }));
+        Ok(sends)
+    }
+
+    /// Read a checkpoint's record form back; a name this graph does not have is an error.
+    pub(super) fn from_control(
+        g: &GraphInner<S>,
+        c: &Control,
+        thread: &Option<ThreadId>,
+    ) -> Result<Self, RunError> {
+        let reader = RecordReader { g, thread };
+        let mut ctl = ControlState::new(g);
+        ctl.read_versions(&reader, c)?;
+        ctl.read_schedule(&reader, c)?;
+        ctl.read_sends(&reader, c)?;
+        ctl.interrupt_seen = c.interrupt_seen.values().copied().max().unwrap_or(0);
+        ctl.anchor = c.anchor;
+        Ok(ctl)
+    }
+
+    fn read_versions(&mut self, r: &RecordReader<'_, S>, c: &Control) -> Result<(), RunError> {
+        let g = r.g;
+        for (name, &v) in &c.versions {
+            self.max_version = self.max_version.max(v);
+            if let Some(f) = S::Field::from_name(name.as_ref()) {
+                self.field_versions[f.index()] = v;
+            } else if let Some(node) = name.strip_prefix("branch:to:") {
+                self.branch_versions[r.node("control", node, name)?] = v;
+            } else if let Some(j) = g.joins.iter().position(|j| j.channel == *name) {
+                self.join_versions[j] = v;
+            } else {
+                return Err(r.unknown("control", name));
+            }
+        }
+        for (node, chans) in &c.versions_seen {
+            let i = r.node("versions_seen", node, node)?;
+            for (chan, &v) in chans {
+                if *chan == g.nodes[i].branch_channel {
+                    self.seen_branch[i] = v;
+                } else if let Some(j) = g.joins.iter().position(|j| j.channel == *chan) {
+                    self.seen_join[j] = v;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_schedule(&mut self, r: &RecordReader<'_, S>, c: &Control) -> Result<(), RunError> {
+        let g = r.g;
+        for b in &c.branches {
+            let node = b.strip_prefix("branch:to:").unwrap_or(b);
+            self.branches[r.node("branches", node, b)?] = true;
+        }
+        for (chan, seen) in &c.barriers {
+            let j = g
+                .joins
+                .iter()
+                .position(|j| *j.channel == **chan)
+                .ok_or_else(|| r.unknown("barriers", chan))?;
+            for s in seen {
+                let i = r.node("barriers", s, s)?;
+                if let Some(pos) = g.joins[j].sources.iter().position(|&x| x == i) {
+                    self.barriers[j][pos] = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_sends(&mut self, r: &RecordReader<'_, S>, c: &Control) -> Result<(), RunError> {
+        for s in &c.sends {
+            if s.node == START {
+                let u = serde_json::from_value(s.arg.clone()).map_err(|e| RunError::Decode {
+                    field: START.to_string(),
+                    thread: r.thread.clone(),
+                    detail: e.to_string(),
+                })?;
+                self.start = Some(u);
+            } else {
+                let i = r.node("sends", &s.node, &s.node)?;
+                self.sends.push((i, Arc::new(s.arg.clone())));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What reading a [`Control`] record needs to name what it does not know.
+struct RecordReader<'a, S: State> {
+    g: &'a GraphInner<S>,
+    thread: &'a Option<ThreadId>,
+}
+
+impl<S: State> RecordReader<'_, S> {
+    fn unknown(&self, what: &str, name: &str) -> RunError {
+        RunError::Decode {
+            field: what.to_string(),
+            thread: self.thread.clone(),
+            detail: format!("checkpoint names {name:?}, which this graph does not have"),
+        }
+    }
+
+    /// The index of node `node`, named `name` in the record's `what`.
+    fn node(&self, what: &str, node: &str, name: &str) -> Result<usize, RunError> {
+        self.g
+            .index
+            .get(node)
+            .copied()
+            .ok_or_else(|| self.unknown(what, name))
+    }
+}

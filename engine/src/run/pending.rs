@@ -1,0 +1,226 @@
+//! Pending writes: what a failed or interrupted step keeps of its tasks (outputs, errors,
+//! interrupts, resume values) so that they do not run again, and the stored form of a task's
+//! output.
+
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
+use stategraph_checkpoints::{PendingWrite, TaskId, WriteKind};
+
+use super::config::Durability;
+use super::execute::TaskResult;
+use super::plan::{PlannedTask, TaskTrigger};
+use super::superstep::RunLoop;
+use crate::command::{Goto, Send};
+use crate::graph::TaskOutput;
+use crate::{Interrupt, RunError, State};
+
+/// The node name recorded for a resuming command's update.
+pub(super) const INPUT_NODE: &str = "__input__";
+
+/// The node name recorded for an error applying a step.
+pub(super) const APPLY_NODE: &str = "__apply__";
+
+/// The task id under which a resuming command's update is recorded.
+pub(super) fn input_task() -> TaskId {
+    TaskId::derive(&[b"input"])
+}
+
+/// The task id under which an error applying step `step` is recorded.
+pub(super) fn apply_error_task(step: i64) -> TaskId {
+    TaskId::derive(&[b"apply", &step.to_le_bytes()])
+}
+
+/// The stored form of a task's output, as written: `{"updates": [...], "goto": [...]}`.
+#[derive(Serialize)]
+struct OutputRecordRef<'a, U> {
+    updates: &'a [U],
+    goto: Vec<GotoRecordRef<'a>>,
+}
+
+/// One route of a stored output, as written: `{"node": n}`, `{"send": n, "arg": v}`, or, for
+/// a `Send` whose argument could not be serialized, `{"send": n, "arg_error": e}` (so a reuse
+/// fails the same way).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum GotoRecordRef<'a> {
+    Node {
+        node: &'a str,
+    },
+    Sent {
+        send: &'a str,
+        arg: &'a serde_json::Value,
+    },
+    SendFailed {
+        send: &'a str,
+        arg_error: &'a str,
+    },
+}
+
+impl<'a> From<&'a Goto> for GotoRecordRef<'a> {
+    fn from(goto: &'a Goto) -> Self {
+        match goto {
+            Goto::Node(node) => GotoRecordRef::Node { node },
+            Goto::Send(s) => match &s.arg {
+                Ok(arg) => GotoRecordRef::Sent { send: &s.node, arg },
+                Err(e) => GotoRecordRef::SendFailed {
+                    send: &s.node,
+                    arg_error: e,
+                },
+            },
+        }
+    }
+}
+
+/// A stored output, as read back.
+#[derive(Deserialize)]
+#[serde(bound = "U: DeserializeOwned")]
+struct OutputRecord<U> {
+    updates: Vec<U>,
+    /// Missing, or not a list: no routes.
+    #[serde(default, deserialize_with = "goto_list")]
+    goto: Vec<GotoRecord>,
+}
+
+/// One route of a stored output, as read back; the first form that fits wins: a string
+/// `node`, then a string `send` with a string `arg_error`, then a string `send` (with its
+/// `arg`, `null` if missing).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum GotoRecord {
+    Node {
+        node: String,
+    },
+    SendFailed {
+        send: String,
+        arg_error: String,
+    },
+    Sent {
+        send: String,
+        #[serde(default)]
+        arg: serde_json::Value,
+    },
+}
+
+/// The routes of a stored output: a list of route objects, anything else meaning none.
+fn goto_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<GotoRecord>, D::Error> {
+    let serde_json::Value::Array(items) = serde_json::Value::deserialize(d)? else {
+        return Ok(Vec::new());
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            let shown = item.to_string();
+            match item.is_object() {
+                true => GotoRecord::deserialize(item).ok(),
+                false => None,
+            }
+            .ok_or_else(|| D::Error::custom(format!("unreadable goto record {shown}")))
+        })
+        .collect()
+}
+
+impl From<GotoRecord> for Goto {
+    fn from(record: GotoRecord) -> Self {
+        match record {
+            GotoRecord::Node { node } => Goto::Node(node),
+            GotoRecord::Sent { send, arg } => Goto::Send(Send {
+                node: send,
+                arg: Ok(arg),
+            }),
+            GotoRecord::SendFailed { send, arg_error } => Goto::Send(Send {
+                node: send,
+                arg: Err(arg_error),
+            }),
+        }
+    }
+}
+
+/// The stored form of a task's output: its updates and routing.
+pub(super) fn output_to_json<S: State>(out: &TaskOutput<S>) -> Result<serde_json::Value, RunError> {
+    let record = OutputRecordRef {
+        updates: &out.updates,
+        goto: out.goto.iter().map(GotoRecordRef::from).collect(),
+    };
+    serde_json::to_value(record).map_err(|source| RunError::Encode {
+        field: "task output",
+        source,
+    })
+}
+
+/// A task's output read back from its stored form (commands for a parent graph are never
+/// stored: they end the level's run instead).
+pub(super) fn output_from_json<S: State>(
+    v: &serde_json::Value,
+) -> Result<TaskOutput<S>, serde_json::Error> {
+    let record = OutputRecord::<S::Update>::deserialize(v)?;
+    Ok(TaskOutput {
+        updates: record.updates,
+        goto: record.goto.into_iter().map(Goto::from).collect(),
+        parents: Vec::new(),
+    })
+}
+
+impl<S: State> RunLoop<S> {
+    /// Whether failed or interrupted steps keep pending writes (a stored thread, and a
+    /// durability that stores before the end of the run).
+    pub(super) fn keeps_pending(&self) -> bool {
+        self.level.saver.is_some()
+            && self.shared.thread.is_some()
+            && self.shared.durability != Durability::Exit
+    }
+
+    /// The pending writes a failed or interrupted step leaves, and its interrupts.
+    pub(super) fn pending_writes_of(
+        &self,
+        tasks: &[PlannedTask],
+        results: &[Option<TaskResult<S>>],
+    ) -> Result<(Vec<PendingWrite>, Vec<Interrupt>), RunError> {
+        let mut writes = Vec::new();
+        let mut interrupts = Vec::new();
+        for (t, r) in tasks.iter().zip(results) {
+            let node = self.node_name(t).to_string();
+            let task_id = t.id;
+            let resume = match r {
+                Some(TaskResult::Done(out)) if t.trigger != TaskTrigger::Start => {
+                    writes.push(PendingWrite {
+                        task_id,
+                        node,
+                        kind: WriteKind::Output(output_to_json(out)?),
+                    });
+                    continue;
+                }
+                Some(TaskResult::Failed(e, resume)) => {
+                    writes.push(PendingWrite {
+                        task_id,
+                        node: node.clone(),
+                        kind: WriteKind::Error(e.to_string()),
+                    });
+                    resume
+                }
+                Some(TaskResult::Interrupted(list, resume)) => {
+                    writes.extend(list.iter().map(|i| PendingWrite {
+                        task_id,
+                        node: i.node.clone(),
+                        kind: WriteKind::Interrupt {
+                            id: i.id.clone(),
+                            value: i.value.clone(),
+                        },
+                    }));
+                    interrupts.extend(list.iter().cloned());
+                    resume
+                }
+                _ => continue,
+            };
+            if !resume.is_empty() {
+                writes.push(PendingWrite {
+                    task_id,
+                    node,
+                    kind: WriteKind::Resume(resume.clone()),
+                });
+            }
+        }
+        // A resuming command's update and routing stay pending until the step commits.
+        writes.extend(self.input_writes.iter().cloned());
+        Ok((writes, interrupts))
+    }
+}
