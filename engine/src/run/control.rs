@@ -286,3 +286,136 @@ impl<S: State> RecordReader<'_, S> {
             .ok_or_else(|| self.unknown(what, name))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::{BoxError, NodeContext, StateGraph, END};
+
+    #[derive(crate::State, Clone, Default, Debug)]
+    struct Doc {
+        n: u32,
+        #[reduce(append)]
+        log: Vec<String>,
+    }
+
+    type Error = Box<dyn std::error::Error>;
+
+    /// a and b run from the start and join into c.
+    fn graph() -> Result<crate::CompiledGraph<Doc>, Error> {
+        let node =
+            |s: Arc<Doc>, _: NodeContext| async move { Ok::<_, BoxError>(Doc::update().n(s.n)) };
+        Ok(StateGraph::<Doc>::new()
+            .add_node("a", node)
+            .add_node("b", node)
+            .add_node("c", node)
+            .add_edge(START, "a")
+            .add_edge(START, "b")
+            .add_join(["a", "b"], "c")
+            .add_edge("c", END)
+            .compile()?)
+    }
+
+    /// A control state with something in every part.
+    fn busy(g: &GraphInner<Doc>) -> ControlState<Doc> {
+        let mut ctl = ControlState::new(g);
+        ctl.field_versions = vec![3, 5];
+        ctl.branch_versions[0] = 2;
+        ctl.branch_versions[2] = 6;
+        ctl.join_versions[0] = 4;
+        ctl.seen_branch[0] = 2;
+        ctl.seen_join[0] = 4;
+        ctl.branches[2] = true;
+        ctl.barriers[0][1] = true;
+        ctl.sends.push((1, Arc::new(serde_json::json!({"k": 7}))));
+        ctl.start = Some(Doc::update().n(9));
+        ctl.max_version = 6;
+        ctl.interrupt_seen = 5;
+        ctl.anchor = Some(CheckpointId::from_u128(42));
+        ctl
+    }
+
+    #[test]
+    fn the_record_form_reads_back_the_same() -> Result<(), Error> {
+        let compiled = graph()?;
+        let g = &compiled.inner;
+        let ctl = busy(g);
+        let record = ctl.to_control(g)?;
+        let back = ControlState::from_control(g, &record, &None)?;
+        assert_eq!(back.field_versions, ctl.field_versions);
+        assert_eq!(back.branch_versions, ctl.branch_versions);
+        assert_eq!(back.join_versions, ctl.join_versions);
+        assert_eq!(back.seen_branch, ctl.seen_branch);
+        assert_eq!(back.seen_join, ctl.seen_join);
+        assert_eq!(back.branches, ctl.branches);
+        assert_eq!(back.barriers, ctl.barriers);
+        assert_eq!(back.sends, ctl.sends);
+        assert_eq!(
+            serde_json::to_value(&back.start)?,
+            serde_json::to_value(&ctl.start)?
+        );
+        assert_eq!(back.max_version, ctl.max_version);
+        assert_eq!(back.interrupt_seen, ctl.interrupt_seen);
+        assert_eq!(back.anchor, ctl.anchor);
+        // And the record of what was read back is the same record.
+        assert_eq!(back.to_control(g)?, record);
+        Ok(())
+    }
+
+    #[test]
+    fn the_record_names_channels_and_leaves_out_zeroes() -> Result<(), Error> {
+        let compiled = graph()?;
+        let g = &compiled.inner;
+        let record = busy(g).to_control(g)?;
+        let names: Vec<&str> = record.versions.keys().map(|k| k.as_ref()).collect();
+        assert!(names.contains(&"n") && names.contains(&"log"), "{names:?}");
+        assert!(names.contains(&"branch:to:a") && names.contains(&"branch:to:c"));
+        assert!(
+            !names.contains(&"branch:to:b"),
+            "a zero version is left out"
+        );
+        assert_eq!(record.branches, ["branch:to:c"]);
+        assert_eq!(record.barriers.values().collect::<Vec<_>>(), [&["b"]]);
+        assert_eq!(record.sends[0].node, START);
+        assert_eq!(record.sends[1].node, "b");
+        assert_eq!(record.interrupt_seen.get("*"), Some(&5));
+        let empty = ControlState::new(g).to_control(g)?;
+        assert!(empty.versions.is_empty() && empty.versions_seen.is_empty());
+        assert!(empty.branches.is_empty() && empty.barriers.is_empty());
+        assert!(empty.sends.is_empty() && empty.interrupt_seen.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn a_name_the_graph_does_not_have_is_an_error() -> Result<(), Error> {
+        let compiled = graph()?;
+        let g = &compiled.inner;
+        let mut record = ControlState::new(g).to_control(g)?;
+        record.branches.push("branch:to:gone".to_string());
+        let e = ControlState::from_control(g, &record, &None)
+            .err()
+            .ok_or("accepted")?;
+        assert!(
+            matches!(&e, RunError::Decode { field, .. } if field == "branches"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("branch:to:gone"), "{e}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_join_is_ready_when_all_its_sources_finished() -> Result<(), Error> {
+        let compiled = graph()?;
+        let g = &compiled.inner;
+        let mut ctl = ControlState::new(g);
+        assert!(!ctl.is_triggered(g, 2));
+        ctl.barriers[0][0] = true;
+        assert!(!ctl.join_ready(0) && !ctl.is_triggered(g, 2));
+        ctl.barriers[0][1] = true;
+        assert!(ctl.join_ready(0) && ctl.is_triggered(g, 2));
+        assert!(!ctl.is_triggered(g, 0));
+        Ok(())
+    }
+}

@@ -224,3 +224,102 @@ impl<S: State> RunLoop<S> {
         Ok((writes, interrupts))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(crate::State, Clone, Default, Debug, PartialEq)]
+    struct Counter {
+        n: u32,
+        #[reduce(append)]
+        log: Vec<String>,
+    }
+
+    type Error = Box<dyn std::error::Error>;
+
+    fn sample() -> TaskOutput<Counter> {
+        TaskOutput {
+            updates: vec![Counter::update().n(3).log(vec!["a".to_string()])],
+            goto: vec![
+                Goto::Node("next".to_string()),
+                Goto::Send(Send::new("worker", 7_u32)),
+                Goto::Send(Send {
+                    node: "worker".to_string(),
+                    arg: Err("no JSON".to_string()),
+                }),
+            ],
+            parents: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_stored_form_is_pinned() -> Result<(), Error> {
+        let stored = output_to_json(&sample())?;
+        let updates = serde_json::to_value(&sample().updates)?;
+        let expected = serde_json::json!({
+            "updates": updates,
+            "goto": [
+                {"node": "next"},
+                {"send": "worker", "arg": 7},
+                {"send": "worker", "arg_error": "no JSON"},
+            ],
+        });
+        assert_eq!(stored, expected);
+        assert_eq!(
+            serde_json::to_string(&stored)?,
+            format!(
+                r#"{{"goto":[{{"node":"next"}},{{"arg":7,"send":"worker"}},{{"arg_error":"no JSON","send":"worker"}}],"updates":{}}}"#,
+                serde_json::to_string(&updates)?
+            )
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_stored_output_reads_back() -> Result<(), Error> {
+        let out = output_from_json::<Counter>(&output_to_json(&sample())?)?;
+        assert_eq!(out.goto, sample().goto);
+        assert_eq!(
+            serde_json::to_value(&out.updates)?,
+            serde_json::to_value(&sample().updates)?
+        );
+        assert!(out.parents.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn lenient_and_strict_forms_read_as_before() -> Result<(), Error> {
+        // No goto, a goto that is not a list, a send without arg, a node beside a send.
+        let out = output_from_json::<Counter>(&serde_json::json!({"updates": []}))?;
+        assert!(out.goto.is_empty() && out.updates.is_empty());
+        let out = output_from_json::<Counter>(&serde_json::json!({"updates": [], "goto": "x"}))?;
+        assert!(out.goto.is_empty());
+        let out = output_from_json::<Counter>(&serde_json::json!({
+            "updates": [],
+            "goto": [{"send": "w"}, {"node": "a", "send": "b"}, {"send": "w", "arg_error": 5, "arg": 1}],
+        }))?;
+        assert_eq!(
+            out.goto,
+            vec![
+                Goto::Send(Send {
+                    node: "w".to_string(),
+                    arg: Ok(serde_json::Value::Null)
+                }),
+                Goto::Node("a".to_string()),
+                Goto::Send(Send {
+                    node: "w".to_string(),
+                    arg: Ok(serde_json::json!(1))
+                }),
+            ]
+        );
+        // Unreadable: no updates, a route of neither form, a route that is not an object.
+        assert!(output_from_json::<Counter>(&serde_json::json!({"goto": []})).is_err());
+        let bad = serde_json::json!({"updates": [], "goto": [{"node": 5}]});
+        let e = output_from_json::<Counter>(&bad).err().ok_or("accepted")?;
+        assert!(e.to_string().contains("unreadable goto record"), "{e}");
+        let bad = serde_json::json!({"updates": [], "goto": [["a"]]});
+        assert!(output_from_json::<Counter>(&bad).is_err());
+        Ok(())
+    }
+}
