@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use stategraph_reducers::{Change, ReduceCtx};
 
+use super::control::ScheduledSend;
 use super::plan::{PlannedTask, TaskTrigger};
 use super::superstep::RunLoop;
 use crate::command::{Goto, END};
@@ -18,8 +19,8 @@ use crate::{RunError, State};
 pub(super) struct NextSchedule {
     /// Per node, whether it is triggered.
     pub(super) branches: Vec<bool>,
-    /// `Send`s: node index and argument.
-    pub(super) sends: Vec<(usize, Arc<serde_json::Value>)>,
+    /// `Send`s.
+    pub(super) sends: Vec<ScheduledSend>,
 }
 
 impl NextSchedule {
@@ -229,7 +230,10 @@ impl<S: State> RunLoop<S> {
             match g {
                 Goto::Node(_) => next.branches[i] = true,
                 Goto::Send(s) => match s.arg {
-                    Ok(v) => next.sends.push((i, Arc::new(v))),
+                    Ok(v) => next.sends.push(ScheduledSend {
+                        node: i,
+                        arg: Arc::new(v),
+                    }),
                     Err(detail) => {
                         return Err(RunError::SendArg {
                             node: s.node,

@@ -12,6 +12,14 @@ use crate::graph::{Channel, GraphInner};
 use crate::state::Field;
 use crate::{RunError, State};
 
+/// A `Send` scheduled for the next step: the node it runs and its argument.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct ScheduledSend {
+    /// The node's index.
+    pub(super) node: usize,
+    pub(super) arg: Arc<serde_json::Value>,
+}
+
 /// The typed control state of one graph level (the fast in-memory form of [`Control`]).
 #[derive(Clone)]
 pub(super) struct ControlState<S: State> {
@@ -29,8 +37,8 @@ pub(super) struct ControlState<S: State> {
     pub(super) branches: Vec<bool>,
     /// Per join, which of its sources have finished.
     pub(super) barriers: Vec<Vec<bool>>,
-    /// `Send`s scheduled for the next step: node index and argument.
-    pub(super) sends: Vec<(usize, Arc<serde_json::Value>)>,
+    /// `Send`s scheduled for the next step.
+    pub(super) sends: Vec<ScheduledSend>,
     /// New input, applied by the `__start__` step.
     pub(super) start: Option<S::Update>,
     /// The highest version of any channel.
@@ -172,9 +180,9 @@ impl<S: State> ControlState<S> {
                 arg,
             });
         }
-        sends.extend(self.sends.iter().map(|(n, arg)| PendingSend {
-            node: g.nodes[*n].name.to_string(),
-            arg: arg.as_ref().clone(),
+        sends.extend(self.sends.iter().map(|s| PendingSend {
+            node: g.nodes[s.node].name.to_string(),
+            arg: s.arg.as_ref().clone(),
         }));
         Ok(sends)
     }
@@ -254,8 +262,10 @@ impl<S: State> ControlState<S> {
                 })?;
                 self.start = Some(u);
             } else {
-                let i = r.node("sends", &s.node, &s.node)?;
-                self.sends.push((i, Arc::new(s.arg.clone())));
+                self.sends.push(ScheduledSend {
+                    node: r.node("sends", &s.node, &s.node)?,
+                    arg: Arc::new(s.arg.clone()),
+                });
             }
         }
         Ok(())
@@ -329,7 +339,10 @@ mod tests {
         ctl.seen_join[0] = 4;
         ctl.branches[2] = true;
         ctl.barriers[0][1] = true;
-        ctl.sends.push((1, Arc::new(serde_json::json!({"k": 7}))));
+        ctl.sends.push(ScheduledSend {
+            node: 1,
+            arg: Arc::new(serde_json::json!({"k": 7})),
+        });
         ctl.start = Some(Doc::update().n(9));
         ctl.max_version = 6;
         ctl.interrupt_seen = 5;

@@ -19,10 +19,16 @@ use crate::{Interrupt, RunError, State};
 /// How a task ended.
 pub(super) enum TaskResult<S: State> {
     Done(TaskOutput<S>),
-    /// Its error, and the resume values it had consumed.
-    Failed(RunError, Vec<serde_json::Value>),
-    /// Its interrupts, and the resume values it had consumed.
-    Interrupted(Vec<Interrupt>, Vec<serde_json::Value>),
+    /// It failed; `resumes`: the resume values it had consumed.
+    Failed {
+        error: RunError,
+        resumes: Vec<serde_json::Value>,
+    },
+    /// It paused; `resumes`: the resume values it had consumed.
+    Interrupted {
+        interrupts: Vec<Interrupt>,
+        resumes: Vec<serde_json::Value>,
+    },
 }
 
 /// How a step ended.
@@ -197,8 +203,8 @@ impl<S: State> RunLoop<S> {
             for &ti in to_run {
                 let status = match &results[ti] {
                     Some(TaskResult::Done(_)) => TaskStatus::Succeeded,
-                    Some(TaskResult::Failed(e, _)) => TaskStatus::Failed(e.to_string()),
-                    Some(TaskResult::Interrupted(..)) => TaskStatus::Interrupted,
+                    Some(TaskResult::Failed { error, .. }) => TaskStatus::Failed(error.to_string()),
+                    Some(TaskResult::Interrupted { .. }) => TaskStatus::Interrupted,
                     None => continue,
                 };
                 self.emit(EventKind::TaskEnd {
@@ -250,18 +256,16 @@ impl<S: State> RunLoop<S> {
                 _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
             };
             let Some((ti, joined)) = next else { break };
-            let r = joined.unwrap_or_else(|e| {
-                TaskResult::Failed(
-                    RunError::Node {
-                        node: self.node_name(&tasks[ti]).to_string(),
-                        step: self.step,
-                        task: tasks[ti].id,
-                        source: format!("task panicked or was aborted: {e}").into(),
-                    },
-                    Vec::new(),
-                )
+            let r = joined.unwrap_or_else(|e| TaskResult::Failed {
+                error: RunError::Node {
+                    node: self.node_name(&tasks[ti]).to_string(),
+                    step: self.step,
+                    task: tasks[ti].id,
+                    source: format!("task panicked or was aborted: {e}").into(),
+                },
+                resumes: Vec::new(),
             });
-            let failed = matches!(r, TaskResult::Failed(..));
+            let failed = matches!(r, TaskResult::Failed { .. });
             results[ti] = Some(r);
             if failed {
                 break;
@@ -282,10 +286,10 @@ impl<S: State> RunLoop<S> {
     ) -> Result<StepEnd, RunError> {
         let failed = results
             .iter()
-            .any(|r| matches!(r, Some(TaskResult::Failed(..))));
+            .any(|r| matches!(r, Some(TaskResult::Failed { .. })));
         let interrupted = results
             .iter()
-            .any(|r| matches!(r, Some(TaskResult::Interrupted(..))));
+            .any(|r| matches!(r, Some(TaskResult::Interrupted { .. })));
         let to_parent = results
             .iter()
             .position(|r| matches!(r, Some(TaskResult::Done(o)) if !o.parents.is_empty()));
@@ -328,7 +332,7 @@ impl<S: State> RunLoop<S> {
     ) -> Result<StepEnd, RunError> {
         let (writes, interrupts) = self.pending_writes_of(tasks, &results)?;
         let failure = results.into_iter().find_map(|r| match r {
-            Some(TaskResult::Failed(e, _)) => Some(e),
+            Some(TaskResult::Failed { error, .. }) => Some(error),
             _ => None,
         });
         if let Some(e) = failure {

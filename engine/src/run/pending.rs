@@ -180,7 +180,7 @@ impl<S: State> RunLoop<S> {
         for (t, r) in tasks.iter().zip(results) {
             let node = self.node_name(t).to_string();
             let task_id = t.id;
-            let resume = match r {
+            let resumes = match r {
                 Some(TaskResult::Done(out)) if t.trigger != TaskTrigger::Start => {
                     writes.push(PendingWrite {
                         task_id,
@@ -189,15 +189,18 @@ impl<S: State> RunLoop<S> {
                     });
                     continue;
                 }
-                Some(TaskResult::Failed(e, resume)) => {
+                Some(TaskResult::Failed { error, resumes }) => {
                     writes.push(PendingWrite {
                         task_id,
                         node: node.clone(),
-                        kind: WriteKind::Error(e.to_string()),
+                        kind: WriteKind::Error(error.to_string()),
                     });
-                    resume
+                    resumes
                 }
-                Some(TaskResult::Interrupted(list, resume)) => {
+                Some(TaskResult::Interrupted {
+                    interrupts: list,
+                    resumes,
+                }) => {
                     writes.extend(list.iter().map(|i| PendingWrite {
                         task_id,
                         node: i.node.clone(),
@@ -207,15 +210,15 @@ impl<S: State> RunLoop<S> {
                         },
                     }));
                     interrupts.extend(list.iter().cloned());
-                    resume
+                    resumes
                 }
                 _ => continue,
             };
-            if !resume.is_empty() {
+            if !resumes.is_empty() {
                 writes.push(PendingWrite {
                     task_id,
                     node,
-                    kind: WriteKind::Resume(resume.clone()),
+                    kind: WriteKind::Resume(resumes.clone()),
                 });
             }
         }

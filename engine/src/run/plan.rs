@@ -68,12 +68,12 @@ impl<S: State> RunLoop<S> {
                 tasks.push(edge_task(i, &n.name));
             }
         }
-        for (k, (i, arg)) in self.control.sends.iter().enumerate() {
+        for (k, send) in self.control.sends.iter().enumerate() {
             tasks.push(PlannedTask {
-                id: id(b"push", &self.g.nodes[*i].name, k),
-                node: Some(*i),
+                id: id(b"push", &self.g.nodes[send.node].name, k),
+                node: Some(send.node),
                 trigger: TaskTrigger::Sent(k),
-                arg: Some(Arc::clone(arg)),
+                arg: Some(Arc::clone(&send.arg)),
             });
         }
         if tasks.is_empty() {

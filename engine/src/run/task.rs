@@ -77,7 +77,10 @@ impl<S: State> RunLoop<S> {
                 let failure = match result {
                     Ok(out) => return TaskResult::Done(out),
                     Err(AttemptFailure::Interrupted(list)) => {
-                        return TaskResult::Interrupted(list, consumed())
+                        return TaskResult::Interrupted {
+                            interrupts: list,
+                            resumes: consumed(),
+                        }
                     }
                     Err(AttemptFailure::Child(e)) => e,
                     Err(AttemptFailure::Failed(source)) => RunError::Node {
@@ -104,7 +107,12 @@ impl<S: State> RunLoop<S> {
                         tokio::time::sleep(p.wait(attempt)).await;
                         attempt += 1;
                     }
-                    _ => return TaskResult::Failed(failure, consumed()),
+                    _ => {
+                        return TaskResult::Failed {
+                            error: failure,
+                            resumes: consumed(),
+                        }
+                    }
                 }
             }
         }

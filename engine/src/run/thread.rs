@@ -193,7 +193,7 @@ impl<S: State> CompiledGraph<S> {
             control
                 .sends
                 .iter()
-                .map(|(i, _)| self.inner.nodes[*i].name.to_string()),
+                .map(|s| self.inner.nodes[s.node].name.to_string()),
         );
         let mut interrupts = Vec::new();
         let mut errors = Vec::new();
