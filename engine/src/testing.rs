@@ -44,7 +44,7 @@ use crate::command::Goto;
 use crate::diff::{diff_states, StateDiff};
 use crate::event::EventKind;
 use crate::graph::TaskOutput;
-use crate::node::{CancelToken, CheckpointScope, NodeResult, ResumeInput, Scratch, TaskCtx};
+use crate::node::{CancelToken, CheckpointScope, NodeResult, ResumeCursor, ResumeInput, TaskInfo};
 use crate::run::RunShared;
 use crate::state::ReduceCtx;
 use crate::{
@@ -97,7 +97,7 @@ pub async fn run_node<S: State>(
         interrupt_after: Vec::new(),
     });
     let ctx = NodeContext {
-        inner: Arc::new(TaskCtx {
+        inner: Arc::new(TaskInfo {
             node: node.name.clone(),
             task,
             step: 0,
@@ -105,7 +105,7 @@ pub async fn run_node<S: State>(
             thread: None,
             arg: None,
             sink: None,
-            scratch: Mutex::new(Scratch::default()),
+            cursor: Mutex::new(ResumeCursor::default()),
             resumed: false,
             resume: shared.resume.clone(),
             cancel: shared.cancel.clone(),

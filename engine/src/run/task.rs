@@ -7,7 +7,7 @@ use super::execute::TaskResult;
 use super::plan::PlannedTask;
 use super::superstep::RunLoop;
 use crate::graph::{NodeRun, TaskOutput};
-use crate::node::{CheckpointScope, NodeContext, NodeResult, Scratch, TaskCtx};
+use crate::node::{CheckpointScope, NodeContext, NodeResult, ResumeCursor, TaskInfo};
 use crate::{BoxError, Interrupt, RunError, State};
 
 impl<S: State> RunLoop<S> {
@@ -19,7 +19,7 @@ impl<S: State> RunLoop<S> {
         resumed: bool,
     ) -> NodeContext {
         NodeContext {
-            inner: Arc::new(TaskCtx {
+            inner: Arc::new(TaskInfo {
                 node: self.node_name(t),
                 task: t.id,
                 step: self.step,
@@ -27,7 +27,7 @@ impl<S: State> RunLoop<S> {
                 thread: self.shared.thread.clone(),
                 arg: t.arg.clone(),
                 sink: self.shared.sink.clone(),
-                scratch: Mutex::new(Scratch { resume, calls: 0 }),
+                cursor: Mutex::new(ResumeCursor { resume, calls: 0 }),
                 resumed,
                 resume: self.shared.resume.clone(),
                 cancel: self.shared.cancel.clone(),
@@ -61,14 +61,14 @@ impl<S: State> RunLoop<S> {
             let mut attempt = 1u32;
             loop {
                 ctx.inner
-                    .scratch
+                    .cursor
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .calls = 0;
                 let result = run_attempt(&node, &state, &ctx, options.timeout).await;
                 let consumed = || {
                     ctx.inner
-                        .scratch
+                        .cursor
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .resume
