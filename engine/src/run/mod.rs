@@ -133,7 +133,7 @@ pub(crate) enum GraphLevelEnd<S: State> {
 
 impl<S: State> CompiledGraph<S> {
     /// The run-wide context of a run configured by `config`.
-    pub(super) fn shared(
+    fn shared(
         &self,
         config: &RunConfig,
         cancel: CancelToken,
