@@ -21,6 +21,15 @@ use crate::graph::{CompiledGraph, GraphInner, TaskOutput};
 use crate::state::Field;
 use crate::{Command, RunError, State};
 
+/// What starting from a named checkpoint older than the thread's newest does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum OlderStart {
+    /// A run: the new branch starts with a fork checkpoint.
+    Fork,
+    /// A state update: its own checkpoint starts the new branch.
+    Branch,
+}
+
 /// A checkpoint a run starts from: its header, its pending writes and its state.
 struct LoadedHead<S> {
     checkpoint: Checkpoint,
@@ -37,23 +46,23 @@ impl<S: State> RunLoop<S> {
         input: Input<S>,
         from: Option<CheckpointId>,
     ) -> Result<Self, RunError> {
-        Self::start_at(graph, shared, level, input, from, true).await
+        Self::start_at(graph, shared, level, input, from, OlderStart::Fork).await
     }
 
-    /// [`RunLoop::start`], choosing whether a named older checkpoint starts a fork.
+    /// [`RunLoop::start`], choosing what a named older checkpoint starts.
     pub(super) async fn start_at(
         graph: &CompiledGraph<S>,
         shared: Arc<RunShared>,
         level: GraphLevel,
         input: Input<S>,
         from: Option<CheckpointId>,
-        fork: bool,
+        older: OlderStart,
     ) -> Result<Self, RunError> {
         let mut lp = RunLoop::new(graph.inner.clone(), shared, level);
         let loaded = lp.load_head(from).await?;
         let had_checkpoint = loaded.is_some();
         if let Some(loaded) = loaded {
-            lp.resume_from(loaded, from, fork).await?;
+            lp.resume_from(loaded, from, older).await?;
         }
         if !matches!(input, Input::Update(_)) {
             lp.reapply_recorded_input()?;
@@ -138,14 +147,14 @@ impl<S: State> RunLoop<S> {
         }
     }
 
-    /// Continue from a loaded checkpoint; time travel (`from` older than the newest, and
-    /// `fork`) starts a new branch with a fork checkpoint, and the recorded pending writes
-    /// of the old branch are not reused.
+    /// Continue from a loaded checkpoint; time travel (`from` older than the newest) under
+    /// [`OlderStart::Fork`] starts a new branch with a fork checkpoint, and the recorded
+    /// pending writes of the old branch are not reused.
     async fn resume_from(
         &mut self,
         loaded: LoadedHead<S>,
         from: Option<CheckpointId>,
-        fork: bool,
+        older: OlderStart,
     ) -> Result<(), RunError> {
         self.state = loaded.state;
         self.control =
@@ -153,8 +162,8 @@ impl<S: State> RunLoop<S> {
         self.persist.load_head(&loaded.checkpoint);
         self.step = loaded.checkpoint.step;
         self.pending = loaded.pending;
-        if let (Some(from), Some(saver), Some(t), true) =
-            (from, &self.level.saver, &self.shared.thread, fork)
+        if let (Some(from), Some(saver), Some(t), OlderStart::Fork) =
+            (from, &self.level.saver, &self.shared.thread, older)
         {
             let newest = saver.head(t, &self.level.ns).await?.map(|(cp, _)| cp.id);
             if newest != Some(from) {

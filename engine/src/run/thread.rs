@@ -11,6 +11,7 @@ use stategraph_checkpoints::{
 
 use super::control::ControlState;
 use super::decode::{apply_changes, decode_state};
+use super::open::OlderStart;
 use super::plan::{PlannedTask, TaskTrigger};
 use super::superstep::RunLoop;
 use super::{Durability, GraphLevel, Input, RunConfig, StateSnapshot};
@@ -49,8 +50,15 @@ impl<S: State> CompiledGraph<S> {
         let config = RunConfig::new().thread(thread).durability(Durability::Sync);
         let shared = self.shared(&config, config.cancel.clone(), None)?;
         let level = GraphLevel::root(self.saver.clone());
-        let mut lp =
-            RunLoop::start_at(self, shared, level, Input::Continue, checkpoint, false).await?;
+        let mut lp = RunLoop::start_at(
+            self,
+            shared,
+            level,
+            Input::Continue,
+            checkpoint,
+            OlderStart::Branch,
+        )
+        .await?;
         // What was left to run is replaced by what `as_node`'s edges lead to.
         lp.control.branches.iter_mut().for_each(|b| *b = false);
         lp.control.sends.clear();
