@@ -13,7 +13,8 @@ use stategraph_checkpoints::{Namespace, TaskId, ThreadId};
 use tokio::sync::Notify;
 
 use crate::event::{Event, EventKind, EventSink};
-use crate::{BoxError, Command, Interrupt, Interrupted, State};
+use crate::graph::TaskOutput;
+use crate::{BoxError, Command, Interrupt, Interrupted, RunError, State};
 
 /// A node of a graph over state `S`.
 ///
@@ -164,7 +165,7 @@ impl NodeOptions {
         self
     }
 
-    /// Fail an attempt that runs longer than `d` with [`RunError::Timeout`](crate::RunError::Timeout).
+    /// Fail an attempt that runs longer than `d` with [`RunError::Timeout`].
     pub fn timeout(mut self, d: Duration) -> Self {
         self.timeout = Some(d);
         self
@@ -194,7 +195,7 @@ impl NodeOptions {
 }
 
 /// Cooperative cancellation of a run: cancel it from anywhere; the run stops at the next
-/// step boundary (running tasks are dropped) with [`RunError::Cancelled`](crate::RunError::Cancelled).
+/// step boundary (running tasks are dropped) with [`RunError::Cancelled`].
 #[derive(Debug, Clone, Default)]
 pub struct CancelToken {
     inner: Arc<(AtomicBool, Notify)>,
@@ -251,6 +252,37 @@ impl CancelToken {
     }
 }
 
+/// How a node's run ended, as the engine sees it: an output, or why there is none.
+pub(crate) enum NodeResult<S: State> {
+    /// The node returned: its updates and routing.
+    Output(TaskOutput<S>),
+    /// The node (or a subgraph it runs) paused on these interrupts.
+    Interrupted(Vec<Interrupt>),
+    /// A subgraph node's child run failed: its error, passed up unchanged.
+    Child(RunError),
+    /// The node failed with its own error.
+    Failed(BoxError),
+}
+
+impl<S: State> NodeResult<S> {
+    /// A user node's result. This is the one place where a user's [`BoxError`] enters the
+    /// engine: a user node signals an interrupt by propagating [`Interrupted`] with `?`, so
+    /// it is recognised here, by one downcast, and travels on as a value.
+    pub(crate) fn from_user(result: Result<Command<S>, BoxError>) -> Self {
+        match result {
+            Ok(cmd) => NodeResult::Output(TaskOutput {
+                updates: cmd.update.into_iter().collect(),
+                goto: cmd.goto,
+                parents: cmd.parent.into_iter().collect(),
+            }),
+            Err(e) => match e.downcast::<Interrupted>() {
+                Ok(i) => NodeResult::Interrupted(i.interrupts),
+                Err(e) => NodeResult::Failed(e),
+            },
+        }
+    }
+}
+
 /// Resume values given to a run, shared by every level of subgraphs.
 #[derive(Debug, Default)]
 pub(crate) struct ResumeInput {
@@ -258,9 +290,10 @@ pub(crate) struct ResumeInput {
     pub(crate) map: BTreeMap<String, serde_json::Value>,
 }
 
-/// Per-task interrupt bookkeeping.
+/// Where a task is in its interrupts: the resume values it has received, by position, and
+/// how many `interrupt` calls the current execution made.
 #[derive(Debug, Default)]
-pub(crate) struct Scratch {
+pub(crate) struct ResumeCursor {
     /// Resume values this task has received, by position.
     pub(crate) resume: Vec<serde_json::Value>,
     /// How many `interrupt` calls the current execution made.
@@ -268,7 +301,7 @@ pub(crate) struct Scratch {
 }
 
 /// Everything a task knows about where it runs.
-pub(crate) struct TaskCtx {
+pub(crate) struct TaskInfo {
     pub(crate) node: Arc<str>,
     pub(crate) task: TaskId,
     pub(crate) step: i64,
@@ -276,17 +309,17 @@ pub(crate) struct TaskCtx {
     pub(crate) thread: Option<ThreadId>,
     pub(crate) arg: Option<Arc<serde_json::Value>>,
     pub(crate) sink: Option<EventSink>,
-    pub(crate) scratch: Mutex<Scratch>,
+    pub(crate) cursor: Mutex<ResumeCursor>,
     /// The task paused or failed in an earlier attempt of this step.
     pub(crate) resumed: bool,
     pub(crate) resume: Arc<Mutex<ResumeInput>>,
     pub(crate) cancel: CancelToken,
     pub(crate) run: Arc<crate::run::RunShared>,
-    pub(crate) level: LevelInfo,
+    pub(crate) scope: CheckpointScope,
 }
 
 /// Where the task's graph checkpoints (what a subgraph node inherits).
-pub(crate) struct LevelInfo {
+pub(crate) struct CheckpointScope {
     pub(crate) ns: Namespace,
     pub(crate) saver: Option<Arc<dyn stategraph_checkpoints::Saver>>,
     pub(crate) ephemeral: bool,
@@ -296,7 +329,7 @@ pub(crate) struct LevelInfo {
 /// argument, custom events, interrupts, cancellation.
 #[derive(Clone)]
 pub struct NodeContext {
-    pub(crate) inner: Arc<TaskCtx>,
+    pub(crate) inner: Arc<TaskInfo>,
 }
 
 impl fmt::Debug for NodeContext {
@@ -394,16 +427,16 @@ impl NodeContext {
     /// The interrupt signal (propagate it), or a resume value that does not decode as `T`.
     pub fn interrupt<T: DeserializeOwned>(&self, value: impl Serialize) -> Result<T, BoxError> {
         let id = self.interrupt_id();
-        let mut scratch = self.inner.scratch.lock().unwrap_or_else(|p| p.into_inner());
-        let k = scratch.calls;
-        scratch.calls += 1;
-        let answer = match scratch.resume.get(k) {
+        let mut cursor = self.inner.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        let k = cursor.calls;
+        cursor.calls += 1;
+        let answer = match cursor.resume.get(k) {
             Some(v) => Some(v.clone()),
             None => {
                 let mut input = self.inner.resume.lock().unwrap_or_else(|p| p.into_inner());
                 let fresh = input.map.remove(&id).or_else(|| input.value.take());
                 if let Some(v) = &fresh {
-                    scratch.resume.push(v.clone());
+                    cursor.resume.push(v.clone());
                 }
                 fresh
             }

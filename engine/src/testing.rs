@@ -43,12 +43,13 @@ use stategraph_checkpoints::{ListOptions, Namespace, TaskId};
 use crate::command::Goto;
 use crate::diff::{diff_states, StateDiff};
 use crate::event::EventKind;
-use crate::node::{CancelToken, LevelInfo, ResumeInput, Scratch, TaskCtx};
+use crate::graph::TaskOutput;
+use crate::node::{CancelToken, CheckpointScope, NodeResult, ResumeCursor, ResumeInput, TaskInfo};
 use crate::run::RunShared;
 use crate::state::ReduceCtx;
 use crate::{
-    CompiledGraph, Durability, Input, NodeContext, RunConfig, RunError, RunOutcome, State,
-    StreamMode,
+    CompiledGraph, Durability, Input, Interrupted, NodeContext, RunConfig, RunError, RunOutcome,
+    State, StreamMode,
 };
 
 /// What one node did when run on its own by [`run_node`].
@@ -96,7 +97,7 @@ pub async fn run_node<S: State>(
         interrupt_after: Vec::new(),
     });
     let ctx = NodeContext {
-        inner: Arc::new(TaskCtx {
+        inner: Arc::new(TaskInfo {
             node: node.name.clone(),
             task,
             step: 0,
@@ -104,12 +105,12 @@ pub async fn run_node<S: State>(
             thread: None,
             arg: None,
             sink: None,
-            scratch: Mutex::new(Scratch::default()),
+            cursor: Mutex::new(ResumeCursor::default()),
             resumed: false,
             resume: shared.resume.clone(),
             cancel: shared.cancel.clone(),
             run: shared,
-            level: LevelInfo {
+            scope: CheckpointScope {
                 ns: Namespace::root(),
                 saver: None,
                 ephemeral: true,
@@ -117,16 +118,26 @@ pub async fn run_node<S: State>(
         }),
     };
     let snapshot = Arc::new(state);
-    let out = node
-        .run
-        .run(snapshot.clone(), ctx)
-        .await
-        .map_err(|source| RunError::Node {
-            node: name.to_string(),
-            step: 0,
-            task,
-            source,
-        })?;
+    let source: crate::BoxError = match node.run.run(snapshot.clone(), ctx).await {
+        NodeResult::Output(out) => return finish_node_run(name, snapshot, out),
+        NodeResult::Interrupted(interrupts) => Box::new(Interrupted { interrupts }),
+        NodeResult::Child(e) => Box::new(e),
+        NodeResult::Failed(e) => e,
+    };
+    Err(RunError::Node {
+        node: name.to_string(),
+        step: 0,
+        task,
+        source,
+    })
+}
+
+/// The result of [`run_node`] for a node that returned `out` on `snapshot`.
+fn finish_node_run<S: State>(
+    name: &str,
+    snapshot: Arc<S>,
+    out: TaskOutput<S>,
+) -> Result<NodeRun<S>, RunError> {
     let mut after = Arc::try_unwrap(snapshot).unwrap_or_else(|shared| (*shared).clone());
     after
         .apply(out.updates.clone(), &mut ReduceCtx::new(0))

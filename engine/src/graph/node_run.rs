@@ -6,8 +6,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use crate::command::{Goto, ParentCommand};
-use crate::node::{Node, NodeContext};
-use crate::{BoxError, State};
+use crate::node::{Node, NodeContext, NodeResult};
+use crate::State;
 
 /// What a task produced, before it is applied.
 pub(crate) struct TaskOutput<S: State> {
@@ -28,30 +28,15 @@ impl<S: State> Default for TaskOutput<S> {
 
 /// The engine's internal node interface.
 pub(crate) trait NodeRun<S: State>: Send + Sync + 'static {
-    fn run(
-        &self,
-        state: Arc<S>,
-        ctx: NodeContext,
-    ) -> BoxFuture<'static, Result<TaskOutput<S>, BoxError>>;
+    fn run(&self, state: Arc<S>, ctx: NodeContext) -> BoxFuture<'static, NodeResult<S>>;
 }
 
 /// A user's [`Node`], run as a [`NodeRun`]: its command split into the task's output.
 pub(super) struct UserNode<N>(pub(super) N);
 
 impl<S: State, N: Node<S>> NodeRun<S> for UserNode<N> {
-    fn run(
-        &self,
-        state: Arc<S>,
-        ctx: NodeContext,
-    ) -> BoxFuture<'static, Result<TaskOutput<S>, BoxError>> {
+    fn run(&self, state: Arc<S>, ctx: NodeContext) -> BoxFuture<'static, NodeResult<S>> {
         let fut = self.0.run(state, ctx);
-        Box::pin(async move {
-            let cmd = fut.await?;
-            Ok(TaskOutput {
-                updates: cmd.update.into_iter().collect(),
-                goto: cmd.goto,
-                parents: cmd.parent.into_iter().collect(),
-            })
-        })
+        Box::pin(async move { NodeResult::from_user(fut.await) })
     }
 }

@@ -1,0 +1,407 @@
+//! Executing a superstep's tasks: the determinism guard, reuse of writes an earlier attempt
+//! recorded, running the rest (inline, concurrently, or spawned), and settling the step:
+//! commands for the parent graph, a failure, an interrupt, or the step applied.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use stategraph_checkpoints::{PendingWrite, TaskId, WriteKind};
+
+use super::pending::{apply_error_task, input_task, output_from_json, output_to_json, APPLY_NODE};
+use super::plan::{PlannedTask, TaskTrigger};
+use super::superstep::RunLoop;
+use crate::command::ParentCommand;
+use crate::event::{EventKind, TaskStatus};
+use crate::graph::TaskOutput;
+use crate::{Interrupt, RunError, State};
+
+/// How a task ended.
+pub(super) enum TaskResult<S: State> {
+    Done(TaskOutput<S>),
+    /// It failed; `resumes`: the resume values it had consumed.
+    Failed {
+        error: RunError,
+        resumes: Vec<serde_json::Value>,
+    },
+    /// It paused; `resumes`: the resume values it had consumed.
+    Interrupted {
+        interrupts: Vec<Interrupt>,
+        resumes: Vec<serde_json::Value>,
+    },
+}
+
+/// How a step ended.
+pub(super) enum StepEnd {
+    /// Its writes were applied and its checkpoint made.
+    Applied,
+    /// It paused on these interrupts.
+    Interrupted(Vec<Interrupt>),
+    /// Its tasks sent commands to the parent graph, which end this level's run.
+    ToParent(Vec<ParentCommand>),
+}
+
+/// A task's result, or why its spawned tokio task did not return one.
+type TaskJoin<S> = Result<TaskResult<S>, String>;
+
+/// Aborts spawned tasks when dropped.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for h in &self.0 {
+            h.abort();
+        }
+    }
+}
+
+/// What an earlier attempt of this step recorded, by task position.
+struct RecordedWrites<S: State> {
+    /// Outputs of tasks that finished: reused, not run again.
+    reused: BTreeMap<usize, TaskOutput<S>>,
+    /// Resume values tasks had consumed.
+    resumes: BTreeMap<usize, Vec<serde_json::Value>>,
+    /// Tasks that paused or failed before: a subgraph they run continues where it stopped.
+    resumed: BTreeSet<usize>,
+}
+
+impl<S: State> RunLoop<S> {
+    /// Run a step's tasks and settle the step.
+    pub(super) async fn execute(&mut self, tasks: &[PlannedTask]) -> Result<StepEnd, RunError> {
+        let mut recorded = self.recorded_writes(tasks)?;
+        let mut results: Vec<Option<TaskResult<S>>> = (0..tasks.len()).map(|_| None).collect();
+        let mut to_run = Vec::new();
+        for (ti, t) in tasks.iter().enumerate() {
+            if let Some(out) = recorded.reused.remove(&ti) {
+                if self.wants(|m| m.tasks) {
+                    self.emit(EventKind::TaskEnd {
+                        node: self.node_name(t),
+                        task: t.id,
+                        status: TaskStatus::Reused,
+                    })
+                    .await;
+                }
+                results[ti] = Some(TaskResult::Done(out));
+            } else if t.trigger == TaskTrigger::Start {
+                let update = self.control.start.take().unwrap_or_default();
+                results[ti] = Some(TaskResult::Done(TaskOutput {
+                    updates: vec![update],
+                    goto: Vec::new(),
+                    parents: Vec::new(),
+                }));
+            } else {
+                to_run.push(ti);
+            }
+        }
+        if !to_run.is_empty() {
+            self.run_tasks(tasks, &to_run, &mut recorded, &mut results)
+                .await?;
+        }
+        self.settle(tasks, results).await
+    }
+
+    /// What an earlier attempt of this step recorded for `tasks`, after the determinism
+    /// guard.
+    fn recorded_writes(&self, tasks: &[PlannedTask]) -> Result<RecordedWrites<S>, RunError> {
+        let mut recorded = RecordedWrites {
+            reused: BTreeMap::new(),
+            resumes: BTreeMap::new(),
+            resumed: BTreeSet::new(),
+        };
+        if self.pending.is_empty() {
+            return Ok(recorded);
+        }
+        self.check_determinism(tasks)?;
+        for (ti, t) in tasks.iter().enumerate() {
+            for w in self.pending.iter().filter(|w| w.task_id == t.id) {
+                match &w.kind {
+                    WriteKind::Output(v) => {
+                        let out = output_from_json::<S>(v).map_err(|e| RunError::Decode {
+                            field: format!("pending write of task {}", t.id),
+                            thread: self.shared.thread.clone(),
+                            detail: e.to_string(),
+                        })?;
+                        recorded.reused.insert(ti, out);
+                    }
+                    WriteKind::Resume(values) => {
+                        recorded.resumes.insert(ti, values.clone());
+                        recorded.resumed.insert(ti);
+                    }
+                    WriteKind::Error(_) | WriteKind::Interrupt { .. } => {
+                        recorded.resumed.insert(ti);
+                    }
+                }
+            }
+        }
+        Ok(recorded)
+    }
+
+    /// Determinism guard: every task an earlier attempt of this step recorded must be one
+    /// this code plans again; otherwise the code changed under the thread, and its recorded
+    /// writes must not be applied to other tasks or dropped unseen.
+    fn check_determinism(&self, tasks: &[PlannedTask]) -> Result<(), RunError> {
+        let planned: BTreeSet<TaskId> = tasks.iter().map(|t| t.id).collect();
+        let apply_error = apply_error_task(self.step);
+        let known = |id: &TaskId| *id == input_task() || *id == apply_error || planned.contains(id);
+        if self.pending.iter().all(|w| known(&w.task_id)) {
+            return Ok(());
+        }
+        let mut recorded: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|w| w.task_id != input_task())
+            .map(|w| w.node.clone())
+            .collect();
+        recorded.dedup();
+        let mut computed: Vec<String> = tasks
+            .iter()
+            .map(|t| self.node_name(t).to_string())
+            .collect();
+        computed.dedup();
+        Err(RunError::DeterminismMismatch {
+            step: self.step,
+            recorded,
+            computed,
+        })
+    }
+
+    /// Run the tasks at positions `to_run`, with task events around them; cancellation ends
+    /// the step at once.
+    async fn run_tasks(
+        &self,
+        tasks: &[PlannedTask],
+        to_run: &[usize],
+        recorded: &mut RecordedWrites<S>,
+        results: &mut [Option<TaskResult<S>>],
+    ) -> Result<(), RunError> {
+        let events = self.wants(|m| m.tasks);
+        if events {
+            for &ti in to_run {
+                self.emit(EventKind::TaskStart {
+                    node: self.node_name(&tasks[ti]),
+                    task: tasks[ti].id,
+                })
+                .await;
+            }
+        }
+        if let [ti] = *to_run {
+            let fut = self.task_future(
+                &tasks[ti],
+                recorded.resumes.remove(&ti).unwrap_or_default(),
+                recorded.resumed.contains(&ti),
+            );
+            let r = tokio::select! {
+                r = fut => r,
+                _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
+            };
+            results[ti] = Some(r);
+        } else {
+            self.run_concurrently(tasks, to_run, recorded, results)
+                .await?;
+        }
+        if events {
+            for &ti in to_run {
+                let status = match &results[ti] {
+                    Some(TaskResult::Done(_)) => TaskStatus::Succeeded,
+                    Some(TaskResult::Failed { error, .. }) => TaskStatus::Failed(error.to_string()),
+                    Some(TaskResult::Interrupted { .. }) => TaskStatus::Interrupted,
+                    None => continue,
+                };
+                self.emit(EventKind::TaskEnd {
+                    node: self.node_name(&tasks[ti]),
+                    task: tasks[ti].id,
+                    status,
+                })
+                .await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Tasks run concurrently on this task; a node marked `spawn` runs on its own tokio task
+    /// (in parallel with the others). The first failure stops the step: leaving early
+    /// (failure, cancellation) drops the inline futures and aborts the spawned ones.
+    async fn run_concurrently(
+        &self,
+        tasks: &[PlannedTask],
+        to_run: &[usize],
+        recorded: &mut RecordedWrites<S>,
+        results: &mut [Option<TaskResult<S>>],
+    ) -> Result<(), RunError> {
+        let mut aborts = AbortOnDrop(Vec::new());
+        let mut running: FuturesUnordered<BoxFuture<'static, (usize, TaskJoin<S>)>> =
+            FuturesUnordered::new();
+        for &ti in to_run {
+            let fut = self.task_future(
+                &tasks[ti],
+                recorded.resumes.remove(&ti).unwrap_or_default(),
+                recorded.resumed.contains(&ti),
+            );
+            let spawn = tasks[ti]
+                .node
+                .is_some_and(|i| self.g.nodes[i].options.spawn);
+            if spawn {
+                let handle = tokio::spawn(fut);
+                aborts.0.push(handle.abort_handle());
+                running.push(Box::pin(async move {
+                    (ti, handle.await.map_err(|e| e.to_string()))
+                }));
+            } else {
+                running.push(Box::pin(async move { (ti, Ok(fut.await)) }));
+            }
+        }
+        loop {
+            let next = tokio::select! {
+                n = running.next() => n,
+                _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
+            };
+            let Some((ti, joined)) = next else { break };
+            let r = joined.unwrap_or_else(|e| TaskResult::Failed {
+                error: RunError::Node {
+                    node: self.node_name(&tasks[ti]).to_string(),
+                    step: self.step,
+                    task: tasks[ti].id,
+                    source: format!("task panicked or was aborted: {e}").into(),
+                },
+                resumes: Vec::new(),
+            });
+            let failed = matches!(r, TaskResult::Failed { .. });
+            results[ti] = Some(r);
+            if failed {
+                break;
+            }
+        }
+        drop(running);
+        drop(aborts);
+        Ok(())
+    }
+
+    /// Settle a step whose tasks have run: commands for the enclosing graph end this level's
+    /// run (they win over interrupts of siblings, whose tasks run again when the parent
+    /// resumes, not over failures); then a failure or an interrupt; else the step applies.
+    async fn settle(
+        &mut self,
+        tasks: &[PlannedTask],
+        results: Vec<Option<TaskResult<S>>>,
+    ) -> Result<StepEnd, RunError> {
+        let failed = results
+            .iter()
+            .any(|r| matches!(r, Some(TaskResult::Failed { .. })));
+        let interrupted = results
+            .iter()
+            .any(|r| matches!(r, Some(TaskResult::Interrupted { .. })));
+        let to_parent = results
+            .iter()
+            .position(|r| matches!(r, Some(TaskResult::Done(o)) if !o.parents.is_empty()));
+        match to_parent {
+            Some(ti) if !failed => self.to_parent(tasks, ti, results),
+            _ if failed || interrupted => self.stop_step(tasks, results).await,
+            _ => self.apply_step(tasks, results).await,
+        }
+    }
+
+    /// The commands the step's tasks sent to the parent graph (the first from task `first`).
+    fn to_parent(
+        &self,
+        tasks: &[PlannedTask],
+        first: usize,
+        results: Vec<Option<TaskResult<S>>>,
+    ) -> Result<StepEnd, RunError> {
+        if self.level.is_root {
+            return Err(RunError::ParentCommand {
+                node: self.node_name(&tasks[first]).to_string(),
+                reason: "there is no parent graph".to_string(),
+            });
+        }
+        let cmds = results
+            .into_iter()
+            .flat_map(|r| match r {
+                Some(TaskResult::Done(o)) => o.parents,
+                _ => Vec::new(),
+            })
+            .collect();
+        Ok(StepEnd::ToParent(cmds))
+    }
+
+    /// A failure or an interrupt: record what finished (and what was asked and answered),
+    /// then report the first failure in task order, or pause.
+    async fn stop_step(
+        &mut self,
+        tasks: &[PlannedTask],
+        results: Vec<Option<TaskResult<S>>>,
+    ) -> Result<StepEnd, RunError> {
+        let (writes, interrupts) = self.pending_writes_of(tasks, &results)?;
+        let failure = results.into_iter().find_map(|r| match r {
+            Some(TaskResult::Failed { error, .. }) => Some(error),
+            _ => None,
+        });
+        if let Some(e) = failure {
+            self.record_pending(writes).await?;
+            return Err(e);
+        }
+        if let Some(first) = interrupts.first() {
+            self.require_checkpointer(&first.node)?;
+        }
+        self.record_pending(writes).await?;
+        self.emit(EventKind::Interrupt(interrupts.clone())).await;
+        Ok(StepEnd::Interrupted(interrupts))
+    }
+
+    /// Apply the outputs of a step whose tasks all finished, and make its checkpoint.
+    async fn apply_step(
+        &mut self,
+        tasks: &[PlannedTask],
+        results: Vec<Option<TaskResult<S>>>,
+    ) -> Result<StepEnd, RunError> {
+        let outputs: Vec<(usize, TaskOutput<S>)> = results
+            .into_iter()
+            .enumerate()
+            .filter_map(|(ti, r)| match r {
+                Some(TaskResult::Done(out)) => Some((ti, out)),
+                _ => None,
+            })
+            .collect();
+        // With a checkpointer, keep the outputs' stored form until the step is applied: if a
+        // reducer or a route rejects the step, they become its pending writes, so the tasks
+        // do not run again.
+        let saved = match self.keeps_pending() {
+            true => Some(self.output_writes(tasks, &outputs)?),
+            false => None,
+        };
+        if let Err(e) = self.apply(tasks, outputs).await {
+            // The in-memory state is partly updated: nothing of it may be stored.
+            self.poisoned = true;
+            if let Some(mut writes) = saved {
+                writes.push(PendingWrite {
+                    task_id: apply_error_task(self.step),
+                    node: APPLY_NODE.to_string(),
+                    kind: WriteKind::Error(e.to_string()),
+                });
+                self.record_pending(writes).await?;
+            }
+            return Err(e);
+        }
+        self.commit_step().await?;
+        Ok(StepEnd::Applied)
+    }
+
+    /// The pending writes the outputs of a step become if applying it fails.
+    fn output_writes(
+        &self,
+        tasks: &[PlannedTask],
+        outputs: &[(usize, TaskOutput<S>)],
+    ) -> Result<Vec<PendingWrite>, RunError> {
+        let mut writes = Vec::with_capacity(outputs.len() + self.input_writes.len());
+        for (ti, out) in outputs {
+            if tasks[*ti].trigger != TaskTrigger::Start {
+                writes.push(PendingWrite {
+                    task_id: tasks[*ti].id,
+                    node: self.node_name(&tasks[*ti]).to_string(),
+                    kind: WriteKind::Output(output_to_json(out)?),
+                });
+            }
+        }
+        writes.extend(self.input_writes.iter().cloned());
+        Ok(writes)
+    }
+}

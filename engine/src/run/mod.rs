@@ -1,0 +1,210 @@
+//! Running a graph: the superstep runner (plan, execute, apply, checkpoint) and the thread
+//! API.
+//!
+//! A run is one `RunLoop` per graph level (the root graph and each subgraph a task runs).
+//! Each step is planned (`plan`), its tasks executed (`execute`; `task`: one task's
+//! attempts), their writes and routing applied (`apply`), and its checkpoint handed to the
+//! level's `CheckpointPipeline` (`persist`). `open` starts or resumes a level; `control` is
+//! its control state; `pending` what a failed or interrupted step keeps; `thread` the
+//! thread API ([`CompiledGraph::update_state`], [`CompiledGraph::get_state`],
+//! [`CompiledGraph::get_state_history`]).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use stategraph_checkpoints::{Checkpoint, CheckpointId, Namespace, Saver, ThreadId};
+
+use crate::command::ParentCommand;
+use crate::event::{EventSink, StreamMode};
+use crate::graph::CompiledGraph;
+use crate::node::{CancelToken, ResumeInput};
+use crate::stream::RunStream;
+use crate::{Command, Interrupt, RunError, State};
+
+mod apply;
+mod config;
+mod control;
+mod decode;
+mod execute;
+mod open;
+mod pending;
+mod persist;
+mod plan;
+mod superstep;
+mod task;
+mod thread;
+
+pub use config::{Durability, RunConfig, DEFAULT_RECURSION_LIMIT, MAX_INFLIGHT};
+pub(crate) use superstep::RunLoop;
+
+/// What a run starts from.
+pub enum Input<S: State> {
+    /// New input: applied by the `__start__` step, then the entry edges run.
+    Update(S::Update),
+    /// A command: resume interrupts, update the state and/or route, then continue.
+    Command(Command<S>),
+    /// Continue where the thread stopped (after a failure or a static interrupt).
+    Continue,
+}
+
+impl<S: State> From<Command<S>> for Input<S> {
+    fn from(value: Command<S>) -> Self {
+        Input::Command(value)
+    }
+}
+
+/// How a run ended (an interrupt is an outcome, not an error).
+#[derive(Debug, Clone)]
+pub struct RunOutcome<S> {
+    /// The state at the end.
+    pub state: Arc<S>,
+    /// Pending interrupts, if the run paused.
+    pub interrupts: Vec<Interrupt>,
+    /// The last checkpoint written, if the graph has a checkpointer.
+    pub checkpoint: Option<CheckpointId>,
+    /// Supersteps run by this invocation.
+    pub steps: usize,
+}
+
+impl<S> RunOutcome<S> {
+    /// Whether the run paused on an interrupt.
+    pub fn is_interrupted(&self) -> bool {
+        !self.interrupts.is_empty()
+    }
+}
+
+/// A thread's state at one checkpoint, as `get_state` shows it.
+#[derive(Debug, Clone)]
+pub struct StateSnapshot<S> {
+    /// The state values.
+    pub values: Arc<S>,
+    /// Nodes the next step would run.
+    pub next: Vec<String>,
+    /// The checkpoint's header.
+    pub checkpoint: Checkpoint,
+    /// Pending interrupts.
+    pub interrupts: Vec<Interrupt>,
+    /// Errors of tasks that failed in the step after this checkpoint: (node, message).
+    pub errors: Vec<(String, String)>,
+}
+
+/// Run-wide context shared by every task and subgraph level.
+pub(crate) struct RunShared {
+    pub(crate) resume: Arc<Mutex<ResumeInput>>,
+    pub(crate) cancel: CancelToken,
+    pub(crate) sink: Option<EventSink>,
+    pub(crate) thread: Option<ThreadId>,
+    pub(crate) durability: Durability,
+    pub(crate) recursion_limit: usize,
+    pub(crate) metadata: BTreeMap<String, serde_json::Value>,
+    pub(crate) interrupt_before: Vec<String>,
+    pub(crate) interrupt_after: Vec<String>,
+}
+
+/// One graph level of a run (the root graph, or a subgraph run by a task of its parent):
+/// where it checkpoints, and whether it is the root.
+pub(crate) struct GraphLevel {
+    pub(crate) ns: Namespace,
+    pub(crate) saver: Option<Arc<dyn Saver>>,
+    /// Checkpointing disabled for this subgraph (interrupts are an error).
+    pub(crate) ephemeral: bool,
+    pub(crate) is_root: bool,
+}
+
+impl GraphLevel {
+    /// The root graph's level, checkpointing in `saver`.
+    pub(crate) fn root(saver: Option<Arc<dyn Saver>>) -> Self {
+        GraphLevel {
+            ns: Namespace::root(),
+            saver,
+            ephemeral: false,
+            is_root: true,
+        }
+    }
+}
+
+/// How a graph level's run ended.
+pub(crate) enum GraphLevelEnd<S: State> {
+    /// It finished or paused.
+    Done(RunOutcome<S>),
+    /// A task sent these commands to the parent graph.
+    ToParent(Vec<ParentCommand>),
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// The run-wide context of a run configured by `config`.
+    fn shared(
+        &self,
+        config: &RunConfig,
+        cancel: CancelToken,
+        sink: Option<EventSink>,
+    ) -> Result<Arc<RunShared>, RunError> {
+        Ok(Arc::new(RunShared {
+            resume: Arc::new(Mutex::new(ResumeInput::default())),
+            cancel,
+            sink,
+            thread: config.thread_id()?,
+            durability: config.durability,
+            recursion_limit: config.recursion_limit,
+            metadata: config.metadata.clone(),
+            interrupt_before: config.interrupt_before.clone(),
+            interrupt_after: config.interrupt_after.clone(),
+        }))
+    }
+
+    pub(crate) async fn run_root(
+        &self,
+        input: Input<S>,
+        config: &RunConfig,
+        sink: Option<EventSink>,
+        cancel: CancelToken,
+    ) -> Result<RunOutcome<S>, RunError> {
+        let shared = self.shared(config, cancel, sink)?;
+        let level = GraphLevel::root(self.saver.clone());
+        let lp = RunLoop::start(self, shared, level, input, config.checkpoint).await?;
+        match lp.run().await? {
+            GraphLevelEnd::Done(outcome) => Ok(outcome),
+            GraphLevelEnd::ToParent(_) => Err(RunError::ParentCommand {
+                node: "?".to_string(),
+                reason: "there is no parent graph".to_string(),
+            }),
+        }
+    }
+
+    /// Run the graph to its end (or an interrupt).
+    ///
+    /// # Errors
+    /// A [`RunError`]: a node failure, a reducer conflict, the recursion limit, a bad resume,
+    /// a storage error. Tasks that finished in a failed step keep their writes (with a
+    /// checkpointer), so a later [`Input::Continue`] does not run them again.
+    pub async fn invoke(
+        &self,
+        input: impl Into<Input<S>>,
+        config: &RunConfig,
+    ) -> Result<RunOutcome<S>, RunError> {
+        self.run_root(input.into(), config, None, config.cancel.clone())
+            .await
+    }
+
+    /// Run the graph, streaming its events (see [`RunStream`]).
+    pub fn stream(
+        &self,
+        input: impl Into<Input<S>>,
+        config: &RunConfig,
+        mode: StreamMode,
+    ) -> RunStream<S> {
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let graph = self.clone();
+        let config = config.clone();
+        let input = input.into();
+        // Dropping the stream cancels the run (at its next step boundary, so it stops cleanly).
+        let cancel = config.cancel.child();
+        let run_cancel = cancel.clone();
+        let handle = tokio::spawn(async move {
+            graph
+                .run_root(input, &config, Some(EventSink { tx, mode }), run_cancel)
+                .await
+        });
+        RunStream::new(rx, handle, cancel)
+    }
+}

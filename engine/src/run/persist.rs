@@ -1,0 +1,685 @@
+//! The checkpoint pipeline: the head checkpoint of a level, the checkpoint writes on their
+//! way to the saver, and what is not yet stored (changes and pending writes held back under
+//! durability `exit`).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use stategraph_checkpoints::{
+    Checkpoint, CheckpointError, CheckpointId, FieldPart, FieldWrite, PendingWrite, PutCheckpoint,
+    Saver, Source,
+};
+use stategraph_reducers::{Change, Stored};
+
+use super::config::{Durability, MAX_INFLIGHT};
+use super::superstep::RunLoop;
+use crate::event::{EventKind, Shared};
+use crate::state::Field;
+use crate::{RunError, State};
+
+/// Under durability `async`, checkpoints go to a saver that does not order batches (see
+/// [`Saver::orders_batches`]) in batches of this many.
+const ASYNC_BATCH: usize = 16;
+
+/// A checkpoint write's outcome, once the saver has it.
+type WriteDone = BoxFuture<'static, Result<(), RunError>>;
+
+/// A checkpoint write handed to the saver: how many checkpoints, and its outcome. (The
+/// future sits in a mutex only to keep the run loop `Sync`; it is reached through `&mut`.)
+struct InflightWrite {
+    puts: usize,
+    done: Mutex<WriteDone>,
+}
+
+/// How checkpoints reach the saver under durability `async`. Both modes live here because
+/// the [`Saver`] trait lets a saver that does not order batches store concurrent batches
+/// out of order: only a saver that orders them can be handed each checkpoint as it is made.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AsyncWrites {
+    /// The saver queues batches in call order: each checkpoint is handed over as it is made,
+    /// saying more follow ([`Saver::put_many_more`]), so a grouping saver stores them while
+    /// the run goes on and commits them together; [`Saver::flush`] commits what it holds.
+    Streamed,
+    /// Any other saver: checkpoints are buffered and sent in batches of [`ASYNC_BATCH`], each
+    /// once the batch before it is stored.
+    Batched,
+}
+
+/// The head checkpoint of a level and the checkpoint writes not yet confirmed.
+pub(super) struct CheckpointPipeline {
+    saver: Option<Arc<dyn Saver>>,
+    durability: Durability,
+    async_writes: AsyncWrites,
+    /// The checkpoint the current step starts from (also its id when not yet stored).
+    head: Option<CheckpointId>,
+    /// The newest checkpoint actually stored (differs from `head` under durability exit).
+    stored_head: Option<CheckpointId>,
+    /// The step of `head`.
+    head_step: i64,
+    /// Where the head checkpoint came from (for the final checkpoint under durability exit).
+    head_source: Source,
+    /// Changes not yet stored (durability exit), per field.
+    unsaved: Vec<Change>,
+    /// Checkpoint writes handed to the saver and not yet confirmed (durability async), oldest
+    /// first.
+    inflight: VecDeque<InflightWrite>,
+    /// Checkpoints in `inflight`.
+    inflight_puts: usize,
+    /// Checkpoints not yet handed to the saver (durability async, batched).
+    buffer: Vec<PutCheckpoint>,
+    /// Pending writes held back until the final checkpoint (durability exit).
+    deferred_pending: Vec<PendingWrite>,
+}
+
+impl CheckpointPipeline {
+    /// The pipeline of a level that stores in `saver` (if any) a state of `fields` fields.
+    pub(super) fn new(
+        saver: Option<Arc<dyn Saver>>,
+        durability: Durability,
+        fields: usize,
+    ) -> Self {
+        let async_writes = match &saver {
+            Some(s) if s.orders_batches() => AsyncWrites::Streamed,
+            _ => AsyncWrites::Batched,
+        };
+        CheckpointPipeline {
+            saver,
+            durability,
+            async_writes,
+            head: None,
+            stored_head: None,
+            head_step: -1,
+            head_source: Source::Loop,
+            unsaved: vec![Change::Unchanged; fields],
+            inflight: VecDeque::new(),
+            inflight_puts: 0,
+            buffer: Vec::new(),
+            deferred_pending: Vec::new(),
+        }
+    }
+
+    /// The checkpoint the current step starts from.
+    pub(super) fn head(&self) -> Option<CheckpointId> {
+        self.head
+    }
+
+    /// The newest checkpoint stored.
+    pub(super) fn stored_head(&self) -> Option<CheckpointId> {
+        self.stored_head
+    }
+
+    /// The step of the head checkpoint.
+    pub(super) fn head_step(&self) -> i64 {
+        self.head_step
+    }
+
+    /// Start from a checkpoint loaded from the saver.
+    pub(super) fn load_head(&mut self, checkpoint: &Checkpoint) {
+        self.head = Some(checkpoint.id);
+        self.stored_head = self.head;
+        self.head_source = checkpoint.source;
+        self.head_step = checkpoint.step;
+    }
+
+    /// Make `id` the head; returns the head before it.
+    fn advance_head(
+        &mut self,
+        id: CheckpointId,
+        source: Source,
+        step: i64,
+    ) -> Option<CheckpointId> {
+        self.head_source = source;
+        self.head_step = step;
+        self.head.replace(id)
+    }
+
+    /// Field `index` changed by `change` since the last stored checkpoint.
+    pub(super) fn note_change(&mut self, index: usize, change: Change) {
+        self.unsaved[index] = self.unsaved[index].then(change);
+    }
+
+    /// Store `put`: at once (durability `sync`, or `wait`), else handed over in the
+    /// background, bounded to [`MAX_INFLIGHT`] checkpoints.
+    async fn submit(&mut self, put: PutCheckpoint, wait: bool) -> Result<(), RunError> {
+        let Some(saver) = self.saver.clone() else {
+            return Ok(());
+        };
+        if self.durability != Durability::Async || wait {
+            self.drain().await?;
+            return saver.put(put).await.map_err(RunError::from);
+        }
+        match self.async_writes {
+            AsyncWrites::Streamed => self.hand_over(
+                1,
+                Box::pin(
+                    async move { saver.put_many_more(vec![put]).await.map_err(RunError::from) },
+                ),
+                false,
+            )?,
+            AsyncWrites::Batched => {
+                self.buffer.push(put);
+                if self.buffer.len() >= ASYNC_BATCH {
+                    self.send_buffer().await?;
+                }
+            }
+        }
+        // Surface finished writes (and their errors) early; bound what is in flight.
+        while let Some(front) = self.inflight.front_mut() {
+            let done = front.done.get_mut().unwrap_or_else(|p| p.into_inner());
+            match done.now_or_never() {
+                Some(done) => {
+                    self.pop_inflight();
+                    done?;
+                }
+                None => break,
+            }
+        }
+        while self.inflight_puts + self.buffer.len() > MAX_INFLIGHT {
+            match self.pop_inflight() {
+                Some(front) => front.await?,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn push_inflight(&mut self, puts: usize, done: WriteDone) {
+        self.inflight_puts += puts;
+        self.inflight.push_back(InflightWrite {
+            puts,
+            done: Mutex::new(done),
+        });
+    }
+
+    /// The oldest write in flight, taken off the queue.
+    fn pop_inflight(&mut self) -> Option<WriteDone> {
+        let front = self.inflight.pop_front()?;
+        self.inflight_puts -= front.puts;
+        Some(front.done.into_inner().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Hand the buffered checkpoints (only a batched saver has any) to the saver as one
+    /// batch, once the last batch is stored: such a saver may store concurrent batches out
+    /// of order.
+    async fn send_buffer(&mut self) -> Result<(), RunError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let Some(saver) = self.saver.clone() else {
+            return Ok(());
+        };
+        while let Some(front) = self.pop_inflight() {
+            front.await?;
+        }
+        let puts = std::mem::take(&mut self.buffer);
+        let n = puts.len();
+        self.hand_over(
+            n,
+            Box::pin(async move { saver.put_many(puts).await.map_err(RunError::from) }),
+            true,
+        )
+    }
+
+    /// Poll a write of `n` checkpoints once (which hands it to the saver) and keep it in
+    /// flight unless it is done; `spawn`: as a task of its own, for a saver whose future must
+    /// be polled to make progress. A saver that completes at once (in memory) needs no task.
+    /// An error that arrives at once still waits its turn behind the writes sent before it:
+    /// the run reports the first failure in checkpoint order, not whichever finished first.
+    fn hand_over(&mut self, n: usize, mut write: WriteDone, spawn: bool) -> Result<(), RunError> {
+        match (&mut write).now_or_never() {
+            Some(Ok(())) => {}
+            Some(Err(e)) if self.inflight.is_empty() => return Err(e),
+            Some(Err(e)) => self.push_inflight(n, Box::pin(futures::future::ready(Err(e)))),
+            None if spawn => {
+                let task = tokio::spawn(write);
+                self.push_inflight(n, Box::pin(async move { joined(task.await) }));
+            }
+            None => self.push_inflight(n, write),
+        }
+        Ok(())
+    }
+
+    /// Send what is buffered and wait for every checkpoint write in flight, asking the saver
+    /// to commit at once what is still in flight (what it was told more would follow).
+    async fn drain(&mut self) -> Result<(), RunError> {
+        if let Some(saver) = self.saver.clone() {
+            self.send_buffer().await?;
+            if !self.inflight.is_empty() {
+                self.hand_over(
+                    0,
+                    Box::pin(async move { saver.flush().await.map_err(RunError::from) }),
+                    false,
+                )?;
+            }
+        }
+        while let Some(front) = self.pop_inflight() {
+            front.await?;
+        }
+        Ok(())
+    }
+}
+
+/// A spawned checkpoint write's outcome.
+fn joined(r: Result<Result<(), RunError>, tokio::task::JoinError>) -> Result<(), RunError> {
+    match r {
+        Ok(r) => r,
+        Err(e) => Err(RunError::Checkpoint(CheckpointError::Storage(
+            format!("checkpoint writer failed: {e}").into(),
+        ))),
+    }
+}
+
+impl<S: State> RunLoop<S> {
+    /// Store the applied step's checkpoint and show its values.
+    pub(super) async fn commit_step(&mut self) -> Result<(), RunError> {
+        let field_writes = self.encode_changes()?;
+        self.put(Source::Loop, self.step, field_writes).await?;
+        if self.wants(|m| m.values) {
+            self.emit(EventKind::Values(Shared(self.state.clone())))
+                .await;
+        }
+        Ok(())
+    }
+
+    /// Encode the fields changed since the last stored checkpoint (nothing without a saver).
+    pub(super) fn encode_changes(&mut self) -> Result<Vec<FieldWrite>, RunError> {
+        if self.level.saver.is_none() || self.shared.durability == Durability::Exit {
+            return Ok(Vec::new());
+        }
+        self.take_unsaved()
+    }
+
+    /// Encode every field changed since the last stored checkpoint, and forget the changes.
+    pub(super) fn take_unsaved(&mut self) -> Result<Vec<FieldWrite>, RunError> {
+        let mut writes = Vec::new();
+        for f in S::Field::ALL {
+            let change = std::mem::replace(&mut self.persist.unsaved[f.index()], Change::Unchanged);
+            if change.is_changed() {
+                let stored =
+                    self.state
+                        .encode_field(*f, change)
+                        .map_err(|source| RunError::Encode {
+                            field: f.name(),
+                            source,
+                        })?;
+                let part = match stored {
+                    Stored::Whole(b) => FieldPart::Whole(b),
+                    Stored::Tail(b) => FieldPart::Tail(b),
+                };
+                writes.push(FieldWrite {
+                    field: f.name().to_string(),
+                    part,
+                });
+            }
+        }
+        Ok(writes)
+    }
+
+    /// The header of checkpoint `id` of the current state.
+    fn checkpoint_header(
+        &self,
+        id: CheckpointId,
+        parent: Option<CheckpointId>,
+        step: i64,
+        source: Source,
+    ) -> Result<Checkpoint, RunError> {
+        Ok(Checkpoint {
+            id,
+            parent,
+            step,
+            source,
+            created_at_ms: id.created_at_ms(),
+            control: self.control.to_control(&self.g)?,
+            metadata: self.shared.metadata.clone(),
+        })
+    }
+
+    /// Write a checkpoint at `step` (or, under durability exit, only advance the head).
+    pub(super) async fn put(
+        &mut self,
+        source: Source,
+        step: i64,
+        writes: Vec<FieldWrite>,
+    ) -> Result<(), RunError> {
+        let id = CheckpointId::generate();
+        if matches!(source, Source::Fork | Source::Update) {
+            self.control.anchor = Some(id);
+        }
+        let parent = self.persist.advance_head(id, source, step);
+        self.step = step;
+        self.pending.clear();
+        if source == Source::Loop {
+            // The resuming command's update is now part of the committed state.
+            self.input_writes.clear();
+        }
+        let (Some(_), Some(thread)) = (&self.level.saver, &self.shared.thread) else {
+            return Ok(());
+        };
+        let exit = self.shared.durability == Durability::Exit;
+        if exit && source != Source::Fork {
+            return Ok(());
+        }
+        let parent = if exit {
+            self.persist.stored_head
+        } else {
+            parent
+        };
+        let put = PutCheckpoint {
+            thread: thread.clone(),
+            ns: self.level.ns.clone(),
+            checkpoint: self.checkpoint_header(id, parent, step, source)?,
+            writes,
+        };
+        self.persist.stored_head = Some(id);
+        // A fork or an update is stored before anything runs on it. New input is not waited
+        // for under `async`: its anchor is derived from the input itself (see
+        // `input_anchor`), so if it is lost in a crash and given again, the steps computed
+        // again keep their task ids.
+        let wait = matches!(source, Source::Fork | Source::Update);
+        self.persist.submit(put, wait).await?;
+        if self.wants(|m| m.checkpoints) {
+            self.emit(EventKind::Checkpoint { id, source }).await;
+        }
+        Ok(())
+    }
+
+    /// Store what must be stored before the run reports: the in-flight checkpoint, and under
+    /// durability exit the final one.
+    pub(super) async fn flush(&mut self) -> Result<(), RunError> {
+        self.persist.drain().await?;
+        if self.shared.durability != Durability::Exit || self.poisoned {
+            // A step that failed while being applied left the state partly updated: under
+            // durability exit the thread stays at its checkpoint from before the run.
+            return Ok(());
+        }
+        let (Some(saver), Some(thread), Some(id)) = (
+            self.level.saver.clone(),
+            self.shared.thread.clone(),
+            self.persist.head,
+        ) else {
+            return Ok(());
+        };
+        if self.persist.head != self.persist.stored_head {
+            let writes = self.take_unsaved()?;
+            let (parent, step, source) = (
+                self.persist.stored_head,
+                self.persist.head_step,
+                self.persist.head_source,
+            );
+            let put = PutCheckpoint {
+                thread: thread.clone(),
+                ns: self.level.ns.clone(),
+                checkpoint: self.checkpoint_header(id, parent, step, source)?,
+                writes,
+            };
+            saver.put(put).await?;
+            self.persist.stored_head = Some(id);
+        }
+        if !self.persist.deferred_pending.is_empty() {
+            let writes = std::mem::take(&mut self.persist.deferred_pending);
+            saver
+                .put_writes(&thread, &self.level.ns, id, writes)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Record the pending writes of a failed or interrupted step on the head checkpoint
+    /// (under durability exit: with the final checkpoint).
+    pub(super) async fn record_pending(
+        &mut self,
+        writes: Vec<PendingWrite>,
+    ) -> Result<(), RunError> {
+        self.pending = writes.clone();
+        if self.shared.durability == Durability::Exit {
+            self.persist.deferred_pending = writes;
+            return Ok(());
+        }
+        self.persist.drain().await?;
+        if let (Some(saver), Some(thread), Some(head)) =
+            (&self.level.saver, &self.shared.thread, self.persist.head)
+        {
+            saver
+                .put_writes(thread, &self.level.ns, head, writes)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use stategraph_checkpoints::{
+        Checkpoint, CheckpointId, Control, ListOptions, LoadedCheckpoint, MemorySaver, Namespace,
+        Retention, ThreadId, ThreadInfo,
+    };
+
+    use super::*;
+
+    type Error = Box<dyn std::error::Error>;
+    type Done<'a, T> = BoxFuture<'a, Result<T, CheckpointError>>;
+
+    /// A memory saver that records how checkpoints reach it, says whether it orders
+    /// batches, and fails every put from the `fail_from`-th on.
+    struct Recording {
+        inner: MemorySaver,
+        ordered: bool,
+        fail_from: usize,
+        puts: AtomicUsize,
+        calls: Mutex<Vec<String>>,
+    }
+
+    impl Recording {
+        fn new(ordered: bool, fail_from: usize) -> Arc<Self> {
+            Arc::new(Recording {
+                inner: MemorySaver::new(),
+                ordered,
+                fail_from,
+                puts: AtomicUsize::new(0),
+                calls: Mutex::new(Vec::new()),
+            })
+        }
+
+        fn note(&self, call: String) {
+            self.calls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(call);
+        }
+
+        fn calls(&self) -> Vec<String> {
+            self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        }
+
+        async fn put_each(&self, puts: Vec<PutCheckpoint>) -> Result<(), CheckpointError> {
+            for put in puts {
+                self.put_one(put).await?;
+            }
+            Ok(())
+        }
+
+        async fn put_one(&self, put: PutCheckpoint) -> Result<(), CheckpointError> {
+            if self.puts.fetch_add(1, Ordering::SeqCst) >= self.fail_from {
+                return Err(CheckpointError::Storage("disk full".into()));
+            }
+            self.inner.put(put).await
+        }
+    }
+
+    impl Saver for Recording {
+        fn put(&self, put: PutCheckpoint) -> Done<'_, ()> {
+            self.note("put".to_string());
+            Box::pin(self.put_one(put))
+        }
+        fn put_writes<'a>(
+            &'a self,
+            thread: &'a ThreadId,
+            ns: &'a Namespace,
+            id: CheckpointId,
+            writes: Vec<PendingWrite>,
+        ) -> Done<'a, ()> {
+            self.inner.put_writes(thread, ns, id, writes)
+        }
+        fn get<'a>(
+            &'a self,
+            thread: &'a ThreadId,
+            ns: &'a Namespace,
+            id: Option<CheckpointId>,
+        ) -> Done<'a, Option<LoadedCheckpoint>> {
+            self.inner.get(thread, ns, id)
+        }
+        fn list<'a>(
+            &'a self,
+            thread: &'a ThreadId,
+            ns: &'a Namespace,
+            options: ListOptions,
+        ) -> Done<'a, Vec<Checkpoint>> {
+            self.inner.list(thread, ns, options)
+        }
+        fn delete_thread<'a>(&'a self, thread: &'a ThreadId) -> Done<'a, ()> {
+            self.inner.delete_thread(thread)
+        }
+        fn list_threads(&self) -> Done<'_, Vec<ThreadInfo>> {
+            self.inner.list_threads()
+        }
+        fn copy_thread<'a>(&'a self, from: &'a ThreadId, to: &'a ThreadId) -> Done<'a, ()> {
+            self.inner.copy_thread(from, to)
+        }
+        fn prune<'a>(&'a self, thread: &'a ThreadId, retention: Retention) -> Done<'a, usize> {
+            self.inner.prune(thread, retention)
+        }
+        fn orders_batches(&self) -> bool {
+            self.ordered
+        }
+        fn put_many(&self, puts: Vec<PutCheckpoint>) -> Done<'_, ()> {
+            self.note(format!("put_many({})", puts.len()));
+            Box::pin(self.put_each(puts))
+        }
+        fn put_many_more(&self, puts: Vec<PutCheckpoint>) -> Done<'_, ()> {
+            self.note(format!("put_many_more({})", puts.len()));
+            Box::pin(self.put_each(puts))
+        }
+        fn flush(&self) -> Done<'_, ()> {
+            self.note("flush".to_string());
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    /// `n` checkpoints of one thread, each the parent of the next.
+    fn chain(n: usize) -> Result<Vec<PutCheckpoint>, Error> {
+        let thread = ThreadId::new("t")?;
+        let mut parent = None;
+        let mut puts = Vec::new();
+        for step in 0..n {
+            let id = CheckpointId::generate();
+            puts.push(PutCheckpoint {
+                thread: thread.clone(),
+                ns: Namespace::root(),
+                checkpoint: Checkpoint {
+                    id,
+                    parent,
+                    step: i64::try_from(step)?,
+                    source: Source::Loop,
+                    created_at_ms: id.created_at_ms(),
+                    control: Control::default(),
+                    metadata: BTreeMap::new(),
+                },
+                writes: Vec::new(),
+            });
+            parent = Some(id);
+        }
+        Ok(puts)
+    }
+
+    async fn stored(saver: &Recording) -> Result<usize, Error> {
+        let thread = ThreadId::new("t")?;
+        let list = saver
+            .list(&thread, &Namespace::root(), ListOptions::default())
+            .await?;
+        Ok(list.len())
+    }
+
+    fn pipeline(saver: &Arc<Recording>, durability: Durability) -> CheckpointPipeline {
+        let saver: Arc<dyn Saver> = saver.clone();
+        CheckpointPipeline::new(Some(saver), durability, 1)
+    }
+
+    #[tokio::test]
+    async fn a_saver_that_does_not_order_batches_gets_batches() -> Result<(), Error> {
+        let saver = Recording::new(false, usize::MAX);
+        let mut p = pipeline(&saver, Durability::Async);
+        assert!(p.async_writes == AsyncWrites::Batched);
+        for put in chain(20)? {
+            p.submit(put, false).await?;
+        }
+        assert_eq!(saver.calls(), ["put_many(16)"]);
+        p.drain().await?;
+        assert_eq!(saver.calls(), ["put_many(16)", "put_many(4)"]);
+        assert_eq!(stored(&saver).await?, 20);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_saver_that_orders_batches_gets_each_checkpoint_as_made() -> Result<(), Error> {
+        let saver = Recording::new(true, usize::MAX);
+        let mut p = pipeline(&saver, Durability::Async);
+        assert!(p.async_writes == AsyncWrites::Streamed);
+        for put in chain(3)? {
+            p.submit(put, false).await?;
+        }
+        p.drain().await?;
+        assert_eq!(saver.calls(), ["put_many_more(1)"; 3]);
+        assert_eq!(stored(&saver).await?, 3);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn sync_and_waited_checkpoints_are_put_at_once() -> Result<(), Error> {
+        let saver = Recording::new(true, usize::MAX);
+        let mut p = pipeline(&saver, Durability::Sync);
+        let mut puts = chain(3)?.into_iter();
+        for put in puts.by_ref().take(2) {
+            p.submit(put, false).await?;
+        }
+        let mut p = pipeline(&saver, Durability::Async);
+        for put in puts {
+            p.submit(put, true).await?;
+        }
+        assert_eq!(saver.calls(), ["put"; 3]);
+        assert_eq!(stored(&saver).await?, 3);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_storage_error_surfaces_as_a_checkpoint_error() -> Result<(), Error> {
+        for (durability, ordered) in [
+            (Durability::Sync, false),
+            (Durability::Async, true),
+            (Durability::Async, false),
+        ] {
+            let saver = Recording::new(ordered, 1);
+            let mut p = pipeline(&saver, durability);
+            let mut first_error = None;
+            for put in chain(ASYNC_BATCH + 1)? {
+                if let Err(e) = p.submit(put, false).await {
+                    first_error = Some(e);
+                    break;
+                }
+            }
+            let e = match first_error {
+                Some(e) => e,
+                None => p.drain().await.err().ok_or("no error")?,
+            };
+            assert!(
+                matches!(e, RunError::Checkpoint(CheckpointError::Storage(_))),
+                "{durability:?}: {e}"
+            );
+        }
+        Ok(())
+    }
+}

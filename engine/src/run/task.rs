@@ -1,0 +1,178 @@
+//! Running one task: its context, its attempts (retry, timeout, a panic turned into a
+//! failure), and the result the step sees.
+
+use std::sync::{Arc, Mutex};
+
+use super::execute::TaskResult;
+use super::plan::PlannedTask;
+use super::superstep::RunLoop;
+use crate::graph::{NodeRun, TaskOutput};
+use crate::node::{CheckpointScope, NodeContext, NodeResult, ResumeCursor, TaskInfo};
+use crate::{BoxError, Interrupt, RunError, State};
+
+impl<S: State> RunLoop<S> {
+    /// What task `t` sees of its run.
+    fn task_ctx(
+        &self,
+        t: &PlannedTask,
+        resume: Vec<serde_json::Value>,
+        resumed: bool,
+    ) -> NodeContext {
+        NodeContext {
+            inner: Arc::new(TaskInfo {
+                node: self.node_name(t),
+                task: t.id,
+                step: self.step,
+                ns: self.level.ns.clone(),
+                thread: self.shared.thread.clone(),
+                arg: t.arg.clone(),
+                sink: self.shared.sink.clone(),
+                cursor: Mutex::new(ResumeCursor { resume, calls: 0 }),
+                resumed,
+                resume: self.shared.resume.clone(),
+                cancel: self.shared.cancel.clone(),
+                run: self.shared.clone(),
+                scope: CheckpointScope {
+                    ns: self.level.ns.clone(),
+                    saver: self.level.saver.clone(),
+                    ephemeral: self.level.ephemeral,
+                },
+            }),
+        }
+    }
+
+    /// The future of task `t`: its attempts (retried as its policy says) until one
+    /// succeeds, pauses, or fails for good.
+    pub(super) fn task_future(
+        &self,
+        t: &PlannedTask,
+        resume: Vec<serde_json::Value>,
+        resumed: bool,
+    ) -> impl std::future::Future<Output = TaskResult<S>> + std::marker::Send + 'static {
+        let node_ix = t.node.unwrap_or(0);
+        let node = self.g.nodes[node_ix].run.clone();
+        let options = self.g.nodes[node_ix].options.clone();
+        let name = self.g.nodes[node_ix].name.clone();
+        let state = self.state.clone();
+        let ctx = self.task_ctx(t, resume, resumed);
+        let step = self.step;
+        let task = t.id;
+        async move {
+            let mut attempt = 1u32;
+            loop {
+                ctx.inner
+                    .cursor
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .calls = 0;
+                let result = run_attempt(&node, &state, &ctx, options.timeout).await;
+                let consumed = || {
+                    ctx.inner
+                        .cursor
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .resume
+                        .clone()
+                };
+                let failure = match result {
+                    Ok(out) => return TaskResult::Done(out),
+                    Err(AttemptFailure::Interrupted(list)) => {
+                        return TaskResult::Interrupted {
+                            interrupts: list,
+                            resumes: consumed(),
+                        }
+                    }
+                    Err(AttemptFailure::Child(e)) => e,
+                    Err(AttemptFailure::Failed(source)) => RunError::Node {
+                        node: name.to_string(),
+                        step,
+                        task,
+                        source,
+                    },
+                    Err(AttemptFailure::TimedOut(after)) => RunError::Timeout {
+                        node: name.to_string(),
+                        step,
+                        after,
+                    },
+                };
+                // A child's interrupt-related errors are final; anything else may be retried.
+                let retryable = !matches!(
+                    failure,
+                    RunError::InterruptInEphemeralSubgraph { .. }
+                        | RunError::InterruptWithoutCheckpointer { .. }
+                        | RunError::Cancelled { .. }
+                );
+                match &options.retry {
+                    Some(p) if retryable && p.should_retry(attempt, &failure_box(&failure)) => {
+                        tokio::time::sleep(p.wait(attempt)).await;
+                        attempt += 1;
+                    }
+                    _ => {
+                        return TaskResult::Failed {
+                            error: failure,
+                            resumes: consumed(),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How one attempt of a task ended, when it did not succeed.
+enum AttemptFailure {
+    Interrupted(Vec<Interrupt>),
+    /// A subgraph's run error, passed through unchanged.
+    Child(RunError),
+    Failed(BoxError),
+    TimedOut(std::time::Duration),
+}
+
+/// Run one attempt of a node, turning a panic into a failure of the task.
+async fn run_attempt<S: State>(
+    node: &Arc<dyn NodeRun<S>>,
+    state: &Arc<S>,
+    ctx: &NodeContext,
+    timeout: Option<std::time::Duration>,
+) -> Result<TaskOutput<S>, AttemptFailure> {
+    use futures::FutureExt;
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        node.run(state.clone(), ctx.clone())
+    }));
+    let fut = match started {
+        Ok(fut) => fut,
+        Err(panic) => return Err(AttemptFailure::Failed(panic_message(panic).into())),
+    };
+    let guarded = std::panic::AssertUnwindSafe(fut).catch_unwind();
+    let result = match timeout {
+        Some(d) => match tokio::time::timeout(d, guarded).await {
+            Ok(r) => r,
+            Err(_) => return Err(AttemptFailure::TimedOut(d)),
+        },
+        None => guarded.await,
+    };
+    match result {
+        Ok(NodeResult::Output(out)) => Ok(out),
+        Ok(NodeResult::Interrupted(list)) => Err(AttemptFailure::Interrupted(list)),
+        Ok(NodeResult::Child(e)) => Err(AttemptFailure::Child(e)),
+        Ok(NodeResult::Failed(e)) => Err(AttemptFailure::Failed(e)),
+        Err(panic) => Err(AttemptFailure::Failed(panic_message(panic).into())),
+    }
+}
+
+fn panic_message(panic: Box<dyn std::any::Any + std::marker::Send>) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string payload".to_string());
+    format!("node panicked: {text}")
+}
+
+/// A run error as the boxed error a retry predicate sees.
+fn failure_box(e: &RunError) -> BoxError {
+    match e {
+        RunError::Node { source, .. } => source.to_string().into(),
+        other => other.to_string().into(),
+    }
+}

@@ -1,0 +1,227 @@
+//! The thread API: writing a state update into a thread, and reading its state and
+//! history as snapshots.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use stategraph_checkpoints::{
+    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
+    PendingWrite, Source, StepChanges, TaskId, ThreadId, WriteKind,
+};
+
+use super::control::ControlState;
+use super::decode::{apply_changes, decode_state};
+use super::open::OlderStart;
+use super::plan::{PlannedTask, TaskTrigger};
+use super::superstep::RunLoop;
+use super::{Durability, GraphLevel, Input, RunConfig, StateSnapshot};
+use crate::command::START;
+use crate::graph::{CompiledGraph, TaskOutput};
+use crate::{Interrupt, RunError, State};
+
+impl<S: State> CompiledGraph<S> {
+    /// Write `update` into the thread as if node `as_node` had returned it, on top of its
+    /// newest checkpoint (or of `checkpoint`, starting a new branch from there). The update
+    /// goes through the reducers; the next step runs what `as_node`'s edges lead to. Returns
+    /// the new checkpoint (source `update`).
+    ///
+    /// # Errors
+    /// [`RunError::UnknownNode`] for a node the graph does not have; reducer, routing and
+    /// storage errors; [`RunError::MissingThread`] without a checkpointer.
+    pub async fn update_state(
+        &self,
+        thread: &str,
+        checkpoint: Option<CheckpointId>,
+        update: S::Update,
+        as_node: &str,
+    ) -> Result<CheckpointId, RunError> {
+        if self.saver.is_none() {
+            return Err(RunError::MissingThread);
+        }
+        let node = *self
+            .inner
+            .index
+            .get(as_node)
+            .ok_or_else(|| RunError::UnknownNode {
+                name: as_node.to_string(),
+                from: "update_state".to_string(),
+                step: -1,
+            })?;
+        let config = RunConfig::new().thread(thread).durability(Durability::Sync);
+        let shared = self.shared(&config, config.cancel.clone(), None)?;
+        let level = GraphLevel::root(self.saver.clone());
+        let mut lp = RunLoop::start_at(
+            self,
+            shared,
+            level,
+            Input::Continue,
+            checkpoint,
+            OlderStart::Branch,
+        )
+        .await?;
+        // What was left to run is replaced by what `as_node`'s edges lead to.
+        lp.control.branches.iter_mut().for_each(|b| *b = false);
+        lp.control.sends.clear();
+        lp.pending.clear();
+        let task = PlannedTask {
+            id: TaskId::derive(&[b"update", as_node.as_bytes()]),
+            node: Some(node),
+            trigger: TaskTrigger::Edge,
+            arg: None,
+        };
+        let out = TaskOutput {
+            updates: vec![update],
+            goto: Vec::new(),
+            parents: Vec::new(),
+        };
+        lp.apply(std::slice::from_ref(&task), vec![(0, out)])
+            .await?;
+        let writes = lp.take_unsaved()?;
+        lp.put(Source::Update, lp.step, writes).await?;
+        lp.flush().await?;
+        lp.persist.head().ok_or(RunError::MissingThread)
+    }
+
+    /// The thread's state at its newest checkpoint (or at `checkpoint`).
+    ///
+    /// # Errors
+    /// [`RunError::MissingThread`] without a checkpointer's thread; storage and decode errors.
+    pub async fn get_state(
+        &self,
+        thread: &str,
+        checkpoint: Option<CheckpointId>,
+    ) -> Result<Option<StateSnapshot<S>>, RunError> {
+        let saver = self.saver.clone().ok_or(RunError::MissingThread)?;
+        let thread_id = ThreadId::new(thread)?;
+        let Some(loaded) = saver
+            .get(&thread_id, &Namespace::root(), checkpoint)
+            .await?
+        else {
+            return Ok(None);
+        };
+        self.snapshot(loaded, &Some(thread_id)).map(Some)
+    }
+
+    /// The thread's checkpoints, newest first, as snapshots.
+    ///
+    /// # Errors
+    /// Storage and decode errors; [`CheckpointError::InvalidFilterKey`] for a bad filter key.
+    pub async fn get_state_history(
+        &self,
+        thread: &str,
+        options: ListOptions,
+    ) -> Result<Vec<StateSnapshot<S>>, RunError> {
+        let saver = self.saver.clone().ok_or(RunError::MissingThread)?;
+        let thread_id = ThreadId::new(thread)?;
+        let root = Namespace::root();
+        let headers = saver.list(&thread_id, &root, options).await?;
+        let t = Some(thread_id.clone());
+        // Oldest first: a checkpoint whose parent was just rebuilt is that state plus what its
+        // step changed (cloned and extended, not decoded whole).
+        let mut out: Vec<StateSnapshot<S>> = Vec::with_capacity(headers.len());
+        let oldest_first: Vec<Checkpoint> = headers.into_iter().rev().collect();
+        // What each checkpoint's step changed, for those whose parent is the one before it
+        // in the list: fetched in one round trip.
+        let chained: Vec<CheckpointId> = oldest_first
+            .windows(2)
+            .filter(|w| w[1].parent == Some(w[0].id))
+            .map(|w| w[1].id)
+            .collect();
+        let mut changes: HashMap<CheckpointId, StepChanges> = chained
+            .iter()
+            .copied()
+            .zip(
+                saver
+                    .changes_many(&thread_id, &root, chained.clone())
+                    .await?,
+            )
+            .collect();
+        let mut prev: Option<(CheckpointId, Arc<S>)> = None;
+        for h in oldest_first {
+            let mut rebuilt = None;
+            if let (Some((pid, ps)), Some(parent)) = (&prev, h.parent) {
+                if *pid == parent {
+                    if let Some(step) = changes.remove(&h.id) {
+                        let mut state = (**ps).clone();
+                        if apply_changes(&mut state, &step.fields).is_ok() {
+                            rebuilt = Some((Arc::new(state), step.pending));
+                        }
+                    }
+                }
+            }
+            let (values, pending) = match rebuilt {
+                Some(r) => r,
+                None => {
+                    let loaded =
+                        saver
+                            .get(&thread_id, &root, Some(h.id))
+                            .await?
+                            .ok_or_else(|| CheckpointError::NotFound {
+                                thread: thread_id.clone(),
+                                ns: root.clone(),
+                                id: h.id,
+                            })?;
+                    (Arc::new(decode_state::<S>(&loaded, &t)?), loaded.pending)
+                }
+            };
+            prev = Some((h.id, values.clone()));
+            out.push(self.snapshot_of(h, values, &pending, &t)?);
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    fn snapshot(
+        &self,
+        loaded: LoadedCheckpoint,
+        thread: &Option<ThreadId>,
+    ) -> Result<StateSnapshot<S>, RunError> {
+        let values = Arc::new(decode_state::<S>(&loaded, thread)?);
+        self.snapshot_of(loaded.checkpoint, values, &loaded.pending, thread)
+    }
+
+    fn snapshot_of(
+        &self,
+        checkpoint: Checkpoint,
+        values: Arc<S>,
+        pending: &[PendingWrite],
+        thread: &Option<ThreadId>,
+    ) -> Result<StateSnapshot<S>, RunError> {
+        let control = ControlState::<S>::from_control(&self.inner, &checkpoint.control, thread)?;
+        let mut next: Vec<String> = Vec::new();
+        if control.start.is_some() {
+            next.push(START.to_string());
+        }
+        for (i, n) in self.inner.nodes.iter().enumerate() {
+            if control.is_triggered(&self.inner, i) {
+                next.push(n.name.to_string());
+            }
+        }
+        next.extend(
+            control
+                .sends
+                .iter()
+                .map(|s| self.inner.nodes[s.node].name.to_string()),
+        );
+        let mut interrupts = Vec::new();
+        let mut errors = Vec::new();
+        for w in pending {
+            match &w.kind {
+                WriteKind::Interrupt { id, value } => interrupts.push(Interrupt {
+                    id: id.clone(),
+                    value: value.clone(),
+                    node: w.node.clone(),
+                }),
+                WriteKind::Error(e) => errors.push((w.node.clone(), e.clone())),
+                _ => {}
+            }
+        }
+        Ok(StateSnapshot {
+            values,
+            next,
+            checkpoint,
+            interrupts,
+            errors,
+        })
+    }
+}
