@@ -281,6 +281,32 @@ fn registry_records_parse_failures_separately() -> TestResult {
     Ok(())
 }
 
+#[test]
+fn frontmatter_that_is_not_yaml_is_a_typed_error_naming_the_file() {
+    // The old line reader took a plain value holding `: ` or a tab-indented key as text; a
+    // YAML reader refuses both, so such a skill is missing from the registry (fails closed).
+    for text in [
+        "---\nname: x\ndescription: Use when: asked\n---\n",
+        "---\nname: x\n\tdescription: y\n---\n",
+    ] {
+        let err = parse_skill_md("/p/SKILL.md", text).expect_err(text);
+        assert!(
+            matches!(err.kind, SkillParseErrorKind::Syntax(_)),
+            "{text:?}: {err}"
+        );
+        assert!(err.to_string().contains("/p/SKILL.md"), "{err}");
+    }
+    let err = parse_skill_md("/p/SKILL.md", "---\n- name\n---\n").expect_err("a list");
+    assert_eq!(err.kind, SkillParseErrorKind::NotAMapping);
+    let registry = SkillRegistry::from_skill_mds([(
+        path("colon"),
+        "---\nname: colon\ndescription: a: b\n---\n",
+        true,
+    )]);
+    assert_eq!(registry.skills().len(), 0);
+    assert_eq!(registry.failures()[0].path, path("colon"));
+}
+
 // ---------------------------------------------------------------- resolving the policy
 
 #[test]

@@ -407,7 +407,7 @@ fn looks_numeric(t: &str) -> bool {
 mod tests {
     use super::*;
 
-    type TestResult = Result<(), SkillParseError>;
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
 
     fn kind(text: &str) -> Option<SkillParseErrorKind> {
         parse_skill_md("/s/SKILL.md", text).err().map(|e| e.kind)
@@ -472,7 +472,7 @@ mod tests {
     }
 
     #[test]
-    fn a_trailing_empty_flow_item_is_reported_after_non_ascii_names() {
+    fn a_trailing_empty_flow_item_is_reported_after_non_ascii_names() -> TestResult {
         assert_eq!(
             kind(&md("allowed-tools: [café, ]\n")),
             Some(SkillParseErrorKind::BadAllowedTool {
@@ -491,18 +491,23 @@ mod tests {
             kind(&md("allowed-tools: {a: b}\n")),
             Some(SkillParseErrorKind::AllowedToolsNotAList("{a: b}".into()))
         );
+        Ok(())
     }
 
     #[test]
-    fn malformed_yaml_is_a_syntax_error_on_the_file_line() {
+    fn malformed_yaml_is_a_syntax_error_on_the_file_line() -> TestResult {
         let err = parse_skill_md("/s/SKILL.md", "---\nname: x\ndescription: a: b\n---\n")
             .err()
-            .map(|e| (e.to_string(), e.kind));
-        let Some((text, SkillParseErrorKind::Syntax(scan))) = err else {
-            panic!("not a syntax error: {err:?}");
+            .ok_or("parsed")?;
+        let SkillParseErrorKind::Syntax(scan) = &err.kind else {
+            return Err(format!("not a syntax error: {err}").into());
         };
         assert_eq!(scan.marker().line(), 3);
-        assert!(text.starts_with("SKILL.md \"/s/SKILL.md\": the frontmatter is not valid YAML"));
+        assert!(
+            err.to_string()
+                .starts_with("SKILL.md \"/s/SKILL.md\": the frontmatter is not valid YAML"),
+            "{err}"
+        );
         assert!(matches!(
             kind("---\nname: x\n\tdescription: y\n---\n"),
             Some(SkillParseErrorKind::Syntax(_))
@@ -511,10 +516,11 @@ mod tests {
             kind("---\nname: x\ndescription: [a\n---\n"),
             Some(SkillParseErrorKind::Syntax(_))
         ));
+        Ok(())
     }
 
     #[test]
-    fn a_frontmatter_that_is_not_a_mapping_is_refused() {
+    fn a_frontmatter_that_is_not_a_mapping_is_refused() -> TestResult {
         for text in ["---\njust text\n---\n", "---\n- a\n- b\n---\n"] {
             assert_eq!(
                 kind(text),
@@ -534,5 +540,6 @@ mod tests {
             kind("---\nname: x\n\"name\": y\ndescription: z\n---\n"),
             Some(SkillParseErrorKind::DuplicateKey("name".into()))
         );
+        Ok(())
     }
 }
