@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 use crate::authz::Authorization;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, ToolProvider};
 use crate::context::RunContext;
 use crate::deferred::{DeferredSetup, TOOL_SEARCH};
 use crate::guardrail::{AuthorizationGuardrail, Guardrail};
@@ -112,7 +112,7 @@ impl AgentBuilder {
 /// kept out and the duplicates skipped recorded as removals.
 async fn available(
     tools: Vec<Arc<dyn Tool>>,
-    providers: &[Arc<dyn crate::catalog::ToolProvider>],
+    providers: &[Arc<dyn ToolProvider>],
     rules: &AdmissionRules,
     trace: &CapabilityTrace,
 ) -> Catalog {
