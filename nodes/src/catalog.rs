@@ -51,13 +51,67 @@ pub struct FilteredTool {
     /// The source it came from.
     pub source: ToolSource,
     /// The rule that kept it out.
-    pub by: String,
+    pub by: AdmissionRule,
     /// Why.
     pub reason: String,
 }
 
-/// An admission rule: `Ok(())` admits a candidate, `Err((rule, reason))` keeps it out.
-pub type Admit<'a> = &'a (dyn Fn(&crate::ToolSpec) -> Result<(), (String, String)> + Sync);
+/// The admission rules that can keep a candidate out of the catalog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AdmissionRule {
+    /// The catalog's own reserved names (the agent's `tool_search`); reported as `catalog`.
+    ReservedName,
+    /// Config tools of group `bash` need [`AgentBuilder::allow_host_bash`]; `host_bash`.
+    ///
+    /// [`AgentBuilder::allow_host_bash`]: crate::AgentBuilder::allow_host_bash
+    HostBash,
+    /// Config tools outside [`AgentBuilder::tool_groups`]; `tool_groups`.
+    ///
+    /// [`AgentBuilder::tool_groups`]: crate::AgentBuilder::tool_groups
+    ToolGroups,
+}
+
+impl AdmissionRule {
+    /// The name the trace reports for the rule (`catalog`, `host_bash`, `tool_groups`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdmissionRule::ReservedName => "catalog",
+            AdmissionRule::HostBash => "host_bash",
+            AdmissionRule::ToolGroups => "tool_groups",
+        }
+    }
+}
+
+impl fmt::Display for AdmissionRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for AdmissionRule {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for AdmissionRule {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// Why a candidate was kept out of the catalog: the rule, and the reason it gives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// The rule that refused the candidate.
+    pub by: AdmissionRule,
+    /// Why.
+    pub reason: String,
+}
+
+/// An admission rule: `Ok(())` admits a candidate, `Err(rejection)` keeps it out.
+pub type Admit<'a> = &'a (dyn Fn(&crate::ToolSpec) -> Result<(), Rejection> + Sync);
 
 /// The candidate catalog: tools in priority order, one per name, with what was left out.
 #[derive(Clone, Default)]
@@ -130,7 +184,7 @@ impl Catalog {
         let mut filtered = Vec::new();
         candidates.retain(|(source, tool)| match admit(tool.spec()) {
             Ok(()) => true,
-            Err((by, reason)) => {
+            Err(Rejection { by, reason }) => {
                 filtered.push(FilteredTool {
                     name: tool.spec().name.clone(),
                     source: *source,

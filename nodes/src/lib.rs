@@ -57,7 +57,9 @@ pub use stategraph::BoxError;
 
 pub use agent::{Agent, AgentBuilder, AgentError};
 pub use authz::{Authorization, AuthorizationProvider, FailMode, RoleTable};
-pub use catalog::{Catalog, SkippedDuplicate, SourceFailure, ToolProvider};
+pub use catalog::{
+    AdmissionRule, Catalog, FilteredTool, Rejection, SkippedDuplicate, SourceFailure, ToolProvider,
+};
 pub use context::{Principal, RunContext};
 pub use deferred::{catalog_hash, DeferredSetup, DeferredToolFilter, MAX_RESULTS, TOOL_SEARCH};
 pub use guardrail::{

@@ -1,0 +1,297 @@
+//! Assembly: the stages that turn an [`AgentBuilder`] into an [`Agent`] for one run —
+//! Available, Authorized, the deferred catalog, the policies, the two layer chains and the
+//! system prompt — each recorded in the run's [`CapabilityTrace`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+
+use crate::authz::Authorization;
+use crate::catalog::{Catalog, ToolProvider};
+use crate::context::RunContext;
+use crate::deferred::{DeferredSetup, TOOL_SEARCH};
+use crate::guardrail::{AuthorizationGuardrail, Guardrail};
+use crate::middleware::{ModelLayer, PolicyLayer, ToolErrorHandling, ToolLayer, ToolPolicy};
+use crate::skill::{SkillStore, SkillToolPolicy};
+use crate::tool::{Tool, ToolSource, ToolSpec};
+use crate::trace::{CapabilityTrace, Stage};
+
+use super::admission::AdmissionRules;
+use super::graph::build_graph;
+use super::node::AgentCore;
+use super::{Agent, AgentBuilder, AgentError};
+
+/// Every tool's spec by name, shared by the policy layers.
+type SpecMap = Arc<HashMap<String, ToolSpec>>;
+
+impl AgentBuilder {
+    /// Assemble the agent for one run: Available (catalog from every source, first name
+    /// wins), Authorized (the principal of `run` filters it), the deferred catalog over what
+    /// remains, and the layer chains. Every step is recorded in the agent's trace.
+    ///
+    /// # Errors
+    /// [`AgentError`] if the deferred catalog cannot be built or the graph does not compile.
+    pub async fn assemble(self, run: RunContext) -> Result<Agent, AgentError> {
+        let AgentBuilder {
+            model,
+            system_prompt,
+            tools,
+            providers,
+            authorization,
+            guardrails,
+            skills,
+            available_skills,
+            defer,
+            model_layers,
+            tool_layers,
+            policies,
+            observers,
+            max_turns,
+            stream,
+            groups,
+            host_bash,
+        } = self;
+        let trace = CapabilityTrace::new();
+        let rules = AdmissionRules {
+            reserve_tool_search: defer,
+            host_bash,
+            groups,
+        };
+        let catalog = available(tools, &providers, &rules, &trace).await;
+        let mut tools = authorized(&catalog, authorization.as_ref(), &run, &trace).await;
+        let deferred = deferred_catalog(defer, &tools)?;
+        if let Some(setup) = &deferred {
+            tools.push(tool_search(setup, &trace));
+        }
+        let specs: SpecMap = Arc::new(
+            tools
+                .iter()
+                .map(|t| (t.spec().name.clone(), t.spec().clone()))
+                .collect(),
+        );
+        let skill_policy = skills.map(|store| skill_policy(store, available_skills, &tools));
+        let policies = policy_order(skill_policy, deferred.as_ref(), policies);
+        let model_layers = model_chain(&policies, &specs, model_layers);
+        let tool_layers = tool_chain(
+            authorization
+                .as_ref()
+                .map(|a| authorization_guardrail(a, deferred.is_some())),
+            guardrails,
+            policy_layers(&policies, &specs),
+            tool_layers,
+        );
+        let system = system_prompt_with(system_prompt, deferred.as_ref());
+        let core = Arc::new(AgentCore {
+            model,
+            system,
+            schemas: tools.iter().map(|t| t.spec().schema()).collect(),
+            tools: tools
+                .iter()
+                .map(|t| (t.spec().name.clone(), Arc::clone(t)))
+                .collect(),
+            model_layers,
+            tool_layers,
+            observers,
+            run: Arc::new(run),
+            trace,
+            model_calls: AtomicU32::new(0),
+            stream,
+        });
+        let graph = build_graph(&core)?;
+        Ok(Agent {
+            graph,
+            core,
+            catalog,
+            deferred,
+            max_turns,
+        })
+    }
+}
+
+/// Available: the catalog from every source (first name wins), with what the admission rules
+/// kept out and the duplicates skipped recorded as removals.
+async fn available(
+    tools: Vec<Arc<dyn Tool>>,
+    providers: &[Arc<dyn ToolProvider>],
+    rules: &AdmissionRules,
+    trace: &CapabilityTrace,
+) -> Catalog {
+    let catalog = Catalog::assemble_with(tools, providers, &|spec| rules.admit(spec)).await;
+    for f in &catalog.filtered {
+        trace.remove(&f.name, Stage::Available, f.by.as_str(), f.reason.clone());
+    }
+    for t in &catalog.tools {
+        trace.pass(&t.spec().name, Stage::Available);
+    }
+    for d in &catalog.skipped {
+        trace.remove(
+            &d.name,
+            Stage::Available,
+            "catalog",
+            format!(
+                "duplicate name: the {} tool was kept, this {} one skipped",
+                d.kept, d.skipped
+            ),
+        );
+    }
+    catalog
+}
+
+/// Authorized: the catalog's tools the principal of `run` may use (all of them without an
+/// authorization), the others recorded as removed by `authorization`.
+async fn authorized(
+    catalog: &Catalog,
+    authorization: Option<&Authorization>,
+    run: &RunContext,
+    trace: &CapabilityTrace,
+) -> Vec<Arc<dyn Tool>> {
+    let mut tools: Vec<Arc<dyn Tool>> = catalog.tools.clone();
+    if let Some(authz) = authorization {
+        let principal = run.principal(&authz.default_role);
+        let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+        let (allowed, denied) = authz.filter(&principal, &names).await;
+        for (name, reason) in &denied {
+            trace.remove(name, Stage::Authorized, "authorization", reason.clone());
+        }
+        let allowed: HashSet<String> = allowed.into_iter().collect();
+        tools.retain(|t| allowed.contains(&t.spec().name));
+    }
+    for t in &tools {
+        trace.pass(&t.spec().name, Stage::Authorized);
+    }
+    tools
+}
+
+/// The deferred catalog over the authorized tools only (`None` when deferral is off or nothing
+/// is deferrable).
+///
+/// # Errors
+/// [`AgentError::DeferredSetup`] when deferrable tools exist but no setup could be built: fail
+/// closed rather than bind their schemas.
+fn deferred_catalog(
+    defer: bool,
+    tools: &[Arc<dyn Tool>],
+) -> Result<Option<DeferredSetup>, AgentError> {
+    if !defer {
+        return Ok(None);
+    }
+    let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec().clone()).collect();
+    let setup = DeferredSetup::build(&specs);
+    if setup.is_none() && specs.iter().any(|s| s.deferrable) {
+        return Err(AgentError::DeferredSetup(
+            specs
+                .iter()
+                .filter(|s| s.deferrable)
+                .map(|s| s.name.clone())
+                .collect(),
+        ));
+    }
+    Ok(setup)
+}
+
+/// The deferred catalog's `tool_search`, recorded as Available and Authorized.
+fn tool_search(setup: &DeferredSetup, trace: &CapabilityTrace) -> Arc<dyn Tool> {
+    let search = setup.tool_search();
+    trace.pass(TOOL_SEARCH, Stage::Available);
+    trace.pass(TOOL_SEARCH, Stage::Authorized);
+    search
+}
+
+/// The skill tool policy over `store`. Only the runtime's own tools get the framework
+/// exemption: a server tool that happens to be named `read_file` does not.
+fn skill_policy(
+    store: Arc<dyn SkillStore>,
+    available_skills: Option<Vec<String>>,
+    tools: &[Arc<dyn Tool>],
+) -> Arc<dyn ToolPolicy> {
+    let trusted = tools
+        .iter()
+        .map(|t| t.spec())
+        .filter(|s| s.source == ToolSource::BuiltIn)
+        .map(|s| s.name.clone());
+    Arc::new(SkillToolPolicy::new(store, available_skills).trusted_framework_tools(trusted))
+}
+
+/// The policies in the order they apply: the skill policy, the deferred filter, then the
+/// user's.
+fn policy_order(
+    skill_policy: Option<Arc<dyn ToolPolicy>>,
+    deferred: Option<&DeferredSetup>,
+    user: Vec<Arc<dyn ToolPolicy>>,
+) -> Vec<Arc<dyn ToolPolicy>> {
+    let mut policies: Vec<Arc<dyn ToolPolicy>> = Vec::new();
+    policies.extend(skill_policy);
+    if let Some(setup) = deferred {
+        policies.push(Arc::new(setup.filter()));
+    }
+    policies.extend(user);
+    policies
+}
+
+/// The model chain: the policies, then the user's layers, then the model.
+fn model_chain(
+    policies: &[Arc<dyn ToolPolicy>],
+    specs: &SpecMap,
+    user: Vec<Arc<dyn ModelLayer>>,
+) -> Vec<Arc<dyn ModelLayer>> {
+    let mut layers: Vec<Arc<dyn ModelLayer>> = policies
+        .iter()
+        .map(|p| {
+            Arc::new(PolicyLayer::new(Arc::clone(p), Arc::clone(specs))) as Arc<dyn ModelLayer>
+        })
+        .collect();
+    layers.extend(user);
+    layers
+}
+
+/// The policies as tool layers.
+fn policy_layers(policies: &[Arc<dyn ToolPolicy>], specs: &SpecMap) -> Vec<Arc<dyn ToolLayer>> {
+    policies
+        .iter()
+        .map(|p| Arc::new(PolicyLayer::new(Arc::clone(p), Arc::clone(specs))) as Arc<dyn ToolLayer>)
+        .collect()
+}
+
+/// The call-time authorization re-check (`tool_search` is infrastructure it always lets by
+/// when the agent has one).
+fn authorization_guardrail(authz: &Authorization, has_tool_search: bool) -> Arc<dyn ToolLayer> {
+    let infra = has_tool_search.then(|| TOOL_SEARCH.to_string());
+    Arc::new(Guardrail::new(AuthorizationGuardrail::new(authz.clone(), infra)).fail(authz.fail))
+}
+
+/// The tool chain: the authorization re-check, the guardrails, error handling, the policies,
+/// the user's layers, then the handler.
+fn tool_chain(
+    authorization: Option<Arc<dyn ToolLayer>>,
+    guardrails: Vec<Guardrail>,
+    policies: Vec<Arc<dyn ToolLayer>>,
+    user: Vec<Arc<dyn ToolLayer>>,
+) -> Vec<Arc<dyn ToolLayer>> {
+    let mut layers: Vec<Arc<dyn ToolLayer>> = Vec::new();
+    layers.extend(authorization);
+    layers.extend(
+        guardrails
+            .into_iter()
+            .map(|g| Arc::new(g) as Arc<dyn ToolLayer>),
+    );
+    layers.push(Arc::new(ToolErrorHandling));
+    layers.extend(policies);
+    layers.extend(user);
+    layers
+}
+
+/// The system prompt: the user's, then the deferred catalog's section; `None` when both are
+/// empty.
+fn system_prompt_with(prompt: Option<String>, deferred: Option<&DeferredSetup>) -> Option<String> {
+    let mut system = prompt.unwrap_or_default();
+    if let Some(setup) = deferred {
+        let section = setup.prompt_section();
+        if !section.is_empty() {
+            if !system.is_empty() {
+                system.push_str("\n\n");
+            }
+            system.push_str(&section);
+        }
+    }
+    (!system.is_empty()).then_some(system)
+}

@@ -1,0 +1,186 @@
+//! The agent's configuration: what [`AgentBuilder`] collects before it is assembled for a run.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::authz::Authorization;
+use crate::catalog::ToolProvider;
+use crate::guardrail::Guardrail;
+use crate::middleware::{ModelLayer, Observer, ToolLayer, ToolPolicy};
+use crate::model::ChatModel;
+use crate::skill::SkillStore;
+use crate::tool::Tool;
+
+/// Configures an agent; [`AgentBuilder::assemble`] builds it for one run.
+pub struct AgentBuilder {
+    pub(super) model: Arc<dyn ChatModel>,
+    pub(super) system_prompt: Option<String>,
+    pub(super) tools: Vec<Arc<dyn Tool>>,
+    pub(super) providers: Vec<Arc<dyn ToolProvider>>,
+    pub(super) authorization: Option<Authorization>,
+    pub(super) guardrails: Vec<Guardrail>,
+    pub(super) skills: Option<Arc<dyn SkillStore>>,
+    pub(super) available_skills: Option<Vec<String>>,
+    pub(super) defer: bool,
+    pub(super) model_layers: Vec<Arc<dyn ModelLayer>>,
+    pub(super) tool_layers: Vec<Arc<dyn ToolLayer>>,
+    pub(super) policies: Vec<Arc<dyn ToolPolicy>>,
+    pub(super) observers: Vec<Arc<dyn Observer>>,
+    pub(super) max_turns: usize,
+    pub(super) stream: bool,
+    pub(super) groups: Option<Vec<String>>,
+    pub(super) host_bash: bool,
+}
+
+impl fmt::Debug for AgentBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentBuilder")
+            .field("model", &self.model.name())
+            .field("tools", &self.tools.len())
+            .field("providers", &self.providers.len())
+            .field("defer", &self.defer)
+            .field("max_turns", &self.max_turns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentBuilder {
+    /// An agent around `model`, with no tools, deferral on, 50 turns.
+    pub fn new(model: impl ChatModel) -> Self {
+        Self::with_model(Arc::new(model))
+    }
+
+    /// An agent around a shared model.
+    pub fn with_model(model: Arc<dyn ChatModel>) -> Self {
+        AgentBuilder {
+            model,
+            system_prompt: None,
+            tools: Vec::new(),
+            providers: Vec::new(),
+            authorization: None,
+            guardrails: Vec::new(),
+            skills: None,
+            available_skills: None,
+            defer: true,
+            model_layers: Vec::new(),
+            tool_layers: Vec::new(),
+            policies: Vec::new(),
+            observers: Vec::new(),
+            max_turns: 50,
+            stream: false,
+            groups: None,
+            host_bash: false,
+        }
+    }
+
+    /// The system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Add a tool (its spec's source decides its priority).
+    pub fn tool(mut self, tool: impl Tool) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Add a shared tool.
+    pub fn tool_arc(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Add a tool source listed at assembly (an MCP server, ...).
+    pub fn provider(mut self, provider: impl ToolProvider) -> Self {
+        self.providers.push(Arc::new(provider));
+        self
+    }
+
+    /// Add a shared tool source.
+    pub fn provider_arc(mut self, provider: Arc<dyn ToolProvider>) -> Self {
+        self.providers.push(provider);
+        self
+    }
+
+    /// Filter the catalog by `authz` at assembly, and ask it again for every call.
+    pub fn authorization(mut self, authz: Authorization) -> Self {
+        self.authorization = Some(authz);
+        self
+    }
+
+    /// Add a call-time guardrail (after the authorization check, before the other layers).
+    pub fn guardrail(mut self, guardrail: Guardrail) -> Self {
+        self.guardrails.push(guardrail);
+        self
+    }
+
+    /// Apply the skill tool policy over `store`'s skills.
+    pub fn skills(mut self, store: impl SkillStore) -> Self {
+        self.skills = Some(Arc::new(store));
+        self
+    }
+
+    /// Restrict which skills this agent may activate (by name).
+    pub fn available_skills(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.available_skills = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Whether deferrable tools go into a deferred catalog behind `tool_search` (default on).
+    pub fn defer_tools(mut self, on: bool) -> Self {
+        self.defer = on;
+        self
+    }
+
+    /// Add a model-call layer (registration order: outermost first).
+    pub fn model_layer(mut self, layer: impl ModelLayer) -> Self {
+        self.model_layers.push(Arc::new(layer));
+        self
+    }
+
+    /// Add a tool-call layer (registration order: outermost first).
+    pub fn tool_layer(mut self, layer: impl ToolLayer) -> Self {
+        self.tool_layers.push(Arc::new(layer));
+        self
+    }
+
+    /// Add a tool policy, applied both to what the model sees and to every call.
+    pub fn policy(mut self, policy: impl ToolPolicy) -> Self {
+        self.policies.push(Arc::new(policy));
+        self
+    }
+
+    /// Add an observer.
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.observers.push(Arc::new(observer));
+        self
+    }
+
+    /// Stream model answers: the model node calls [`ChatModel::stream`] and emits every chunk
+    /// as a custom stream event `{"chunk": ModelChunk}` while the answer arrives.
+    pub fn stream_tokens(mut self, on: bool) -> Self {
+        self.stream = on;
+        self
+    }
+
+    /// Keep only the config-sourced tools of these groups (tools of other sources are not
+    /// filtered by group). Default: every group.
+    pub fn tool_groups(mut self, groups: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.groups = Some(groups.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Allow config tools of group `bash` (a shell on the host). Off by default: such tools
+    /// are dropped from the catalog unless allowed.
+    pub fn allow_host_bash(mut self, allow: bool) -> Self {
+        self.host_bash = allow;
+        self
+    }
+
+    /// The most model turns per run (the run's recursion limit is derived from it).
+    pub fn max_turns(mut self, turns: usize) -> Self {
+        self.max_turns = turns.max(1);
+        self
+    }
+}

@@ -1,0 +1,147 @@
+//! The agent's two nodes: a model turn and a tool call, over what the nodes share.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use stategraph::reducers::MessagesUpdate;
+use stategraph::{BoxError, Command, NodeContext, Send, END};
+
+use crate::context::RunContext;
+use crate::message::{Message, ToolCall};
+use crate::middleware::{
+    ModelCall, ModelLayer, ModelNext, Observer, ToolInvocation, ToolLayer, ToolMap, ToolNext,
+};
+use crate::model::{ChatModel, ModelRequest};
+use crate::state::ThreadState;
+use crate::tool::{ToolContext, ToolOutput};
+use crate::trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
+
+use super::{AFTER_AGENT_NODE, TOOL_NODE};
+
+/// What the agent's nodes share.
+pub(super) struct AgentCore {
+    pub(super) model: Arc<dyn ChatModel>,
+    pub(super) system: Option<String>,
+    pub(super) schemas: Vec<crate::model::ToolSchema>,
+    pub(super) tools: ToolMap,
+    pub(super) model_layers: Vec<Arc<dyn ModelLayer>>,
+    pub(super) tool_layers: Vec<Arc<dyn ToolLayer>>,
+    pub(super) observers: Vec<Arc<dyn Observer>>,
+    pub(super) run: Arc<RunContext>,
+    pub(super) trace: CapabilityTrace,
+    pub(super) model_calls: AtomicU32,
+    pub(super) stream: bool,
+}
+
+impl AgentCore {
+    /// The model node: one model call through the model chain, then route to the tools or
+    /// the end.
+    pub(super) async fn model_step(
+        &self,
+        state: Arc<ThreadState>,
+        ctx: NodeContext,
+    ) -> Result<Command<ThreadState>, BoxError> {
+        // The thread's list, shared (not copied) with the request.
+        let messages = state.messages.clone();
+        let number = self.model_calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let call = ModelCall {
+            request: ModelRequest {
+                system: self.system.clone(),
+                messages,
+                tools: self.schemas.clone(),
+            },
+            state: Arc::clone(&state),
+            run: Arc::clone(&self.run),
+            trace: self.trace.clone(),
+            number,
+            node: Some(ctx.clone()),
+            stream: self.stream,
+        };
+        let before = self.trace.len();
+        let next = ModelNext::new(&self.model_layers, &self.observers, self.model.as_ref());
+        let response = next.run(call).await.map_err(|e| match e {
+            crate::ModelError::Control(signal) => signal,
+            // An interrupt a layer raised as its own error is still a signal, not a failure.
+            crate::ModelError::Other(e) if e.is::<stategraph::Interrupted>() => e,
+            other => Box::new(other) as BoxError,
+        })?;
+        let mine = self
+            .trace
+            .entries_since(before, |e| e.model_call == Some(number));
+        emit_trace(&ctx, mine).await;
+        let ai = response.message;
+        let calls = ai.tool_calls.clone();
+        let mut cmd = Command::new()
+            .update(ThreadState::update().messages(MessagesUpdate::from(Message::Ai(ai))));
+        if calls.is_empty() {
+            cmd = cmd.goto(if self.observers.is_empty() {
+                END
+            } else {
+                AFTER_AGENT_NODE
+            });
+        } else {
+            for call in calls {
+                cmd = cmd.goto(Send::new(TOOL_NODE, call));
+            }
+        }
+        Ok(cmd)
+    }
+
+    /// The tool node: one tool call through the tool chain, recorded as Returned when its
+    /// handler ran.
+    pub(super) async fn tool_step(
+        &self,
+        state: Arc<ThreadState>,
+        ctx: NodeContext,
+    ) -> Result<Command<ThreadState>, BoxError> {
+        let call: ToolCall = ctx.arg()?;
+        let invocation = ToolInvocation::new(
+            call.clone(),
+            ToolContext {
+                state,
+                run: Arc::clone(&self.run),
+                node: Some(ctx.clone()),
+            },
+            self.trace.clone(),
+        );
+        let before = self.trace.len();
+        let output = ToolNext::new(&self.tool_layers, &self.tools)
+            .run(invocation)
+            .await
+            .map_err(crate::ToolError::into_box)?;
+        let verdict = match output.message() {
+            Some(m) if m.is_error() => Verdict::Failed {
+                reason: m.content.clone(),
+            },
+            _ => Verdict::Passed,
+        };
+        // This call's entries only: sibling calls of the step record concurrently.
+        let own =
+            |e: &TraceEntry| e.call_id.as_deref() == Some(call.id.as_str()) && e.tool == call.name;
+        // Only a call whose handler ran (or failed) returns a result; a denied call's error
+        // message is the layer's, not the tool's.
+        if !self
+            .trace
+            .entries_since(before, |e| {
+                own(e) && e.stage == Stage::Executed && e.passed()
+            })
+            .is_empty()
+        {
+            self.trace
+                .record(TraceEntry::new(&call.name, Stage::Returned, verdict).for_call(&call.id));
+        }
+        emit_trace(&ctx, self.trace.entries_since(before, own)).await;
+        Ok(match output {
+            ToolOutput::Message(m) => Command::new()
+                .update(ThreadState::update().messages(MessagesUpdate::from(Message::Tool(m)))),
+            ToolOutput::Command(c) => c,
+        })
+    }
+}
+
+/// Emit trace entries as custom stream events (`{"capability": entry}`).
+async fn emit_trace(ctx: &NodeContext, entries: Vec<TraceEntry>) {
+    for entry in entries {
+        ctx.emit(serde_json::json!({ "capability": entry })).await;
+    }
+}

@@ -1,0 +1,12 @@
+//! The agent: model node + tool node + routing, layers and observers, catalog assembly,
+//! authorization, guardrail, the call-time re-check and the capability trace; one module per
+//! area, with shared helpers in `support`.
+
+mod authorization;
+mod catalog;
+mod guardrail;
+mod interrupts;
+mod layers;
+mod model_tool_loop;
+mod observers;
+mod support;

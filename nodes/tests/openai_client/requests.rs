@@ -1,0 +1,134 @@
+//! Requests: the body, headers and URL the client sends.
+
+use serde_json::{json, Value};
+use stategraph_nodes::{
+    AiMessage, ChatModel, Message, ModelRequest, OpenAiModel, ToolCall, ToolMessage,
+};
+
+use crate::server::*;
+use crate::support::*;
+
+#[tokio::test]
+async fn sends_tools_and_tool_results_in_openai_wire_format() {
+    let server = Server::start(vec![Reply::json(text_answer("Sunny."))]).await;
+    // A trailing slash on the base URL must not double the slash.
+    let config = config(&format!("{}/", server.base_url))
+        .with_api_key("sk-test-123")
+        .with_header("OpenAI-Organization", "org-7")
+        .with_body_field("temperature", json!(0));
+    let model = OpenAiModel::new(config).unwrap();
+    let request = ModelRequest {
+        system: None,
+        messages: vec![
+            Message::system("Be brief."),
+            Message::human("Weather in Oslo and Rome?"),
+            Message::Ai(AiMessage {
+                content: "Checking.".into(),
+                ..AiMessage::calls([
+                    ToolCall::new("call_1", "weather", json!({"city": "Oslo"})),
+                    ToolCall::new("call_2", "weather", Value::Null),
+                ])
+            }),
+            ToolMessage::new("call_1", "weather", "rain").into(),
+            ToolMessage::error("call_2", "weather", "no city given").into(),
+            Message::Ai(AiMessage::calls([ToolCall::new(
+                "call_3",
+                "weather",
+                json!({"city": "Rome"}),
+            )])),
+            ToolMessage::new("call_3", "weather", "sun").into(),
+        ]
+        .into(),
+        tools: vec![weather_tool()],
+    };
+
+    let reply = model.invoke(request).await.unwrap();
+
+    assert_eq!(reply.message.content, "Sunny.");
+    let sent = server.only_request();
+    assert_eq!(sent.request_line, "POST /v1/chat/completions HTTP/1.1");
+    assert_eq!(sent.headers["authorization"], "Bearer sk-test-123");
+    assert_eq!(sent.headers["openai-organization"], "org-7");
+    assert!(sent.headers["content-type"].starts_with("application/json"));
+    assert_eq!(
+        sent.body,
+        json!({
+            "model": "test-model",
+            "temperature": 0,
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Weather in Oslo and Rome?"},
+                {"role": "assistant", "content": "Checking.", "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}},
+                    {"id": "call_2", "type": "function",
+                     "function": {"name": "weather", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "rain"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "no city given"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_3", "type": "function",
+                     "function": {"name": "weather", "arguments": "{\"city\":\"Rome\"}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_3", "content": "sun"}
+            ],
+            "tools": [{
+                "type": "function",
+                "function": {
+                    "name": "weather",
+                    "description": "Weather of a city",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}
+                }
+            }]
+        })
+    );
+}
+
+#[tokio::test]
+async fn omits_tools_and_authorization_when_there_are_none() {
+    let server = Server::start(vec![Reply::json(text_answer("hi"))]).await;
+    let model = model(&server);
+
+    model.invoke(ask("hello")).await.unwrap();
+
+    let sent = server.only_request();
+    assert!(!sent.headers.contains_key("authorization"));
+    assert_eq!(
+        sent.body,
+        json!({"model": "test-model", "messages": [{"role": "user", "content": "hello"}]})
+    );
+}
+
+#[tokio::test]
+async fn the_system_prompt_is_sent_as_the_first_message() {
+    let server = Server::start(vec![Reply::json(text_answer("hi"))]).await;
+    let model = model(&server);
+
+    model
+        .invoke(ask("hello").with_system("Be brief."))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        server.only_request().body["messages"],
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hello"}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_base_url_ending_in_the_endpoint_is_used_as_is() {
+    let server = Server::start(vec![Reply::json(text_answer("hi"))]).await;
+    let config = config(&format!("{}/chat/completions", server.base_url));
+    OpenAiModel::new(config)
+        .unwrap()
+        .invoke(ask("x"))
+        .await
+        .unwrap();
+    assert_eq!(
+        server.only_request().request_line,
+        "POST /v1/chat/completions HTTP/1.1"
+    );
+}
