@@ -591,7 +591,7 @@ fn build_fanout() -> Result<CompiledGraph<FanState>, BoxError> {
             |s: Arc<FanState>, _ctx: NodeContext| async move {
                 let mut cmd = Command::<FanState>::new();
                 for i in 0..s.k {
-                    cmd = cmd.goto(stategraph::Send::new("worker", WorkerIn { i }));
+                    cmd = cmd.goto(stategraph::SendTo::new("worker", WorkerIn { i }));
                 }
                 Ok::<_, BoxError>(cmd)
             },

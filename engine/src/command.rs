@@ -1,4 +1,4 @@
-//! What a node returns: [`Command`], [`Goto`], [`Send`], and [`Resume`] for interrupts.
+//! What a node returns: [`Command`], [`Goto`], [`SendTo`], and [`Resume`] for interrupts.
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -18,22 +18,22 @@ pub const START: &str = "__start__";
 /// The target node reads the argument with [`NodeContext::arg`](crate::NodeContext::arg).
 ///
 /// ```
-/// use stategraph::Send;
-/// let s = Send::new("worker", 7_u32);
+/// use stategraph::SendTo;
+/// let s = SendTo::new("worker", 7_u32);
 /// assert_eq!(s.node(), "worker");
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct Send {
+pub struct SendTo {
     pub(crate) node: String,
     pub(crate) arg: Result<serde_json::Value, String>,
 }
 
-impl Send {
-    /// A `Send` of `arg` to `node`. The argument is kept as JSON so that it can be
+impl SendTo {
+    /// A `SendTo` of `arg` to `node`. The argument is kept as JSON so that it can be
     /// checkpointed; a value that cannot be serialized fails the step with
     /// [`RunError::SendArg`](crate::RunError::SendArg).
     pub fn new(node: impl Into<String>, arg: impl Serialize) -> Self {
-        Send {
+        SendTo {
             node: node.into(),
             arg: serde_json::to_value(arg).map_err(|e| e.to_string()),
         }
@@ -45,13 +45,13 @@ impl Send {
     }
 }
 
-/// Where a command routes: a node by name (or [`END`]) or a [`Send`].
+/// Where a command routes: a node by name (or [`END`]) or a [`SendTo`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Goto {
     /// Trigger a node in the next step.
     Node(String),
     /// Run a node with its own input in the next step.
-    Send(Send),
+    Send(SendTo),
 }
 
 impl From<&str> for Goto {
@@ -66,8 +66,8 @@ impl From<String> for Goto {
     }
 }
 
-impl From<Send> for Goto {
-    fn from(value: Send) -> Self {
+impl From<SendTo> for Goto {
+    fn from(value: SendTo) -> Self {
         Goto::Send(value)
     }
 }
@@ -109,7 +109,7 @@ impl Resume {
 
 /// An update sent to the enclosing graph (see [`Command::to_parent`]).
 pub struct ParentCommand {
-    pub(crate) command: Box<dyn Any + std::marker::Send + Sync>,
+    pub(crate) command: Box<dyn Any + Send + Sync>,
     pub(crate) type_name: &'static str,
 }
 
@@ -122,7 +122,7 @@ impl fmt::Debug for ParentCommand {
 /// What a node or a tool returns: a state update plus routing.
 ///
 /// - `update`: a partial write of the state, merged through the reducers;
-/// - `goto`: nodes (or [`Send`]s) to run next step, in addition to the node's edges;
+/// - `goto`: nodes (or [`SendTo`]s) to run next step, in addition to the node's edges;
 /// - `to_parent`: instead of this graph, apply a command in the enclosing graph, as if the
 ///   subgraph's node there had returned it;
 /// - `resume`: as run input, the answer to pending interrupts.
@@ -130,7 +130,7 @@ impl fmt::Debug for ParentCommand {
 /// A state's generated update type converts into a `Command`, so a node can return either.
 ///
 /// ```
-/// use stategraph::{Command, Send, State};
+/// use stategraph::{Command, SendTo, State};
 ///
 /// #[derive(State, Clone, Default, Debug)]
 /// struct Job { #[reduce(append)] results: Vec<u32>, total: u32 }
@@ -138,7 +138,7 @@ impl fmt::Debug for ParentCommand {
 /// let cmd: Command<Job> = Command::new()
 ///     .update(Job::update().total(0))
 ///     .goto("reduce")
-///     .goto(Send::new("worker", 3));
+///     .goto(SendTo::new("worker", 3));
 /// assert_eq!(cmd.gotos().len(), 2);
 /// ```
 pub struct Command<S: State> {

@@ -50,7 +50,7 @@ pub mod subgraph;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
-pub use command::{Command, Goto, Interrupt, Interrupted, Resume, Route, Send, END, START};
+pub use command::{Command, Goto, Interrupt, Interrupted, Resume, Route, SendTo, END, START};
 pub use error::{BoxError, CompileError, Error, GraphProblem, RunError};
 pub use event::{Event, EventKind, Shared, StreamMode, TaskStatus};
 pub use graph::{CompiledGraph, StateGraph};

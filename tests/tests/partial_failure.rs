@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use proptest::prelude::*;
 use stategraph::checkpoints::{MemorySaver, Saver, SqliteSaver};
 use stategraph::prelude::*;
-use stategraph::{CompiledGraph, Input, Send};
+use stategraph::{CompiledGraph, Input, SendTo};
 
 #[derive(State, Clone, Default, Debug, PartialEq)]
 struct Fan {
@@ -32,7 +32,7 @@ fn graph(ledger: Arc<Mutex<Ledger>>) -> Result<CompiledGraph<Fan>, stategraph::C
         .add_node_with(
             "fan",
             |s: Arc<Fan>, _ctx: NodeContext| async move {
-                let sends: Vec<Send> = (0..s.width).map(|i| Send::new("work", i)).collect();
+                let sends: Vec<SendTo> = (0..s.width).map(|i| SendTo::new("work", i)).collect();
                 Ok::<_, BoxError>(stategraph::Command::<Fan>::new().goto_all(sends))
             },
             NodeOptions::new().destinations(["work"]),

@@ -10,7 +10,7 @@ use super::config::Durability;
 use super::execute::TaskResult;
 use super::plan::{PlannedTask, TaskTrigger};
 use super::superstep::RunLoop;
-use crate::command::{Goto, Send};
+use crate::command::{Goto, SendTo};
 use crate::graph::TaskOutput;
 use crate::{Interrupt, RunError, State};
 
@@ -123,11 +123,11 @@ impl From<GotoRecord> for Goto {
     fn from(record: GotoRecord) -> Self {
         match record {
             GotoRecord::Node { node } => Goto::Node(node),
-            GotoRecord::Sent { send, arg } => Goto::Send(Send {
+            GotoRecord::Sent { send, arg } => Goto::Send(SendTo {
                 node: send,
                 arg: Ok(arg),
             }),
-            GotoRecord::SendFailed { send, arg_error } => Goto::Send(Send {
+            GotoRecord::SendFailed { send, arg_error } => Goto::Send(SendTo {
                 node: send,
                 arg: Err(arg_error),
             }),
@@ -246,8 +246,8 @@ mod tests {
             updates: vec![Counter::update().n(3).log(vec!["a".to_string()])],
             goto: vec![
                 Goto::Node("next".to_string()),
-                Goto::Send(Send::new("worker", 7_u32)),
-                Goto::Send(Send {
+                Goto::Send(SendTo::new("worker", 7_u32)),
+                Goto::Send(SendTo {
                     node: "worker".to_string(),
                     arg: Err("no JSON".to_string()),
                 }),
@@ -305,12 +305,12 @@ mod tests {
         assert_eq!(
             out.goto,
             vec![
-                Goto::Send(Send {
+                Goto::Send(SendTo {
                     node: "w".to_string(),
                     arg: Ok(serde_json::Value::Null)
                 }),
                 Goto::Node("a".to_string()),
-                Goto::Send(Send {
+                Goto::Send(SendTo {
                     node: "w".to_string(),
                     arg: Ok(serde_json::json!(1))
                 }),

@@ -48,7 +48,7 @@ impl<S: State> RunLoop<S> {
         t: &PlannedTask,
         resume: Vec<serde_json::Value>,
         resumed: bool,
-    ) -> impl std::future::Future<Output = TaskResult<S>> + std::marker::Send + 'static {
+    ) -> impl std::future::Future<Output = TaskResult<S>> + Send + 'static {
         let node_ix = t.node.unwrap_or(0);
         let node = self.g.nodes[node_ix].run.clone();
         let options = self.g.nodes[node_ix].options.clone();
@@ -160,7 +160,7 @@ async fn run_attempt<S: State>(
     }
 }
 
-fn panic_message(panic: Box<dyn std::any::Any + std::marker::Send>) -> String {
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
     let text = panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_string())

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use stategraph::reducers::MessagesUpdate;
-use stategraph::{BoxError, Command, NodeContext, Send, END};
+use stategraph::{BoxError, Command, NodeContext, SendTo, END};
 
 use crate::context::RunContext;
 use crate::message::{Message, ToolCall};
@@ -81,7 +81,7 @@ impl AgentCore {
             });
         } else {
             for call in calls {
-                cmd = cmd.goto(Send::new(TOOL_NODE, call));
+                cmd = cmd.goto(SendTo::new(TOOL_NODE, call));
             }
         }
         Ok(cmd)

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use stategraph::prelude::*;
-use stategraph::{RunError, Send};
+use stategraph::{RunError, SendTo};
 
 use crate::TestResult;
 
@@ -22,7 +22,7 @@ fn fanout(k: u64) -> Result<CompiledGraph<Job>, stategraph::CompileError> {
             "emit",
             move |_s: Arc<Job>, _c: NodeContext| async move {
                 Ok::<_, BoxError>(
-                    Command::<Job>::new().goto_all((0..k).map(|i| Send::new("worker", i))),
+                    Command::<Job>::new().goto_all((0..k).map(|i| SendTo::new("worker", i))),
                 )
             },
             NodeOptions::new().destinations(["worker"]),
@@ -145,7 +145,7 @@ async fn goto_outside_declared_destinations_is_rejected() -> TestResult {
 fn sub_node_to_parent(
     cmd: fn() -> Command<Job>,
 ) -> impl Fn(Arc<Job>, NodeContext) -> futures::future::Ready<Result<Command<Job>, BoxError>>
-       + std::marker::Send
+       + Send
        + Sync
        + 'static {
     move |_s, _c| futures::future::ready(Ok(Command::<Job>::to_parent(cmd())))
@@ -204,8 +204,8 @@ async fn a_parent_command_with_update_sends_and_goto_loses_nothing() -> TestResu
                 Command::new()
                     .update(Job::update().log(vec!["from-sub".into()]))
                     .goto("after")
-                    .goto(Send::new("worker", 7_u64))
-                    .goto(Send::new("worker", 8_u64))
+                    .goto(SendTo::new("worker", 7_u64))
+                    .goto(SendTo::new("worker", 8_u64))
             }),
         )
         .add_edge(START, "inner")

@@ -10,7 +10,7 @@ use crate::superstep_semantics::{Log, LogUpdate};
 use crate::TestResult;
 
 fn noop() -> impl Fn(Arc<Log>, NodeContext) -> futures::future::Ready<Result<LogUpdate, BoxError>>
-       + std::marker::Send
+       + Send
        + Sync
        + 'static {
     |_s, _c| futures::future::ready(Ok(Log::update()))
