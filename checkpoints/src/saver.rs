@@ -7,8 +7,15 @@ use crate::{
     PendingWrite, PutCheckpoint, Retention, StepChanges, ThreadId, ThreadInfo,
 };
 
-/// A thread's newest checkpoint with its pending writes (see [`Saver::head`]).
-pub type Head = (Checkpoint, Vec<PendingWrite>);
+/// A thread's newest checkpoint with its pending writes, without field values (see
+/// [`Saver::head`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Head {
+    /// The newest checkpoint's header.
+    pub checkpoint: Checkpoint,
+    /// The writes recorded against it by tasks of a failed or interrupted step.
+    pub pending: Vec<PendingWrite>,
+}
 
 /// A checkpoint store. Savers store bytes and versions; they know no node code.
 ///
@@ -163,10 +170,10 @@ pub trait Saver: Send + Sync + 'static {
         ns: &'a Namespace,
     ) -> BoxFuture<'a, Result<Option<Head>, CheckpointError>> {
         Box::pin(async move {
-            Ok(self
-                .get(thread, ns, None)
-                .await?
-                .map(|l| (l.checkpoint, l.pending)))
+            Ok(self.get(thread, ns, None).await?.map(|l| Head {
+                checkpoint: l.checkpoint,
+                pending: l.pending,
+            }))
         })
     }
 
@@ -176,9 +183,9 @@ pub trait Saver: Send + Sync + 'static {
     /// otherwise it waits for one batch to be stored before handing over the next. Such a
     /// saver's batch futures must also need no polling for the batch to be stored (the engine
     /// keeps them without spawning a task), and under durability `async` the engine hands it
-    /// each checkpoint as soon as it is made, with [`Saver::put_many_more`]. The default
+    /// each checkpoint as soon as it is made, with [`Saver::put_streamed`]. The default
     /// (`false`) is always safe.
-    fn orders_batches(&self) -> bool {
+    fn queues_in_call_order(&self) -> bool {
         false
     }
 
@@ -205,14 +212,11 @@ pub trait Saver: Send + Sync + 'static {
     ///
     /// # Errors
     /// As [`Saver::put`].
-    fn put_many_more(
-        &self,
-        puts: Vec<PutCheckpoint>,
-    ) -> BoxFuture<'_, Result<(), CheckpointError>> {
+    fn put_streamed(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
         self.put_many(puts)
     }
 
-    /// Commit promptly what [`Saver::put_many_more`] handed over; resolves once it is stored.
+    /// Commit promptly what [`Saver::put_streamed`] handed over; resolves once it is stored.
     /// The default has nothing to do.
     ///
     /// # Errors

@@ -137,7 +137,7 @@ impl RecordingSaver {
 }
 
 impl RecordingSaver {
-    /// `put_many` or (`more_follow`) `put_many_more` of the target, with the injected faults.
+    /// `put_many` or (`more_follow`) `put_streamed` of the target, with the injected faults.
     fn put_batch(
         &self,
         puts: Vec<PutCheckpoint>,
@@ -160,7 +160,7 @@ impl RecordingSaver {
             None
         } else {
             Some(if more_follow {
-                self.target.put_many_more(admitted)
+                self.target.put_streamed(admitted)
             } else {
                 self.target.put_many(admitted)
             })
@@ -189,18 +189,15 @@ impl Saver for RecordingSaver {
         })
     }
 
-    fn orders_batches(&self) -> bool {
-        self.target.orders_batches()
+    fn queues_in_call_order(&self) -> bool {
+        self.target.queues_in_call_order()
     }
 
     fn put_many(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
         self.put_batch(puts, false)
     }
 
-    fn put_many_more(
-        &self,
-        puts: Vec<PutCheckpoint>,
-    ) -> BoxFuture<'_, Result<(), CheckpointError>> {
+    fn put_streamed(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
         self.put_batch(puts, true)
     }
 

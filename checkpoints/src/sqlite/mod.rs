@@ -404,7 +404,7 @@ impl Saver for SqliteSaver {
         self.read(move |conn, cache| Reader::new(conn, cache, &thread, &ns).head())
     }
 
-    fn orders_batches(&self) -> bool {
+    fn queues_in_call_order(&self) -> bool {
         // `put_many` queues its batch on the writer's channel when it is called.
         true
     }
@@ -413,10 +413,7 @@ impl Saver for SqliteSaver {
         self.put_batch(puts, false)
     }
 
-    fn put_many_more(
-        &self,
-        puts: Vec<PutCheckpoint>,
-    ) -> BoxFuture<'_, Result<(), CheckpointError>> {
+    fn put_streamed(&self, puts: Vec<PutCheckpoint>) -> BoxFuture<'_, Result<(), CheckpointError>> {
         self.put_batch(puts, true)
     }
 

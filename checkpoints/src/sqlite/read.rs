@@ -381,7 +381,10 @@ impl<'a> Reader<'a> {
         let record = self.cached_record(h.seq)?;
         let checkpoint = h.checkpoint(&record, self.thread.as_str())?;
         let pending = self.pending(checkpoint.id)?;
-        Ok(Some((checkpoint, pending)))
+        Ok(Some(crate::saver::Head {
+            checkpoint,
+            pending,
+        }))
     }
 
     /// What checkpoint `id` changed since its parent (see

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointId, Namespace, PendingWrite, Source, TaskId, ThreadId, WriteKind,
+    Checkpoint, CheckpointId, Head, Namespace, PendingWrite, Source, TaskId, ThreadId, WriteKind,
 };
 use stategraph_reducers::ReduceCtx;
 
@@ -127,7 +127,11 @@ impl<S: State> RunLoop<S> {
             Some(_) => None,
         };
         if let Some((id, state)) = cached {
-            if let Some((checkpoint, pending)) = saver.head(t, ns).await? {
+            if let Some(Head {
+                checkpoint,
+                pending,
+            }) = saver.head(t, ns).await?
+            {
                 if checkpoint.id == id {
                     return Ok(Some(LoadedHead {
                         checkpoint,
@@ -165,7 +169,10 @@ impl<S: State> RunLoop<S> {
         if let (Some(from), Some(saver), Some(t), OlderStart::Fork) =
             (from, &self.level.saver, &self.shared.thread, older)
         {
-            let newest = saver.head(t, &self.level.ns).await?.map(|(cp, _)| cp.id);
+            let newest = saver
+                .head(t, &self.level.ns)
+                .await?
+                .map(|h| h.checkpoint.id);
             if newest != Some(from) {
                 self.pending.clear();
                 self.put(Source::Fork, self.step, Vec::new()).await?;

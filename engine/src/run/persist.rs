@@ -20,7 +20,7 @@ use crate::state::Field;
 use crate::{RunError, State};
 
 /// Under durability `async`, checkpoints go to a saver that does not order batches (see
-/// [`Saver::orders_batches`]) in batches of this many.
+/// [`Saver::queues_in_call_order`]) in batches of this many.
 const ASYNC_BATCH: usize = 16;
 
 /// A checkpoint write's outcome, once the saver has it.
@@ -39,7 +39,7 @@ struct InflightWrite {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum AsyncWrites {
     /// The saver queues batches in call order: each checkpoint is handed over as it is made,
-    /// saying more follow ([`Saver::put_many_more`]), so a grouping saver stores them while
+    /// saying more follow ([`Saver::put_streamed`]), so a grouping saver stores them while
     /// the run goes on and commits them together; [`Saver::flush`] commits what it holds.
     Streamed,
     /// Any other saver: checkpoints are buffered and sent in batches of [`ASYNC_BATCH`], each
@@ -81,7 +81,7 @@ impl CheckpointPipeline {
         fields: usize,
     ) -> Self {
         let async_writes = match &saver {
-            Some(s) if s.orders_batches() => AsyncWrites::Streamed,
+            Some(s) if s.queues_in_call_order() => AsyncWrites::Streamed,
             _ => AsyncWrites::Batched,
         };
         CheckpointPipeline {
@@ -154,7 +154,7 @@ impl CheckpointPipeline {
             AsyncWrites::Streamed => self.hand_over(
                 1,
                 Box::pin(
-                    async move { saver.put_many_more(vec![put]).await.map_err(RunError::from) },
+                    async move { saver.put_streamed(vec![put]).await.map_err(RunError::from) },
                 ),
                 false,
             )?,
@@ -553,15 +553,15 @@ mod tests {
         fn prune<'a>(&'a self, thread: &'a ThreadId, retention: Retention) -> Done<'a, usize> {
             self.inner.prune(thread, retention)
         }
-        fn orders_batches(&self) -> bool {
+        fn queues_in_call_order(&self) -> bool {
             self.ordered
         }
         fn put_many(&self, puts: Vec<PutCheckpoint>) -> Done<'_, ()> {
             self.note(format!("put_many({})", puts.len()));
             Box::pin(self.put_each(puts))
         }
-        fn put_many_more(&self, puts: Vec<PutCheckpoint>) -> Done<'_, ()> {
-            self.note(format!("put_many_more({})", puts.len()));
+        fn put_streamed(&self, puts: Vec<PutCheckpoint>) -> Done<'_, ()> {
+            self.note(format!("put_streamed({})", puts.len()));
             Box::pin(self.put_each(puts))
         }
         fn flush(&self) -> Done<'_, ()> {
@@ -625,7 +625,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_saver_that_orders_batches_gets_each_checkpoint_as_made() -> Result<(), Error> {
+    async fn a_saver_that_queues_in_call_order_gets_each_checkpoint_as_made() -> Result<(), Error> {
         let saver = Recording::new(true, usize::MAX);
         let mut p = pipeline(&saver, Durability::Async);
         assert!(p.async_writes == AsyncWrites::Streamed);
@@ -633,7 +633,7 @@ mod tests {
             p.submit(put, false).await?;
         }
         p.drain().await?;
-        assert_eq!(saver.calls(), ["put_many_more(1)"; 3]);
+        assert_eq!(saver.calls(), ["put_streamed(1)"; 3]);
         assert_eq!(stored(&saver).await?, 3);
         Ok(())
     }

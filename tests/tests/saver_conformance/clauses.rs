@@ -1301,13 +1301,13 @@ pub(crate) async fn checkpoints_handed_over_with_more_following_land_and_a_stale
         a_ids.push(cp.id);
         replies.push(
             s.saver
-                .put_many_more(vec![put(&a, cp, tail("xs", &format!("[{i}]")))]),
+                .put_streamed(vec![put(&a, cp, tail("xs", &format!("[{i}]")))]),
         );
         if i == 3 {
             let kept = header(Some(b_head), 0, Source::Loop);
             let stale = header(Some(b_head), 0, Source::Loop);
-            replies.push(s.saver.put_many_more(vec![put(&b, kept, whole("i", "1"))]));
-            replies.push(s.saver.put_many_more(vec![put(&b, stale, whole("i", "2"))]));
+            replies.push(s.saver.put_streamed(vec![put(&b, kept, whole("i", "1"))]));
+            replies.push(s.saver.put_streamed(vec![put(&b, stale, whole("i", "2"))]));
         }
     }
     s.saver.flush().await?;

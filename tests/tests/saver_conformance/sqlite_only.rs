@@ -413,7 +413,7 @@ async fn a_flush_with_nothing_pending_does_not_wait_for_the_write_lock() -> Test
     let saver = SqliteSaver::open(&path)?;
     let t = ThreadId::new("flushed")?;
     saver
-        .put_many_more(vec![PutCheckpoint {
+        .put_streamed(vec![PutCheckpoint {
             thread: t.clone(),
             ns: Namespace::root(),
             checkpoint: header(None, -1, Source::Input),
