@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{params, Connection};
+use stategraph::checkpoints::sync::Unpoisoned;
 use stategraph::checkpoints::SqliteSaver;
 use stategraph::prelude::*;
 
@@ -144,7 +145,7 @@ fn open_ledger(path: &PathBuf) -> Result<Connection, rusqlite::Error> {
 }
 
 fn count_executions(ledger: &Mutex<Connection>, thread: &str) -> Result<i64, rusqlite::Error> {
-    let conn = ledger.lock().unwrap_or_else(|p| p.into_inner());
+    let conn = ledger.lock().unpoisoned();
     conn.query_row(
         "SELECT COUNT(*) FROM executions WHERE thread = ?1",
         params![thread],
@@ -169,7 +170,7 @@ fn build_graph(
             // The side effect, recorded before the node returns: a kill after this line and
             // before the step's checkpoint commits makes the step run (and record) again.
             {
-                let conn = ledger.lock().unwrap_or_else(|p| p.into_inner());
+                let conn = ledger.lock().unpoisoned();
                 conn.execute(
                     "INSERT INTO executions (thread, task_id, step, superstep, at)
                      VALUES (?1, ?2, ?3, ?4, ?5)",

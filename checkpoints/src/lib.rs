@@ -31,6 +31,7 @@ pub mod inspect;
 mod memory;
 mod saver;
 mod sqlite;
+pub mod sync;
 
 pub use channel::{ChannelName, BRANCH_PREFIX, JOIN_PREFIX};
 pub use checkpoint::{

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use futures::future::{self, BoxFuture};
 
 use crate::checkpoint::whole_first;
+use crate::sync::Unpoisoned;
 use crate::{
     validate_filter_key, Checkpoint, CheckpointError, CheckpointId, FieldPart, FieldWrite,
     ListOptions, LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention, Saver,
@@ -54,7 +55,7 @@ impl MemorySaver {
     fn lock(&self) -> MutexGuard<'_, HashMap<(ThreadId, Namespace), Chain>> {
         // A poisoned lock only means another thread panicked mid-call; the map itself is
         // always left consistent (every mutation is a single insert), so keep serving.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock().unpoisoned()
     }
 
     /// How many checkpoints the store holds in all threads and namespaces.

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use crate::event::{Event, EventKind, EventSink};
 use crate::graph::TaskOutput;
 use crate::{BoxError, Command, Interrupt, Interrupted, RunError, State};
+use stategraph_checkpoints::sync::Unpoisoned;
 
 /// A node of a graph over state `S`.
 ///
@@ -427,13 +428,13 @@ impl NodeContext {
     /// The interrupt signal (propagate it), or a resume value that does not decode as `T`.
     pub fn interrupt<T: DeserializeOwned>(&self, value: impl Serialize) -> Result<T, BoxError> {
         let id = self.interrupt_id();
-        let mut cursor = self.inner.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cursor = self.inner.cursor.lock().unpoisoned();
         let k = cursor.calls;
         cursor.calls += 1;
         let answer = match cursor.resume.get(k) {
             Some(v) => Some(v.clone()),
             None => {
-                let mut input = self.inner.resume.lock().unwrap_or_else(|p| p.into_inner());
+                let mut input = self.inner.resume.lock().unpoisoned();
                 let fresh = input.map.remove(&id).or_else(|| input.value.take());
                 if let Some(v) = &fresh {
                     cursor.resume.push(v.clone());

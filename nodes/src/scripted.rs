@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 
 use crate::model::{ChatModel, ModelError, ModelRequest, ModelResponse};
+use stategraph::checkpoints::sync::Unpoisoned;
 
 #[derive(Default)]
 struct Script {
@@ -68,7 +69,7 @@ impl ScriptedModel {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Script> {
-        self.script.lock().unwrap_or_else(|p| p.into_inner())
+        self.script.lock().unpoisoned()
     }
 
     /// Append a reply to the script.

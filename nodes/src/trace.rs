@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
+use stategraph::checkpoints::sync::Unpoisoned;
 
 /// The six states a capability (a tool) passes on its way to a delivered result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -181,10 +182,7 @@ impl CapabilityTrace {
     /// Record an entry.
     pub fn record(&self, entry: TraceEntry) {
         tracing::debug!(tool = %entry.tool, stage = %entry.stage, verdict = ?entry.verdict, "capability");
-        self.entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(entry);
+        self.entries.lock().unpoisoned().push(entry);
     }
 
     /// Record that `tool` reached `stage`.
@@ -199,15 +197,12 @@ impl CapabilityTrace {
 
     /// Every entry, in the order recorded.
     pub fn entries(&self) -> Vec<TraceEntry> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.entries.lock().unpoisoned().clone()
     }
 
     /// How many entries were recorded.
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.entries.lock().unpoisoned().len()
     }
 
     /// Whether nothing was recorded.
@@ -223,7 +218,7 @@ impl CapabilityTrace {
     ) -> Vec<TraceEntry> {
         self.entries
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unpoisoned()
             .iter()
             .skip(from)
             .filter(|e| keep(e))
@@ -243,7 +238,7 @@ impl CapabilityTrace {
     pub fn reached(&self, tool: &str, stage: Stage) -> bool {
         self.entries
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unpoisoned()
             .iter()
             .any(|e| e.tool == tool && e.stage == stage && e.passed())
     }
@@ -255,7 +250,7 @@ impl CapabilityTrace {
         if self.reached(tool, stage) {
             return None;
         }
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = self.entries.lock().unpoisoned();
         let mut best: Option<&TraceEntry> = None;
         for e in entries.iter() {
             if e.tool == tool
@@ -273,7 +268,7 @@ impl CapabilityTrace {
     pub fn visible_on(&self, n: u32) -> Vec<String> {
         self.entries
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unpoisoned()
             .iter()
             .filter(|e| e.stage == Stage::Visible && e.model_call == Some(n) && e.passed())
             .map(|e| e.tool.clone())

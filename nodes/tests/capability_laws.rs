@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
 use serde_json::json;
+use stategraph::checkpoints::sync::Unpoisoned;
 use stategraph::reducers::Promoted;
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::skill::SkillRegistry;
@@ -109,7 +110,7 @@ async fn check(case: Case) -> Result<(), TestCaseError> {
                 async move {
                     *runs
                         .lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .unpoisoned()
                         .entry(call.name.clone())
                         .or_default() += 1;
                     Ok(ToolMessage::new(&call.id, &call.name, "ran").into())

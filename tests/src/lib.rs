@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
+use stategraph_checkpoints::sync::Unpoisoned;
 use stategraph_checkpoints::{
     Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, MemorySaver,
     Namespace, PendingWrite, PutCheckpoint, Retention, Saver, ThreadId, ThreadInfo,
@@ -103,31 +104,25 @@ impl RecordingSaver {
         let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
         if self
             .fail_puts_from
-            .is_some_and(|n| self.puts.lock().unwrap_or_else(|p| p.into_inner()).len() + 1 >= n)
+            .is_some_and(|n| self.puts.lock().unpoisoned().len() + 1 >= n)
             || self.fail_put_once_at == Some(attempt)
         {
             return Err(CheckpointError::Storage(
                 format!("disk full (put {attempt})").into(),
             ));
         }
-        self.puts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(put.clone());
+        self.puts.lock().unpoisoned().push(put.clone());
         Ok(())
     }
 
     /// The recorded puts.
     pub fn puts(&self) -> Vec<PutCheckpoint> {
-        self.puts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.puts.lock().unpoisoned().clone()
     }
 
     /// The recorded pending writes.
     pub fn pending_calls(&self) -> Vec<PendingCall> {
-        self.writes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.writes.lock().unpoisoned().clone()
     }
 
     /// As a shared saver.
@@ -212,11 +207,10 @@ impl Saver for RecordingSaver {
         id: CheckpointId,
         writes: Vec<PendingWrite>,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.writes.lock().unwrap_or_else(|p| p.into_inner()).push((
-            ns.clone(),
-            id,
-            writes.clone(),
-        ));
+        self.writes
+            .lock()
+            .unpoisoned()
+            .push((ns.clone(), id, writes.clone()));
         self.target.put_writes(thread, ns, id, writes)
     }
 

@@ -12,6 +12,7 @@ use proptest::prelude::*;
 use stategraph::checkpoints::{MemorySaver, Saver, SqliteSaver};
 use stategraph::prelude::*;
 use stategraph::{CompiledGraph, Input, SendTo};
+use stategraph_checkpoints::sync::Unpoisoned;
 
 #[derive(State, Clone, Default, Debug, PartialEq)]
 struct Fan {
@@ -42,7 +43,7 @@ fn graph(ledger: Arc<Mutex<Ledger>>) -> Result<CompiledGraph<Fan>, stategraph::C
             async move {
                 let i: u64 = ctx.arg()?;
                 let fail = {
-                    let mut l = ledger.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut l = ledger.lock().unpoisoned();
                     *l.runs.entry(i).or_default() += 1;
                     match l.armed.iter().position(|&a| a == i) {
                         Some(pos) => {
@@ -105,11 +106,7 @@ async fn trial(width: u64, failing: Vec<u64>, saver: Arc<dyn Saver>) -> Result<(
     prop_assert!(attempts >= 2, "the run succeeded although workers failed");
     let done = outcome.map_err(|e| fail(&e))?;
     prop_assert_eq!(&*done.state, &*want.state);
-    let runs = ledger
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .runs
-        .clone();
+    let runs = ledger.lock().unpoisoned().runs.clone();
     for i in 0..width {
         let expected = if failing.contains(&i) { 2 } else { 1 };
         prop_assert_eq!(runs.get(&i).copied(), Some(expected), "worker {}", i);

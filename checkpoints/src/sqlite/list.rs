@@ -11,6 +11,7 @@ use super::cache::RecordCache;
 use super::read::{header_query, load_record, HeaderRow, Reader};
 use super::record::StateRecord;
 use super::sql::{id_bytes, integrity, SqlResult};
+use crate::sync::Unpoisoned;
 use crate::{
     validate_filter_key, Checkpoint, CheckpointError, ListOptions, Namespace, ThreadId, ThreadInfo,
     ThreadStatus,
@@ -111,7 +112,7 @@ pub(crate) fn list(
         let known = |s: i64| {
             memo.get(&s)
                 .cloned()
-                .or_else(|| cache.lock().unwrap_or_else(|p| p.into_inner()).get(s))
+                .or_else(|| cache.lock().unpoisoned().get(s))
         };
         let record = load_record(conn, &known, rows[i].seq, t)?;
         memo.insert(rows[i].seq, record);

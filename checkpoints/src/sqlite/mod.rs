@@ -38,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crate::sync::Unpoisoned;
 use futures::future::BoxFuture;
 use rusqlite::Connection;
 
@@ -160,11 +161,7 @@ impl SqliteSaver {
     /// same.
     pub fn close(&self) {
         self.inner.stop_writer();
-        self.inner
-            .readers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.inner.readers.lock().unpoisoned().clear();
     }
 
     fn submit(&self, op: Op) -> BoxFuture<'static, Result<Reply, CheckpointError>> {
@@ -199,13 +196,7 @@ impl SqliteSaver {
                 )
             })
             .unzip();
-        let sent = match self
-            .inner
-            .tx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
+        let sent = match self.inner.tx.lock().unpoisoned().as_ref() {
             Some(tx) => tx.send(jobs).is_ok(),
             None => false,
         };
@@ -231,12 +222,7 @@ impl SqliteSaver {
     ) -> BoxFuture<'static, Result<T, CheckpointError>> {
         let inner = self.inner.clone();
         let job = move || -> Result<T, CheckpointError> {
-            let conn = match inner
-                .readers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop()
-            {
+            let conn = match inner.readers.lock().unpoisoned().pop() {
                 Some(c) => c,
                 None => schema::connect(&inner.path, &inner.options)?,
             };
@@ -251,11 +237,7 @@ impl SqliteSaver {
                 },
                 is_busy,
             );
-            inner
-                .readers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(conn);
+            inner.readers.lock().unpoisoned().push(conn);
             result
         };
         match tokio::runtime::Handle::try_current() {
@@ -275,9 +257,9 @@ impl Inner {
     /// Stop the writer after it has committed everything queued (its queue closes, it
     /// drains it and folds the WAL back), and wait for it.
     fn stop_writer(&self) {
-        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let tx = self.tx.lock().unpoisoned().take();
         drop(tx);
-        if let Some(handle) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(handle) = self.writer.lock().unpoisoned().take() {
             let _ = handle.join();
         }
     }

@@ -13,6 +13,7 @@ use super::record::{decode_record, StateRecord, StoredRecord, ValueRef};
 use super::sql::{blob_at, id_bytes, id_from, integrity, SqlResult};
 use crate::checkpoint::whole_first;
 use crate::envelope::{hex, open, CODEC_BINCODE, CODEC_JSON};
+use crate::sync::Unpoisoned;
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, FieldPart, LoadedCheckpoint, Namespace,
     PendingWrite, Source, StepChanges, ThreadId,
@@ -489,17 +490,14 @@ impl<'a> Reader<'a> {
 
     /// Row `seq`'s record, starting from any cached ancestor.
     fn record(&self, seq: i64) -> Result<Arc<StateRecord>, CheckpointError> {
-        let cached = |s: i64| self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(s);
+        let cached = |s: i64| self.cache.lock().unpoisoned().get(s);
         load_record(self.conn, &cached, seq, self.thread.as_str())
     }
 
     /// As [`Reader::record`], and cache it.
     fn cached_record(&self, seq: i64) -> Result<Arc<StateRecord>, CheckpointError> {
         let record = self.record(seq)?;
-        self.cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(seq, record.clone());
+        self.cache.lock().unpoisoned().insert(seq, record.clone());
         Ok(record)
     }
 

@@ -12,6 +12,7 @@ use super::node_run::NodeRun;
 use super::RouterFn;
 use crate::node::NodeOptions;
 use crate::State;
+use stategraph_checkpoints::sync::Unpoisoned;
 
 pub(crate) struct CompiledNode<S: State> {
     pub(crate) name: Arc<str>,
@@ -70,7 +71,7 @@ impl<S: State> GraphInner<S> {
     ) -> Option<(CheckpointId, Arc<S>)> {
         self.states
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unpoisoned()
             .remove(&(thread.clone(), ns.clone()))
     }
 
@@ -82,7 +83,7 @@ impl<S: State> GraphInner<S> {
         head: CheckpointId,
         state: Arc<S>,
     ) {
-        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        let mut states = self.states.lock().unpoisoned();
         if states.len() >= REMEMBERED_THREADS {
             states.clear();
         }

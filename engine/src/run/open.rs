@@ -20,6 +20,7 @@ use crate::command::Resume;
 use crate::graph::{CompiledGraph, GraphInner, TaskOutput};
 use crate::state::Field;
 use crate::{Command, RunError, State};
+use stategraph_checkpoints::sync::Unpoisoned;
 
 /// What starting from a named checkpoint older than the thread's newest does.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -252,7 +253,7 @@ impl<S: State> RunLoop<S> {
             if self.level.is_root {
                 self.validate_resume(&resume)?;
             }
-            let mut r = self.shared.resume.lock().unwrap_or_else(|p| p.into_inner());
+            let mut r = self.shared.resume.lock().unpoisoned();
             match resume {
                 Resume::Value(v) => r.value = Some(v),
                 Resume::Map(m) => r.map.extend(m),

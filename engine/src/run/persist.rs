@@ -18,6 +18,7 @@ use super::superstep::RunLoop;
 use crate::event::{EventKind, Shared};
 use crate::state::Field;
 use crate::{RunError, State};
+use stategraph_checkpoints::sync::Unpoisoned;
 
 /// Under durability `async`, checkpoints go to a saver that does not order batches (see
 /// [`Saver::queues_in_call_order`]) in batches of this many.
@@ -167,7 +168,7 @@ impl CheckpointPipeline {
         }
         // Surface finished writes (and their errors) early; bound what is in flight.
         while let Some(front) = self.inflight.front_mut() {
-            let done = front.done.get_mut().unwrap_or_else(|p| p.into_inner());
+            let done = front.done.get_mut().unpoisoned();
             match done.now_or_never() {
                 Some(done) => {
                     self.pop_inflight();
@@ -197,7 +198,7 @@ impl CheckpointPipeline {
     fn pop_inflight(&mut self) -> Option<WriteDone> {
         let front = self.inflight.pop_front()?;
         self.inflight_puts -= front.puts;
-        Some(front.done.into_inner().unwrap_or_else(|p| p.into_inner()))
+        Some(front.done.into_inner().unpoisoned())
     }
 
     /// Hand the buffered checkpoints (only a batched saver has any) to the saver as one
@@ -486,14 +487,11 @@ mod tests {
         }
 
         fn note(&self, call: String) {
-            self.calls
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(call);
+            self.calls.lock().unpoisoned().push(call);
         }
 
         fn calls(&self) -> Vec<String> {
-            self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+            self.calls.lock().unpoisoned().clone()
         }
 
         async fn put_each(&self, puts: Vec<PutCheckpoint>) -> Result<(), CheckpointError> {

@@ -13,6 +13,7 @@ use super::{GraphLevel, GraphLevelEnd, RunOutcome, RunShared};
 use crate::event::{Event, EventKind};
 use crate::graph::GraphInner;
 use crate::{Interrupt, RunError, State, StreamMode};
+use stategraph_checkpoints::sync::Unpoisoned;
 
 /// One graph level's run: its state, control state and checkpoint pipeline, stepped until
 /// it ends.
@@ -119,7 +120,7 @@ impl<S: State> RunLoop<S> {
             let executed = self.execute(&tasks).await;
             if self.level.is_root {
                 // Resume values answer the step they resumed, never a later interrupt.
-                let mut r = self.shared.resume.lock().unwrap_or_else(|p| p.into_inner());
+                let mut r = self.shared.resume.lock().unpoisoned();
                 r.value = None;
                 r.map.clear();
             }

@@ -9,6 +9,7 @@ use super::superstep::RunLoop;
 use crate::graph::{NodeRun, TaskOutput};
 use crate::node::{CheckpointScope, NodeContext, NodeResult, ResumeCursor, TaskInfo};
 use crate::{BoxError, Interrupt, RunError, State};
+use stategraph_checkpoints::sync::Unpoisoned;
 
 impl<S: State> RunLoop<S> {
     /// What task `t` sees of its run.
@@ -60,20 +61,9 @@ impl<S: State> RunLoop<S> {
         async move {
             let mut attempt = 1u32;
             loop {
-                ctx.inner
-                    .cursor
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .calls = 0;
+                ctx.inner.cursor.lock().unpoisoned().calls = 0;
                 let result = run_attempt(&node, &state, &ctx, options.timeout).await;
-                let consumed = || {
-                    ctx.inner
-                        .cursor
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .resume
-                        .clone()
-                };
+                let consumed = || ctx.inner.cursor.lock().unpoisoned().resume.clone();
                 let failure = match result {
                     Ok(out) => return TaskResult::Done(out),
                     Err(AttemptFailure::Interrupted(list)) => {

@@ -9,6 +9,7 @@ use stategraph_tests::RecordingSaver;
 
 use crate::superstep_semantics::{Log, LogUpdate};
 use crate::{Counter, TestResult};
+use stategraph_checkpoints::sync::Unpoisoned;
 
 fn push(s: &str) -> LogUpdate {
     Log::update().log(vec![s.to_string()])
@@ -157,9 +158,7 @@ async fn a_task_keeps_its_id_across_re_executions() -> TestResult {
     let (ids2, att2) = (ids.clone(), attempts.clone());
     let g = StateGraph::<Log>::new()
         .add_node("effect", move |_s: Arc<Log>, c: NodeContext| {
-            ids2.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(c.task_id());
+            ids2.lock().unpoisoned().push(c.task_id());
             let n = att2.hit();
             async move {
                 if n == 1 {
@@ -175,7 +174,7 @@ async fn a_task_keeps_its_id_across_re_executions() -> TestResult {
     let cfg = RunConfig::new().thread("t");
     assert!(g.invoke(Log::update(), &cfg).await.is_err());
     g.invoke(Input::Continue, &cfg).await?;
-    let ids = ids.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let ids = ids.lock().unpoisoned().clone();
     assert_eq!(ids.len(), 2);
     assert_eq!(ids[0], ids[1], "the idempotency key is stable");
     Ok(())

@@ -9,6 +9,7 @@ use stategraph::RunError;
 
 use crate::superstep_semantics::{Log, LogUpdate};
 use crate::{Counter, TestResult};
+use stategraph_checkpoints::sync::Unpoisoned;
 
 fn saver() -> Arc<dyn stategraph::checkpoints::Saver> {
     Arc::new(MemorySaver::new())
@@ -220,9 +221,7 @@ fn abc(
     for name in ["a", "b", "c"] {
         let seen = seen.clone();
         g = g.add_node(name, move |_s: Arc<Log>, _c: NodeContext| {
-            seen.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(name.to_string());
+            seen.lock().unpoisoned().push(name.to_string());
             async move { Ok::<_, BoxError>(push(name)) }
         });
     }
@@ -247,10 +246,7 @@ async fn interrupt_before_pauses_before_the_node_and_continue_runs_it_once() -> 
     assert_eq!(snap.next, ["b"]);
     let done = g.invoke(Input::Continue, &cfg).await?;
     assert_eq!(done.state.log, ["a", "b", "c"]);
-    assert_eq!(
-        *seen.lock().unwrap_or_else(|p| p.into_inner()),
-        ["a", "b", "c"]
-    );
+    assert_eq!(*seen.lock().unpoisoned(), ["a", "b", "c"]);
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use super::super::cache::RecordCache;
 use super::super::record::StateRecord;
 use super::super::schema::SqliteOptions;
 use super::super::wal::WalRoom;
+use crate::sync::Unpoisoned;
 use crate::CheckpointId;
 
 /// A thread's head as the writer's own commits left it.
@@ -119,12 +120,7 @@ impl<'a> GroupRecords<'a> {
             .rev()
             .find(|(s, _)| *s == seq)
             .map(|(_, f)| f.clone())
-            .or_else(|| {
-                self.shared
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(seq)
-            })
+            .or_else(|| self.shared.lock().unpoisoned().get(seq))
     }
 
     /// Keep the record of the new row `seq`.
@@ -144,10 +140,7 @@ impl<'a> GroupRecords<'a> {
 
     /// Empty the shared cache (rows were deleted).
     pub(crate) fn clear_shared(&mut self) {
-        self.shared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.shared.lock().unpoisoned().clear();
     }
 
     /// Empty the shared cache and forget this group's records (rows were rewritten).
@@ -158,7 +151,7 @@ impl<'a> GroupRecords<'a> {
 
     /// The group committed: its records go to the shared cache.
     pub(crate) fn publish(self) {
-        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut shared = self.shared.lock().unpoisoned();
         for (seq, record) in self.added {
             shared.insert(seq, record);
         }
