@@ -69,7 +69,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut durability = Durability::Sync;
     while let Some(flag) = it.next() {
         if flag == "--help" || flag == "-h" {
-            return Err("help".to_string());
+            return Err("help".to_owned());
         }
         let known = ["--db", "--ledger", "--thread", "--steps", "--durability"];
         if !known.contains(&flag.as_str()) {
@@ -81,7 +81,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--ledger" => ledger = Some(PathBuf::from(value)),
             "--thread" => {
                 if value.is_empty() {
-                    return Err("--thread must not be empty".to_string());
+                    return Err("--thread must not be empty".to_owned());
                 }
                 thread = Some(value);
             }

@@ -83,10 +83,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 }
             }
             EventKind::Custom { node, payload } => {
-                println!("step {:>2}  {node:<9} says  {payload}", event.step)
+                println!("step {:>2}  {node:<9} says  {payload}", event.step);
             }
             EventKind::Interrupt(list) => {
-                println!("paused: {} asks {}", list[0].node, list[0].value)
+                println!("paused: {} asks {}", list[0].node, list[0].value);
             }
             _ => {}
         }

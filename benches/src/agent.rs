@@ -60,7 +60,7 @@ pub(crate) struct AgentState {
 
 fn human(i: i64) -> AgentMsg {
     AgentMsg {
-        role: "human".to_string(),
+        role: "human".to_owned(),
         i,
         content: pad(160),
         ..Default::default()
@@ -75,11 +75,11 @@ fn build_agent(turns: i64) -> Result<CompiledGraph<AgentState>, BoxError> {
                 let n_tool = s.messages.iter().filter(|m| m.role == "tool").count() as i64;
                 let cmd = if n_tool < turns {
                     let call = AgentMsg {
-                        role: "ai".to_string(),
+                        role: "ai".to_owned(),
                         i: n_tool,
                         content: pad(100),
                         tool_calls: Some(vec![ToolCall {
-                            name: "search".to_string(),
+                            name: "search".to_owned(),
                             args: ToolArgs {
                                 q: format!("query {n_tool}"),
                             },
@@ -92,9 +92,9 @@ fn build_agent(turns: i64) -> Result<CompiledGraph<AgentState>, BoxError> {
                         .goto("tools")
                 } else {
                     let answer = AgentMsg {
-                        role: "ai".to_string(),
+                        role: "ai".to_owned(),
                         i: n_tool,
-                        content: "final answer".to_string(),
+                        content: "final answer".to_owned(),
                         ..Default::default()
                     };
                     Command::new()
@@ -115,7 +115,7 @@ fn build_agent(turns: i64) -> Result<CompiledGraph<AgentState>, BoxError> {
                     .and_then(|c| c.first())
                     .ok_or("tools: the last message has no tool call")?;
                 let res = AgentMsg {
-                    role: "tool".to_string(),
+                    role: "tool".to_owned(),
                     i: last.i,
                     tool_call_id: Some(call.id.clone()),
                     content: pad(160),

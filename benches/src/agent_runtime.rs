@@ -65,7 +65,7 @@ impl ChatModel for Scripted {
 }
 
 fn tool(name: &str, source: ToolSource) -> FnTool {
-    let n = name.to_string();
+    let n = name.to_owned();
     FnTool::new(
         ToolSpec::new(name, "look something up", source).read_only(true),
         move |call, _cx| {

@@ -164,7 +164,7 @@ fn list(v: &str) -> Vec<String> {
     v.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(str::to_string)
+        .map(str::to_owned)
         .collect()
 }
 
@@ -199,11 +199,11 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
     let mut it = argv.into_iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
             _ => (arg.clone(), None),
         };
         if flag == "-h" || flag == "--help" {
-            return Err(Usage(USAGE.to_string(), 0));
+            return Err(Usage(USAGE.to_owned(), 0));
         }
         let mut value = || {
             inline
@@ -286,7 +286,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
     args.only = only.unwrap_or_else(|| {
         let mut w = list("chain,fanout,agent,wide");
         if sqlite {
-            w.insert(0, "floor".to_string());
+            w.insert(0, "floor".to_owned());
         }
         w
     });
@@ -320,7 +320,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
         args.durabilities.push((d, mode));
     }
     if args.repeats == 0 {
-        return Err(Usage("--repeats must be at least 1".to_string(), 2));
+        return Err(Usage("--repeats must be at least 1".to_owned(), 2));
     }
     if args.wide_fields < WIDE_NODES || args.wide_fields > WIDE_MAX_FIELDS {
         return Err(Usage(
@@ -346,7 +346,7 @@ struct Msg {
 
 fn make_msg(kind: &str, i: i64) -> Msg {
     Msg {
-        role: kind.to_string(),
+        role: kind.to_owned(),
         i,
         content: pad(160),
     }
@@ -363,7 +363,7 @@ const CHAIN_NODES: usize = 10;
 
 fn build_chain(n_nodes: usize) -> Result<CompiledGraph<ChainState>, BoxError> {
     let mut b = StateGraph::<ChainState>::new();
-    let mut prev = START.to_string();
+    let mut prev = START.to_owned();
     for i in 0..n_nodes {
         let name = format!("n{i}");
         b = b
@@ -460,7 +460,7 @@ async fn run_chain(args: &Args) -> Result<(), BoxError> {
             for thread_mode in ["one_thread", "thread_per_invoke"] {
                 let saver = MemorySaver::new();
                 let g = graph.with_checkpointer(Arc::new(saver.clone()));
-                let mut tid = "chain-1".to_string();
+                let mut tid = "chain-1".to_owned();
                 let mut final_messages = 0;
                 let t0 = Instant::now();
                 for k in 0..invokes {
@@ -507,7 +507,7 @@ async fn run_chain(args: &Args) -> Result<(), BoxError> {
                     args.sqlite_options(),
                 )?;
                 let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
-                let mut tid = "chain-1".to_string();
+                let mut tid = "chain-1".to_owned();
                 let mut last = None;
                 let floor_before = adjacent_floor(args)?;
                 let t0 = Instant::now();
@@ -669,15 +669,15 @@ async fn run_fanout(args: &Args) -> Result<(), BoxError> {
             let exe = std::env::current_exe()?;
             let status = std::process::Command::new(exe)
                 .args([
-                    "--internal-fanout-mem".to_string(),
+                    "--internal-fanout-mem".to_owned(),
                     mk.to_string(),
-                    "--repeats".to_string(),
+                    "--repeats".to_owned(),
                     args.repeats.to_string(),
                 ])
                 .args(
                     args.worker_threads
                         .into_iter()
-                        .flat_map(|n| ["--worker-threads".to_string(), n.to_string()]),
+                        .flat_map(|n| ["--worker-threads".to_owned(), n.to_string()]),
                 )
                 .args(["--checkpointer", "none"])
                 .status()?;
@@ -773,7 +773,7 @@ fn wide_val(iter: i64) -> WideVal {
 
 fn build_wide(n_nodes: usize, loops: i64) -> Result<CompiledGraph<WideState>, BoxError> {
     let mut b = StateGraph::<WideState>::new();
-    let mut prev = START.to_string();
+    let mut prev = START.to_owned();
     for idx in 0..n_nodes {
         let name = format!("w{idx}");
         b = b
@@ -1027,7 +1027,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
                     args.repeats,
                     args.keep_db,
                     &row,
-                )?
+                )?;
             }
             _ => continue,
         }

@@ -16,7 +16,7 @@ impl Record {
 
     /// Append `key: value`.
     pub(crate) fn kv(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.0.push((key.to_string(), value.into()));
+        self.0.push((key.to_owned(), value.into()));
         self
     }
 

@@ -95,7 +95,7 @@ impl Checkpoint {
             .control
             .branches
             .iter()
-            .filter_map(|b| b.strip_prefix("branch:to:").map(str::to_string))
+            .filter_map(|b| b.strip_prefix("branch:to:").map(str::to_owned))
             .collect();
         out.extend(self.control.sends.iter().map(|s| s.node.clone()));
         out

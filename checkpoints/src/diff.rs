@@ -127,7 +127,7 @@ pub fn diff_lists(a: &[Value], b: &[Value]) -> Vec<ListEdit> {
         };
     }
     let ids = |l: &[Value]| -> Option<Vec<String>> {
-        let ids: Option<Vec<String>> = l.iter().map(|v| item_id(v).map(str::to_string)).collect();
+        let ids: Option<Vec<String>> = l.iter().map(|v| item_id(v).map(str::to_owned)).collect();
         ids.filter(|ids| ids.iter().collect::<BTreeSet<_>>().len() == ids.len())
     };
     if let (Some(ia), Some(ib)) = (ids(a), ids(b)) {
@@ -228,26 +228,20 @@ fn diff_by_id(a: &[Value], b: &[Value], ia: &[String], ib: &[String]) -> Vec<Lis
 /// Diff two states given as JSON objects of field name → value (a missing field has no
 /// value). Values that are not objects are compared as one field named `""`.
 pub fn diff_values(a: &Value, b: &Value) -> StateDiff {
-    let empty = Map::new();
-    let (ma, mb) = match (a, b) {
-        (Value::Object(ma), Value::Object(mb)) => (ma, mb),
-        _ => {
-            return if a == b {
-                StateDiff::default()
-            } else {
-                StateDiff {
-                    fields: vec![FieldDiff {
-                        field: String::new(),
-                        change: FieldChange::Set {
-                            from: a.clone(),
-                            to: b.clone(),
-                        },
-                    }],
-                }
-            }
+    let (Value::Object(ma), Value::Object(mb)) = (a, b) else {
+        if a == b {
+            return StateDiff::default();
         }
+        return StateDiff {
+            fields: vec![FieldDiff {
+                field: String::new(),
+                change: FieldChange::Set {
+                    from: a.clone(),
+                    to: b.clone(),
+                },
+            }],
+        };
     };
-    let _ = &empty;
     let names: BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
     let mut fields = Vec::new();
     for name in names {
@@ -358,11 +352,11 @@ impl StateDiff {
             let path = format!("/{}", escape(&f.field));
             match &f.change {
                 FieldChange::Added { value } => {
-                    ops.push(json!({ "op": "add", "path": path, "value": value }))
+                    ops.push(json!({ "op": "add", "path": path, "value": value }));
                 }
                 FieldChange::Removed { .. } => ops.push(json!({ "op": "remove", "path": path })),
                 FieldChange::Set { to, .. } => {
-                    ops.push(json!({ "op": "replace", "path": path, "value": to }))
+                    ops.push(json!({ "op": "replace", "path": path, "value": to }));
                 }
                 FieldChange::List { edits } => {
                     for e in edits {
@@ -372,12 +366,13 @@ impl StateDiff {
                                     ops.push(json!({ "op": "add", "path": format!("{path}/-"), "value": item }));
                                 }
                             }
-                            ListEdit::Removed { index, .. } => ops.push(json!({ "op": "remove", "path": format!("{path}/{index}") })),
+                            ListEdit::Removed { index, .. } => ops
+                                .push(json!({ "op": "remove", "path": format!("{path}/{index}") })),
                             ListEdit::Replaced { index, to, .. } => {
-                                ops.push(json!({ "op": "replace", "path": format!("{path}/{index}"), "value": to }))
+                                ops.push(json!({ "op": "replace", "path": format!("{path}/{index}"), "value": to }));
                             }
                             ListEdit::Inserted { index, item } => {
-                                ops.push(json!({ "op": "add", "path": format!("{path}/{index}"), "value": item }))
+                                ops.push(json!({ "op": "add", "path": format!("{path}/{index}"), "value": item }));
                             }
                         }
                     }
@@ -407,7 +402,7 @@ impl fmt::Display for StateDiff {
                 FieldChange::Added { value } => writeln!(f, "+ {name}: {}", short(value))?,
                 FieldChange::Removed { value } => writeln!(f, "- {name}: {}", short(value))?,
                 FieldChange::Set { from, to } => {
-                    writeln!(f, "~ {name}: {} -> {}", short(from), short(to))?
+                    writeln!(f, "~ {name}: {} -> {}", short(from), short(to))?;
                 }
                 FieldChange::List { edits } => {
                     for e in edits {
@@ -419,7 +414,7 @@ impl fmt::Display for StateDiff {
                             }
                             ListEdit::Removed { index, id, item } => match id {
                                 Some(id) => {
-                                    writeln!(f, "- {name}[{index}] (id {id}): {}", short(item))?
+                                    writeln!(f, "- {name}[{index}] (id {id}): {}", short(item))?;
                                 }
                                 None => writeln!(f, "- {name}[{index}]: {}", short(item))?,
                             },
@@ -443,7 +438,7 @@ impl fmt::Display for StateDiff {
                                 )?,
                             },
                             ListEdit::Inserted { index, item } => {
-                                writeln!(f, "+ {name}[{index}] (inserted): {}", short(item))?
+                                writeln!(f, "+ {name}[{index}] (inserted): {}", short(item))?;
                             }
                         }
                     }
@@ -479,13 +474,13 @@ pub fn parts_to_json(parts: &[crate::FieldPart]) -> Result<Value, String> {
     for part in parts {
         match part {
             crate::FieldPart::Whole(b) => {
-                value = Some(serde_json::from_slice(b).map_err(|e| e.to_string())?)
+                value = Some(serde_json::from_slice(b).map_err(|e| e.to_string())?);
             }
             crate::FieldPart::Tail(b) => {
                 let items: Vec<Value> = serde_json::from_slice(b).map_err(|e| e.to_string())?;
                 match value.get_or_insert_with(|| Value::Array(Vec::new())) {
                     Value::Array(list) => list.extend(items),
-                    _ => return Err("appended items after a value that is not a list".to_string()),
+                    _ => return Err("appended items after a value that is not a list".to_owned()),
                 }
             }
         }

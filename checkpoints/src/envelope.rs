@@ -40,7 +40,7 @@ pub fn open<'a>(bytes: &'a [u8], codec: u8, hash: &[u8]) -> Result<&'a [u8], Str
         return Err(format!("truncated envelope ({} bytes)", bytes.len()));
     }
     if &bytes[..3] != MAGIC {
-        return Err("bad magic".to_string());
+        return Err("bad magic".to_owned());
     }
     if bytes[3] != ENVELOPE_VERSION {
         return Err(format!("unsupported envelope version {}", bytes[3]));
@@ -50,7 +50,7 @@ pub fn open<'a>(bytes: &'a [u8], codec: u8, hash: &[u8]) -> Result<&'a [u8], Str
     }
     let payload = &bytes[5..];
     if blake3::hash(payload).as_bytes()[..] != *hash {
-        return Err("payload does not match its hash".to_string());
+        return Err("payload does not match its hash".to_owned());
     }
     Ok(payload)
 }

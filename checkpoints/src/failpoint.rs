@@ -27,7 +27,7 @@ pub(crate) fn hit(name: &'static str) {
     let target = TARGET.get_or_init(|| {
         let spec = std::env::var("STATEGRAPH_FAILPOINT").ok()?;
         match spec.split_once('@') {
-            Some((point, n)) => Some((point.to_string(), n.parse().ok()?)),
+            Some((point, n)) => Some((point.to_owned(), n.parse().ok()?)),
             None => Some((spec, 1)),
         }
     });

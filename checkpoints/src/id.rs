@@ -205,11 +205,9 @@ impl FromStr for CheckpointId {
                 text: s.chars().take(64).collect(),
             });
         }
-        u128::from_str_radix(s, 16).map(CheckpointId).map_err(|_| {
-            CheckpointError::InvalidCheckpointId {
-                text: s.to_string(),
-            }
-        })
+        u128::from_str_radix(s, 16)
+            .map(CheckpointId)
+            .map_err(|_| CheckpointError::InvalidCheckpointId { text: s.to_owned() })
     }
 }
 

@@ -130,7 +130,7 @@ pub(crate) fn state_of(loaded: &LoadedCheckpoint) -> Result<Value, Failure> {
 /// The fields with a stored value, for messages: `a, b` or `none`.
 pub(crate) fn stored_fields(loaded: &LoadedCheckpoint) -> String {
     if loaded.fields.is_empty() {
-        "none".to_string()
+        "none".to_owned()
     } else {
         loaded
             .fields

@@ -42,7 +42,7 @@ impl Style {
         if self.on {
             format!("\x1b[{code}m{text}\x1b[0m")
         } else {
-            text.to_string()
+            text.to_owned()
         }
     }
 
@@ -71,7 +71,7 @@ impl Style {
             Some('+') => self.green(line),
             Some('-') => self.red(line),
             Some('~') => self.yellow(line),
-            _ => line.to_string(),
+            _ => line.to_owned(),
         }
     }
 
@@ -81,7 +81,7 @@ impl Style {
             "done" => self.green(status),
             "interrupted" => self.yellow(status),
             "error" => self.red(status),
-            other => other.to_string(),
+            other => other.to_owned(),
         }
     }
 }
@@ -159,11 +159,11 @@ pub(crate) fn pending_lines(pending: &[PendingWrite], style: Style) -> Vec<Pendi
             )),
             WriteKind::Error(m) => out.push(line(style.red("error"), format!("{}: {m}", w.node))),
             WriteKind::Output(_) => out.push(line(
-                "kept".to_string(),
+                "kept".to_owned(),
                 format!("{}: output of a finished task (task {})", w.node, w.task_id),
             )),
             WriteKind::Resume(values) => out.push(line(
-                "resumed".to_string(),
+                "resumed".to_owned(),
                 format!("{}: {} resume value(s) consumed", w.node, values.len()),
             )),
         }
@@ -187,7 +187,7 @@ pub(crate) fn short_id(id: CheckpointId, len: usize) -> String {
 pub(crate) fn next_text(cp: &Checkpoint) -> String {
     let next = cp.next_nodes();
     if next.is_empty() {
-        "-".to_string()
+        "-".to_owned()
     } else {
         next.join(", ")
     }

@@ -56,7 +56,7 @@ pub enum Goto {
 
 impl From<&str> for Goto {
     fn from(value: &str) -> Self {
-        Goto::Node(value.to_string())
+        Goto::Node(value.to_owned())
     }
 }
 

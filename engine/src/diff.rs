@@ -46,7 +46,7 @@ pub fn state_to_json<S: State>(state: &S) -> Result<Value, RunError> {
             field: f.name(),
             source,
         })?;
-        out.insert(f.name().to_string(), value);
+        out.insert(f.name().to_owned(), value);
     }
     Ok(Value::Object(out))
 }
@@ -142,9 +142,9 @@ fn parts_items(parts: &[FieldPart]) -> Result<Vec<Value>, String> {
     for p in parts {
         match p {
             FieldPart::Tail(b) => {
-                items.extend(serde_json::from_slice::<Vec<Value>>(b).map_err(|e| e.to_string())?)
+                items.extend(serde_json::from_slice::<Vec<Value>>(b).map_err(|e| e.to_string())?);
             }
-            FieldPart::Whole(_) => return Err("a whole part among appended items".to_string()),
+            FieldPart::Whole(_) => return Err("a whole part among appended items".to_owned()),
         }
     }
     Ok(items)
@@ -152,7 +152,7 @@ fn parts_items(parts: &[FieldPart]) -> Result<Vec<Value>, String> {
 
 fn decode_error(thread: &str, field: &str, detail: String) -> RunError {
     RunError::Decode {
-        field: field.to_string(),
+        field: field.to_owned(),
         thread: ThreadId::new(thread).ok(),
         detail,
     }

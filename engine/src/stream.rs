@@ -19,6 +19,14 @@ pub struct RunStream<S> {
     cancel: CancelToken,
 }
 
+impl<S> std::fmt::Debug for RunStream<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunStream")
+            .field("finished", &self.handle.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S> RunStream<S> {
     pub(crate) fn new(
         rx: mpsc::Receiver<Event>,
@@ -44,7 +52,7 @@ impl<S> RunStream<S> {
         match handle.await {
             Ok(r) => r,
             Err(e) => Err(RunError::Node {
-                node: "<runner>".to_string(),
+                node: "<runner>".to_owned(),
                 step: -1,
                 task: stategraph_checkpoints::TaskId::derive(&[b"runner"]),
                 source: format!("the run's task failed: {e}").into(),

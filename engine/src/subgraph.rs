@@ -169,7 +169,7 @@ fn parent_output<S: State>(
             .command
             .downcast::<Command<S>>()
             .map_err(|_| RunError::ParentCommand {
-                node: node.to_string(),
+                node: node.to_owned(),
                 reason: format!(
                     "its command is for state {type_name}, and the parent's state is {}",
                     std::any::type_name::<S>()

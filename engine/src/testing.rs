@@ -79,8 +79,8 @@ pub async fn run_node<S: State>(
         .index
         .get(name)
         .ok_or_else(|| RunError::UnknownNode {
-            name: name.to_string(),
-            from: "run_node".to_string(),
+            name: name.to_owned(),
+            from: "run_node".to_owned(),
             step: 0,
         })?;
     let node = &graph.inner.nodes[i];
@@ -125,7 +125,7 @@ pub async fn run_node<S: State>(
         NodeResult::Failed(e) => e,
     };
     Err(RunError::Node {
-        node: name.to_string(),
+        node: name.to_owned(),
         step: 0,
         task,
         source,
@@ -143,7 +143,7 @@ fn finish_node_run<S: State>(
         .apply(out.updates.clone(), &mut ReduceCtx::new(0))
         .map_err(|(field, source)| RunError::Reduce {
             field: crate::state::Field::name(field),
-            writers: vec![name.to_string()],
+            writers: vec![name.to_owned()],
             step: 0,
             source,
         })?;

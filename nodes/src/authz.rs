@@ -44,13 +44,22 @@ pub struct Authorization {
     pub default_role: String,
 }
 
+impl std::fmt::Debug for Authorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authorization")
+            .field("fail", &self.fail)
+            .field("default_role", &self.default_role)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Authorization {
     /// Authorization by `provider`, fail-closed, default role `user`.
     pub fn new(provider: impl AuthorizationProvider) -> Self {
         Authorization {
             provider: Arc::new(provider),
             fail: FailMode::Closed,
-            default_role: "user".to_string(),
+            default_role: "user".to_owned(),
         }
     }
 

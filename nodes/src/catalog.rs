@@ -173,7 +173,7 @@ impl Catalog {
                 Err(e) => {
                     tracing::warn!(provider = provider.name(), error = %e, "tool source failed; skipped");
                     failures.push(SourceFailure {
-                        provider: provider.name().to_string(),
+                        provider: provider.name().to_owned(),
                         error: e.to_string(),
                     });
                 }

@@ -65,8 +65,8 @@ impl RunContext {
     /// The principal authorization sees, with `default_role` for a missing or empty role.
     pub fn principal(&self, default_role: &str) -> Principal {
         let role = match self.user_role.as_deref() {
-            Some(r) if !r.is_empty() => r.to_string(),
-            _ => default_role.to_string(),
+            Some(r) if !r.is_empty() => r.to_owned(),
+            _ => default_role.to_owned(),
         };
         Principal {
             user_id: self.user_id.clone(),

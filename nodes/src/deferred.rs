@@ -329,8 +329,8 @@ impl DeferredSetup {
     fn answer(&self, call: &ToolCall) -> Result<Command<ThreadState>, ToolError> {
         let Some(query) = call.args.get("query").and_then(serde_json::Value::as_str) else {
             return Err(ToolError::InvalidArgs {
-                tool: TOOL_SEARCH.to_string(),
-                message: "expected {\"query\": string}".to_string(),
+                tool: TOOL_SEARCH.to_owned(),
+                message: "expected {\"query\": string}".to_owned(),
             });
         };
         let found = self.search(query);

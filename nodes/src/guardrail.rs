@@ -121,6 +121,16 @@ pub struct Guardrail {
     name: String,
 }
 
+impl std::fmt::Debug for Guardrail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guardrail")
+            .field("name", &self.name)
+            .field("fail", &self.fail)
+            .field("agent_id", &self.agent_id)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Guardrail {
     /// A fail-closed guardrail around `provider`.
     pub fn new(provider: impl GuardrailProvider) -> Self {
@@ -211,7 +221,7 @@ impl ToolLayer for Guardrail {
             }
             let reason = decision.reasons.first();
             let text = denial_message(&request.tool_name, reason);
-            let mut why = reason.map_or("oap.denied".to_string(), |r| {
+            let mut why = reason.map_or("oap.denied".to_owned(), |r| {
                 format!("{}: {}", r.code, r.message)
             });
             // The model reads a generic message; the trace keeps the provider's error.
@@ -288,6 +298,15 @@ pub struct AuthorizationGuardrail {
     infrastructure: HashSet<String>,
 }
 
+impl std::fmt::Debug for AuthorizationGuardrail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthorizationGuardrail")
+            .field("authz", &self.authz)
+            .field("infrastructure", &self.infrastructure)
+            .finish()
+    }
+}
+
 impl AuthorizationGuardrail {
     /// Check calls with `authz`; `infrastructure` names tools allowed without asking.
     pub fn new(authz: Authorization, infrastructure: impl IntoIterator<Item = String>) -> Self {
@@ -312,8 +331,8 @@ impl GuardrailProvider for AuthorizationGuardrail {
                 return Ok(GuardrailDecision {
                     allow: true,
                     reasons: vec![GuardrailReason {
-                        code: "authz.infrastructure_tool".to_string(),
-                        message: "infrastructure tool".to_string(),
+                        code: "authz.infrastructure_tool".to_owned(),
+                        message: "infrastructure tool".to_owned(),
                     }],
                     policy_id: None,
                 });

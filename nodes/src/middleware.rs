@@ -96,6 +96,15 @@ pub struct ModelNext<'a> {
     model: &'a dyn ChatModel,
 }
 
+impl std::fmt::Debug for ModelNext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelNext")
+            .field("layers", &self.rest.len())
+            .field("observers", &self.observers.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a> ModelNext<'a> {
     /// A chain of `layers` (outermost first) ending at `model`.
     pub fn new(
@@ -246,6 +255,14 @@ pub type ToolMap = HashMap<String, Arc<dyn Tool>>;
 pub struct ToolNext<'a> {
     rest: &'a [Arc<dyn ToolLayer>],
     tools: &'a ToolMap,
+}
+
+impl std::fmt::Debug for ToolNext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolNext")
+            .field("layers", &self.rest.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> ToolNext<'a> {
@@ -402,6 +419,14 @@ pub struct PolicyLayer<P> {
     specs: Arc<HashMap<String, ToolSpec>>,
 }
 
+impl<P> std::fmt::Debug for PolicyLayer<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyLayer")
+            .field("tools", &self.specs.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<P: ToolPolicy> PolicyLayer<P> {
     /// Apply `policy` to the tools of `specs`.
     pub fn new(policy: P, specs: Arc<HashMap<String, ToolSpec>>) -> Self {
@@ -500,7 +525,7 @@ impl ToolLayer for ToolErrorHandling {
         next: ToolNext<'a>,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let id = invocation.call_id().to_string();
+            let id = invocation.call_id().to_owned();
             let call_id = invocation.call.id.clone();
             let name = invocation.call.name.clone();
             let trace = invocation.trace.clone();

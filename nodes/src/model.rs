@@ -299,7 +299,7 @@ pub fn assemble_chunks(
             } => {
                 if index >= MAX_STREAMED_CALLS {
                     return Err(ModelError::Decode {
-                        model: model.to_string(),
+                        model: model.to_owned(),
                         message: format!(
                             "streamed tool call index {index} is beyond the limit of {MAX_STREAMED_CALLS} calls per answer"
                         ),
@@ -323,7 +323,7 @@ pub fn assemble_chunks(
     for (i, (id, name, args)) in calls.into_iter().enumerate() {
         if name.is_empty() {
             return Err(ModelError::Decode {
-                model: model.to_string(),
+                model: model.to_owned(),
                 message: format!("streamed tool call {i} has no name"),
             });
         }
@@ -331,7 +331,7 @@ pub fn assemble_chunks(
             serde_json::Value::Object(Default::default())
         } else {
             serde_json::from_str(&args).map_err(|e| ModelError::Decode {
-                model: model.to_string(),
+                model: model.to_owned(),
                 message: format!("arguments of streamed tool call {i} ({name}) are not JSON: {e}"),
             })?
         };

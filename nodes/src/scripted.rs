@@ -38,6 +38,14 @@ pub struct ScriptedModel {
     script: Arc<Mutex<Script>>,
 }
 
+impl std::fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The error [`ScriptedModel::verify`] returns: replies the run never asked for.
 #[derive(Debug, thiserror::Error)]
 #[error("scripted model {model:?}: {unused} of {scripted} scripted replies were never used")]

@@ -351,6 +351,14 @@ pub struct FnTool {
     handler: Arc<Handler>,
 }
 
+impl std::fmt::Debug for FnTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnTool")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
 impl FnTool {
     /// A tool running `handler` for each call.
     pub fn new<F, Fut>(spec: ToolSpec, handler: F) -> Self

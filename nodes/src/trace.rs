@@ -87,7 +87,7 @@ impl Verdict {
     /// Taken out by `by` before the stage.
     pub fn removed(by: &str, reason: impl Into<String>) -> Self {
         Verdict::Removed {
-            by: by.to_string(),
+            by: by.to_owned(),
             reason: reason.into(),
         }
     }
@@ -95,7 +95,7 @@ impl Verdict {
     /// A call refused by `by` at the stage.
     pub fn denied(by: &str, reason: impl Into<String>) -> Self {
         Verdict::Denied {
-            by: by.to_string(),
+            by: by.to_owned(),
             reason: reason.into(),
         }
     }

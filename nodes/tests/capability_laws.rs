@@ -123,8 +123,8 @@ async fn check(case: Case) -> Result<(), TestCaseError> {
         .await
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let hash = match (agent.deferred(), case.current_hash) {
-        (Some(d), true) => d.catalog_hash().to_string(),
-        _ => "stale-hash".to_string(),
+        (Some(d), true) => d.catalog_hash().to_owned(),
+        _ => "stale-hash".to_owned(),
     };
     let mut input = ThreadState::human_input("go");
     if !case.promoted.is_empty() {

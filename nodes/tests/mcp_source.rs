@@ -374,7 +374,7 @@ async fn agent_calls_an_mcp_tool_end_to_end() {
         .await
         .expect("assemble");
     assert!(agent.catalog().failures.is_empty(), "{:?}", agent.catalog());
-    assert!(agent.tool_names().contains(&"add".to_string()));
+    assert!(agent.tool_names().contains(&"add".to_owned()));
 
     let out = agent.ask("what is 2 + 3?").await.expect("run");
     let result = out

@@ -35,7 +35,7 @@ async fn two_writers(a: ThreadStateUpdate, b: ThreadStateUpdate) -> Result<Threa
 
 fn sandbox(id: &str) -> SandboxState {
     SandboxState {
-        sandbox_id: Some(id.to_string()),
+        sandbox_id: Some(id.to_owned()),
     }
 }
 
@@ -170,7 +170,7 @@ fn goal_none_keeps_and_some_replaces() {
 
 fn image(path: &str) -> (String, ViewedImage) {
     (
-        path.to_string(),
+        path.to_owned(),
         ViewedImage {
             mime_type: "image/png".into(),
             size: 1,

@@ -25,6 +25,12 @@ use crate::{
 /// ```
 pub struct Append<V>(PhantomData<fn() -> V>);
 
+impl<V> std::fmt::Debug for Append<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Append")
+    }
+}
+
 impl<V: ListValue> Reducer for Append<V> {
     type Value = V;
     type Update = Vec<V::Item>;

@@ -24,6 +24,12 @@ use crate::{Change, ReduceCtx, ReduceError, Reducer};
 /// ```
 pub struct LastValue<T>(PhantomData<fn() -> T>);
 
+impl<T> std::fmt::Debug for LastValue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LastValue")
+    }
+}
+
 impl<T> Reducer for LastValue<T>
 where
     T: Serialize + DeserializeOwned + Clone + Default + Send + Sync + 'static,

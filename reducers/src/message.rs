@@ -225,6 +225,12 @@ impl<M> IntoIterator for MessagesUpdate<M> {
 /// ```
 pub struct AddMessages<V>(PhantomData<fn() -> V>);
 
+impl<V> std::fmt::Debug for AddMessages<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AddMessages")
+    }
+}
+
 impl<V> Reducer for AddMessages<V>
 where
     V: ListValue,

@@ -174,7 +174,7 @@ proptest! {
         match (batch, steps) {
             (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
             (Err(ReduceError::UnknownMessageId { id: a }), Err(ReduceError::UnknownMessageId { id: b })) => {
-                prop_assert_eq!(a, b)
+                prop_assert_eq!(a, b);
             }
             (a, b) => prop_assert!(false, "batched {:?} vs one by one {:?}", a, b),
         }

@@ -189,7 +189,7 @@ fn run_to_end(bin: &Path, db: &Path, thread: &str, steps: u64, durability: &str)
 fn integrity_check(db: &Path) -> (String, bool) {
     if !db.exists() {
         // Killed before the saver created the file: nothing to check.
-        return ("ok".to_string(), false);
+        return ("ok".to_owned(), false);
     }
     let check = |flags: OpenFlags| -> rusqlite::Result<String> {
         let conn = Connection::open_with_flags(db, flags)?;

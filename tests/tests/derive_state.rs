@@ -37,6 +37,7 @@ mod my_reducers {
     use stategraph::reducers::{Change, ReduceCtx, ReduceError, Reducer};
 
     /// Sums `i32` deltas into an `i64` total: its write type differs from its value type.
+    #[derive(Debug)]
     pub struct Sum;
 
     impl Reducer for Sum {
@@ -202,8 +203,8 @@ fn with_function_folds_each_write_in_task_order() {
         ..Chat::default()
     };
     let writes = vec![
-        Chat::update().tags(vec!["b".to_string(), "x".to_string()]),
-        Chat::update().tags(vec!["a".to_string(), "b".to_string()]),
+        Chat::update().tags(vec!["b".to_owned(), "x".to_owned()]),
+        Chat::update().tags(vec!["a".to_owned(), "b".to_owned()]),
     ];
     let changes = chat.apply(writes, &mut ctx()).unwrap();
     assert_eq!(chat.tags, ["x", "b", "a"]);
@@ -472,10 +473,10 @@ fn artifacts_sandbox_and_promoted_fields_use_their_builtin_reducers() {
     };
     let writes = vec![
         Agent::update()
-            .artifacts(vec!["b".to_string(), "a".to_string()])
+            .artifacts(vec!["b".to_owned(), "a".to_owned()])
             .sandbox(SandboxState::with_id("sb-1")),
         Agent::update()
-            .artifacts(vec!["c".to_string()])
+            .artifacts(vec!["c".to_owned()])
             .promoted(Promoted::new("h1", ["search"])),
     ];
     let changes = agent.apply(writes, &mut ctx()).unwrap();

@@ -21,7 +21,7 @@ fn message() -> impl Strategy<Value = Value> {
 fn messages() -> impl Strategy<Value = Value> {
     proptest::collection::vec(message(), 0..7).prop_map(|mut v| {
         let mut seen = std::collections::BTreeSet::new();
-        v.retain(|m| seen.insert(m["id"].as_str().map(str::to_string)));
+        v.retain(|m| seen.insert(m["id"].as_str().map(str::to_owned)));
         Value::Array(v)
     })
 }

@@ -42,7 +42,7 @@ fn rows(path: &std::path::Path) -> BTreeSet<(String, Vec<String>)> {
             .collect();
         for row in all {
             out.insert((
-                table.to_string(),
+                table.to_owned(),
                 row.iter().map(|v| format!("{v:?}")).collect(),
             ));
         }

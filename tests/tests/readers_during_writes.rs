@@ -95,7 +95,7 @@ async fn readers_during(durability: Durability) -> TestResult {
     done.store(true, Ordering::SeqCst);
     assert_eq!(check(&out.state, "final")?, STEPS);
     for reader in readers {
-        reader.await?.map_err(|e| e.to_string())?;
+        reader.await?.map_err(|e| e.clone())?;
     }
     let mid = mid_run.load(Ordering::SeqCst);
     eprintln!("{durability:?}: {mid} states read mid-run by {READERS} readers");

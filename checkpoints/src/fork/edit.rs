@@ -48,9 +48,9 @@ impl FieldPath {
             return Err(FieldPathError::NoField);
         }
         Ok(FieldPath {
-            pointer: pointer.to_string(),
+            pointer: pointer.to_owned(),
             field,
-            inner: inner.to_string(),
+            inner: inner.to_owned(),
         })
     }
 
@@ -215,7 +215,7 @@ pub enum EditError {
 
 fn stored_list(stored: &[String]) -> String {
     if stored.is_empty() {
-        "none".to_string()
+        "none".to_owned()
     } else {
         stored.join(", ")
     }
@@ -234,7 +234,7 @@ pub(super) fn edited_value(
         loaded.fields.contains_key(field) || loaded.checkpoint.control.versions.contains_key(field);
     if !known || !ChannelName::parse(field).is_field() {
         return Err(EditError::UnknownField {
-            field: field.to_string(),
+            field: field.to_owned(),
             checkpoint: loaded.checkpoint.id,
             stored: loaded.fields.keys().cloned().collect(),
         });
@@ -247,7 +247,7 @@ pub(super) fn edited_value(
             .or_else(|| state.get(field))
             .cloned()
             .ok_or_else(|| EditError::NothingInside {
-                field: field.to_string(),
+                field: field.to_owned(),
             })?
     };
     set_in(&mut value, edit.path.inner(), edit.value.clone())?;
@@ -264,7 +264,7 @@ fn set_in(target: &mut Value, inner: &str, value: Value) -> Result<(), PointerEr
     let last = unescape(last);
     let container = target
         .pointer_mut(parent)
-        .ok_or_else(|| PointerError::Missing(parent.to_string()))?;
+        .ok_or_else(|| PointerError::Missing(parent.to_owned()))?;
     match container {
         Value::Object(map) => {
             map.insert(last, value);
@@ -272,7 +272,7 @@ fn set_in(target: &mut Value, inner: &str, value: Value) -> Result<(), PointerEr
         }
         Value::Array(items) => set_in_array(items, &last, value),
         other => Err(PointerError::NotAContainer {
-            at: parent.to_string(),
+            at: parent.to_owned(),
             found: JsonType::of(other),
         }),
     }
@@ -285,7 +285,7 @@ fn set_in_array(items: &mut Vec<Value>, token: &str, value: Value) -> Result<(),
     }
     let index: usize = token
         .parse()
-        .map_err(|_| PointerError::NotAnIndex(token.to_string()))?;
+        .map_err(|_| PointerError::NotAnIndex(token.to_owned()))?;
     match index.cmp(&items.len()) {
         std::cmp::Ordering::Less => items[index] = value,
         std::cmp::Ordering::Equal => items.push(value),

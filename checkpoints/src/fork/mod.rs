@@ -130,8 +130,8 @@ impl ForkPlan {
                 now,
             })
         });
-        self.changed.insert(edit.path.field().to_string(), value);
-        self.paths.push(edit.path.as_str().to_string());
+        self.changed.insert(edit.path.field().to_owned(), value);
+        self.paths.push(edit.path.as_str().to_owned());
         Ok(retyped)
     }
 
@@ -256,12 +256,12 @@ fn fork_metadata(
 ) -> BTreeMap<String, Value> {
     let mut metadata = BTreeMap::new();
     metadata.insert(
-        "forked_from".to_string(),
+        "forked_from".to_owned(),
         json!({ "thread": from.as_str(), "checkpoint": checkpoint.to_string() }),
     );
     if !paths.is_empty() {
         metadata.insert(
-            "set".to_string(),
+            "set".to_owned(),
             paths.iter().cloned().map(Value::String).collect(),
         );
     }

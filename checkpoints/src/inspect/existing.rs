@@ -13,9 +13,9 @@ fn storage(e: rusqlite::Error) -> CheckpointError {
 
 fn not_stategraph(detail: &str) -> CheckpointError {
     CheckpointError::Integrity {
-        thread: "-".to_string(),
-        checkpoint: "-".to_string(),
-        blob: "sg_meta".to_string(),
+        thread: "-".to_owned(),
+        checkpoint: "-".to_owned(),
+        blob: "sg_meta".to_owned(),
         detail: format!("not a stategraph checkpoint file: {detail}"),
     }
 }

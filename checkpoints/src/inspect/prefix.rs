@@ -66,7 +66,7 @@ pub fn resolve_prefix(
                     .iter()
                     .take(5)
                     .map(ToString::to_string)
-                    .chain((unique.len() > 5).then(|| "...".to_string()))
+                    .chain((unique.len() > 5).then(|| "...".to_owned()))
                     .collect(),
             })
         }

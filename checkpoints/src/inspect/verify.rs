@@ -68,7 +68,7 @@ impl VerifyReport {
         detail: impl Into<String>,
     ) {
         self.problems.push(Problem {
-            table: table.to_string(),
+            table: table.to_owned(),
             key: key.into(),
             detail: detail.into(),
         });
@@ -128,7 +128,7 @@ pub async fn verify(path: &Path) -> Result<VerifyReport, CheckpointError> {
             Ok(Some(loaded)) => match crate::diff::fields_to_json(&loaded.fields) {
                 Ok(_) => report.counts.loaded += 1,
                 Err(e) => {
-                    report.problem("sg_checkpoints", key, format!("a field is not JSON: {e}"))
+                    report.problem("sg_checkpoints", key, format!("a field is not JSON: {e}"));
                 }
             },
             Ok(None) => report.problem("sg_checkpoints", key, "the checkpoint does not load"),

@@ -39,10 +39,10 @@ impl HistoryQuery {
         options: &ListOptions,
     ) -> Result<HistoryQuery, CheckpointError> {
         let mut q = HistoryQuery {
-            sql: header_query!("WHERE thread = ?1 AND ns = ?2").to_string(),
+            sql: header_query!("WHERE thread = ?1 AND ns = ?2").to_owned(),
             values: vec![
-                thread.as_str().to_string().into(),
-                ns.as_str().to_string().into(),
+                thread.as_str().to_owned().into(),
+                ns.as_str().to_owned().into(),
             ],
         };
         if let Some(before) = options.before {
@@ -65,7 +65,7 @@ impl HistoryQuery {
     fn filter(&mut self, key: &str, value: &serde_json::Value) {
         match key {
             "source" => {
-                let n = self.bind(value.as_str().unwrap_or_default().to_string());
+                let n = self.bind(value.as_str().unwrap_or_default().to_owned());
                 self.sql.push_str(&format!(" AND source = ?{n}"));
             }
             "step" => {

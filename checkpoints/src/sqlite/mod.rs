@@ -136,7 +136,7 @@ impl SqliteSaver {
         let cache = Arc::new(Mutex::new(RecordCache::default()));
         let writer = Writer::new(conn, cache.clone(), options.clone(), format);
         let writer = std::thread::Builder::new()
-            .name("stategraph-sqlite-writer".to_string())
+            .name("stategraph-sqlite-writer".to_owned())
             .spawn(move || writer.run(rx))
             .map_err(|e| StorageError::new("starting the writer thread", e))?;
         Ok(SqliteSaver {

@@ -37,13 +37,13 @@ fn encode(kind: &WriteKind) -> Result<(&'static str, Vec<u8>), serde_json::Error
 fn decode(kind: &str, value: serde_json::Value) -> Option<WriteKind> {
     Some(match kind {
         "output" => WriteKind::Output(value),
-        "error" => WriteKind::Error(value.as_str().unwrap_or_default().to_string()),
+        "error" => WriteKind::Error(value.as_str().unwrap_or_default().to_owned()),
         "interrupt" => WriteKind::Interrupt {
             id: value
                 .get("id")
                 .and_then(|v| v.as_str())
                 .unwrap_or_default()
-                .to_string(),
+                .to_owned(),
             value: value.get("value").cloned().unwrap_or_default(),
         },
         "resume" => WriteKind::Resume(value.as_array().cloned().unwrap_or_default()),

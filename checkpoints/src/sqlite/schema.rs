@@ -186,9 +186,9 @@ pub(crate) fn init(conn: &mut Connection) -> Result<u32, CheckpointError> {
     let found = match &found {
         Some(v) => {
             let found: u32 = v.parse().map_err(|_| CheckpointError::Integrity {
-                thread: "-".to_string(),
-                checkpoint: "-".to_string(),
-                blob: "sg_meta.format_version".to_string(),
+                thread: "-".to_owned(),
+                checkpoint: "-".to_owned(),
+                blob: "sg_meta.format_version".to_owned(),
                 detail: format!("unreadable format version {v:?}"),
             })?;
             if found > FORMAT_VERSION {

@@ -63,9 +63,9 @@ pub(crate) fn id_bytes(id: CheckpointId) -> [u8; 16] {
 /// A checkpoint id from its column; an integrity error naming `thread` if it is not 16 bytes.
 pub(crate) fn id_from(bytes: &[u8], thread: &str) -> Result<CheckpointId, CheckpointError> {
     let arr: [u8; 16] = bytes.try_into().map_err(|_| CheckpointError::Integrity {
-        thread: thread.to_string(),
-        checkpoint: "-".to_string(),
-        blob: "sg_checkpoints.id".to_string(),
+        thread: thread.to_owned(),
+        checkpoint: "-".to_owned(),
+        blob: "sg_checkpoints.id".to_owned(),
         detail: format!("checkpoint id of {} bytes", bytes.len()),
     })?;
     Ok(CheckpointId::from_u128(u128::from_be_bytes(arr)))
@@ -91,8 +91,8 @@ pub(crate) fn integrity(
     detail: impl Into<String>,
 ) -> CheckpointError {
     CheckpointError::Integrity {
-        thread: thread.to_string(),
-        checkpoint: checkpoint.to_string(),
+        thread: thread.to_owned(),
+        checkpoint: checkpoint.to_owned(),
         blob: blob.into(),
         detail: detail.into(),
     }

@@ -23,7 +23,7 @@ pub(crate) fn put(
 ) -> Result<(), CheckpointError> {
     let p = &stored.put;
     let cp = &p.checkpoint;
-    let key = (p.thread.as_str().to_string(), p.ns.as_str().to_string());
+    let key = (p.thread.as_str().to_owned(), p.ns.as_str().to_owned());
     let known = records.memory.heads.get(&key).copied();
     let extends_head = matches!(cp.source, Source::Loop | Source::Input);
     if extends_head {

@@ -100,7 +100,7 @@ fn diff_text(sides: &Sides, d: &StateDiff, s: Style) -> String {
             sides
                 .from_cp
                 .as_ref()
-                .map_or_else(|| "(no parent: empty state)".to_string(), describe)
+                .map_or_else(|| "(no parent: empty state)".to_owned(), describe)
         ))
     );
     let _ = writeln!(

@@ -122,7 +122,7 @@ fn state_text(
     }
     line(
         "parent",
-        &cp.parent.map_or_else(|| "-".to_string(), |p| p.to_string()),
+        &cp.parent.map_or_else(|| "-".to_owned(), |p| p.to_string()),
     );
     line("step", &cp.step.to_string());
     line("source", cp.source.as_str());

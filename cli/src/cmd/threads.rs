@@ -89,7 +89,7 @@ fn table(infos: &[ThreadInfo], subgraphs: &[usize], s: Style) -> String {
         let status = i.status.as_str();
         let pad = " ".repeat(11usize.saturating_sub(status.len()));
         let subs = if n == 0 {
-            "-".to_string()
+            "-".to_owned()
         } else {
             format!("{n} namespace(s)")
         };

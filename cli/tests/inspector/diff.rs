@@ -17,7 +17,7 @@ fn diff_prints_what_changed_between_two_checkpoints_and_since_a_parent() {
                     .iter()
                     .any(|w| w["field"] == "count" && w["value"] == n)
             })
-            .map(|c| c["id"].as_str().unwrap().to_string())
+            .map(|c| c["id"].as_str().unwrap().to_owned())
             .expect("write step")
     };
     let (a, b) = (by_count(1), by_count(3));
@@ -69,7 +69,7 @@ fn diff_prints_what_changed_between_two_checkpoints_and_since_a_parent() {
     assert_eq!(step["from"], by_count(2).as_str());
 
     // The root checkpoint diffs against an empty state.
-    let root = list.last().unwrap()["id"].as_str().unwrap().to_string();
+    let root = list.last().unwrap()["id"].as_str().unwrap().to_owned();
     let first = sg(&[
         "diff",
         p(&db),

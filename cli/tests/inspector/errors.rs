@@ -93,10 +93,7 @@ fn missing_files_unknown_threads_and_checkpoints_are_clear_errors() {
     let ran = sg(&["show", p(&db), "-t", "main", "-c", "xyz"]).fails(2);
     assert!(ran.stderr.contains("invalid checkpoint id"), "{ran:#?}");
     // A checkpoint of another thread is not found in this one.
-    let other = history(&db, "paused")[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let other = history(&db, "paused")[0]["id"].as_str().unwrap().to_owned();
     sg(&["show", p(&db), "-t", "main", "-c", &other]).fails(1);
     let ran = sg(&["diff", p(&db), "-t", "main", &other, &other]).fails(1);
     assert!(ran.stderr.contains("no checkpoint"), "{ran:#?}");

@@ -22,7 +22,7 @@ fn fork_with_set_starts_a_new_branch_the_engine_continues_and_leaves_the_origina
                     .any(|w| w["value"] == 1)
         })
         .expect("checkpoint after the first write");
-    let c = after_first_write["id"].as_str().unwrap().to_string();
+    let c = after_first_write["id"].as_str().unwrap().to_owned();
 
     let ran = sg(&[
         "fork",
@@ -43,7 +43,7 @@ fn fork_with_set_starts_a_new_branch_the_engine_continues_and_leaves_the_origina
     let forked = ran.json();
     assert_eq!(forked["thread"], "branch");
     assert_eq!(forked["parent"], c.as_str());
-    let new_id = forked["checkpoint"].as_str().unwrap().to_string();
+    let new_id = forked["checkpoint"].as_str().unwrap().to_owned();
 
     // The new thread's head is the fork, child of C, with the changed values.
     let head = sg(&["show", p(&db), "-t", "branch", "--json"]).ok().json();
@@ -113,7 +113,7 @@ fn fork_with_set_starts_a_new_branch_the_engine_continues_and_leaves_the_origina
 #[test]
 fn fork_rejects_bad_paths_values_and_targets_and_writes_nothing() {
     let (_dir, db) = fixture();
-    let c = history(&db, "main")[2]["id"].as_str().unwrap().to_string();
+    let c = history(&db, "main")[2]["id"].as_str().unwrap().to_owned();
     let rows = count_rows(&db, "sg_checkpoints");
     let bad = |set: &str, code: i32, says: &str| {
         let ran = sg(&[

@@ -74,7 +74,7 @@ fn history_lists_checkpoints_newest_first_with_what_each_step_wrote() {
     let ns = threads[0]["namespaces"][0]["ns"]
         .as_str()
         .unwrap()
-        .to_string();
+        .to_owned();
     let sub = sg(&["history", p(&db), "-t", "main", "--ns", &ns, "--json"])
         .ok()
         .json();

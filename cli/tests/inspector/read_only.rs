@@ -10,8 +10,8 @@ fn read_only_commands_leave_the_file_byte_identical() {
     let before = std::fs::read(&db).unwrap();
     let list = history(&db, "main");
     let (a, b) = (
-        list[3]["id"].as_str().unwrap().to_string(),
-        list[0]["id"].as_str().unwrap().to_string(),
+        list[3]["id"].as_str().unwrap().to_owned(),
+        list[0]["id"].as_str().unwrap().to_owned(),
     );
     for args in [
         vec!["threads", p(&db)],

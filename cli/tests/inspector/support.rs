@@ -99,8 +99,8 @@ pub(crate) fn fixture() -> (tempfile::TempDir, PathBuf) {
         let paused = g
             .invoke(
                 Doc::update()
-                    .topic("cats".to_string())
-                    .brief(BRIEF.to_string()),
+                    .topic("cats".to_owned())
+                    .brief(BRIEF.to_owned()),
                 &main,
             )
             .await
@@ -114,7 +114,7 @@ pub(crate) fn fixture() -> (tempfile::TempDir, PathBuf) {
         assert_eq!(done.state.log, ["w0", "w1", "w2", "prep cats", "yes"]);
         let other = RunConfig::new().thread("paused");
         let waiting = g
-            .invoke(Doc::update().topic("dogs".to_string()), &other)
+            .invoke(Doc::update().topic("dogs".to_owned()), &other)
             .await
             .expect("paused run");
         assert!(waiting.is_interrupted());

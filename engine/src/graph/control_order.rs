@@ -149,7 +149,7 @@ mod tests {
                     1,
                     vec!["branch:to:a=branch1".into(), "join:b:a=join0".into()]
                 ),
-                (0, vec!["branch:to:b=branch0".to_string()]),
+                (0, vec!["branch:to:b=branch0".to_owned()]),
             ]
         );
         Ok(())

@@ -68,6 +68,19 @@ pub struct StateGraph<S: State> {
     interrupt_after: Vec<String>,
 }
 
+impl<S: State> std::fmt::Debug for StateGraph<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateGraph")
+            .field("name", &self.name)
+            .field(
+                "nodes",
+                &self.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
+            )
+            .field("edges", &self.edges)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S: State> Default for StateGraph<S> {
     fn default() -> Self {
         Self::new()
@@ -78,7 +91,7 @@ impl<S: State> StateGraph<S> {
     /// An empty graph.
     pub fn new() -> Self {
         StateGraph {
-            name: "graph".to_string(),
+            name: "graph".to_owned(),
             nodes: Vec::new(),
             edges: Vec::new(),
             joins: Vec::new(),

@@ -212,8 +212,8 @@ impl<S: State> RunLoop<S> {
             if let Some(allowed) = allowed {
                 if !allowed.contains(name) {
                     return Err(RunError::UnknownRouteTarget {
-                        router: from.to_string(),
-                        value: name.to_string(),
+                        router: from.to_owned(),
+                        value: name.to_owned(),
                     });
                 }
             }
@@ -222,8 +222,8 @@ impl<S: State> RunLoop<S> {
             }
             let Some(&i) = self.g.index.get(name) else {
                 return Err(RunError::UnknownNode {
-                    name: name.to_string(),
-                    from: from.to_string(),
+                    name: name.to_owned(),
+                    from: from.to_owned(),
                     step: self.step,
                 });
             };

@@ -90,7 +90,7 @@ impl<S: State> ControlState<S> {
     pub(super) fn to_control(&self, g: &GraphInner<S>) -> Result<Control, RunError> {
         let mut interrupt_seen = BTreeMap::new();
         if self.interrupt_seen > 0 {
-            interrupt_seen.insert("*".to_string(), self.interrupt_seen);
+            interrupt_seen.insert("*".to_owned(), self.interrupt_seen);
         }
         Ok(Control {
             versions: self.versions_record(g),
@@ -176,7 +176,7 @@ impl<S: State> ControlState<S> {
                 source,
             })?;
             sends.push(PendingSend {
-                node: START.to_string(),
+                node: START.to_owned(),
                 arg,
             });
         }
@@ -256,7 +256,7 @@ impl<S: State> ControlState<S> {
         for s in &c.sends {
             if s.node == START {
                 let u = serde_json::from_value(s.arg.clone()).map_err(|e| RunError::Decode {
-                    field: START.to_string(),
+                    field: START.to_owned(),
                     thread: r.thread.clone(),
                     detail: e.to_string(),
                 })?;
@@ -281,7 +281,7 @@ struct RecordReader<'a, S: State> {
 impl<S: State> RecordReader<'_, S> {
     fn unknown(&self, what: &str, name: &str) -> RunError {
         RunError::Decode {
-            field: what.to_string(),
+            field: what.to_owned(),
             thread: self.thread.clone(),
             detail: format!("checkpoint names {name:?}, which this graph does not have"),
         }
@@ -406,7 +406,7 @@ mod tests {
         let compiled = graph()?;
         let g = &compiled.inner;
         let mut record = ControlState::new(g).to_control(g)?;
-        record.branches.push("branch:to:gone".to_string());
+        record.branches.push("branch:to:gone".to_owned());
         let e = ControlState::from_control(g, &record, &None)
             .err()
             .ok_or("accepted")?;

@@ -44,7 +44,7 @@ pub(super) fn decode_state<S: State>(
         let field = S::Field::from_name(name).ok_or_else(|| RunError::Decode {
             field: name.clone(),
             thread: thread.clone(),
-            detail: "the checkpoint has a field the state type does not declare".to_string(),
+            detail: "the checkpoint has a field the state type does not declare".to_owned(),
         })?;
         state
             .decode_field(field, &stored_refs(parts))

@@ -310,7 +310,7 @@ impl<S: State> RunLoop<S> {
         if self.level.is_root {
             return Err(RunError::ParentCommand {
                 node: self.node_name(&tasks[first]).to_string(),
-                reason: "there is no parent graph".to_string(),
+                reason: "there is no parent graph".to_owned(),
             });
         }
         let cmds = results
@@ -374,7 +374,7 @@ impl<S: State> RunLoop<S> {
             if let Some(mut writes) = saved {
                 writes.push(PendingWrite {
                     task_id: apply_error_task(self.step),
-                    node: APPLY_NODE.to_string(),
+                    node: APPLY_NODE.to_owned(),
                     kind: WriteKind::Error(e.to_string()),
                 });
                 self.record_pending(writes).await?;

@@ -47,6 +47,16 @@ pub enum Input<S: State> {
     Continue,
 }
 
+impl<S: State> std::fmt::Debug for Input<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Input::Update(_) => f.write_str("Input::Update(..)"),
+            Input::Command(_) => f.write_str("Input::Command(..)"),
+            Input::Continue => f.write_str("Input::Continue"),
+        }
+    }
+}
+
 impl<S: State> From<Command<S>> for Input<S> {
     fn from(value: Command<S>) -> Self {
         Input::Command(value)
@@ -165,8 +175,8 @@ impl<S: State> CompiledGraph<S> {
         match lp.run().await? {
             GraphLevelEnd::Done(outcome) => Ok(outcome),
             GraphLevelEnd::ToParent(_) => Err(RunError::ParentCommand {
-                node: "?".to_string(),
-                reason: "there is no parent graph".to_string(),
+                node: "?".to_owned(),
+                reason: "there is no parent graph".to_owned(),
             }),
         }
     }

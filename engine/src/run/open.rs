@@ -194,7 +194,7 @@ impl<S: State> RunLoop<S> {
         for w in recorded {
             if let WriteKind::Output(v) = &w.kind {
                 let out = output_from_json::<S>(v).map_err(|e| RunError::Decode {
-                    field: "pending input command".to_string(),
+                    field: "pending input command".to_owned(),
                     thread: self.shared.thread.clone(),
                     detail: e.to_string(),
                 })?;
@@ -276,7 +276,7 @@ impl<S: State> RunLoop<S> {
                 self.input_writes.retain(|w| w.task_id != input_task());
                 self.input_writes.push(PendingWrite {
                     task_id: input_task(),
-                    node: INPUT_NODE.to_string(),
+                    node: INPUT_NODE.to_owned(),
                     kind: WriteKind::Output(stored),
                 });
             } else {
@@ -336,7 +336,7 @@ impl<S: State> RunLoop<S> {
             .apply(out.updates, &mut ReduceCtx::for_input(self.step))
             .map_err(|(field, source)| RunError::Reduce {
                 field: field.name(),
-                writers: vec!["input".to_string()],
+                writers: vec!["input".to_owned()],
                 step: self.step,
                 source,
             })?;

@@ -243,13 +243,13 @@ mod tests {
 
     fn sample() -> TaskOutput<Counter> {
         TaskOutput {
-            updates: vec![Counter::update().n(3).log(vec!["a".to_string()])],
+            updates: vec![Counter::update().n(3).log(vec!["a".to_owned()])],
             goto: vec![
-                Goto::Node("next".to_string()),
+                Goto::Node("next".to_owned()),
                 Goto::Send(SendTo::new("worker", 7_u32)),
                 Goto::Send(SendTo {
-                    node: "worker".to_string(),
-                    arg: Err("no JSON".to_string()),
+                    node: "worker".to_owned(),
+                    arg: Err("no JSON".to_owned()),
                 }),
             ],
             parents: Vec::new(),
@@ -306,12 +306,12 @@ mod tests {
             out.goto,
             vec![
                 Goto::Send(SendTo {
-                    node: "w".to_string(),
+                    node: "w".to_owned(),
                     arg: Ok(serde_json::Value::Null)
                 }),
-                Goto::Node("a".to_string()),
+                Goto::Node("a".to_owned()),
                 Goto::Send(SendTo {
-                    node: "w".to_string(),
+                    node: "w".to_owned(),
                     arg: Ok(serde_json::json!(1))
                 }),
             ]

@@ -310,7 +310,7 @@ impl<S: State> RunLoop<S> {
                     Stored::Tail(b) => FieldPart::Tail(b),
                 };
                 writes.push(FieldWrite {
-                    field: f.name().to_string(),
+                    field: f.name().to_owned(),
                     part,
                 });
             }
@@ -511,7 +511,7 @@ mod tests {
 
     impl Saver for Recording {
         fn put(&self, put: PutCheckpoint) -> Done<'_, ()> {
-            self.note("put".to_string());
+            self.note("put".to_owned());
             Box::pin(self.put_one(put))
         }
         fn put_writes<'a>(
@@ -563,7 +563,7 @@ mod tests {
             Box::pin(self.put_each(puts))
         }
         fn flush(&self) -> Done<'_, ()> {
-            self.note("flush".to_string());
+            self.note("flush".to_owned());
             Box::pin(async { Ok(()) })
         }
     }

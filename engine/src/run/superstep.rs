@@ -187,7 +187,7 @@ impl<S: State> RunLoop<S> {
             })
         } else if self.level.saver.is_none() {
             Err(RunError::InterruptWithoutCheckpointer {
-                node: node.to_string(),
+                node: node.to_owned(),
             })
         } else {
             Ok(())

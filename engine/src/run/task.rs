@@ -153,9 +153,9 @@ async fn run_attempt<S: State>(
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
     let text = panic
         .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
+        .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a non-string payload".to_string());
+        .unwrap_or_else(|| "a non-string payload".to_owned());
     format!("node panicked: {text}")
 }
 

@@ -43,8 +43,8 @@ impl<S: State> CompiledGraph<S> {
             .index
             .get(as_node)
             .ok_or_else(|| RunError::UnknownNode {
-                name: as_node.to_string(),
-                from: "update_state".to_string(),
+                name: as_node.to_owned(),
+                from: "update_state".to_owned(),
                 step: -1,
             })?;
         let config = RunConfig::new().thread(thread).durability(Durability::Sync);
@@ -190,7 +190,7 @@ impl<S: State> CompiledGraph<S> {
         let control = ControlState::<S>::from_control(&self.inner, &checkpoint.control, thread)?;
         let mut next: Vec<String> = Vec::new();
         if control.start.is_some() {
-            next.push(START.to_string());
+            next.push(START.to_owned());
         }
         for (i, n) in self.inner.nodes.iter().enumerate() {
             if control.is_triggered(&self.inner, i) {

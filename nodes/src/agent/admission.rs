@@ -23,13 +23,13 @@ impl AdmissionRules {
         if self.reserve_tool_search && spec.name == TOOL_SEARCH {
             return Err(Rejection {
                 by: AdmissionRule::ReservedName,
-                reason: "reserved name: the agent's own tool search".to_string(),
+                reason: "reserved name: the agent's own tool search".to_owned(),
             });
         }
         if !self.host_bash && config && spec.group.as_deref() == Some("bash") {
             return Err(Rejection {
                 by: AdmissionRule::HostBash,
-                reason: "host bash is not allowed for this agent".to_string(),
+                reason: "host bash is not allowed for this agent".to_owned(),
             });
         }
         if let Some(groups) = &self.groups {

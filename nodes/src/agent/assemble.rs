@@ -255,7 +255,7 @@ fn policy_layers(policies: &[Arc<dyn ToolPolicy>], specs: &SpecMap) -> Vec<Arc<d
 /// The call-time authorization re-check (`tool_search` is infrastructure it always lets by
 /// when the agent has one).
 fn authorization_guardrail(authz: &Authorization, has_tool_search: bool) -> Arc<dyn ToolLayer> {
-    let infra = has_tool_search.then(|| TOOL_SEARCH.to_string());
+    let infra = has_tool_search.then(|| TOOL_SEARCH.to_owned());
     Arc::new(Guardrail::new(AuthorizationGuardrail::new(authz.clone(), infra)).fail(authz.fail))
 }
 

@@ -121,7 +121,7 @@ pub(super) async fn connect(
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
-                let line = String::from_utf8_lossy(&buf).trim_end().to_string();
+                let line = String::from_utf8_lossy(&buf).trim_end().to_owned();
                 tracing::debug!(server = %server, "MCP server stderr: {line}");
                 tail.push(line);
             }

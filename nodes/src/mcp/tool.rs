@@ -144,11 +144,11 @@ fn tool_message(call_id: &str, tool: &str, server: &str, result: CallToolResult)
     };
     message
         .metadata
-        .insert("mcp_server".to_string(), Value::String(server.to_string()));
+        .insert("mcp_server".to_owned(), Value::String(server.to_owned()));
     if let Some(structured) = result.structured_content {
         message
             .metadata
-            .insert("structured_content".to_string(), structured);
+            .insert("structured_content".to_owned(), structured);
     }
     message
 }
@@ -181,12 +181,12 @@ fn describe_block(block: &ContentBlock) -> String {
                 mime_type.as_deref().unwrap_or("binary"),
                 blob.len()
             ),
-            _ => "[resource]".to_string(),
+            _ => "[resource]".to_owned(),
         },
         ContentBlock::ResourceLink(link) => {
             format!("[resource link: {} ({})]", link.uri, link.name)
         }
-        _ => "[unsupported content]".to_string(),
+        _ => "[unsupported content]".to_owned(),
     }
 }
 

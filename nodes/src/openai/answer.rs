@@ -14,13 +14,13 @@ pub(super) fn parse_completion(
     value: &Value,
 ) -> Result<ModelResponse, ModelError> {
     let decode = |message: String| ModelError::Decode {
-        model: model.to_string(),
+        model: model.to_owned(),
         message,
     };
     let Some(choice) = first_choice(value) else {
         if let Some(error) = error_object(value) {
             return Err(ModelError::Status {
-                model: model.to_string(),
+                model: model.to_owned(),
                 status,
                 body: error,
             });
@@ -33,8 +33,8 @@ pub(super) fn parse_completion(
     let message = choice
         .get("message")
         .filter(|m| m.is_object())
-        .ok_or_else(|| decode("the answer's first choice has no message".to_string()))?;
-    let content = text_of(message.get("content")).map_err(|what| decode(what.to_string()))?;
+        .ok_or_else(|| decode("the answer's first choice has no message".to_owned()))?;
+    let content = text_of(message.get("content")).map_err(|what| decode(what.to_owned()))?;
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         for (index, call) in calls.iter().enumerate() {
@@ -47,7 +47,7 @@ pub(super) fn parse_completion(
             let args = parse_arguments(model, name, function.and_then(|f| f.get("arguments")))?;
             tool_calls.push(ToolCall {
                 id: id_of(call.get("id")).unwrap_or_else(|| generated_id(index)),
-                name: name.to_string(),
+                name: name.to_owned(),
                 args,
             });
         }
@@ -63,7 +63,7 @@ pub(super) fn parse_completion(
                 let args = parse_arguments(model, name, function.get("arguments"))?;
                 tool_calls.push(ToolCall {
                     id: generated_id(0),
-                    name: name.to_string(),
+                    name: name.to_owned(),
                     args,
                 });
             }
@@ -141,7 +141,7 @@ pub(super) fn parse_argument_text(
         return Ok(Value::Object(Map::new()));
     }
     serde_json::from_str(text).map_err(|e| ModelError::Decode {
-        model: model.to_string(),
+        model: model.to_owned(),
         message: format!(
             "the arguments of the call of tool {tool:?} are not JSON ({e}): {}",
             snippet(text)
@@ -158,7 +158,7 @@ pub(super) fn finish_reason_of(value: Option<&Value>) -> Option<FinishReason> {
         "tool_calls" | "function_call" => FinishReason::ToolCalls,
         "length" => FinishReason::Length,
         "content_filter" => FinishReason::ContentFilter,
-        other => FinishReason::Other(other.to_string()),
+        other => FinishReason::Other(other.to_owned()),
     })
 }
 

@@ -43,7 +43,7 @@ impl OpenAiModel {
     /// HTTP client cannot be built.
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
         if config.model.trim().is_empty() {
-            return Err(ModelError::Config("the model name is empty".to_string()));
+            return Err(ModelError::Config("the model name is empty".to_owned()));
         }
         let endpoint = config.endpoint();
         let url = reqwest::Url::parse(&endpoint).map_err(|e| {
@@ -62,7 +62,7 @@ impl OpenAiModel {
         if let Some(key) = &config.api_key {
             let mut value =
                 HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
-                    ModelError::Config("the API key cannot be sent as an HTTP header".to_string())
+                    ModelError::Config("the API key cannot be sent as an HTTP header".to_owned())
                 })?;
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
@@ -176,7 +176,7 @@ impl OpenAiModel {
         };
         let mut body = error_message(&text);
         if body.is_empty() {
-            body = status.canonical_reason().unwrap_or("no body").to_string();
+            body = status.canonical_reason().unwrap_or("no body").to_owned();
         }
         Err(ModelError::Status {
             model: self.config.model.clone(),

@@ -84,12 +84,12 @@ impl OpenAiConfig {
         let model = get("OPENAI_MODEL").ok_or_else(|| {
             ModelError::Config(
                 "the environment variable OPENAI_MODEL is not set (it names the model to use)"
-                    .to_string(),
+                    .to_owned(),
             )
         })?;
-        let base_url = get("OPENAI_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+        let base_url = get("OPENAI_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
         let mut config = OpenAiConfig::new(base_url.trim(), model.trim());
-        config.api_key = get("OPENAI_API_KEY").map(|k| k.trim().to_string());
+        config.api_key = get("OPENAI_API_KEY").map(|k| k.trim().to_owned());
         if let Some(secs) = get("OPENAI_TIMEOUT_SECS") {
             config.timeout = secs
                 .trim()
@@ -149,7 +149,7 @@ impl OpenAiConfig {
     pub fn endpoint(&self) -> String {
         let base = self.base_url.trim().trim_end_matches('/');
         if base.ends_with("/chat/completions") {
-            base.to_string()
+            base.to_owned()
         } else {
             format!("{base}/chat/completions")
         }

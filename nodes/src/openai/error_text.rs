@@ -14,7 +14,7 @@ pub(super) fn error_object(value: &Value) -> Option<String> {
             let mut message = fields
                 .get("message")
                 .and_then(Value::as_str)
-                .map(str::to_string)
+                .map(str::to_owned)
                 .unwrap_or_else(|| error.to_string());
             let detail: Vec<String> = ["type", "code"]
                 .iter()

@@ -56,7 +56,7 @@ fn wire_message(message: &Message) -> Value {
                     .iter()
                     .map(|call| {
                         let arguments = match &call.args {
-                            Value::Null => "{}".to_string(),
+                            Value::Null => "{}".to_owned(),
                             args => args.to_string(),
                         };
                         json!({

@@ -124,7 +124,7 @@ impl SseDecoder {
         } else {
             match serde_json::from_str(data) {
                 Ok(value) => SseEvent::Json(value),
-                Err(_) => SseEvent::Invalid(data.to_string()),
+                Err(_) => SseEvent::Invalid(data.to_owned()),
             }
         });
     }

@@ -108,7 +108,7 @@ impl StreamState<'_> {
                     model: model.config.model.clone(),
                     message: "the stream ended before the answer was finished \
                               (no finish reason and no [DONE])"
-                        .to_string(),
+                        .to_owned(),
                 }));
             } else {
                 self.pending.push_back(answer.finish(&model.config.model));

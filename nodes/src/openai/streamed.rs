@@ -42,7 +42,7 @@ impl StreamedAnswer {
             SseEvent::Json(value) => value,
             SseEvent::Invalid(data) => {
                 return Err(ModelError::Decode {
-                    model: model.to_string(),
+                    model: model.to_owned(),
                     message: format!("a stream event is not JSON: {}", snippet(&data)),
                 })
             }
@@ -55,7 +55,7 @@ impl StreamedAnswer {
             // An error object instead of choices: the server gave up mid-stream.
             if let Some(error) = error_object(&value) {
                 return Err(ModelError::Status {
-                    model: model.to_string(),
+                    model: model.to_owned(),
                     status,
                     body: error,
                 });
@@ -73,8 +73,8 @@ impl StreamedAnswer {
             return Ok(Some(chunks));
         };
         let text = text_of(delta.get("content")).map_err(|what| ModelError::Decode {
-            model: model.to_string(),
-            message: what.to_string(),
+            model: model.to_owned(),
+            message: what.to_owned(),
         })?;
         if !text.is_empty() {
             self.content.push_str(&text);
@@ -161,7 +161,7 @@ impl StreamedAnswer {
             // Most servers send the name once; some repeat it whole, a few split it.
             if call.name != name {
                 call.name.push_str(name);
-                name_delta = Some(name.to_string());
+                name_delta = Some(name.to_owned());
             }
         }
         let args_delta = match arguments {
@@ -187,7 +187,7 @@ impl StreamedAnswer {
         for (index, call) in std::mem::take(&mut self.calls).into_iter().enumerate() {
             if call.name.is_empty() {
                 return Err(ModelError::Decode {
-                    model: model.to_string(),
+                    model: model.to_owned(),
                     message: format!("streamed tool call {index} has no function name"),
                 });
             }

@@ -80,12 +80,12 @@ pub struct SkillParseError {
 /// A [`SkillParseError`] naming `path` and what was wrong.
 pub fn parse_skill_md(path: &str, text: &str) -> Result<Skill, SkillParseError> {
     let header = read_header(text).map_err(|kind| SkillParseError {
-        path: path.to_string(),
+        path: path.to_owned(),
         kind,
     })?;
     Ok(Skill {
         name: header.name,
-        path: path.to_string(),
+        path: path.to_owned(),
         description: header.description,
         allowed_tools: header.allowed_tools,
         enabled: true,
@@ -331,7 +331,7 @@ fn is_str_tag(tag: Option<&Tag>) -> bool {
 fn string(value: &Value<'_>, key: &'static str) -> Result<String, SkillParseErrorKind> {
     match value {
         Value::Scalar(s) => Ok(match s.style {
-            ScalarStyle::Literal | ScalarStyle::Folded => s.text.trim().to_string(),
+            ScalarStyle::Literal | ScalarStyle::Folded => s.text.trim().to_owned(),
             _ => s.text.to_string(),
         }),
         Value::Sequence(_) | Value::Other(_) => Err(SkillParseErrorKind::NotAString(key)),
@@ -344,12 +344,12 @@ fn allowed_tools(value: &Value<'_>, source: &str) -> Result<Vec<String>, SkillPa
         Value::Sequence(items) => items,
         Value::Scalar(s) => {
             return Err(SkillParseErrorKind::AllowedToolsNotAList(
-                s.text.trim().to_string(),
+                s.text.trim().to_owned(),
             ))
         }
         Value::Other(span) => {
             return Err(SkillParseErrorKind::AllowedToolsNotAList(
-                source_text(source, span.start, span.end).trim().to_string(),
+                source_text(source, span.start, span.end).trim().to_owned(),
             ))
         }
     };
@@ -364,7 +364,7 @@ fn allowed_tools(value: &Value<'_>, source: &str) -> Result<Vec<String>, SkillPa
 fn tool_name(index: usize, item: &Item<'_>, source: &str) -> Result<String, SkillParseErrorKind> {
     let bad = |item: &str| SkillParseErrorKind::BadAllowedTool {
         index,
-        item: item.trim().to_string(),
+        item: item.trim().to_owned(),
     };
     let scalar = match item {
         Item::Scalar(s) => s,
@@ -379,7 +379,7 @@ fn tool_name(index: usize, item: &Item<'_>, source: &str) -> Result<String, Skil
     if name.is_empty() || (!quoted && non_string_scalar(name)) {
         return Err(bad(source_text(source, scalar.span.start, scalar.span.end)));
     }
-    Ok(name.to_string())
+    Ok(name.to_owned())
 }
 
 /// Whether an unquoted scalar would not be read as a string by YAML 1.1 readers (a number,

@@ -75,7 +75,7 @@ pub(super) fn narrow_search(
             .filter(|s| schema_name(s).is_some_and(|n| permitted_set.contains(n)))
             .collect();
         message.content = if kept.is_empty() {
-            NO_PERMITTED_MATCH.to_string()
+            NO_PERMITTED_MATCH.to_owned()
         } else {
             match serde_json::to_string_pretty(&kept) {
                 Ok(text) => text,

@@ -186,12 +186,12 @@ async fn a_tool_denied_by_authorization_never_comes_back_through_tool_search() -
         .await?;
     assert_eq!(
         agent.deferred().map(|d| d.names()),
-        Some(vec!["crm_read".to_string()])
+        Some(vec!["crm_read".to_owned()])
     );
     let out = agent.ask("go").await?;
     assert_eq!(
         out.state.promoted.as_ref().map(|p| p.names.clone()),
-        Some(vec!["crm_read".to_string()])
+        Some(vec!["crm_read".to_owned()])
     );
     for req in model.requests() {
         assert!(!req.tool_names().contains(&"crm_delete"));

@@ -192,7 +192,7 @@ async fn a_replayed_call_to_a_tool_that_is_now_hidden_is_refused() -> R {
         .await?;
     let hash = first
         .deferred()
-        .map(|d| d.catalog_hash().to_string())
+        .map(|d| d.catalog_hash().to_owned())
         .unwrap_or_default();
     let input = ThreadState::human_input("go")
         .promoted(stategraph::reducers::Promoted::new(hash, ["crm_read"]));

@@ -302,7 +302,7 @@ async fn the_model_sees_a_message_edited_in_place_not_a_stale_copy() -> R {
                 .first()
                 .cloned()
                 .ok_or_else(|| ToolError::failed("redact", "empty"))?;
-            let id = stategraph::reducers::Message::id(&first).map(str::to_string);
+            let id = stategraph::reducers::Message::id(&first).map(str::to_owned);
             let mut update = MessagesUpdate::from(Message::Human {
                 id,
                 content: "[redacted]".into(),

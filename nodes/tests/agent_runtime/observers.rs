@@ -93,10 +93,10 @@ async fn capability_trace_is_emitted_as_stream_events() -> R {
     assert_eq!(
         stages,
         [
-            ("read".to_string(), Stage::Visible),
-            ("read".to_string(), Stage::Executed),
-            ("read".to_string(), Stage::Returned),
-            ("read".to_string(), Stage::Visible),
+            ("read".to_owned(), Stage::Visible),
+            ("read".to_owned(), Stage::Executed),
+            ("read".to_owned(), Stage::Returned),
+            ("read".to_owned(), Stage::Visible),
         ]
     );
     model.verify()?;

@@ -11,7 +11,7 @@ pub(crate) type R = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 /// A tool that counts its runs and answers `"<name> ok"`.
 pub(crate) fn counted(name: &str, source: ToolSource, runs: &Arc<AtomicUsize>) -> FnTool {
     let runs = Arc::clone(runs);
-    let n = name.to_string();
+    let n = name.to_owned();
     FnTool::new(
         ToolSpec::new(name, format!("the {name} tool"), source),
         move |call, _cx| {

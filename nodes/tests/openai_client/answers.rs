@@ -159,7 +159,7 @@ async fn invalid_tool_arguments_are_a_decode_error_naming_the_tool() {
     let items = collect(&model, ask("x")).await;
     match items.last() {
         Some(Err(ModelError::Decode { message, .. })) => {
-            assert!(message.contains("\"lookup\""), "{message}")
+            assert!(message.contains("\"lookup\""), "{message}");
         }
         other => panic!("expected a decode error last, got {other:?}"),
     }

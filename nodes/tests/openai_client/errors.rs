@@ -71,13 +71,13 @@ async fn non_json_body_is_a_decode_error() {
 
     match model.invoke(ask("x")).await {
         Err(ModelError::Decode { message, .. }) => {
-            assert!(message.contains("<html>captive portal</html>"), "{message}")
+            assert!(message.contains("<html>captive portal</html>"), "{message}");
         }
         other => panic!("expected a decode error, got {other:?}"),
     }
     match model.invoke(ask("x")).await {
         Err(ModelError::Decode { message, .. }) => {
-            assert!(message.contains("no choices"), "{message}")
+            assert!(message.contains("no choices"), "{message}");
         }
         other => panic!("expected a decode error, got {other:?}"),
     }
@@ -116,14 +116,14 @@ async fn a_silent_server_is_a_transport_timeout() {
 
     match model.invoke(ask("x")).await {
         Err(ModelError::Transport { message, .. }) => {
-            assert!(message.contains("timed out"), "{message}")
+            assert!(message.contains("timed out"), "{message}");
         }
         other => panic!("expected a transport error, got {other:?}"),
     }
     let items = collect(&model, ask("x")).await;
     match items.as_slice() {
         [Err(ModelError::Transport { message, .. })] => {
-            assert!(message.contains("300ms"), "{message}")
+            assert!(message.contains("300ms"), "{message}");
         }
         other => panic!("expected one transport error, got {other:?}"),
     }

@@ -120,10 +120,10 @@ pub(crate) async fn answer(mut socket: TcpStream, reply: Reply, seen: &Mutex<Vec
     };
     let head = String::from_utf8(buffer[..head_end].to_vec()).unwrap();
     let mut lines = head.split("\r\n");
-    let request_line = lines.next().unwrap().to_string();
+    let request_line = lines.next().unwrap().to_owned();
     let headers: HashMap<String, String> = lines
         .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
     let length: usize = headers
         .get("content-length")

@@ -12,7 +12,7 @@ use crate::support::*;
 
 fn counting_tool(name: &str, runs: &Arc<AtomicUsize>) -> FnTool {
     let runs = Arc::clone(runs);
-    let tool_name = name.to_string();
+    let tool_name = name.to_owned();
     FnTool::new(mcp(name, &format!("The {name} tool")), move |call, _cx| {
         runs.fetch_add(1, Ordering::SeqCst);
         let name = tool_name.clone();
@@ -53,7 +53,7 @@ async fn promotion_takes_effect_on_the_next_model_call() -> TestResult {
         agent.trace().visible_on(2),
         ["calc", "mcp_weather", TOOL_SEARCH]
     );
-    let hash = agent.deferred().expect("setup").catalog_hash().to_string();
+    let hash = agent.deferred().expect("setup").catalog_hash().to_owned();
     assert_eq!(
         out.state.promoted,
         Some(Promoted::new(hash, ["mcp_weather"]))

@@ -27,7 +27,7 @@ proptest! {
         specs[0].deferrable = true;
         let s = setup(&specs);
         let promoted: Vec<String> = promote.iter().filter_map(|i| specs.get(*i)).map(|t| t.name.clone()).collect();
-        let hash = if stale { "stale".to_string() } else { s.catalog_hash().to_string() };
+        let hash = if stale { "stale".to_owned() } else { s.catalog_hash().to_owned() };
         let state = ThreadState { promoted: Some(Promoted::new(hash, promoted.clone())), ..ThreadState::default() };
         let run = RunContext::default();
         let f = s.filter();

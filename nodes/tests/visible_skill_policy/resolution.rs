@@ -95,7 +95,7 @@ fn skill_outside_available_skills_is_skipped() {
             skill("calc", Some(&["calc"])),
             skill("web", Some(&["web_search"])),
         ])),
-        Some(vec!["calc".to_string()]),
+        Some(vec!["calc".to_owned()]),
     );
     let decision = p.decide(&reading(&["calc", "web"]), &RunContext::default());
     assert_eq!(decision.allowed, Some(with_framework(&["calc"])));
@@ -104,7 +104,7 @@ fn skill_outside_available_skills_is_skipped() {
 #[test]
 fn duplicate_skill_name_is_skipped() {
     let mut custom = skill("calc", Some(&["bash"]));
-    custom.path = "/mnt/skills/custom/calc/SKILL.md".to_string();
+    custom.path = "/mnt/skills/custom/calc/SKILL.md".to_owned();
     let p = policy(vec![skill("calc", Some(&["calc"])), custom]);
     let mut state = reading(&["calc"]);
     state.skill_context.push(SkillRef {

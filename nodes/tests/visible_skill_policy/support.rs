@@ -16,7 +16,7 @@ pub(crate) fn path(name: &str) -> String {
 
 pub(crate) fn skill(name: &str, allowed: Option<&[&str]>) -> Skill {
     Skill {
-        name: name.to_string(),
+        name: name.to_owned(),
         path: path(name),
         description: format!("The {name} skill"),
         allowed_tools: allowed.map(|a| a.iter().map(|s| s.to_string()).collect()),

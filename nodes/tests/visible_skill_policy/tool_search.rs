@@ -180,7 +180,7 @@ fn tool_search_narrowing_accepts_bare_schemas_and_keeps_hash_and_goto() {
                     TOOL_SEARCH,
                     content,
                 ))))
-                .title(Some("kept".to_string())),
+                .title(Some("kept".to_owned())),
         )
         .goto("somewhere");
     let out = sanitise(&p, ToolOutput::Command(cmd), &state);
@@ -194,7 +194,7 @@ fn tool_search_narrowing_accepts_bare_schemas_and_keeps_hash_and_goto() {
     };
     assert_eq!(
         cmd.update_ref().and_then(|u| u.title.clone()),
-        Some(Some("kept".to_string()))
+        Some(Some("kept".to_owned()))
     );
 }
 

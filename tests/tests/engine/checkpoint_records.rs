@@ -12,7 +12,7 @@ use crate::{Counter, TestResult};
 use stategraph_checkpoints::sync::Unpoisoned;
 
 fn push(s: &str) -> LogUpdate {
-    Log::update().log(vec![s.to_string()])
+    Log::update().log(vec![s.to_owned()])
 }
 
 fn ab() -> Result<CompiledGraph<Log>, stategraph::CompileError> {

@@ -21,7 +21,7 @@ fn counting_chain(saver: RecordingSaver) -> Result<CompiledGraph<Log>, stategrap
             async move { Ok::<_, BoxError>(Log::update().log(vec![format!("{stored}")])) }
         });
         let next = if i == 3 {
-            END.to_string()
+            END.to_owned()
         } else {
             format!("n{}", i + 1)
         };

@@ -16,7 +16,7 @@ fn saver() -> Arc<dyn stategraph::checkpoints::Saver> {
 }
 
 fn push(s: &str) -> LogUpdate {
-    Log::update().log(vec![s.to_string()])
+    Log::update().log(vec![s.to_owned()])
 }
 
 #[tokio::test]
@@ -151,7 +151,7 @@ async fn a_resume_map_with_an_unknown_id_or_no_entries_is_a_typed_error() -> Tes
     let g = two_askers()?.with_checkpointer(saver());
     let cfg = RunConfig::new().thread("t");
     g.invoke(Log::update(), &cfg).await?;
-    let bad = BTreeMap::from([("no-such-id".to_string(), serde_json::json!(1))]);
+    let bad = BTreeMap::from([("no-such-id".to_owned(), serde_json::json!(1))]);
     let err = g
         .invoke(Command::resume(Resume::Map(bad)), &cfg)
         .await
@@ -221,7 +221,7 @@ fn abc(
     for name in ["a", "b", "c"] {
         let seen = seen.clone();
         g = g.add_node(name, move |_s: Arc<Log>, _c: NodeContext| {
-            seen.lock().unpoisoned().push(name.to_string());
+            seen.lock().unpoisoned().push(name.to_owned());
             async move { Ok::<_, BoxError>(push(name)) }
         });
     }

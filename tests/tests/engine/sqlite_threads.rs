@@ -185,7 +185,7 @@ fn golden_path(format: u32) -> PathBuf {
         .join("fixtures")
         .join("checkpoints")
         .join(if format == 1 {
-            "notes_v1.db".to_string()
+            "notes_v1.db".to_owned()
         } else {
             format!("notes_v1_format{format}.db")
         })

@@ -40,8 +40,8 @@ async fn values_events_show_the_state_after_each_step() -> TestResult {
         seen,
         [
             (0, vec![], 0),
-            (1, vec!["a".to_string()], 0),
-            (2, vec!["a".to_string()], 7)
+            (1, vec!["a".to_owned()], 0),
+            (2, vec!["a".to_owned()], 7)
         ],
         "start step, then a, then b"
     );
@@ -67,14 +67,14 @@ async fn updates_and_custom_events_name_their_node() -> TestResult {
     assert_eq!(
         updates,
         [
-            ("__start__".to_string(), None, None),
-            ("a".to_string(), Some(vec!["a".to_string()]), None),
-            ("b".to_string(), None, Some(7))
+            ("__start__".to_owned(), None, None),
+            ("a".to_owned(), Some(vec!["a".to_owned()]), None),
+            ("b".to_owned(), None, Some(7))
         ]
     );
     assert_eq!(
         custom,
-        [("a".to_string(), serde_json::json!({ "progress": 50 }))]
+        [("a".to_owned(), serde_json::json!({ "progress": 50 }))]
     );
     Ok(())
 }
@@ -135,7 +135,7 @@ async fn subgraph_events_carry_the_subgraph_namespace_only_when_asked() -> TestR
                 assert!(ev.ns.as_str().starts_with("sub:"), "{:?}", ev.ns);
                 child_values += 1;
             }
-            EventKind::Custom { .. } => custom_ns.push(ev.ns.as_str().to_string()),
+            EventKind::Custom { .. } => custom_ns.push(ev.ns.as_str().to_owned()),
             _ => {}
         }
     }

@@ -36,7 +36,7 @@ fn child_graph(
             let answer: String = if ask {
                 c.interrupt("approve?")?
             } else {
-                "auto".to_string()
+                "auto".to_owned()
             };
             Ok::<_, BoxError>(Child::update().notes(vec![format!("answer {answer}")]))
         })

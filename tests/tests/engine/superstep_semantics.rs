@@ -19,7 +19,7 @@ pub struct Log {
 }
 
 fn push(s: &str) -> LogUpdate {
-    Log::update().log(vec![s.to_string()])
+    Log::update().log(vec![s.to_owned()])
 }
 
 #[tokio::test]
@@ -181,7 +181,7 @@ fn chain(n: usize) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
             Ok::<_, BoxError>(push("x"))
         });
         let next = if i + 1 == n {
-            END.to_string()
+            END.to_owned()
         } else {
             format!("n{}", i + 1)
         };
@@ -416,7 +416,7 @@ async fn a_conditional_edge_routes_on_the_state_after_the_step() -> TestResult {
     let out = g.invoke(Log::update(), &RunConfig::new()).await?;
     assert_eq!(
         (out.state.value, out.state.log.as_slice()),
-        (3, &["done".to_string()][..])
+        (3, &["done".to_owned()][..])
     );
     Ok(())
 }

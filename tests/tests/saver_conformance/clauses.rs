@@ -30,14 +30,14 @@ fn header(parent: Option<CheckpointId>, step: i64, source: Source) -> Checkpoint
 
 fn whole(field: &str, json: &str) -> FieldWrite {
     FieldWrite {
-        field: field.to_string(),
+        field: field.to_owned(),
         part: FieldPart::Whole(json.as_bytes().to_vec()),
     }
 }
 
 fn tail(field: &str, json: &str) -> FieldWrite {
     FieldWrite {
-        field: field.to_string(),
+        field: field.to_owned(),
         part: FieldPart::Tail(json.as_bytes().to_vec()),
     }
 }
@@ -386,7 +386,7 @@ pub async fn list_filters_on_metadata_source_and_step(s: Subject) -> TestResult 
         })
         .await?;
     let by = |k: &str, v: serde_json::Value| ListOptions {
-        filter: BTreeMap::from([(k.to_string(), v)]),
+        filter: BTreeMap::from([(k.to_owned(), v)]),
         ..ListOptions::default()
     };
     let ids = |v: Vec<Checkpoint>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
@@ -428,7 +428,7 @@ pub async fn an_invalid_filter_key_is_rejected(s: Subject) -> TestResult {
     chain(&s, &t, 1).await?;
     for key in ["x') OR 1=1 --", "", "a\"b", "$.x", "a b", &"k".repeat(65)] {
         let options = ListOptions {
-            filter: BTreeMap::from([(key.to_string(), serde_json::json!(1))]),
+            filter: BTreeMap::from([(key.to_owned(), serde_json::json!(1))]),
             ..ListOptions::default()
         };
         let err = s
@@ -613,7 +613,7 @@ pub async fn pending_writes_replace_per_task_and_keep_order(s: Subject) -> TestR
     let ids = chain(&s, &t, 1).await?;
     let w = |task_id: TaskId, node: &str, kind: WriteKind| PendingWrite {
         task_id,
-        node: node.to_string(),
+        node: node.to_owned(),
         kind,
     };
     s.saver
@@ -1135,7 +1135,7 @@ pub async fn changes_of_a_long_list_are_each_steps_tail(s: Subject) -> TestResul
         assert_eq!(
             c.fields,
             [(
-                "log".to_string(),
+                "log".to_owned(),
                 vec![FieldPart::Tail(expected.into_bytes())]
             )],
             "step {}",
@@ -1198,20 +1198,20 @@ pub async fn changes_report_what_each_step_wrote(s: Subject) -> TestResult {
     let appended = s.saver.changes(&t, &ns, b).await?;
     assert_eq!(
         appended.fields,
-        [("log".to_string(), vec![FieldPart::Tail(b"[2]".to_vec())])]
+        [("log".to_owned(), vec![FieldPart::Tail(b"[2]".to_vec())])]
     );
     let replaced = s.saver.changes(&t, &ns, c).await?;
     assert_eq!(
         replaced.fields,
         [
-            ("log".to_string(), vec![FieldPart::Whole(b"[7]".to_vec())]),
-            ("n".to_string(), vec![FieldPart::Whole(b"2".to_vec())])
+            ("log".to_owned(), vec![FieldPart::Whole(b"[7]".to_vec())]),
+            ("n".to_owned(), vec![FieldPart::Whole(b"2".to_vec())])
         ]
     );
     let forked = s.saver.changes(&t, &ns, f).await?;
     assert_eq!(
         forked.fields,
-        [("log".to_string(), vec![FieldPart::Tail(b"[3]".to_vec())])]
+        [("log".to_owned(), vec![FieldPart::Tail(b"[3]".to_vec())])]
     );
     Ok(())
 }

@@ -22,6 +22,12 @@ pub struct Subject {
     _dir: Option<tempfile::TempDir>,
 }
 
+impl std::fmt::Debug for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subject").finish_non_exhaustive()
+    }
+}
+
 pub fn memory() -> Subject {
     Subject {
         saver: Arc::new(MemorySaver::new()),

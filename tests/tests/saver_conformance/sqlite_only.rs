@@ -167,7 +167,7 @@ fn targets(conn: &Connection) -> rusqlite::Result<Vec<(String, String, String)>>
             .collect();
         for k in keys {
             for c in columns {
-                out.push((table.to_string(), (*c).to_string(), k.clone()));
+                out.push((table.to_owned(), (*c).to_owned(), k.clone()));
             }
         }
     }
@@ -701,7 +701,7 @@ async fn a_list_that_starts_as_a_small_whole_value_appends_after_it() -> TestRes
     let head = head_of(&saver, &t).await?;
     assert_eq!(head.fields["log"], expect);
     let changes = saver.changes(&t, &Namespace::root(), second_id).await?;
-    assert_eq!(changes.fields, [("log".to_string(), expect.to_vec())]);
+    assert_eq!(changes.fields, [("log".to_owned(), expect.to_vec())]);
     // The older checkpoint still holds the one-item list.
     let old = saver
         .get(&t, &Namespace::root(), Some(first_id))
@@ -715,7 +715,7 @@ async fn a_list_that_starts_as_a_small_whole_value_appends_after_it() -> TestRes
     let changes = saver.changes(&t, &Namespace::root(), third_id).await?;
     assert_eq!(
         changes.fields,
-        [("log".to_string(), vec![FieldPart::Whole(b"[9]".to_vec())])]
+        [("log".to_owned(), vec![FieldPart::Whole(b"[9]".to_vec())])]
     );
     Ok(())
 }
