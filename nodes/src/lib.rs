@@ -46,6 +46,7 @@ pub mod middleware;
 pub mod model;
 #[cfg(feature = "openai")]
 pub mod openai;
+pub mod sandbox;
 pub mod scripted;
 pub mod skill;
 pub mod state;
