@@ -38,6 +38,7 @@ pub mod authz;
 pub mod catalog;
 pub mod context;
 pub mod deferred;
+pub mod delivery;
 pub mod guardrail;
 #[cfg(feature = "mcp")]
 pub mod mcp;

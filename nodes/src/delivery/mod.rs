@@ -1,0 +1,22 @@
+//! Run settlement's pure parts: what a run produced in its outputs, what it presented, and
+//! the delivery receipt that decides whether a success stands.
+//!
+//! - [`Snapshot`]: a root's files (size, mtime, blake3; symlinks as symlinks), skipping
+//!   [`EXCLUDED_DIRS`], re-hashing only files whose size or mtime changed.
+//! - [`produced_outputs`], [`settle`], [`DeliveryReceipt`]: the verdict (`presented`,
+//!   `mismatched`, `not_started`) and [`DeliveryIncomplete`].
+//! - [`normalize_presented`]: `present_files` paths to `/mnt/user-data/outputs/<rel>`, all or
+//!   nothing ([`PresentError`]).
+
+mod present;
+mod snapshot;
+mod verdict;
+
+pub use present::{normalize_presented, PresentError, PresentRule, PRESENT_ERROR_PREFIX};
+pub use snapshot::{
+    Exclusions, FileFacts, Mtime, Snapshot, SnapshotEntry, SnapshotError, EXCLUDED_DIRS,
+};
+pub use verdict::{
+    covers, produced_outputs, settle, DeliveryFacts, DeliveryIncomplete, DeliveryReceipt,
+    DeliveryStage, DeliveryVerdict, Requirement, Verification, VerificationSource, PRESENT_FILES,
+};
