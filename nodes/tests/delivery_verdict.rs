@@ -281,3 +281,12 @@ fn the_snapshot_records_symlinks_and_skips_excluded_directories() -> TestResult 
     assert!(Path::new(&root).is_dir());
     Ok(())
 }
+
+#[test]
+fn delivery_types_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Snapshot>();
+    send_sync::<DeliveryReceipt>();
+    send_sync::<stategraph_nodes::delivery::SnapshotError>();
+    send_sync::<stategraph_nodes::delivery::PresentError>();
+}

@@ -209,8 +209,22 @@ async fn write_read_replace_list_and_search_speak_virtual_paths() -> TestResult 
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].path, "/mnt/user-data/outputs/report");
     assert_eq!(listed[0].entry_type, EntryType::Dir);
-    let globbed = w.fs.glob("/mnt/user-data", "**/*.md");
-    assert!(globbed.is_err(), "a virtual directory is not searched");
+    w.fs.write("/mnt/user-data/workspace/notes.md", "three\n")?;
+    let across = w.fs.glob("/mnt/user-data", "**/*.md")?;
+    assert_eq!(
+        across.items,
+        [
+            "/mnt/user-data/outputs/report/r.md",
+            "/mnt/user-data/workspace/notes.md"
+        ]
+    );
+    assert_eq!(
+        w.fs.glob("/mnt", "skills/**/*.md")?.items,
+        ["/mnt/skills/public/pdf/SKILL.md"]
+    );
+    let everywhere = w.fs.grep("/mnt/user-data", "^three$")?;
+    assert_eq!(everywhere.items.len(), 2);
+    std::fs::remove_file(w.dirs.workspace.join("notes.md"))?;
     let globbed = w.fs.glob("/mnt/user-data/outputs", "**/*.md")?;
     assert_eq!(globbed.items, ["/mnt/user-data/outputs/report/r.md"]);
     let hits = w.fs.grep("/mnt/user-data/outputs", "^t[a-z]+$")?;
@@ -533,4 +547,18 @@ fn hostile_paths_are_refused_or_land_inside_the_thread() -> TestResult {
         "{accepted} of 1500 accepted"
     );
     Ok(())
+}
+
+#[test]
+fn sandbox_types_are_send_and_sync_and_the_provider_is_object_safe() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<LocalSandboxProvider>();
+    send_sync::<std::sync::Arc<dyn SandboxProvider>>();
+    send_sync::<SandboxFs>();
+    send_sync::<MountTable>();
+    send_sync::<FsError>();
+    send_sync::<SandboxError>();
+    let provider: std::sync::Arc<dyn SandboxProvider> =
+        std::sync::Arc::new(LocalSandboxProvider::new("/nonexistent"));
+    drop(provider);
 }

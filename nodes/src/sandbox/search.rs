@@ -7,7 +7,7 @@ use cap_std::fs::Dir;
 use regex::Regex;
 
 use super::fs::{list_dir, EntryType, FsError, FsOp, SandboxFs};
-use super::path::{Intent, Located};
+use super::path::{Intent, Located, Mount, MountedPath};
 
 /// At most this many entries are visited by one search.
 pub const MAX_VISITED: usize = 20_000;
@@ -90,45 +90,69 @@ pub fn glob_regex(pattern: &str) -> Result<Regex, FsError> {
 /// it, its virtual path, and the results so far.
 type FileVisitor<'v, T> = dyn FnMut(&Dir, &Path, &str, &mut Found<T>) -> Result<(), FsError> + 'v;
 
-/// A walk over one mount: the capability directory, the budget, the results.
-struct Walk<'a, T> {
-    dir: &'a Dir,
+/// A walk over one or more mounts: the budget and the results.
+struct Walk<T> {
     visited: usize,
     found: Found<T>,
 }
 
-impl<T> Walk<'_, T> {
-    fn full(&self) -> bool {
-        self.found.truncated
-    }
-
-    /// Calls `visit` for every regular file below `path` (named `virtual_dir`), sorted, not
-    /// descending into symlinks.
+impl<T> Walk<T> {
+    /// Calls `visit` for every regular file below `path` in `dir` (named `virtual_dir`),
+    /// sorted, not descending into symlinks.
     fn files(
         &mut self,
+        dir: &Dir,
         path: &Path,
         virtual_dir: &str,
         visit: &mut FileVisitor<'_, T>,
     ) -> Result<(), FsError> {
-        let mut entries = list_dir(self.dir, path, virtual_dir)?;
+        let mut entries = list_dir(dir, path, virtual_dir)?;
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         for entry in entries {
             self.visited += 1;
             if self.visited > MAX_VISITED || self.found.items.len() >= MAX_RESULTS {
                 self.found.truncated = true;
             }
-            if self.full() {
+            if self.found.truncated {
                 return Ok(());
             }
             let name = entry.path.rsplit('/').next().unwrap_or_default();
             let child: PathBuf = path.join(name);
             match entry.entry_type {
-                EntryType::Dir => self.files(&child, &entry.path, visit)?,
-                EntryType::File => visit(self.dir, &child, &entry.path, &mut self.found)?,
+                EntryType::Dir => self.files(dir, &child, &entry.path, visit)?,
+                EntryType::File => visit(dir, &child, &entry.path, &mut self.found)?,
                 EntryType::Symlink | EntryType::Other => {}
             }
         }
         Ok(())
+    }
+
+    /// Walks one mounted path: a file is visited, a directory walked.
+    fn target(
+        &mut self,
+        target: &MountedPath<'_>,
+        visit: &mut FileVisitor<'_, T>,
+    ) -> Result<(), FsError> {
+        let opened = SandboxFs::open(target)?;
+        let here = if opened.path.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            &opened.path
+        };
+        let meta = opened
+            .dir
+            .symlink_metadata(here)
+            .map_err(|e| FsError::io(&target.virtual_path, FsOp::Read, e))?;
+        if meta.is_file() {
+            visit(
+                &opened.dir,
+                &opened.path,
+                &target.virtual_path,
+                &mut self.found,
+            )
+        } else {
+            self.files(&opened.dir, &opened.path, &target.virtual_path, visit)
+        }
     }
 }
 
@@ -139,8 +163,12 @@ impl SandboxFs {
     /// A [`PathError`](super::PathError), [`FsError::Pattern`], or an I/O error.
     pub fn glob(&self, path: &str, pattern: &str) -> Result<Found<String>, FsError> {
         let regex = glob_regex(pattern)?;
-        let base_len = self.search_base(path)?.len() + 1;
-        self.walk(
+        let base = self.mounts().locate(path, Intent::Read)?;
+        let base_len = match base {
+            Located::Mounted(target) => target.virtual_path.len(),
+            Located::Virtual { virtual_path, .. } => virtual_path.len(),
+        } + 1;
+        let found = self.walk(
             path,
             &mut |_, _, virtual_path, found: &mut Found<String>| {
                 if regex.is_match(virtual_path.get(base_len..).unwrap_or_default()) {
@@ -148,7 +176,8 @@ impl SandboxFs {
                 }
                 Ok(())
             },
-        )
+        )?;
+        Ok(found)
     }
 
     /// The lines matching the regex `pattern` in the UTF-8 files below `path` (or in the file
@@ -161,48 +190,42 @@ impl SandboxFs {
             pattern: pattern.to_owned(),
             source: Box::new(source),
         })?;
-        self.walk(path, &mut |dir, file, virtual_path, found| {
+        let found = self.walk(path, &mut |dir, file, virtual_path, found| {
             grep_file(&regex, dir, file, virtual_path, found)
-        })
+        })?;
+        Ok(found)
     }
 
-    fn search_base(&self, path: &str) -> Result<String, FsError> {
-        Ok(self.mounts().mounted(path, Intent::Read)?.virtual_path)
-    }
-
+    /// Walks `path`: a file, a directory in a mount, or a virtual directory (every mount
+    /// below it, in order).
     fn walk<T>(&self, path: &str, visit: &mut FileVisitor<'_, T>) -> Result<Found<T>, FsError> {
-        let target = match self.mounts().locate(path, Intent::Read)? {
-            Located::Mounted(target) => target,
-            Located::Virtual { virtual_path, .. } => {
-                return Err(FsError::IsADirectory { path: virtual_path });
-            }
-        };
-        let opened = Self::open(&target)?;
         let mut walk = Walk {
-            dir: &opened.dir,
             visited: 0,
             found: Found {
                 items: Vec::new(),
                 truncated: false,
             },
         };
-        let meta = opened
-            .dir
-            .symlink_metadata(if opened.path.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                &opened.path
-            })
-            .map_err(|e| FsError::io(&target.virtual_path, FsOp::Read, e))?;
-        if meta.is_file() {
-            visit(
-                &opened.dir,
-                &opened.path,
-                &target.virtual_path,
-                &mut walk.found,
-            )?;
-        } else {
-            walk.files(&opened.path, &target.virtual_path, visit)?;
+        match self.mounts().locate(path, Intent::Read)? {
+            Located::Mounted(target) => walk.target(&target, visit)?,
+            Located::Virtual { virtual_path, .. } => {
+                let below = format!("{}/", virtual_path.trim_end_matches('/'));
+                let mut mounts: Vec<&Mount> = self
+                    .mounts()
+                    .mounts()
+                    .iter()
+                    .filter(|m| m.virtual_dir.starts_with(&below))
+                    .collect();
+                mounts.sort_by(|a, b| a.virtual_dir.cmp(&b.virtual_dir));
+                for mount in mounts {
+                    let target = MountedPath {
+                        mount,
+                        relative: PathBuf::new(),
+                        virtual_path: mount.virtual_dir.clone(),
+                    };
+                    walk.target(&target, visit)?;
+                }
+            }
         }
         Ok(walk.found)
     }
