@@ -562,3 +562,20 @@ fn sandbox_types_are_send_and_sync_and_the_provider_is_object_safe() {
         std::sync::Arc::new(LocalSandboxProvider::new("/nonexistent"));
     drop(provider);
 }
+
+#[tokio::test]
+async fn reading_a_fifo_is_refused_instead_of_blocking() -> TestResult {
+    let w = World::new().await?;
+    let fifo = w.dirs.workspace.join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status()?;
+    assert!(made.success());
+    let read =
+        w.fs.read("/mnt/user-data/workspace/pipe", LineWindow::default());
+    assert!(
+        matches!(&read, Err(FsError::NotReadable { path, .. }) if path == "/mnt/user-data/workspace/pipe"),
+        "{read:?}"
+    );
+    let grep = w.fs.grep("/mnt/user-data/workspace", "x")?;
+    assert!(grep.items.is_empty());
+    Ok(())
+}

@@ -12,6 +12,9 @@ use cap_std::fs::Dir;
 
 use super::path::{is_escape, Intent, Located, MountTable, MountedPath, PathError, PathRule};
 
+/// `read` refuses files larger than this, in bytes.
+pub const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
+
 /// What a file operation was doing when the file system failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FsOp {
@@ -63,6 +66,15 @@ pub enum FsError {
     NotADirectory {
         /// The virtual path.
         path: String,
+    },
+    /// `read`: the path is not a regular file (a FIFO, a device) or is larger than
+    /// [`MAX_READ_BYTES`].
+    #[error("{path}: not a regular file of at most {MAX_READ_BYTES} bytes ({size} bytes)")]
+    NotReadable {
+        /// The virtual path.
+        path: String,
+        /// Its size.
+        size: u64,
     },
     /// The file is not UTF-8 text.
     #[error("{path}: not UTF-8 text")]
@@ -230,15 +242,26 @@ impl SandboxFs {
     /// The text of a file, the lines `window` selects (each with its line ending).
     ///
     /// # Errors
-    /// A [`PathError`], [`FsError::NotFound`], [`FsError::IsADirectory`], [`FsError::NotText`],
-    /// or an I/O error.
+    /// A [`PathError`], [`FsError::NotFound`], [`FsError::IsADirectory`],
+    /// [`FsError::NotReadable`], [`FsError::NotText`], or an I/O error.
     pub fn read(&self, path: &str, window: LineWindow) -> Result<String, FsError> {
         let target = self.mounts.mounted(path, Intent::Read)?;
         let opened = Self::open(&target)?;
-        let bytes = opened
-            .dir
-            .read(&opened.path)
-            .map_err(|e| FsError::io(&target.virtual_path, FsOp::Read, e))?;
+        let fail = |e| FsError::io(&target.virtual_path, FsOp::Read, e);
+        // Only regular files are read: a FIFO or a device would block or never end.
+        let meta = opened.dir.metadata(&opened.path).map_err(fail)?;
+        if meta.is_dir() {
+            return Err(FsError::IsADirectory {
+                path: target.virtual_path,
+            });
+        }
+        if !meta.is_file() || meta.len() > MAX_READ_BYTES {
+            return Err(FsError::NotReadable {
+                path: target.virtual_path,
+                size: meta.len(),
+            });
+        }
+        let bytes = opened.dir.read(&opened.path).map_err(fail)?;
         let text = String::from_utf8(bytes).map_err(|_| FsError::NotText {
             path: target.virtual_path.clone(),
         })?;

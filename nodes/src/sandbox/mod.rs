@@ -17,7 +17,7 @@ mod path;
 mod provider;
 mod search;
 
-pub use fs::{Entry, EntryType, FsError, FsOp, LineWindow, SandboxFs};
+pub use fs::{Entry, EntryType, FsError, FsOp, LineWindow, SandboxFs, MAX_READ_BYTES};
 pub use id::{IdError, IdRole, IdRule, MAX_ID_LEN};
 pub use path::{
     Access, Intent, Located, Mount, MountTable, MountedPath, PathError, PathRule, MAX_NAME_LEN,

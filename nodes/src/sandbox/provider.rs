@@ -226,13 +226,14 @@ fn thread_dirs_exist(root: &Path, thread: &str) -> io::Result<bool> {
         .all(|name| root.is_dir(user_data.join(name))))
 }
 
+/// Removes the thread's directory through a capability on the root.
 fn remove_thread_dirs(root: &Path, thread: &str) -> io::Result<()> {
-    let threads = match Dir::open_ambient_dir(root.join("threads"), ambient_authority()) {
+    let root = match Dir::open_ambient_dir(root, ambient_authority()) {
         Ok(dir) => dir,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
-    match threads.remove_dir_all(thread) {
+    match root.remove_dir_all(Path::new("threads").join(thread)) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
