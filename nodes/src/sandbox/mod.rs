@@ -10,6 +10,26 @@
 //! - [`SandboxFs`]: read, write, `str_replace`, `ls`, `glob`, `grep` over virtual paths,
 //!   through capability directories (`cap-std`), so a symlink can never carry an operation
 //!   outside its root, even one swapped in after a check.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use stategraph_nodes::sandbox::*;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let tmp = tempfile::tempdir()?;
+//! let provider = LocalSandboxProvider::new(tmp.path());
+//! let id = provider.acquire("ana", "t1").await?;
+//! let sandbox = provider.get(&id).await?.ok_or("no sandbox")?;
+//! let fs = SandboxFs::new(MountTable::new(&sandbox.dirs, &BTreeMap::new())?);
+//! fs.write("/mnt/user-data/outputs/report.md", "# Report\n")?;
+//! let found = fs.glob("/mnt/user-data", "**/*.md")?;
+//! assert_eq!(found.items, ["/mnt/user-data/outputs/report.md"]);
+//! let refused = fs.read("/mnt/user-data/outputs/../../etc/passwd", LineWindow::default());
+//! assert!(matches!(refused, Err(FsError::Path(PathError { rule: PathRule::DotDot, .. }))));
+//! provider.release(&id).await?; // the files stay
+//! # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+//! # }).unwrap();
+//! ```
 
 mod fs;
 mod id;
