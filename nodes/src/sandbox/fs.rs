@@ -372,3 +372,38 @@ pub(crate) fn list_dir(dir: &Dir, path: &Path, virtual_dir: &str) -> Result<Vec<
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capability_refusal_is_a_symlink_escape_and_an_os_error_is_not() {
+        let escape = io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "a path led outside of the filesystem",
+        );
+        let err = FsError::io("/mnt/user-data/workspace/l", FsOp::Write, escape);
+        assert!(matches!(
+            err,
+            FsError::Path(PathError { rule: PathRule::SymlinkEscape, ref path })
+                if path == "/mnt/user-data/workspace/l"
+        ));
+        let denied = io::Error::from_raw_os_error(13);
+        let err = FsError::io("/mnt/user-data/workspace/f", FsOp::Write, denied);
+        assert!(matches!(
+            err,
+            FsError::Io {
+                op: FsOp::Write,
+                ..
+            }
+        ));
+        let missing = io::Error::from(io::ErrorKind::NotFound);
+        let err = FsError::io("/mnt/user-data/uploads/x", FsOp::Read, missing);
+        assert!(matches!(err, FsError::NotFound { .. }));
+        assert_eq!(
+            err.to_string(),
+            "/mnt/user-data/uploads/x: no such file or directory"
+        );
+    }
+}
