@@ -269,6 +269,10 @@ async fn the_skills_projection_is_read_only_and_disabled_skills_are_refused() ->
     let disabled =
         w.fs.read("/mnt/skills/public/secret/SKILL.md", LineWindow::default());
     assert_eq!(rule_of(disabled), Some(PathRule::SkillNotEnabled));
+    assert!(matches!(
+        w.fs.read("/mnt/skills/public", LineWindow::default()),
+        Err(FsError::IsADirectory { path }) if path == "/mnt/skills/public"
+    ));
     let listed = w.fs.ls("/mnt/skills/public")?;
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].path, "/mnt/skills/public/pdf");

@@ -245,7 +245,12 @@ impl SandboxFs {
     /// A [`PathError`], [`FsError::NotFound`], [`FsError::IsADirectory`],
     /// [`FsError::NotReadable`], [`FsError::NotText`], or an I/O error.
     pub fn read(&self, path: &str, window: LineWindow) -> Result<String, FsError> {
-        let target = self.mounts.mounted(path, Intent::Read)?;
+        let target = match self.mounts.locate(path, Intent::Read)? {
+            Located::Mounted(target) => target,
+            Located::Virtual { virtual_path, .. } => {
+                return Err(FsError::IsADirectory { path: virtual_path })
+            }
+        };
         let opened = Self::open(&target)?;
         let fail = |e| FsError::io(&target.virtual_path, FsOp::Read, e);
         // Only regular files are read: a FIFO or a device would block or never end.
