@@ -38,6 +38,7 @@ pub mod authz;
 pub mod catalog;
 pub mod context;
 pub mod deferred;
+pub mod delivery;
 pub mod guardrail;
 #[cfg(feature = "mcp")]
 pub mod mcp;
@@ -46,6 +47,7 @@ pub mod middleware;
 pub mod model;
 #[cfg(feature = "openai")]
 pub mod openai;
+pub mod sandbox;
 pub mod scripted;
 pub mod skill;
 pub mod state;
