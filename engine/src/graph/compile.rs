@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use petgraph::graphmap::DiGraphMap;
+use stategraph_checkpoints::{BRANCH_PREFIX, JOIN_PREFIX};
 
 use super::compiled::{Branch, CompiledGraph, CompiledNode, GraphInner, Join};
 use super::control_order::{field_names, ControlOrder};
@@ -220,7 +221,7 @@ impl Wiring {
                     self.joins_of[s].push(j);
                 }
                 self.joins.push(Join {
-                    channel: Arc::from(format!("join:{}:{}", sources.join("+"), to)),
+                    channel: Arc::from(format!("{JOIN_PREFIX}{}:{}", sources.join("+"), to)),
                     sources: src_ix,
                     target: t,
                 });
@@ -327,7 +328,7 @@ impl Wiring {
             .enumerate()
             .map(|(i, n)| CompiledNode {
                 name: Arc::from(n.name.as_str()),
-                branch_channel: Arc::from(format!("branch:to:{}", n.name)),
+                branch_channel: Arc::from(format!("{BRANCH_PREFIX}{}", n.name)),
                 run: n.run,
                 destinations: n
                     .options

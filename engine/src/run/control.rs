@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use stategraph_checkpoints::{CheckpointId, Control, PendingSend, ThreadId};
+use stategraph_checkpoints::{CheckpointId, Control, PendingSend, ThreadId, BRANCH_PREFIX};
 
 use crate::command::START;
 use crate::graph::{Channel, GraphInner};
@@ -209,7 +209,7 @@ impl<S: State> ControlState<S> {
             self.max_version = self.max_version.max(v);
             if let Some(f) = S::Field::from_name(name.as_ref()) {
                 self.field_versions[f.index()] = v;
-            } else if let Some(node) = name.strip_prefix("branch:to:") {
+            } else if let Some(node) = name.strip_prefix(BRANCH_PREFIX) {
                 self.branch_versions[r.node("control", node, name)?] = v;
             } else if let Some(j) = g.joins.iter().position(|j| j.channel == *name) {
                 self.join_versions[j] = v;
@@ -233,7 +233,7 @@ impl<S: State> ControlState<S> {
     fn read_schedule(&mut self, r: &RecordReader<'_, S>, c: &Control) -> Result<(), RunError> {
         let g = r.g;
         for b in &c.branches {
-            let node = b.strip_prefix("branch:to:").unwrap_or(b);
+            let node = b.strip_prefix(BRANCH_PREFIX).unwrap_or(b);
             self.branches[r.node("branches", node, b)?] = true;
         }
         for (chan, seen) in &c.barriers {
