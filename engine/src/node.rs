@@ -371,7 +371,7 @@ impl NodeContext {
         self.inner.thread.as_ref()
     }
 
-    /// The [`Send`](crate::Send) argument of this task, decoded as `T`.
+    /// The [`SendTo`](crate::SendTo) argument of this task, decoded as `T`.
     ///
     /// # Errors
     /// If the task was not started by a `Send`, or the argument is not a `T`.

@@ -192,7 +192,7 @@ impl<S: State> StateGraph<S> {
 
     /// A conditional edge: after `from` runs, `router` reads the state (after the step's
     /// writes) and returns node names (or [`END`](crate::END)) and/or
-    /// [`Send`](crate::Send)s. Every name it may return must be listed in `targets`; another
+    /// [`SendTo`](crate::SendTo)s. Every name it may return must be listed in `targets`; another
     /// name fails the run with
     /// [`RunError::UnknownRouteTarget`](crate::RunError::UnknownRouteTarget).
     pub fn add_conditional_edges<R, I, T>(

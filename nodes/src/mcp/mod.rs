@@ -1,16 +1,16 @@
 //! MCP servers as a tool source: a stdio server's tools, listed once and called over one shared
 //! connection (through the official Rust SDK, `rmcp`).
 //!
-//! An [`McpServer`] is a [`ToolProvider`]: on the first [`list`](ToolProvider::list) it starts
+//! An [`McpServer`] is a [`ToolProvider`](crate::ToolProvider): on the first [`list`](crate::ToolProvider::list) it starts
 //! the server as a child process, initializes the MCP session, lists every tool (following the
 //! pagination cursor) and caches the list; later lists return the cache while the server runs.
-//! Each tool's spec is tagged [`ToolSource::Mcp`], grouped under the server's name and
+//! Each tool's spec is tagged [`ToolSource::Mcp`](crate::ToolSource::Mcp), grouped under the server's name and
 //! deferrable; its read-only flag is the server's `readOnlyHint`.
 //!
 //! Failures never take other sources down: a server that cannot start, exits, or does not
 //! answer within its startup timeout makes `list` fail with an error naming the server, which
 //! [`Catalog::assemble`](crate::Catalog::assemble) reports and skips. A call on a server that
-//! is gone, or that takes longer than the call timeout, fails with a [`ToolError::Failed`]
+//! is gone, or that takes longer than the call timeout, fails with a [`ToolError::Failed`](crate::ToolError::Failed)
 //! naming the tool and the server.
 //!
 //! The child process lives as long as the provider or any of its tools: when the last of them

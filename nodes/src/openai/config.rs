@@ -30,7 +30,7 @@ pub struct OpenAiConfig {
     pub base_url: String,
     /// The bearer token, if the server needs one (local servers often do not).
     pub api_key: Option<String>,
-    /// The model to ask for (also the [`ChatModel::name`] of the client).
+    /// The model to ask for (also the [`ChatModel::name`](crate::ChatModel::name) of the client).
     pub model: String,
     /// How long a whole answer may take; for streams, how long the server may stay silent
     /// (connecting, before the first byte, between two reads).

@@ -2,8 +2,8 @@
 //!
 //! A skill is a `SKILL.md` whose frontmatter may declare `allowed-tools`
 //! ([`parse_skill_md`]). Enabling a skill only makes it discoverable; its policy is **active**
-//! when the user slash-activates it for the run ([`RunContext::slash_skill`]) or when the model
-//! has read it (it is then in [`ThreadState::skill_context`]). [`SkillToolPolicy`] resolves the
+//! when the user slash-activates it for the run ([`RunContext::slash_skill`](crate::RunContext::slash_skill)) or when the model
+//! has read it (it is then in [`ThreadState::skill_context`](crate::ThreadState::skill_context)). [`SkillToolPolicy`] resolves the
 //! active policy for every model request and again for every tool call:
 //!
 //! 1. **slash**: the run's slash skill, alone; it dominates, `skill_context` is ignored, so
@@ -21,7 +21,7 @@
 //! **Deliberate change from DeerFlow:** there is no owner token and no stored policy decision.
 //! DeerFlow writes the slash activation and the model-call decision into a mutable run context,
 //! so it must check a per-chain token to ignore forged entries and validate the stored decision
-//! at call time. Our [`RunContext`] is immutable and set by the application before the run, so
+//! at call time. Our [`RunContext`](crate::RunContext) is immutable and set by the application before the run, so
 //! neither a tool nor the model can forge a slash activation, and the call-time check always
 //! recomputes the policy from the current state: there is no stale decision to validate.
 
