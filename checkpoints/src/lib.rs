@@ -29,6 +29,8 @@ pub mod fork;
 mod id;
 pub mod inspect;
 mod memory;
+mod run;
+mod run_book;
 mod saver;
 mod sqlite;
 pub mod sync;
@@ -42,5 +44,6 @@ pub use checkpoint::{
 pub use error::{validate_filter_key, CheckpointError, StorageError};
 pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};
 pub use memory::MemorySaver;
+pub use run::{DeliveryReceipt, RunId, RunRecord, RunStatus};
 pub use saver::{Head, Saver};
 pub use sqlite::{SqliteOptions, SqliteSaver, Synchronous, FORMAT_VERSION};
