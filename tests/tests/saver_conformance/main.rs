@@ -8,6 +8,7 @@
 )]
 
 mod clauses;
+mod old_files;
 mod runs;
 mod sqlite_only;
 
