@@ -9,6 +9,7 @@
 
 mod clauses;
 mod old_files;
+mod receipt_crash;
 mod runs;
 mod sqlite_only;
 
