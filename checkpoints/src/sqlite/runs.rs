@@ -209,3 +209,38 @@ pub(crate) fn delete_thread_runs(
         .during("deleting a thread's runs")?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{CheckpointError, DeliveryReceipt, RunId, RunRecord, RunStatus, Saver};
+    use crate::{SqliteSaver, ThreadId};
+
+    type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+    #[tokio::test]
+    async fn damaged_rows_read_as_integrity_errors_naming_their_column() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("runs.db");
+        let saver = SqliteSaver::open(&path)?;
+        let (run, thread) = (RunId::new("r")?, ThreadId::new("t")?);
+        let record = RunRecord::new(run.clone(), thread.clone(), RunStatus::Running, 1);
+        saver.put_run(record).await?;
+        let receipt = DeliveryReceipt::new(serde_json::json!({"presented": 0}));
+        assert!(saver.put_receipt_if_absent(&run, receipt).await?);
+        let conn = rusqlite::Connection::open(&path)?;
+        conn.execute_batch(
+            "UPDATE sg_runs SET status = 'done'; UPDATE sg_receipts SET receipt = '{';",
+        )?;
+        let column = |e: CheckpointError| match e {
+            CheckpointError::Integrity { blob, .. } => blob,
+            other => other.to_string(),
+        };
+        let got = saver.get_run(None, &run).await.map_err(column);
+        assert_eq!(got, Err("sg_runs.status".to_owned()));
+        let listed = saver.list_runs(&thread).await.map_err(column);
+        assert_eq!(listed, Err("sg_runs.status".to_owned()));
+        let got = saver.get_receipt(&run).await.map_err(column);
+        assert_eq!(got, Err("sg_receipts.receipt".to_owned()));
+        Ok(())
+    }
+}

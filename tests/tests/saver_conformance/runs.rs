@@ -229,3 +229,32 @@ pub async fn deleting_a_thread_deletes_its_runs_and_copying_or_pruning_leaves_th
     assert!(s.saver.get_receipt(&RunId::new("ru")?).await?.is_some());
     Ok(())
 }
+
+/// A saver written before runs (it implements none of the run methods) still compiles, and
+/// says so with a typed error rather than storing nothing silently.
+#[tokio::test]
+async fn a_saver_without_runs_reports_them_unsupported() -> TestResult {
+    let saver = stategraph_tests::RecordingSaver::new();
+    let r = run("r", "t", RunStatus::Pending, 1);
+    let unsupported =
+        |e: &CheckpointError| matches!(e, CheckpointError::Unsupported { what } if *what == "runs");
+    assert!(saver
+        .put_run(r.clone())
+        .await
+        .is_err_and(|e| unsupported(&e)));
+    assert!(saver
+        .get_run(None, &r.run_id)
+        .await
+        .is_err_and(|e| unsupported(&e)));
+    assert!(saver
+        .list_runs(&r.thread)
+        .await
+        .is_err_and(|e| unsupported(&e)));
+    let put = saver.put_receipt_if_absent(&r.run_id, receipt(0)).await;
+    assert!(put.is_err_and(|e| unsupported(&e)));
+    assert!(saver
+        .get_receipt(&r.run_id)
+        .await
+        .is_err_and(|e| unsupported(&e)));
+    Ok(())
+}
