@@ -8,6 +8,8 @@
 //!
 //! - [`MemorySaver`]: in process memory, for tests and short-lived programs;
 //! - [`SqliteSaver`]: one SQLite file, the default durable store (format in `docs/design.md`);
+//! - runs ([`RunRecord`], [`RunStatus`]) and their [`DeliveryReceipt`]s, kept by every saver
+//!   next to the thread's checkpoints;
 //! - [`diff`]: field-by-field state diffs over the stored JSON; [`inspect`]: what the
 //!   `stategraph` command-line inspector builds on; [`fork`]: a new thread branching from a
 //!   checkpoint, with changed values; [`envelope`]: how every stored value is framed and

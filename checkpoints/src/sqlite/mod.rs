@@ -17,10 +17,10 @@
 //! busy retry; `writer::memory`: what the writer remembers between and within groups);
 //! `write` is a put; `read` a `Reader` (headers, records, field values, list logs);
 //! `pending` the pending writes; `list` history and threads; `maintain` delete, copy,
-//! prune and gc; `record` the state record and its bytes; `cache` the records cache shared
-//! by writer and readers; `sql` rusqlite errors as typed [`StorageError`]s, the busy retry
-//! and the column encodings; `schema` the tables and connection set-up; `wal` the WAL's
-//! preallocated room.
+//! prune and gc; `runs` runs and their delivery receipts; `record` the state record and its
+//! bytes; `cache` the records cache shared by writer and readers; `sql` rusqlite errors as
+//! typed [`StorageError`]s, the busy retry and the column encodings; `schema` the tables and
+//! connection set-up; `wal` the WAL's preallocated room.
 
 mod cache;
 mod list;
