@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{CheckpointId, Namespace, ThreadId};
+use crate::{CheckpointId, Namespace, RunId, RunStatus, ThreadId};
 
 /// What went wrong storing or loading checkpoints.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +92,46 @@ pub enum CheckpointError {
         size: usize,
         /// The cap.
         limit: usize,
+    },
+    /// A run id that is empty, too long or holds control characters.
+    #[error("invalid run id {id:?}: {reason}")]
+    InvalidRunId {
+        /// The offending id (at most 64 characters of it).
+        id: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// A run status change the transition rule forbids (see [`RunStatus::may_become`]).
+    #[error("run {run} cannot go from {from} to {to}")]
+    InvalidRunTransition {
+        /// The run.
+        run: RunId,
+        /// Its stored status.
+        from: RunStatus,
+        /// The status put.
+        to: RunStatus,
+    },
+    /// A put of a stored run naming another thread than the one it runs on.
+    #[error("run {run} belongs to thread {stored:?}, not {given:?}")]
+    RunOfAnotherThread {
+        /// The run.
+        run: RunId,
+        /// The thread stored for it.
+        stored: ThreadId,
+        /// The thread the put named.
+        given: ThreadId,
+    },
+    /// No such run (a receipt is only stored for a run the store has).
+    #[error("run {run} not found")]
+    RunNotFound {
+        /// The run asked for.
+        run: RunId,
+    },
+    /// The saver does not implement this operation (a third-party saver written before it).
+    #[error("this saver does not support {what}")]
+    Unsupported {
+        /// The operation, such as "runs".
+        what: &'static str,
     },
     /// The storage backend failed. The SQLite saver puts a [`StorageError`] here (what it
     /// was doing and SQLite's error); other savers may put their own error type.

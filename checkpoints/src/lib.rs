@@ -8,6 +8,8 @@
 //!
 //! - [`MemorySaver`]: in process memory, for tests and short-lived programs;
 //! - [`SqliteSaver`]: one SQLite file, the default durable store (format in `docs/design.md`);
+//! - runs ([`RunRecord`], [`RunStatus`]) and their [`DeliveryReceipt`]s, kept by every saver
+//!   next to the thread's checkpoints;
 //! - [`diff`]: field-by-field state diffs over the stored JSON; [`inspect`]: what the
 //!   `stategraph` command-line inspector builds on; [`fork`]: a new thread branching from a
 //!   checkpoint, with changed values; [`envelope`]: how every stored value is framed and
@@ -29,6 +31,8 @@ pub mod fork;
 mod id;
 pub mod inspect;
 mod memory;
+mod run;
+mod run_book;
 mod saver;
 mod sqlite;
 pub mod sync;
@@ -42,5 +46,6 @@ pub use checkpoint::{
 pub use error::{validate_filter_key, CheckpointError, StorageError};
 pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};
 pub use memory::MemorySaver;
+pub use run::{DeliveryReceipt, RunId, RunRecord, RunStatus};
 pub use saver::{Head, Saver};
 pub use sqlite::{SqliteOptions, SqliteSaver, Synchronous, FORMAT_VERSION};

@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use futures::future::{self, BoxFuture};
 
 use crate::checkpoint::whole_first;
+use crate::run_book::RunBook;
 use crate::sync::Unpoisoned;
 use crate::{
-    validate_filter_key, Checkpoint, CheckpointError, CheckpointId, FieldPart, FieldWrite,
-    ListOptions, LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention, Saver,
-    Source, StepChanges, ThreadId, ThreadInfo, ThreadStatus,
+    validate_filter_key, Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, FieldPart,
+    FieldWrite, ListOptions, LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention,
+    RunId, RunRecord, Saver, Source, StepChanges, ThreadId, ThreadInfo, ThreadStatus,
 };
 
 type Parts = Vec<Arc<FieldPart>>;
@@ -44,6 +45,7 @@ type Chain = BTreeMap<CheckpointId, Entry>;
 #[derive(Debug, Clone, Default)]
 pub struct MemorySaver {
     inner: Arc<Mutex<HashMap<(ThreadId, Namespace), Chain>>>,
+    runs: Arc<Mutex<RunBook>>,
 }
 
 impl MemorySaver {
@@ -56,6 +58,11 @@ impl MemorySaver {
         // A poisoned lock only means another thread panicked mid-call; the map itself is
         // always left consistent (every mutation is a single insert), so keep serving.
         self.inner.lock().unpoisoned()
+    }
+
+    fn runs(&self) -> MutexGuard<'_, RunBook> {
+        // As `lock`: every mutation of the book leaves it consistent.
+        self.runs.lock().unpoisoned()
     }
 
     /// How many checkpoints the store holds in all threads and namespaces.
@@ -382,7 +389,9 @@ impl Saver for MemorySaver {
         &'a self,
         thread: &'a ThreadId,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        self.lock().retain(|(t, _), _| t != thread);
+        let mut map = self.lock();
+        map.retain(|(t, _), _| t != thread);
+        self.runs().delete_thread(thread);
         Box::pin(future::ready(Ok(())))
     }
 
@@ -486,6 +495,40 @@ impl Saver for MemorySaver {
             }
         }
         Box::pin(future::ready(Ok(deleted)))
+    }
+
+    fn put_run(&self, run: RunRecord) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        Box::pin(future::ready(self.runs().put(run)))
+    }
+
+    fn get_run<'a>(
+        &'a self,
+        thread: Option<&'a ThreadId>,
+        run: &'a RunId,
+    ) -> BoxFuture<'a, Result<Option<RunRecord>, CheckpointError>> {
+        Box::pin(future::ready(Ok(self.runs().get(thread, run))))
+    }
+
+    fn list_runs<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>, CheckpointError>> {
+        Box::pin(future::ready(Ok(self.runs().list(thread))))
+    }
+
+    fn put_receipt_if_absent<'a>(
+        &'a self,
+        run: &'a RunId,
+        receipt: DeliveryReceipt,
+    ) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        Box::pin(future::ready(self.runs().put_receipt(run, receipt)))
+    }
+
+    fn get_receipt<'a>(
+        &'a self,
+        run: &'a RunId,
+    ) -> BoxFuture<'a, Result<Option<DeliveryReceipt>, CheckpointError>> {
+        Box::pin(future::ready(Ok(self.runs().receipt(run))))
     }
 }
 

@@ -3,9 +3,15 @@
 use futures::future::BoxFuture;
 
 use crate::{
-    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
-    PendingWrite, PutCheckpoint, Retention, StepChanges, ThreadId, ThreadInfo,
+    Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,
+    Namespace, PendingWrite, PutCheckpoint, Retention, RunId, RunRecord, StepChanges, ThreadId,
+    ThreadInfo,
 };
+
+/// The error of a run operation a saver does not implement.
+fn runs_unsupported<'a, T: Send + 'a>() -> BoxFuture<'a, Result<T, CheckpointError>> {
+    Box::pin(async { Err(CheckpointError::Unsupported { what: "runs" }) })
+}
 
 /// A thread's newest checkpoint with its pending writes, without field values (see
 /// [`Saver::head`]).
@@ -27,6 +33,11 @@ pub struct Head {
 /// - A put stores the checkpoint and its field writes atomically.
 /// - [`Saver::get`] without an id returns the newest checkpoint (greatest id).
 /// - [`Saver::list`] returns newest first.
+/// - Runs: [`Saver::put_run`] follows [`RunStatus::may_become`](crate::RunStatus::may_become);
+///   [`Saver::put_receipt_if_absent`] stores at most one receipt per run, for a stored run.
+/// - [`Saver::delete_thread`] deletes the thread's runs and their receipts too;
+///   [`Saver::copy_thread`] and [`Saver::prune`] leave runs alone (a run id names one
+///   execution, of the thread it ran on).
 pub trait Saver: Send + Sync + 'static {
     /// Store a checkpoint and the fields its step changed.
     ///
@@ -71,7 +82,8 @@ pub trait Saver: Send + Sync + 'static {
         options: ListOptions,
     ) -> BoxFuture<'a, Result<Vec<Checkpoint>, CheckpointError>>;
 
-    /// Delete every checkpoint of a thread, in every namespace.
+    /// Delete every checkpoint of a thread, in every namespace, and its runs and their
+    /// receipts.
     ///
     /// # Errors
     /// Storage errors.
@@ -86,7 +98,8 @@ pub trait Saver: Send + Sync + 'static {
     /// Storage and integrity errors.
     fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>>;
 
-    /// Copy every checkpoint and pending write of `from` into the empty thread `to`.
+    /// Copy every checkpoint and pending write of `from` into the empty thread `to` (not its
+    /// runs: they ran on `from`).
     ///
     /// # Errors
     /// [`CheckpointError::StaleParent`] if `to` already has checkpoints; storage errors.
@@ -223,5 +236,71 @@ pub trait Saver: Send + Sync + 'static {
     /// As [`Saver::put`].
     fn flush(&self) -> BoxFuture<'_, Result<(), CheckpointError>> {
         Box::pin(async { Ok(()) })
+    }
+
+    /// Store a run, or update a stored one's status, reasons, update time and metadata (its
+    /// creation time stays the first put's).
+    ///
+    /// # Errors
+    /// [`CheckpointError::InvalidRunTransition`] if the stored status may not become the new
+    /// one; [`CheckpointError::RunOfAnotherThread`] if the run is stored for another thread;
+    /// [`CheckpointError::Unsupported`] from a saver without runs (the default); storage
+    /// errors.
+    fn put_run(&self, run: RunRecord) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        let _ = run;
+        runs_unsupported()
+    }
+
+    /// A stored run; with `thread`, only if it runs on that thread.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Unsupported`] (the default); storage and integrity errors.
+    fn get_run<'a>(
+        &'a self,
+        thread: Option<&'a ThreadId>,
+        run: &'a RunId,
+    ) -> BoxFuture<'a, Result<Option<RunRecord>, CheckpointError>> {
+        let _ = (thread, run);
+        runs_unsupported()
+    }
+
+    /// The runs of a thread, newest first (by creation time, then run id).
+    ///
+    /// # Errors
+    /// [`CheckpointError::Unsupported`] (the default); storage and integrity errors.
+    fn list_runs<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>, CheckpointError>> {
+        let _ = thread;
+        runs_unsupported()
+    }
+
+    /// Store the delivery receipt of a stored run unless it has one: `true` if this put
+    /// stored it, `false` (storing nothing) if the run already had a receipt. Of several
+    /// concurrent puts for one run exactly one returns `true`.
+    ///
+    /// # Errors
+    /// [`CheckpointError::RunNotFound`] if the run is not stored;
+    /// [`CheckpointError::Unsupported`] (the default); storage errors.
+    fn put_receipt_if_absent<'a>(
+        &'a self,
+        run: &'a RunId,
+        receipt: DeliveryReceipt,
+    ) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        let _ = (run, receipt);
+        runs_unsupported()
+    }
+
+    /// A run's delivery receipt, if it has one.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Unsupported`] (the default); storage and integrity errors.
+    fn get_receipt<'a>(
+        &'a self,
+        run: &'a RunId,
+    ) -> BoxFuture<'a, Result<Option<DeliveryReceipt>, CheckpointError>> {
+        let _ = run;
+        runs_unsupported()
     }
 }

@@ -149,6 +149,22 @@ pub(crate) enum Command {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         keep: u64,
     },
+    /// A thread's runs, newest first: status, reason, times, and whether each left a
+    /// delivery receipt.
+    Runs {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The thread.
+        #[arg(long, short = 't')]
+        thread: String,
+    },
+    /// One run with its delivery receipt.
+    Run {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The run's id.
+        run_id: String,
+    },
 }
 
 fn main() -> ExitCode {

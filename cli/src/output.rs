@@ -1,11 +1,13 @@
 //! What the commands print and how: text or JSON, ANSI colour gated on a terminal and
-//! `NO_COLOR`, the JSON shapes of headers and pending writes, short value text.
+//! `NO_COLOR`, the JSON shapes of headers, pending writes and runs, short value text.
 
 use std::io::{IsTerminal, Write};
 
 use serde_json::{json, Value};
 use stategraph_checkpoints::inspect::format_utc_ms;
-use stategraph_checkpoints::{Checkpoint, CheckpointId, PendingWrite, WriteKind};
+use stategraph_checkpoints::{
+    Checkpoint, CheckpointId, PendingWrite, RunRecord, RunStatus, WriteKind,
+};
 
 use crate::ColorWhen;
 
@@ -82,6 +84,18 @@ impl Style {
             "interrupted" => self.yellow(status),
             "error" => self.red(status),
             other => other.to_owned(),
+        }
+    }
+
+    /// A run status word, coloured: success green, interrupted and cancelled yellow, error
+    /// and timeout red.
+    pub(crate) fn run_status(self, status: RunStatus) -> String {
+        let word = status.as_str();
+        match status {
+            RunStatus::Success => self.green(word),
+            RunStatus::Interrupted | RunStatus::Cancelled => self.yellow(word),
+            RunStatus::Error | RunStatus::Timeout => self.red(word),
+            RunStatus::Pending | RunStatus::Running => word.to_owned(),
         }
     }
 }
@@ -206,4 +220,21 @@ pub(crate) fn visible_len(text: &str) -> usize {
         }
     }
     n
+}
+
+/// A run as JSON, with whether it has a delivery receipt.
+pub(crate) fn run_json(run: &RunRecord, has_receipt: bool) -> Value {
+    json!({
+        "run_id": run.run_id.as_str(),
+        "thread": run.thread.as_str(),
+        "status": run.status.as_str(),
+        "reason": run.reason,
+        "stop_reason": run.stop_reason,
+        "created_at_ms": run.created_at_ms,
+        "created_at": format_utc_ms(run.created_at_ms),
+        "updated_at_ms": run.updated_at_ms,
+        "updated_at": format_utc_ms(run.updated_at_ms),
+        "metadata": run.metadata,
+        "receipt": has_receipt,
+    })
 }

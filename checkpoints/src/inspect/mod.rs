@@ -5,7 +5,8 @@
 //!   and is a stategraph file (a missing file is never created, another program's database
 //!   never gets tables); [`namespaces`] lists its `(thread, namespace)` pairs;
 //! - [`verify`] checks every stored envelope against its hash, every parent link, SQLite's own
-//!   `integrity_check`, and that every checkpoint loads;
+//!   `integrity_check`, every stored run and delivery receipt, and that every checkpoint
+//!   loads;
 //! - [`resolve_prefix`] finds a checkpoint by a unique prefix of its id;
 //! - [`format_utc_ms`] shows a time stamp as ISO-8601 UTC.
 //!
@@ -16,6 +17,7 @@
 
 mod existing;
 mod prefix;
+mod run_tables;
 mod tables;
 mod time;
 mod verify;

@@ -8,6 +8,7 @@ use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use super::existing::{check_existing, read_only};
+use super::run_tables;
 use super::tables::{self, ScannedCheckpoint};
 use crate::envelope::hex;
 use crate::{CheckpointError, Namespace, Saver, SqliteSaver, ThreadId};
@@ -16,7 +17,7 @@ use crate::{CheckpointError, Namespace, Saver, SqliteSaver, ThreadId};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Problem {
     /// Where: a table name (`sg_blobs`, `sg_log_parts`, `sg_checkpoints`, `sg_writes`,
-    /// `sg_logs`, `sg_meta`) or `sqlite` for the database's own check.
+    /// `sg_logs`, `sg_meta`, `sg_runs`, `sg_receipts`) or `sqlite` for the database's own check.
     pub table: String,
     /// Which row: a blob's id and hash, a log part, a checkpoint with its thread and
     /// namespace.
@@ -44,6 +45,12 @@ pub struct VerifyCounts {
     pub writes: usize,
     /// Distinct `(thread, namespace)` pairs.
     pub namespaces: usize,
+    /// Rows of `sg_runs` (ids, status and metadata checked).
+    #[serde(default)]
+    pub runs: usize,
+    /// Rows of `sg_receipts` (JSON checked, and that their run is stored).
+    #[serde(default)]
+    pub receipts: usize,
 }
 
 /// What [`verify`] found.
@@ -92,7 +99,9 @@ pub(super) fn cp_key(thread: &str, ns: &str, id: &[u8]) -> String {
 /// - every envelope against its stored hash: `sg_blobs.data`, inline `sg_log_parts.data`,
 ///   `sg_checkpoints.body`, `sg_writes.data` (and that JSON payloads parse);
 /// - every reference: a log part's blob, a log's base log, a checkpoint's `parent` (in the
-///   same thread and namespace) and `parent_seq`, a pending write's checkpoint;
+///   same thread and namespace) and `parent_seq`, a pending write's checkpoint, a delivery
+///   receipt's run;
+/// - every run's id, thread, status and metadata, every receipt's JSON;
 /// - every checkpoint of every thread and namespace loads through the saver (its record
 ///   rebuilt from the deltas, every field's blob and log parts read).
 ///
@@ -177,6 +186,14 @@ fn scan_tables(conn: &Connection, report: &mut VerifyReport) -> Vec<ScannedCheck
         .collect();
     if let Err(e) = tables::writes_check(conn, report, &known) {
         report.problem("sg_writes", "-", format!("cannot read the table: {e}"));
+    }
+    match run_tables::runs_check(conn, report) {
+        Ok(runs) => {
+            if let Err(e) = run_tables::receipts_check(conn, report, &runs) {
+                report.problem("sg_receipts", "-", format!("cannot read the table: {e}"));
+            }
+        }
+        Err(e) => report.problem("sg_runs", "-", format!("cannot read the table: {e}")),
     }
     report.counts.namespaces = known
         .iter()

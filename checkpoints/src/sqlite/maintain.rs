@@ -27,6 +27,7 @@ pub(crate) fn delete_thread(
     .during("deleting a thread's checkpoints")?;
     conn.execute("DELETE FROM sg_writes WHERE thread = ?1", [thread.as_str()])
         .during("deleting a thread's pending writes")?;
+    super::runs::delete_thread_runs(conn, thread)?;
     records.clear_shared();
     gc(conn)
 }

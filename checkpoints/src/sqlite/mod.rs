@@ -17,10 +17,10 @@
 //! busy retry; `writer::memory`: what the writer remembers between and within groups);
 //! `write` is a put; `read` a `Reader` (headers, records, field values, list logs);
 //! `pending` the pending writes; `list` history and threads; `maintain` delete, copy,
-//! prune and gc; `record` the state record and its bytes; `cache` the records cache shared
-//! by writer and readers; `sql` rusqlite errors as typed [`StorageError`]s, the busy retry
-//! and the column encodings; `schema` the tables and connection set-up; `wal` the WAL's
-//! preallocated room.
+//! prune and gc; `runs` runs and their delivery receipts; `record` the state record and its
+//! bytes; `cache` the records cache shared by writer and readers; `sql` rusqlite errors as
+//! typed [`StorageError`]s, the busy retry and the column encodings; `schema` the tables and
+//! connection set-up; `wal` the WAL's preallocated room.
 
 mod cache;
 mod list;
@@ -28,6 +28,7 @@ mod maintain;
 mod pending;
 mod read;
 mod record;
+mod runs;
 mod schema;
 mod sql;
 mod wal;
@@ -45,8 +46,9 @@ use rusqlite::Connection;
 pub use schema::{SqliteOptions, Synchronous, FORMAT_VERSION};
 
 use crate::{
-    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace,
-    PendingWrite, PutCheckpoint, Retention, Saver, StepChanges, StorageError, ThreadId, ThreadInfo,
+    Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,
+    Namespace, PendingWrite, PutCheckpoint, Retention, RunId, RunRecord, Saver, StepChanges,
+    StorageError, ThreadId, ThreadInfo,
 };
 use cache::RecordCache;
 use read::Reader;
@@ -349,7 +351,7 @@ impl Saver for SqliteSaver {
         Box::pin(async move {
             match fut.await? {
                 Reply::Count(n) => Ok(n),
-                Reply::Done => Ok(0),
+                Reply::Done | Reply::Stored(_) => Ok(0),
             }
         })
     }
@@ -402,6 +404,53 @@ impl Saver for SqliteSaver {
     fn flush(&self) -> BoxFuture<'_, Result<(), CheckpointError>> {
         let fut = self.submit(Op::Flush);
         Box::pin(async move { fut.await.map(|_| ()) })
+    }
+
+    fn put_run(&self, run: RunRecord) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        let fut = self.submit(Op::PutRun(Box::new(run)));
+        Box::pin(async move { fut.await.map(|_| ()) })
+    }
+
+    fn get_run<'a>(
+        &'a self,
+        thread: Option<&'a ThreadId>,
+        run: &'a RunId,
+    ) -> BoxFuture<'a, Result<Option<RunRecord>, CheckpointError>> {
+        let (thread, run) = (thread.cloned(), run.clone());
+        self.read(move |conn, _| runs::get_run(conn, thread.as_ref(), &run))
+    }
+
+    fn list_runs<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>, CheckpointError>> {
+        let thread = thread.clone();
+        self.read(move |conn, _| runs::list_runs(conn, &thread))
+    }
+
+    fn put_receipt_if_absent<'a>(
+        &'a self,
+        run: &'a RunId,
+        receipt: DeliveryReceipt,
+    ) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        let fut = self.submit(Op::PutReceipt {
+            run: run.clone(),
+            receipt,
+        });
+        Box::pin(async move {
+            match fut.await? {
+                Reply::Stored(stored) => Ok(stored),
+                Reply::Done | Reply::Count(_) => Ok(false),
+            }
+        })
+    }
+
+    fn get_receipt<'a>(
+        &'a self,
+        run: &'a RunId,
+    ) -> BoxFuture<'a, Result<Option<DeliveryReceipt>, CheckpointError>> {
+        let run = run.clone();
+        self.read(move |conn, _| runs::get_receipt(conn, &run))
     }
 }
 

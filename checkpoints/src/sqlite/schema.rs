@@ -15,6 +15,11 @@ use crate::CheckpointError;
 pub const FORMAT_VERSION: u32 = 2;
 
 /// Tables of formats 1 and 2. See `docs/design.md` for each column.
+///
+/// `sg_runs` and `sg_receipts` (runs and their delivery receipts, decision 0022) are in both
+/// formats: added to an older file when this build opens it, in the schema transaction. They
+/// do not change the format version: no other table's bytes change, and a build without them
+/// opens such a file (its schema statements only create missing tables) and ignores them.
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sg_meta (
     key   TEXT PRIMARY KEY,
@@ -67,6 +72,21 @@ CREATE TABLE IF NOT EXISTS sg_writes (
     hash       BLOB NOT NULL,
     data       BLOB NOT NULL,
     PRIMARY KEY (thread, ns, checkpoint, task, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sg_runs (
+    run_id      TEXT PRIMARY KEY,
+    thread      TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    reason      TEXT,
+    stop_reason TEXT,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    metadata    TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sg_runs_by_thread ON sg_runs (thread, created_at, run_id);
+CREATE TABLE IF NOT EXISTS sg_receipts (
+    run_id  TEXT PRIMARY KEY,
+    receipt TEXT NOT NULL
 ) WITHOUT ROWID;
 ";
 

@@ -6,6 +6,8 @@ mod diff;
 mod fork;
 mod history;
 mod prune;
+mod run;
+mod runs;
 mod show;
 mod threads;
 mod verify;
@@ -71,5 +73,7 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
         } => fork::run(out, file, thread, checkpoint, to, set).await,
         Command::Verify { file } => verify::run(out, file).await,
         Command::Prune { file, thread, keep } => prune::run(out, file, thread, *keep).await,
+        Command::Runs { file, thread } => runs::run(out, file, thread).await,
+        Command::Run { file, run_id } => run::run(out, file, run_id).await,
     }
 }

@@ -66,6 +66,11 @@ fn report_text(file: &Path, report: &VerifyReport, s: Style) -> String {
         c.checkpoints, c.namespaces, c.loaded
     );
     let _ = writeln!(text, "  pending writes          {}", c.writes);
+    let _ = writeln!(
+        text,
+        "  runs                    {} ({} delivery receipts)",
+        c.runs, c.receipts
+    );
     if report.is_ok() {
         let _ = writeln!(text, "{}", s.green("ok: no problems found"));
     } else {

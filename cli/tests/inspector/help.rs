@@ -6,7 +6,7 @@ use crate::support::*;
 fn help_lists_every_command_and_the_exit_codes() {
     let help = sg(&["--help"]).ok().stdout;
     for cmd in [
-        "threads", "history", "show", "diff", "fork", "verify", "prune", "--json",
+        "threads", "history", "show", "diff", "fork", "verify", "prune", "runs", "run", "--json",
     ] {
         assert!(help.contains(cmd), "{cmd} missing from:\n{help}");
     }

@@ -19,6 +19,8 @@ mod help;
 mod history;
 mod prune;
 mod read_only;
+mod run;
+mod runs;
 mod show;
 mod threads;
 mod verify;

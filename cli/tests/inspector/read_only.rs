@@ -20,10 +20,13 @@ fn read_only_commands_leave_the_file_byte_identical() {
         vec!["diff", p(&db), "-t", "main", &a, &b],
         vec!["diff", p(&db), "-t", "main", "--since-parent", &b, "--json"],
         vec!["verify", p(&db)],
+        vec!["runs", p(&db), "-t", "main"],
+        vec!["runs", p(&db), "-t", "main", "--json"],
     ] {
         sg(&args).ok();
     }
     sg(&["show", p(&db), "-t", "ghost"]).fails(1);
+    sg(&["run", p(&db), "ghost"]).fails(1);
     sg(&[
         "fork",
         p(&db),

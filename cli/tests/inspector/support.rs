@@ -217,3 +217,45 @@ pub(crate) fn count_rows(db: &Path, table: &str) -> i64 {
     conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
         .expect("count")
 }
+
+/// The fixture with runs stored against it: on thread `main`, `r-old` (success, with a
+/// receipt) and `r-new` (error with a reason and a stop reason, no receipt); on `paused`,
+/// `r-paused` (running).
+pub(crate) fn fixture_with_runs() -> (tempfile::TempDir, PathBuf) {
+    use stategraph::checkpoints::{DeliveryReceipt, RunId, RunRecord, RunStatus, Saver, ThreadId};
+    let (dir, db) = fixture();
+    runtime().block_on(async {
+        let saver = SqliteSaver::open(&db).expect("open");
+        let run = |id: &str, thread: &str, status, at| {
+            RunRecord::new(
+                RunId::new(id).expect("run id"),
+                ThreadId::new(thread).expect("thread id"),
+                status,
+                at,
+            )
+        };
+        saver
+            .put_run(run("r-old", "main", RunStatus::Success, 1_000))
+            .await
+            .expect("put r-old");
+        let mut failed = run("r-new", "main", RunStatus::Error, 2_000);
+        failed.reason =
+            Some("Artifact delivery incomplete: no produced output artifact was presented".into());
+        failed.stop_reason = Some("loop_capped".into());
+        saver.put_run(failed).await.expect("put r-new");
+        saver
+            .put_run(run("r-paused", "paused", RunStatus::Running, 3_000))
+            .await
+            .expect("put r-paused");
+        let receipt = DeliveryReceipt::new(serde_json::json!({
+            "presented": 1, "paths": ["/mnt/user-data/outputs/a.md"], "by_tool": {}
+        }));
+        let stored = saver
+            .put_receipt_if_absent(&RunId::new("r-old").expect("run id"), receipt)
+            .await
+            .expect("put receipt");
+        assert!(stored);
+        saver.close();
+    });
+    (dir, db)
+}

@@ -290,7 +290,11 @@ pub async fn a_whole_value_resets_an_appended_list(s: Subject) -> TestResult {
     Ok(())
 }
 
-async fn chain(s: &Subject, t: &ThreadId, n: usize) -> Result<Vec<CheckpointId>, CheckpointError> {
+pub(crate) async fn chain(
+    s: &Subject,
+    t: &ThreadId,
+    n: usize,
+) -> Result<Vec<CheckpointId>, CheckpointError> {
     let mut ids = Vec::new();
     let mut parent = None;
     for i in 0..n {

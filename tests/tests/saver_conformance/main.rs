@@ -8,6 +8,9 @@
 )]
 
 mod clauses;
+mod old_files;
+mod receipt_crash;
+mod runs;
 mod sqlite_only;
 
 use std::sync::Arc;
@@ -45,12 +48,18 @@ pub fn sqlite() -> Subject {
 }
 
 macro_rules! conformance {
-    ($saver:ident: $($clause:ident),* $(,)?) => {
+    ($saver:ident: $($clause:ident),* $(,)?; runs: $($run_clause:ident),* $(,)?) => {
         mod $saver {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $clause() -> crate::TestResult {
                     crate::clauses::$clause(crate::$saver()).await
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $run_clause() -> crate::TestResult {
+                    crate::runs::$run_clause(crate::$saver()).await
                 }
             )*
         }
@@ -85,7 +94,15 @@ macro_rules! all_clauses {
             changes_report_what_each_step_wrote,
             changes_of_a_long_list_are_each_steps_tail,
             checkpoints_handed_over_with_more_following_land_and_a_stale_one_fails_alone,
-            a_failed_put_in_a_batch_keeps_the_puts_before_it,
+            a_failed_put_in_a_batch_keeps_the_puts_before_it;
+            runs:
+            a_run_loads_back_with_its_reasons_and_metadata,
+            runs_are_listed_newest_first_per_thread,
+            a_settled_run_cannot_run_again,
+            exactly_one_receipt_is_stored_under_concurrent_puts,
+            a_receipt_for_an_unknown_run_is_refused,
+            bad_run_ids_are_typed_errors,
+            deleting_a_thread_deletes_its_runs_and_copying_or_pruning_leaves_them,
         );
     };
 }

@@ -5,7 +5,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use super::super::schema::SqliteOptions;
 use super::super::sql::{is_busy, is_busy_sqlite, retry_busy, SqlResult};
-use super::super::{maintain, pending, write};
+use super::super::{maintain, pending, runs, write};
 use super::memory::{GroupRecords, WriterMemory};
 use super::{Op, Reply, Writer};
 use crate::{CheckpointError, StorageError};
@@ -267,7 +267,10 @@ fn run_op(
     options: &SqliteOptions,
     op: &Op,
 ) -> Result<Reply, CheckpointError> {
-    if !matches!(op, Op::Put(_) | Op::PutWrites { .. } | Op::Flush) {
+    if !matches!(
+        op,
+        Op::Put(_) | Op::PutWrites { .. } | Op::PutRun(_) | Op::PutReceipt { .. } | Op::Flush
+    ) {
         // Deleting, copying and pruning move heads and values behind what we remember.
         records.memory.forget();
     }
@@ -284,6 +287,8 @@ fn run_op(
         }
         Op::CopyThread { from, to } => maintain::copy_thread(conn, from, to).map(|()| Reply::Done),
         Op::Flush => Ok(Reply::Done),
+        Op::PutRun(run) => runs::put_run(conn, run).map(|()| Reply::Done),
+        Op::PutReceipt { run, receipt } => runs::put_receipt(conn, run, receipt).map(Reply::Stored),
         Op::Prune { thread, retention } => {
             maintain::prune(conn, records, thread, *retention).map(Reply::Count)
         }

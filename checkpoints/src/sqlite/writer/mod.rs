@@ -13,8 +13,8 @@ use super::cache::RecordCache;
 use super::record::StoredControl;
 use super::schema::SqliteOptions;
 use crate::{
-    CheckpointError, CheckpointId, Namespace, PendingWrite, PutCheckpoint, Retention, StorageError,
-    ThreadId,
+    CheckpointError, CheckpointId, DeliveryReceipt, Namespace, PendingWrite, PutCheckpoint,
+    Retention, RunId, RunRecord, StorageError, ThreadId,
 };
 use memory::WriterMemory;
 
@@ -35,6 +35,13 @@ pub(crate) enum Op {
     Prune {
         thread: ThreadId,
         retention: Retention,
+    },
+    /// Store or update a run.
+    PutRun(Box<RunRecord>),
+    /// Store a run's delivery receipt unless it has one.
+    PutReceipt {
+        run: RunId,
+        receipt: DeliveryReceipt,
     },
     /// Nothing to store: ends a group kept open for more (see [`Writer::run`]).
     Flush,
@@ -65,6 +72,8 @@ impl StoredPut {
 pub(crate) enum Reply {
     Done,
     Count(usize),
+    /// Whether a put-if-absent stored its value.
+    Stored(bool),
 }
 
 /// Where an operation's reply goes.
