@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use stategraph_checkpoints::sync::Unpoisoned;
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, MemorySaver,
-    Namespace, PendingWrite, PutCheckpoint, Retention, Saver, ThreadId, ThreadInfo,
+    Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,
+    MemorySaver, Namespace, PendingWrite, PutCheckpoint, Retention, RunId, RunRecord, Saver,
+    ThreadId, ThreadInfo,
 };
 
 /// One recorded `put_writes` call: namespace, checkpoint, writes.
@@ -257,6 +258,40 @@ impl Saver for RecordingSaver {
         retention: Retention,
     ) -> BoxFuture<'a, Result<usize, CheckpointError>> {
         self.target.prune(thread, retention)
+    }
+
+    fn put_run(&self, run: RunRecord) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        self.target.put_run(run)
+    }
+
+    fn get_run<'a>(
+        &'a self,
+        thread: Option<&'a ThreadId>,
+        run: &'a RunId,
+    ) -> BoxFuture<'a, Result<Option<RunRecord>, CheckpointError>> {
+        self.target.get_run(thread, run)
+    }
+
+    fn list_runs<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>, CheckpointError>> {
+        self.target.list_runs(thread)
+    }
+
+    fn put_receipt_if_absent<'a>(
+        &'a self,
+        run: &'a RunId,
+        receipt: DeliveryReceipt,
+    ) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        self.target.put_receipt_if_absent(run, receipt)
+    }
+
+    fn get_receipt<'a>(
+        &'a self,
+        run: &'a RunId,
+    ) -> BoxFuture<'a, Result<Option<DeliveryReceipt>, CheckpointError>> {
+        self.target.get_receipt(run)
     }
 }
 
