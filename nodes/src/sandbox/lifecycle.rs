@@ -124,8 +124,7 @@ pub(crate) struct InvocationLease {
 }
 
 impl InvocationLease {
-    /// A lease over `runtime` for the invocation starting now (it forgets ids a previous,
-    /// abandoned invocation left).
+    /// A lease over `runtime` for the invocation starting now.
     pub(crate) fn begin(runtime: Option<&Arc<SandboxRuntime>>) -> Self {
         InvocationLease {
             runtime: runtime.map(Arc::clone),
