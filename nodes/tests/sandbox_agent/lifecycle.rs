@@ -137,7 +137,7 @@ async fn two_parallel_calls_acquiring_the_same_id_succeed() -> R {
 }
 
 #[tokio::test]
-async fn two_different_ids_in_one_step_are_a_conflict_and_the_stored_id_stays() -> R {
+async fn two_different_ids_in_one_step_are_a_conflict_and_neither_is_stored() -> R {
     let tmp = tempfile::tempdir()?;
     let mut provider = Counting::new(tmp.path());
     provider.distinct_ids = true;
@@ -310,5 +310,51 @@ async fn a_sandbox_restored_by_a_fork_is_not_released_by_the_fork() -> R {
         "the fork acquired or released the restored sandbox"
     );
     model.clear();
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_different_id_after_one_is_stored_is_a_conflict_and_the_stored_id_stays() -> R {
+    let tmp = tempfile::tempdir()?;
+    let saver = Arc::new(MemorySaver::new());
+    let provider = Counting::new(tmp.path());
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([write("c1", "/mnt/user-data/outputs/a.md", "a")]),
+            AiMessage::calls([call("c2", "rebind", json!({}))]),
+        ],
+    );
+    // A tool writing another sandbox id into the state: a lifecycle bug the reducer catches.
+    let rebind = FnTool::new(
+        ToolSpec::new("rebind", "writes another id", ToolSource::Config),
+        |call, _cx| async move {
+            let message = ToolMessage::new(call.id, "rebind", "ok");
+            Ok(stategraph::Command::new()
+                .update(
+                    ThreadState::update()
+                        .sandbox(stategraph::reducers::SandboxState::with_id("other"))
+                        .messages(Message::Tool(message).into()),
+                )
+                .into())
+        },
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(write_file())
+        .tool(rebind)
+        .sandbox(provider.clone(), SandboxOptions::lazy())
+        .assemble(RunContext::new("t1", "ana"))
+        .await?
+        .with_checkpointer(saver);
+    let err = agent.ask("go").await.err().ok_or("the conflict passed")?;
+    assert!(err.to_string().contains("sandbox"), "{err}");
+    let stored = agent
+        .graph()
+        .get_state("t1", None)
+        .await?
+        .ok_or("no state")?;
+    assert_eq!(sandbox_id(&stored.values), Some("local:ana:t1"));
+    assert_eq!(provider.released(), 1);
+    model.verify()?;
     Ok(())
 }
