@@ -151,17 +151,26 @@ async fn run(
     Ok(())
 }
 
+/// The whole example over `folder`: place the upload, then two runs on one thread.
+///
+/// # Errors
+/// A storage, sandbox or run error.
+pub(crate) async fn deliver_report(folder: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(folder)?;
+    let saver = Arc::new(SqliteSaver::open(folder.join("threads.db"))?);
+    place_upload(&LocalSandboxProvider::new(folder.join("sandboxes"))).await?;
+    run(folder, Arc::clone(&saver), "run-1", first_script()).await?;
+    run(folder, saver, "run-2", second_script()).await?;
+    println!("thread {THREAD:?} lives in {}", folder.display());
+    Ok(())
+}
+
+#[allow(dead_code)] // a test includes this file as a module and calls `deliver_report`
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let folder = std::env::args().nth(1).map_or_else(
         || std::env::temp_dir().join("stategraph-deliver-report"),
         Into::into,
     );
-    std::fs::create_dir_all(&folder)?;
-    let saver = Arc::new(SqliteSaver::open(folder.join("threads.db"))?);
-    place_upload(&LocalSandboxProvider::new(folder.join("sandboxes"))).await?;
-    run(&folder, Arc::clone(&saver), "run-1", first_script()).await?;
-    run(&folder, saver, "run-2", second_script()).await?;
-    println!("thread {THREAD:?} lives in {}", folder.display());
-    Ok(())
+    deliver_report(&folder).await
 }
