@@ -110,7 +110,8 @@ impl Agent {
 
     /// Run the agent on `input` with `config`. A sandbox the run acquired is released exactly
     /// once when it ends: after success or error here, or when this future is dropped
-    /// (cancelled) before it finished.
+    /// (cancelled) before it finished. An agent is assembled for one run: invoke it once at a
+    /// time (concurrent invocations of one `Agent` share the ids they hold).
     ///
     /// # Errors
     /// The engine's [`RunError`]: a model failure, a reducer conflict, the recursion limit.
