@@ -9,6 +9,8 @@
 //! - [`AgentBuilder`]: model node + tool node + routing, assembled per run.
 //! - [`CapabilityTrace`]: every tool through Available, Authorized, Visible, Executed,
 //!   Returned (and Delivered).
+//! - [`sandbox`], [`sandbox_tools`]: a thread's files behind virtual paths, the agent's
+//!   sandbox lifecycle, and the file tools, `bash` and `present_files`.
 //! - `mcp` (feature `mcp`): MCP servers over stdio as a tool source.
 //!
 //! ```
@@ -48,6 +50,7 @@ pub mod model;
 #[cfg(feature = "openai")]
 pub mod openai;
 pub mod sandbox;
+pub mod sandbox_tools;
 pub mod scripted;
 pub mod skill;
 pub mod state;

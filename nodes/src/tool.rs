@@ -12,6 +12,9 @@ use stategraph::{Command, Interrupted, NodeContext};
 use crate::context::RunContext;
 use crate::message::{ToolCall, ToolMessage};
 use crate::model::ToolSchema;
+use crate::sandbox::{
+    OpenSandbox, SandboxAccess, SandboxAccessError, SandboxOptions, SandboxProvider, SandboxRuntime,
+};
 use crate::state::ThreadState;
 use crate::BoxError;
 
@@ -280,6 +283,8 @@ pub struct ToolContext {
     pub run: Arc<RunContext>,
     /// The engine task running this call (its `task_id` is stable across re-executions).
     pub node: Option<NodeContext>,
+    /// This call's access to the agent's sandbox (`None`: the agent has none).
+    pub(crate) sandbox: Option<Arc<SandboxAccess>>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -298,6 +303,39 @@ impl ToolContext {
             state: Arc::new(state),
             run: Arc::new(run),
             node: None,
+            sandbox: None,
+        }
+    }
+
+    /// The same context with access to sandboxes of `provider` (for unit tests of tools; an
+    /// agent built with [`AgentBuilder::sandbox`](crate::AgentBuilder::sandbox) gives every
+    /// call its access).
+    pub fn with_sandbox(
+        mut self,
+        provider: Arc<dyn SandboxProvider>,
+        options: SandboxOptions,
+    ) -> Self {
+        let runtime = Arc::new(SandboxRuntime::new(provider, options));
+        self.sandbox = Some(Arc::new(SandboxAccess::new(runtime)));
+        self
+    }
+
+    /// This call's sandbox access, if the agent has a sandbox.
+    pub fn sandbox_access(&self) -> Option<&Arc<SandboxAccess>> {
+        self.sandbox.as_ref()
+    }
+
+    /// The thread's sandbox: the one whose id the state holds, or else acquired now for the
+    /// run's user and thread (the id then reaches the state through this call's update).
+    /// Only a call that passed every layer runs its handler, so only an authorized call can
+    /// acquire a sandbox.
+    ///
+    /// # Errors
+    /// [`SandboxAccessError`]: no sandbox configured, no thread, a provider failure.
+    pub async fn sandbox(&self) -> Result<OpenSandbox, SandboxAccessError> {
+        match &self.sandbox {
+            Some(access) => access.open(&self.state, &self.run).await,
+            None => Err(SandboxAccessError::NotConfigured),
         }
     }
 

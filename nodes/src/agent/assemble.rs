@@ -12,6 +12,7 @@ use crate::context::RunContext;
 use crate::deferred::{DeferredSetup, TOOL_SEARCH};
 use crate::guardrail::{AuthorizationGuardrail, Guardrail};
 use crate::middleware::{ModelLayer, PolicyLayer, ToolErrorHandling, ToolLayer, ToolPolicy};
+use crate::sandbox::SandboxUpdate;
 use crate::skill::{SkillStore, SkillToolPolicy};
 use crate::tool::{Tool, ToolSource, ToolSpec};
 use crate::trace::{CapabilityTrace, Stage};
@@ -50,6 +51,7 @@ impl AgentBuilder {
             stream,
             groups,
             host_bash,
+            sandbox,
         } = self;
         let trace = CapabilityTrace::new();
         let rules = AdmissionRules {
@@ -73,6 +75,7 @@ impl AgentBuilder {
         let policies = policy_order(skill_policy, deferred.as_ref(), policies);
         let model_layers = model_chain(&policies, &specs, model_layers);
         let tool_layers = tool_chain(
+            sandbox.is_some(),
             authorization
                 .as_ref()
                 .map(|a| authorization_guardrail(a, deferred.is_some())),
@@ -96,6 +99,7 @@ impl AgentBuilder {
             trace,
             model_calls: AtomicU32::new(0),
             stream,
+            sandbox,
         });
         let graph = build_graph(&core)?;
         Ok(Agent {
@@ -259,15 +263,20 @@ fn authorization_guardrail(authz: &Authorization, has_tool_search: bool) -> Arc<
     Arc::new(Guardrail::new(AuthorizationGuardrail::new(authz.clone(), infra)).fail(authz.fail))
 }
 
-/// The tool chain: the authorization re-check, the guardrails, error handling, the policies,
-/// the user's layers, then the handler.
+/// The tool chain: the sandbox update (outermost, when the agent has a sandbox), the
+/// authorization re-check, the guardrails, error handling, the policies, the user's layers,
+/// then the handler.
 fn tool_chain(
+    sandbox: bool,
     authorization: Option<Arc<dyn ToolLayer>>,
     guardrails: Vec<Guardrail>,
     policies: Vec<Arc<dyn ToolLayer>>,
     user: Vec<Arc<dyn ToolLayer>>,
 ) -> Vec<Arc<dyn ToolLayer>> {
     let mut layers: Vec<Arc<dyn ToolLayer>> = Vec::new();
+    if sandbox {
+        layers.push(Arc::new(SandboxUpdate));
+    }
     layers.extend(authorization);
     layers.extend(
         guardrails

@@ -8,6 +8,7 @@ use crate::catalog::ToolProvider;
 use crate::guardrail::Guardrail;
 use crate::middleware::{ModelLayer, Observer, ToolLayer, ToolPolicy};
 use crate::model::ChatModel;
+use crate::sandbox::{SandboxOptions, SandboxProvider, SandboxRuntime};
 use crate::skill::SkillStore;
 use crate::tool::Tool;
 
@@ -30,6 +31,7 @@ pub struct AgentBuilder {
     pub(super) stream: bool,
     pub(super) groups: Option<Vec<String>>,
     pub(super) host_bash: bool,
+    pub(super) sandbox: Option<Arc<SandboxRuntime>>,
 }
 
 impl fmt::Debug for AgentBuilder {
@@ -70,6 +72,7 @@ impl AgentBuilder {
             stream: false,
             groups: None,
             host_bash: false,
+            sandbox: None,
         }
     }
 
@@ -175,6 +178,17 @@ impl AgentBuilder {
     /// are dropped from the catalog unless allowed.
     pub fn allow_host_bash(mut self, allow: bool) -> Self {
         self.host_bash = allow;
+        self
+    }
+
+    /// Give the agent's tools a sandbox from `provider` ([`ToolContext::sandbox`]), acquired
+    /// lazily (by the first tool that needs it) or eagerly (before the first step), as
+    /// `options` say. The id a run acquired is released exactly once when the run ends
+    /// (success, error or cancellation); release keeps the files.
+    ///
+    /// [`ToolContext::sandbox`]: crate::ToolContext::sandbox
+    pub fn sandbox(mut self, provider: impl SandboxProvider, options: SandboxOptions) -> Self {
+        self.sandbox = Some(Arc::new(SandboxRuntime::new(Arc::new(provider), options)));
         self
     }
 

@@ -4,10 +4,18 @@ use std::sync::Arc;
 
 use stategraph::{BoxError, CompileError, CompiledGraph, NodeContext, StateGraph, END, START};
 
+use crate::sandbox::Acquisition;
 use crate::state::{ThreadState, ThreadStateUpdate};
 
 use super::node::AgentCore;
-use super::{AFTER_AGENT_NODE, BEFORE_AGENT_NODE, MODEL_NODE, TOOL_NODE};
+use super::{ACQUIRE_SANDBOX_NODE, AFTER_AGENT_NODE, BEFORE_AGENT_NODE, MODEL_NODE, TOOL_NODE};
+
+/// Whether the agent acquires its sandbox in a node before the first step.
+fn eager_sandbox(core: &AgentCore) -> bool {
+    core.sandbox
+        .as_ref()
+        .is_some_and(|rt| rt.options.acquisition == Acquisition::Eager)
+}
 
 /// Compile the agent's graph over `core`.
 pub(super) fn build_graph(
@@ -34,9 +42,27 @@ pub(super) fn build_graph(
             async move { core.tool_step(s, ctx).await }
         })
         .add_edge(TOOL_NODE, MODEL_NODE);
-    if core.observers.is_empty() {
-        g = g.add_edge(START, MODEL_NODE);
+    let first = if core.observers.is_empty() {
+        MODEL_NODE
     } else {
+        BEFORE_AGENT_NODE
+    };
+    if eager_sandbox(core) {
+        let e = Arc::clone(core);
+        g = g
+            .add_node(
+                ACQUIRE_SANDBOX_NODE,
+                move |s: Arc<ThreadState>, _ctx: NodeContext| {
+                    let core = Arc::clone(&e);
+                    async move { core.acquire_sandbox_step(s).await }
+                },
+            )
+            .add_edge(START, ACQUIRE_SANDBOX_NODE)
+            .add_edge(ACQUIRE_SANDBOX_NODE, first);
+    } else {
+        g = g.add_edge(START, first);
+    }
+    if !core.observers.is_empty() {
         let b = Arc::clone(core);
         let a = Arc::clone(core);
         g = g
@@ -64,7 +90,6 @@ pub(super) fn build_graph(
                     }
                 },
             )
-            .add_edge(START, BEFORE_AGENT_NODE)
             .add_edge(BEFORE_AGENT_NODE, MODEL_NODE)
             .add_edge(AFTER_AGENT_NODE, END);
     }

@@ -11,6 +11,7 @@ use crate::catalog::Catalog;
 use crate::context::RunContext;
 use crate::deferred::DeferredSetup;
 use crate::model::ChatModel;
+use crate::sandbox::InvocationLease;
 use crate::state::ThreadState;
 use crate::trace::CapabilityTrace;
 
@@ -31,6 +32,8 @@ pub const TOOL_NODE: &str = "tools";
 pub const BEFORE_AGENT_NODE: &str = "before_agent";
 /// The node running `after_agent` observers (present when the agent has observers).
 pub const AFTER_AGENT_NODE: &str = "after_agent";
+/// The node acquiring the sandbox before the first step (present with eager acquisition).
+pub const ACQUIRE_SANDBOX_NODE: &str = "acquire_sandbox";
 
 /// Building an agent failed.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +108,10 @@ impl Agent {
         RunConfig::new().recursion_limit(self.max_turns.saturating_mul(2).saturating_add(2))
     }
 
-    /// Run the agent on `input` with `config`.
+    /// Run the agent on `input` with `config`. A sandbox the run acquired is released exactly
+    /// once when it ends: after success or error here, or when this future is dropped
+    /// (cancelled) before it finished. An agent is assembled for one run: invoke it once at a
+    /// time (concurrent invocations of one `Agent` share the ids they hold).
     ///
     /// # Errors
     /// The engine's [`RunError`]: a model failure, a reducer conflict, the recursion limit.
@@ -114,7 +120,30 @@ impl Agent {
         input: impl Into<Input<ThreadState>>,
         config: &RunConfig,
     ) -> Result<RunOutcome<ThreadState>, RunError> {
-        self.graph.invoke(input, config).await
+        let lease = InvocationLease::begin(self.core.sandbox.as_ref());
+        let outcome = self.graph.invoke(input, config).await;
+        lease.end().await;
+        outcome
+    }
+
+    /// The same agent, checkpointing into `saver` (runs through [`Agent::invoke`] keep the
+    /// sandbox lifecycle; a run through [`Agent::graph`] directly does not release).
+    pub fn with_checkpointer(
+        mut self,
+        saver: std::sync::Arc<dyn stategraph::checkpoints::Saver>,
+    ) -> Self {
+        self.graph = self.graph.with_checkpointer(saver);
+        self
+    }
+
+    /// The errors releasing a sandbox gave at the end of past invocations (taken; a release
+    /// failure does not fail the run it ends).
+    pub fn take_sandbox_release_errors(&self) -> Vec<crate::sandbox::SandboxError> {
+        self.core
+            .sandbox
+            .as_ref()
+            .map(|rt| rt.take_release_errors())
+            .unwrap_or_default()
     }
 
     /// Run the agent on one human message, with [`Agent::run_config`] (and the context's

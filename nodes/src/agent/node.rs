@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use stategraph::reducers::MessagesUpdate;
+use stategraph::reducers::{MessagesUpdate, SandboxState};
 use stategraph::{BoxError, Command, NodeContext, SendTo, END};
 
 use crate::context::RunContext;
@@ -12,7 +12,8 @@ use crate::middleware::{
     ModelCall, ModelLayer, ModelNext, Observer, ToolInvocation, ToolLayer, ToolMap, ToolNext,
 };
 use crate::model::{ChatModel, ModelRequest};
-use crate::state::ThreadState;
+use crate::sandbox::{SandboxAccess, SandboxRuntime};
+use crate::state::{ThreadState, ThreadStateUpdate};
 use crate::tool::{ToolContext, ToolOutput};
 use crate::trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
 
@@ -31,6 +32,7 @@ pub(super) struct AgentCore {
     pub(super) trace: CapabilityTrace,
     pub(super) model_calls: AtomicU32,
     pub(super) stream: bool,
+    pub(super) sandbox: Option<Arc<SandboxRuntime>>,
 }
 
 impl AgentCore {
@@ -101,6 +103,10 @@ impl AgentCore {
                 state,
                 run: Arc::clone(&self.run),
                 node: Some(ctx.clone()),
+                sandbox: self
+                    .sandbox
+                    .as_ref()
+                    .map(|rt| Arc::new(SandboxAccess::new(Arc::clone(rt)))),
             },
             self.trace.clone(),
         );
@@ -136,6 +142,24 @@ impl AgentCore {
                 .update(ThreadState::update().messages(MessagesUpdate::from(Message::Tool(m)))),
             ToolOutput::Command(c) => c,
         })
+    }
+}
+
+impl AgentCore {
+    /// The eager sandbox node: acquires the thread's sandbox before the first step when the
+    /// state has none and the run names a thread; the id enters the state.
+    pub(super) async fn acquire_sandbox_step(
+        &self,
+        state: Arc<ThreadState>,
+    ) -> Result<ThreadStateUpdate, BoxError> {
+        let Some(runtime) = &self.sandbox else {
+            return Ok(ThreadStateUpdate::default());
+        };
+        if crate::sandbox::stored_id(&state).is_some() || self.run.thread_id.is_none() {
+            return Ok(ThreadStateUpdate::default());
+        }
+        let id = crate::sandbox::acquire(runtime, &self.run).await?;
+        Ok(ThreadState::update().sandbox(SandboxState::with_id(id.as_str())))
     }
 }
 

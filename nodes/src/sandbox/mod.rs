@@ -7,6 +7,9 @@
 //! - [`MountTable`]: `/mnt/user-data/{uploads,workspace,outputs}` and the read-only
 //!   `/mnt/skills/...` projection of enabled skills, with the rules a path must keep
 //!   ([`PathError`], [`PathRule`]).
+//! - [`SandboxOptions`], [`SandboxAccess`], [`SandboxUpdate`]: an agent's use of its
+//!   sandbox — lazy or eager acquisition, the id going back into the state through the
+//!   acquiring call's update, release once per invocation.
 //! - [`SandboxFs`]: read, write, `str_replace`, `ls`, `glob`, `grep` over virtual paths,
 //!   through capability directories (`cap-std`), so a symlink can never carry an operation
 //!   outside its root, even one swapped in after a check.
@@ -31,11 +34,20 @@
 //! # }).unwrap();
 //! ```
 
+mod access;
+mod attach;
 mod fs;
 mod id;
+mod lifecycle;
 mod path;
 mod provider;
 mod search;
+
+pub(crate) use access::{acquire, stored_id};
+pub use access::{OpenSandbox, SandboxAccess, SandboxAccessError, DEFAULT_SANDBOX_USER};
+pub use attach::{attach_sandbox, SandboxUpdate};
+pub use lifecycle::{Acquisition, SandboxOptions};
+pub(crate) use lifecycle::{InvocationLease, SandboxRuntime};
 
 pub use fs::{Entry, EntryType, FsError, FsOp, LineWindow, SandboxFs, MAX_READ_BYTES};
 pub use id::{IdError, IdRole, IdRule, MAX_ID_LEN};

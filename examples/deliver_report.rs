@@ -1,0 +1,176 @@
+//! An agent that delivers a file: a scripted model reads an upload, writes a report into the
+//! thread's outputs and presents it. The thread is checkpointed in a SQLite file and its
+//! sandbox lives in a folder next to it; a second run on the same thread, with a new provider
+//! over the same folder (as another process would have), finds the first run's files.
+//!
+//! Every tool call is printed with its virtual path, then the capability trace.
+//!
+//! Run with `cargo run --release --example deliver_report [FOLDER]` (no network, no API key;
+//! the folder defaults to `stategraph-deliver-report` in the system's temporary directory).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::json;
+use stategraph::checkpoints::SqliteSaver;
+use stategraph_nodes::prelude::*;
+use stategraph_nodes::sandbox::{LocalSandboxProvider, SandboxOptions, SandboxProvider};
+use stategraph_nodes::sandbox_tools::sandbox_tools;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const THREAD: &str = "quarterly-report";
+const USER: &str = "ana";
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
+    ToolCall::new(id, name, args)
+}
+
+/// Run 1: look at the uploads, read the upload, write the report, present it.
+fn first_script() -> Vec<AiMessage> {
+    vec![
+        AiMessage::calls([call("c1", "ls", json!({"path": "/mnt/user-data/uploads"}))]),
+        AiMessage::calls([call(
+            "c2",
+            "read_file",
+            json!({"path": "/mnt/user-data/uploads/sales.csv"}),
+        )]),
+        AiMessage::calls([call(
+            "c3",
+            "write_file",
+            json!({
+                "path": "/mnt/user-data/outputs/report.md",
+                "content": "# Q3 sales\n\nNorth 120, South 80, West 45: 245 in total.\n",
+            }),
+        )]),
+        AiMessage::calls([call(
+            "c4",
+            "present_files",
+            json!({"filepaths": ["/mnt/user-data/outputs/report.md"]}),
+        )]),
+        AiMessage::text("The report is in /mnt/user-data/outputs/report.md."),
+    ]
+}
+
+/// Run 2: the same thread later: the report written by run 1 is still there.
+fn second_script() -> Vec<AiMessage> {
+    vec![
+        AiMessage::calls([call("c5", "glob", json!({"pattern": "outputs/**"}))]),
+        AiMessage::calls([call(
+            "c6",
+            "read_file",
+            json!({"path": "/mnt/user-data/outputs/report.md", "limit": 1}),
+        )]),
+        AiMessage::text("Last quarter's report is still in your outputs."),
+    ]
+}
+
+/// The virtual path (or paths, or pattern) a call names, as printed.
+fn shown_args(args: &serde_json::Value) -> String {
+    ["path", "filepaths", "pattern"]
+        .iter()
+        .filter_map(|key| args.get(key).map(|v| format!("{key}={v}")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Places the user's upload into the thread's uploads (what an upload endpoint would do).
+async fn place_upload(provider: &LocalSandboxProvider) -> Result<(), Error> {
+    let id = provider.acquire(USER, THREAD).await?;
+    let sandbox = provider
+        .get(&id)
+        .await?
+        .ok_or("the sandbox was not created")?;
+    std::fs::write(
+        sandbox.dirs.uploads.join("sales.csv"),
+        "region,sales\nNorth,120\nSouth,80\nWest,45\n",
+    )?;
+    provider.release(&id).await?;
+    Ok(())
+}
+
+/// One run of the agent on the thread, with a fresh provider over `folder`.
+async fn run(
+    folder: &Path,
+    saver: Arc<SqliteSaver>,
+    name: &str,
+    script: Vec<AiMessage>,
+) -> Result<(), Error> {
+    let model = ScriptedModel::new("scripted-analyst", script);
+    let mut builder = AgentBuilder::new(model.clone())
+        .system_prompt("You turn uploads into reports.")
+        .sandbox(
+            LocalSandboxProvider::new(folder.join("sandboxes")),
+            SandboxOptions::lazy(),
+        );
+    for tool in sandbox_tools() {
+        builder = builder.tool_arc(tool);
+    }
+    let agent = builder
+        .assemble(RunContext::new(THREAD, USER).run(name))
+        .await?
+        .with_checkpointer(saver);
+    let config = agent.run_config().thread(THREAD);
+    let before = agent
+        .graph()
+        .get_state(THREAD, None)
+        .await?
+        .map_or(0, |s| s.values.messages.len());
+    let out = agent
+        .invoke(
+            ThreadState::human_input("Write the quarterly report."),
+            &config,
+        )
+        .await?;
+    model.verify()?;
+
+    println!("== {name}: tool calls");
+    for m in out.state.messages.iter().skip(before) {
+        match m {
+            Message::Ai(ai) => {
+                for c in &ai.tool_calls {
+                    println!("call  {:<14} {}", c.name, shown_args(&c.args));
+                }
+                if ai.tool_calls.is_empty() {
+                    println!("ai    {}", ai.content);
+                }
+            }
+            Message::Tool(t) => println!(
+                "tool  {:<14} {}{}",
+                t.name,
+                if t.is_error() { "ERROR " } else { "" },
+                t.content.lines().next().unwrap_or_default()
+            ),
+            _ => {}
+        }
+    }
+    println!("artifacts: {:?}", out.state.artifacts);
+    println!("\n== {name}: capability trace\n{}", agent.trace().render());
+    // Run settlement goes here: snapshot the outputs before the run, settle the delivery
+    // after it and print the run's receipt (built with the run storage; not wired yet).
+    Ok(())
+}
+
+/// The whole example over `folder`: place the upload, then two runs on one thread.
+///
+/// # Errors
+/// A storage, sandbox or run error.
+pub(crate) async fn deliver_report(folder: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(folder)?;
+    let saver = Arc::new(SqliteSaver::open(folder.join("threads.db"))?);
+    place_upload(&LocalSandboxProvider::new(folder.join("sandboxes"))).await?;
+    run(folder, Arc::clone(&saver), "run-1", first_script()).await?;
+    run(folder, saver, "run-2", second_script()).await?;
+    println!("thread {THREAD:?} lives in {}", folder.display());
+    Ok(())
+}
+
+#[allow(dead_code)] // a test includes this file as a module and calls `deliver_report`
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let folder = std::env::args().nth(1).map_or_else(
+        || std::env::temp_dir().join("stategraph-deliver-report"),
+        Into::into,
+    );
+    deliver_report(&folder).await
+}

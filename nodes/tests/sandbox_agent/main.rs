@@ -1,0 +1,7 @@
+//! The agent's sandbox: acquisition, the id in the state, release, the file tools, `bash`
+//! and `present_files`, run through real agents over a local provider.
+
+mod file_tools;
+mod lifecycle;
+mod present_files;
+mod support;
