@@ -25,16 +25,7 @@ impl ThreadId {
     /// [`CheckpointError::InvalidThreadId`] if empty, too long or holding control characters.
     pub fn new(id: impl Into<String>) -> Result<Self, CheckpointError> {
         let id: String = id.into();
-        let reason = if id.is_empty() {
-            Some("empty")
-        } else if id.len() > MAX_THREAD_ID_LEN {
-            Some("longer than 256 bytes")
-        } else if id.chars().any(char::is_control) {
-            Some("contains a control character")
-        } else {
-            None
-        };
-        match reason {
+        match text_id_problem(&id) {
             Some(reason) => Err(CheckpointError::InvalidThreadId {
                 id: id.chars().take(64).collect(),
                 reason,
@@ -49,30 +40,52 @@ impl ThreadId {
     }
 }
 
-impl TryFrom<String> for ThreadId {
-    type Error = CheckpointError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        ThreadId::new(value)
+/// Why `id` cannot be a thread or run id (empty, too long, a control character), or `None`.
+pub(crate) fn text_id_problem(id: &str) -> Option<&'static str> {
+    if id.is_empty() {
+        Some("empty")
+    } else if id.len() > MAX_THREAD_ID_LEN {
+        Some("longer than 256 bytes")
+    } else if id.chars().any(char::is_control) {
+        Some("contains a control character")
+    } else {
+        None
     }
 }
 
-impl From<ThreadId> for String {
-    fn from(value: ThreadId) -> Self {
-        value.0.to_string()
-    }
-}
+/// What every validated text id (`ThreadId`, `RunId`: a newtype over `Arc<str>` with a
+/// checking `new`) shares: serde through `String`, `Display` as the text, `Debug` quoted.
+macro_rules! text_id_impls {
+    ($id:ident) => {
+        impl TryFrom<String> for $id {
+            type Error = $crate::CheckpointError;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                $id::new(value)
+            }
+        }
 
-impl fmt::Display for ThreadId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+        impl From<$id> for String {
+            fn from(value: $id) -> Self {
+                value.0.to_string()
+            }
+        }
 
-impl fmt::Debug for ThreadId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", &*self.0)
-    }
+        impl std::fmt::Display for $id {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl std::fmt::Debug for $id {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{:?}", &*self.0)
+            }
+        }
+    };
 }
+pub(crate) use text_id_impls;
+
+text_id_impls!(ThreadId);
 
 /// A checkpoint namespace: `""` for the root graph; each subgraph level adds `node:task`
 /// (or `node` for a subgraph that keeps its own history), levels joined by `|`.

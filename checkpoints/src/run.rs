@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CheckpointError, ThreadId, MAX_THREAD_ID_LEN};
+use crate::id::{text_id_impls, text_id_problem};
+use crate::{CheckpointError, ThreadId};
 
-/// A run's id: non-empty, at most [`MAX_THREAD_ID_LEN`] bytes, no control characters (the
-/// rule of [`ThreadId`]). Unique in a store, across threads.
+/// A run's id: non-empty, at most [`MAX_THREAD_ID_LEN`](crate::MAX_THREAD_ID_LEN) bytes, no
+/// control characters (the rule of [`ThreadId`]). Unique in a store, across threads.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct RunId(Arc<str>);
@@ -22,16 +23,7 @@ impl RunId {
     /// [`CheckpointError::InvalidRunId`] if empty, too long or holding control characters.
     pub fn new(id: impl Into<String>) -> Result<Self, CheckpointError> {
         let id: String = id.into();
-        let reason = if id.is_empty() {
-            Some("empty")
-        } else if id.len() > MAX_THREAD_ID_LEN {
-            Some("longer than 256 bytes")
-        } else if id.chars().any(char::is_control) {
-            Some("contains a control character")
-        } else {
-            None
-        };
-        match reason {
+        match text_id_problem(&id) {
             Some(reason) => Err(CheckpointError::InvalidRunId {
                 id: id.chars().take(64).collect(),
                 reason,
@@ -46,30 +38,7 @@ impl RunId {
     }
 }
 
-impl TryFrom<String> for RunId {
-    type Error = CheckpointError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        RunId::new(value)
-    }
-}
-
-impl From<RunId> for String {
-    fn from(value: RunId) -> Self {
-        value.0.to_string()
-    }
-}
-
-impl fmt::Display for RunId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for RunId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", &*self.0)
-    }
-}
+text_id_impls!(RunId);
 
 /// Where a run stands. Stored and serialised in snake case (`"pending"`, `"timeout"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
