@@ -64,11 +64,18 @@ enum Unavailable {
     WriterStopped,
     #[error("nothing submitted")]
     NothingSubmitted,
+    #[error("the SQLite writer answered with the reply of another kind of operation")]
+    WrongReply,
 }
 
 impl Unavailable {
     fn during_submit(self) -> CheckpointError {
         StorageError::new("handing an operation to the writer", self).into()
+    }
+
+    /// A reply that does not fit the operation: a bug in the writer, never a made-up answer.
+    fn wrong_reply() -> CheckpointError {
+        StorageError::new("reading the writer's reply", Unavailable::WrongReply).into()
     }
 }
 
@@ -351,7 +358,7 @@ impl Saver for SqliteSaver {
         Box::pin(async move {
             match fut.await? {
                 Reply::Count(n) => Ok(n),
-                Reply::Done | Reply::Stored(_) => Ok(0),
+                Reply::Done | Reply::Stored(_) => Err(Unavailable::wrong_reply()),
             }
         })
     }
@@ -440,7 +447,7 @@ impl Saver for SqliteSaver {
         Box::pin(async move {
             match fut.await? {
                 Reply::Stored(stored) => Ok(stored),
-                Reply::Done | Reply::Count(_) => Ok(false),
+                Reply::Done | Reply::Count(_) => Err(Unavailable::wrong_reply()),
             }
         })
     }
