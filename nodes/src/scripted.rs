@@ -18,11 +18,12 @@ struct Script {
 
 /// A chat model that answers from a queue of replies and records every request.
 ///
-/// It fails loudly both ways: a call after the last reply is a
-/// [`ModelError::ScriptExhausted`], and [`ScriptedModel::verify`] fails while replies are left.
-/// If the model is dropped with replies left and `verify` never called, the drop panics (unless
-/// the thread is already panicking), so a test cannot pass with a script it did not use.
-/// Clones share one script.
+/// It fails loudly both ways when asked: a call after the last reply is a
+/// [`ModelError::ScriptExhausted`], and [`ScriptedModel::verify`] fails while replies are left
+/// (a test calls it to prove its script was used). Dropping the model with replies left is not
+/// an error — a program whose run never reaches the model (resuming, continuing a fork,
+/// replaying) is fine — it only logs a warning when `verify` was never called. Clones share
+/// one script.
 ///
 /// ```
 /// use stategraph_nodes::{AiMessage, ScriptedModel};
@@ -155,12 +156,11 @@ impl Drop for ScriptedModel {
         }
         let s = self.lock();
         if !s.verified && !s.replies.is_empty() {
-            let (left, all) = (s.replies.len(), s.scripted);
-            drop(s);
-            panic!(
-                "scripted model {:?} dropped with {left} of {all} replies unused \
-                 (call verify() or clear() to accept that)",
-                self.name
+            tracing::warn!(
+                model = %self.name,
+                unused = s.replies.len(),
+                scripted = s.scripted,
+                "scripted model dropped with replies unused (verify() would have failed)"
             );
         }
     }
@@ -170,6 +170,13 @@ impl Drop for ScriptedModel {
 mod tests {
     use super::*;
     use crate::AiMessage;
+
+    #[test]
+    fn dropping_a_model_with_replies_left_does_not_panic() {
+        let model = ScriptedModel::new("m", [AiMessage::text("one"), AiMessage::text("two")]);
+        let outcome = std::panic::catch_unwind(move || drop(model));
+        assert!(outcome.is_ok(), "the drop panicked");
+    }
 
     #[tokio::test]
     async fn scripted_model_answers_in_order_and_records_requests(
@@ -211,13 +218,5 @@ mod tests {
             err.as_deref(),
             Some("scripted model \"m\": 1 of 1 scripted replies were never used")
         );
-    }
-
-    #[test]
-    fn scripted_model_dropped_unused_panics() {
-        let r = std::panic::catch_unwind(|| {
-            let _m = ScriptedModel::new("m", [AiMessage::text("a")]);
-        });
-        assert!(r.is_err());
     }
 }
