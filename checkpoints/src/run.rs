@@ -32,6 +32,12 @@ impl RunId {
         }
     }
 
+    /// A new id, `run-` and 32 hex digits, time-ordered like a
+    /// [`CheckpointId`](crate::CheckpointId) (so newer runs of a process sort later).
+    pub fn generate() -> Self {
+        RunId(format!("run-{}", crate::CheckpointId::generate()).into())
+    }
+
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -222,6 +228,15 @@ mod tests {
             assert_eq!(RunStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(RunStatus::parse("done"), None);
+        Ok(())
+    }
+
+    #[test]
+    fn generated_run_ids_are_valid_distinct_and_time_ordered() -> TestResult {
+        let (a, b) = (RunId::generate(), RunId::generate());
+        assert!(a.as_str().starts_with("run-") && a.as_str().len() == 36);
+        assert_eq!(RunId::new(a.as_str())?, a);
+        assert!(a < b, "{a} then {b}");
         Ok(())
     }
 

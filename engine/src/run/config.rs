@@ -118,6 +118,11 @@ impl RunConfig {
         self
     }
 
+    /// The thread this config runs on, as given (validated when the run starts).
+    pub fn thread_name(&self) -> Option<&str> {
+        self.thread.as_deref()
+    }
+
     /// The run's thread, validated.
     pub(super) fn thread_id(&self) -> Result<Option<ThreadId>, RunError> {
         self.thread

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use futures::future::BoxFuture;
-use futures::FutureExt;
+use futures::{future, FutureExt};
 
 use super::id::{IdError, IdRole};
 
@@ -131,6 +131,18 @@ pub trait SandboxProvider: Send + Sync + 'static {
     /// [`SandboxError::ForeignId`] for an id of another provider; an I/O error if it cannot be
     /// looked up.
     fn get(&self, id: &SandboxId) -> BoxFuture<'static, Result<Option<Sandbox>, SandboxError>>;
+
+    /// The sandbox `acquire` would give `user` and `thread`, if it exists, without creating it
+    /// or counting as a use (run settlement looks at a thread's outputs before a run, when the
+    /// run has not acquired anything yet).
+    ///
+    /// # Errors
+    /// As [`SandboxProvider::acquire`] and [`SandboxProvider::get`].
+    fn locate(
+        &self,
+        user: &str,
+        thread: &str,
+    ) -> BoxFuture<'static, Result<Option<Sandbox>, SandboxError>>;
 
     /// Ends one invocation's use of the sandbox. It stays usable.
     ///
@@ -276,6 +288,17 @@ impl SandboxProvider for LocalSandboxProvider {
             Ok(exists.then(|| this.sandbox(id, thread)))
         }
         .boxed()
+    }
+
+    fn locate(
+        &self,
+        user: &str,
+        thread: &str,
+    ) -> BoxFuture<'static, Result<Option<Sandbox>, SandboxError>> {
+        match Self::id_for(user, thread) {
+            Ok(id) => self.get(&id),
+            Err(e) => future::ready(Err(e.into())).boxed(),
+        }
     }
 
     fn release(&self, id: &SandboxId) -> BoxFuture<'static, Result<(), SandboxError>> {

@@ -67,6 +67,14 @@ impl SandboxProvider for Counting {
         self.inner.get(&plain)
     }
 
+    fn locate(
+        &self,
+        user: &str,
+        thread: &str,
+    ) -> BoxFuture<'static, Result<Option<Sandbox>, SandboxError>> {
+        self.inner.locate(user, thread)
+    }
+
     fn release(&self, _id: &SandboxId) -> BoxFuture<'static, Result<(), SandboxError>> {
         self.released.fetch_add(1, Ordering::SeqCst);
         async { Ok(()) }.boxed()
