@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
-use stategraph::checkpoints::SqliteSaver;
+use stategraph::checkpoints::{Saver, SqliteSaver, ThreadId};
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::sandbox::{LocalSandboxProvider, SandboxOptions, SandboxProvider};
 use stategraph_nodes::sandbox_tools::sandbox_tools;
@@ -106,8 +106,10 @@ async fn run(
     for tool in sandbox_tools() {
         builder = builder.tool_arc(tool);
     }
+    // No run id in the context: each invocation gets a fresh one, so running the example
+    // again (another process) records new runs on the same thread.
     let agent = builder
-        .assemble(RunContext::new(THREAD, USER).run(name))
+        .assemble(RunContext::new(THREAD, USER))
         .await?
         .with_checkpointer(saver);
     let config = agent.run_config().thread(THREAD);
@@ -146,8 +148,13 @@ async fn run(
     }
     println!("artifacts: {:?}", out.state.artifacts);
     println!("\n== {name}: capability trace\n{}", agent.trace().render());
-    // Run settlement goes here: snapshot the outputs before the run, settle the delivery
-    // after it and print the run's receipt (built with the run storage; not wired yet).
+    let settled = &out.settlement;
+    println!(
+        "== {name}: run {} {}\nreceipt {}\n",
+        settled.run_id,
+        settled.status,
+        serde_json::to_string_pretty(&settled.receipt)?
+    );
     Ok(())
 }
 
@@ -160,7 +167,11 @@ pub(crate) async fn deliver_report(folder: &Path) -> Result<(), Error> {
     let saver = Arc::new(SqliteSaver::open(folder.join("threads.db"))?);
     place_upload(&LocalSandboxProvider::new(folder.join("sandboxes"))).await?;
     run(folder, Arc::clone(&saver), "run-1", first_script()).await?;
-    run(folder, saver, "run-2", second_script()).await?;
+    run(folder, Arc::clone(&saver), "run-2", second_script()).await?;
+    println!("== the thread's runs, newest first (`stategraph runs FILE --thread {THREAD}`)");
+    for r in saver.list_runs(&ThreadId::new(THREAD)?).await? {
+        println!("{} {}", r.run_id, r.status);
+    }
     println!("thread {THREAD:?} lives in {}", folder.display());
     Ok(())
 }

@@ -60,7 +60,10 @@ pub mod trace;
 pub use stategraph;
 pub use stategraph::BoxError;
 
-pub use agent::{Agent, AgentBuilder, AgentError};
+pub use agent::{
+    Agent, AgentBuilder, AgentError, AgentOutcome, AgentRunError, DeliveryFailure, OutputsError,
+    Recorded, Settlement, DROPPED_REASON, RECEIPT_NOT_STORED, RECEIPT_RETRY_DELAYS,
+};
 pub use authz::{Authorization, AuthorizationProvider, FailMode, RoleTable};
 pub use catalog::{
     AdmissionRule, Catalog, FilteredTool, Rejection, SkippedDuplicate, SourceFailure, ToolProvider,
@@ -93,8 +96,8 @@ pub use trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
 /// The items most agent code uses.
 pub mod prelude {
     pub use crate::{
-        AgentBuilder, AiMessage, CapabilityTrace, ChatModel, FnTool, Message, RunContext,
-        ScriptedModel, Stage, ThreadState, Tool, ToolCall, ToolMessage, ToolOutput, ToolSource,
-        ToolSpec,
+        AgentBuilder, AgentOutcome, AgentRunError, AiMessage, CapabilityTrace, ChatModel, FnTool,
+        Message, RunContext, ScriptedModel, Stage, ThreadState, Tool, ToolCall, ToolMessage,
+        ToolOutput, ToolSource, ToolSpec,
     };
 }

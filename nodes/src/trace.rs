@@ -63,6 +63,12 @@ pub enum Verdict {
         /// The error text.
         reason: String,
     },
+    /// The stage could not be confirmed: a presented path that the run's settlement did not
+    /// match to a file the run produced (or a run that ended before settlement verified it).
+    Unverified {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// One record of the trace.
@@ -78,9 +84,12 @@ pub struct TraceEntry {
     /// The model call (1-based, in this run) for `Visible` entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_call: Option<u32>,
-    /// The tool call id for `Executed` and `Returned` entries.
+    /// The tool call id for `Executed`, `Returned` and `Delivered` entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
+    /// The presented virtual path for `Delivered` entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 impl Verdict {
@@ -110,6 +119,7 @@ impl TraceEntry {
             verdict,
             model_call: None,
             call_id: None,
+            path: None,
         }
     }
 
@@ -122,6 +132,12 @@ impl TraceEntry {
     /// For the tool call with this id.
     pub fn for_call(mut self, id: impl Into<String>) -> Self {
         self.call_id = Some(id.into());
+        self
+    }
+
+    /// About the presented virtual path `path`.
+    pub fn for_path(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
         self
     }
 
@@ -139,6 +155,10 @@ impl fmt::Display for TraceEntry {
             Verdict::Removed { by, reason } => write!(f, " removed by {by}: {reason}")?,
             Verdict::Denied { by, reason } => write!(f, " denied by {by}: {reason}")?,
             Verdict::Failed { reason } => write!(f, " failed: {reason}")?,
+            Verdict::Unverified { reason } => write!(f, " unverified: {reason}")?,
+        }
+        if let Some(path) = &self.path {
+            write!(f, " {path}")?;
         }
         if let Some(n) = self.model_call {
             write!(f, " (model call {n})")?;

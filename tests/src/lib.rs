@@ -34,6 +34,19 @@ pub struct RecordingSaver {
     pub put_delay: Option<std::time::Duration>,
     /// The n-th `put` and every later one fail with a storage error (nothing stored).
     pub fail_puts_from: Option<usize>,
+    /// This many of the next receipt writes fail with a storage error (nothing stored).
+    pub fail_receipts: Arc<AtomicUsize>,
+    /// Every run and receipt write that reached the target, in order.
+    pub run_log: Arc<Mutex<Vec<RunCall>>>,
+}
+
+/// A run or receipt write a [`RecordingSaver`] passed on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunCall {
+    /// `put_run` with this record.
+    Run(RunRecord),
+    /// `put_receipt_if_absent` for this run.
+    Receipt(RunId),
 }
 
 impl std::fmt::Debug for RecordingSaver {
@@ -58,6 +71,8 @@ impl Default for RecordingSaver {
             writes: Arc::default(),
             put_delay: None,
             fail_puts_from: None,
+            fail_receipts: Arc::default(),
+            run_log: Arc::default(),
         }
     }
 }
@@ -261,6 +276,10 @@ impl Saver for RecordingSaver {
     }
 
     fn put_run(&self, run: RunRecord) -> BoxFuture<'_, Result<(), CheckpointError>> {
+        self.run_log
+            .lock()
+            .unpoisoned()
+            .push(RunCall::Run(run.clone()));
         self.target.put_run(run)
     }
 
@@ -284,6 +303,17 @@ impl Saver for RecordingSaver {
         run: &'a RunId,
         receipt: DeliveryReceipt,
     ) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        let failing = self
+            .fail_receipts
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            return Box::pin(async { Err(CheckpointError::Storage("receipt store down".into())) });
+        }
+        self.run_log
+            .lock()
+            .unpoisoned()
+            .push(RunCall::Receipt(run.clone()));
         self.target.put_receipt_if_absent(run, receipt)
     }
 

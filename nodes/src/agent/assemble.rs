@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::authz::Authorization;
 use crate::catalog::{Catalog, ToolProvider};
@@ -100,6 +100,9 @@ impl AgentBuilder {
             model_calls: AtomicU32::new(0),
             stream,
             sandbox,
+            turn: Arc::default(),
+            presented: Mutex::default(),
+            outputs: Mutex::default(),
         });
         let graph = build_graph(&core)?;
         Ok(Agent {

@@ -5,24 +5,34 @@
 use std::fmt;
 use std::sync::Arc;
 
-use stategraph::{CompileError, CompiledGraph, Input, RunConfig, RunError, RunOutcome};
+use stategraph::{CompileError, CompiledGraph, Input, RunConfig};
 
 use crate::catalog::Catalog;
 use crate::context::RunContext;
 use crate::deferred::DeferredSetup;
 use crate::model::ChatModel;
-use crate::sandbox::InvocationLease;
 use crate::state::ThreadState;
 use crate::trace::CapabilityTrace;
 
 mod admission;
 mod assemble;
 mod builder;
+mod delivered;
 mod graph;
 mod node;
+mod outcome;
+mod outputs;
+mod record;
+mod run;
 
 pub use builder::AgentBuilder;
 use node::AgentCore;
+pub use outcome::{
+    AgentOutcome, AgentRunError, DeliveryFailure, Recorded, Settlement, RECEIPT_NOT_STORED,
+};
+pub use outputs::OutputsError;
+pub use record::RECEIPT_RETRY_DELAYS;
+pub use run::DROPPED_REASON;
 
 /// The model node's name.
 pub const MODEL_NODE: &str = "model";
@@ -108,22 +118,32 @@ impl Agent {
         RunConfig::new().recursion_limit(self.max_turns.saturating_mul(2).saturating_add(2))
     }
 
-    /// Run the agent on `input` with `config`. A sandbox the run acquired is released exactly
-    /// once when it ends: after success or error here, or when this future is dropped
-    /// (cancelled) before it finished. An agent is assembled for one run: invoke it once at a
-    /// time (concurrent invocations of one `Agent` share the ids they hold).
+    /// Run the agent on `input` with `config`, as one run that is settled when it ends.
+    ///
+    /// - **One at a time**: an invocation waits until the agent's previous one is settled.
+    /// - **The run**: its id is the run context's, or a generated one; with a checkpointer and
+    ///   a thread, it is recorded as `running` before the graph starts, in the thread's store.
+    /// - **Release**: a sandbox the run acquired is released exactly once when it ends — after
+    ///   success or error, or when this future is dropped (cancelled) before it finished.
+    /// - **Settlement**: the outputs are captured before and after the run; a run that
+    ///   completed and produced files must have presented one of them
+    ///   ([`DeliveryFailure::Incomplete`] otherwise). Exactly one receipt is stored per run
+    ///   (also for errors, interrupts and cancellation; three attempts), before the run's
+    ///   terminal status. The trace gets a `Delivered` entry per presented path.
     ///
     /// # Errors
-    /// The engine's [`RunError`]: a model failure, a reducer conflict, the recursion limit.
+    /// [`AgentRunError::Start`] if the run could not be recorded (nothing ran);
+    /// [`AgentRunError::Run`] with the engine's error (a model failure, a reducer conflict, the
+    /// recursion limit, cancellation); [`AgentRunError::Delivery`] when the graph finished but
+    /// its delivery failed (the state is committed; the run is an error).
     pub async fn invoke(
         &self,
         input: impl Into<Input<ThreadState>>,
         config: &RunConfig,
-    ) -> Result<RunOutcome<ThreadState>, RunError> {
-        let lease = InvocationLease::begin(self.core.sandbox.as_ref());
-        let outcome = self.graph.invoke(input, config).await;
-        lease.end().await;
-        outcome
+    ) -> Result<AgentOutcome, AgentRunError> {
+        let scope = run::RunScope::begin(&self.core, self.graph.checkpointer(), config).await?;
+        let result = self.graph.invoke(input, config).await;
+        scope.finish(result).await
     }
 
     /// The same agent, checkpointing into `saver` (runs through [`Agent::invoke`] keep the
@@ -151,7 +171,7 @@ impl Agent {
     ///
     /// # Errors
     /// As [`Agent::invoke`].
-    pub async fn ask(&self, text: impl Into<String>) -> Result<RunOutcome<ThreadState>, RunError> {
+    pub async fn ask(&self, text: impl Into<String>) -> Result<AgentOutcome, AgentRunError> {
         let mut config = self.run_config();
         if let Some(thread) = &self.core.run.thread_id {
             config = config.thread(thread.clone());

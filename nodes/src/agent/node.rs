@@ -1,12 +1,17 @@
 //! The agent's two nodes: a model turn and a tool call, over what the nodes share.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use stategraph::checkpoints::sync::Unpoisoned;
 
 use stategraph::reducers::{MessagesUpdate, SandboxState};
 use stategraph::{BoxError, Command, NodeContext, SendTo, END};
 
+use super::delivered::Presented;
 use crate::context::RunContext;
+use crate::delivery::Snapshot;
 use crate::message::{Message, ToolCall};
 use crate::middleware::{
     ModelCall, ModelLayer, ModelNext, Observer, ToolInvocation, ToolLayer, ToolMap, ToolNext,
@@ -33,6 +38,12 @@ pub(super) struct AgentCore {
     pub(super) model_calls: AtomicU32,
     pub(super) stream: bool,
     pub(super) sandbox: Option<Arc<SandboxRuntime>>,
+    /// Held by the invocation in progress: one invocation of an agent at a time.
+    pub(super) turn: Arc<tokio::sync::Mutex<()>>,
+    /// The artifacts tool calls of the current invocation returned, in order.
+    pub(super) presented: Mutex<Vec<Presented>>,
+    /// The outputs as the previous invocation left them (their hashes are reused).
+    pub(super) outputs: Mutex<Option<(PathBuf, Snapshot)>>,
 }
 
 impl AgentCore {
@@ -137,6 +148,9 @@ impl AgentCore {
                 .record(TraceEntry::new(&call.name, Stage::Returned, verdict).for_call(&call.id));
         }
         emit_trace(&ctx, self.trace.entries_since(before, own)).await;
+        if let ToolOutput::Command(c) = &output {
+            self.note_presented(&call, c);
+        }
         Ok(match output {
             ToolOutput::Message(m) => Command::new()
                 .update(ThreadState::update().messages(MessagesUpdate::from(Message::Tool(m)))),
@@ -146,6 +160,46 @@ impl AgentCore {
 }
 
 impl AgentCore {
+    /// Records the artifacts a tool call's command adds, for run settlement.
+    fn note_presented(&self, call: &ToolCall, command: &Command<ThreadState>) {
+        let Some(paths) = command.update_ref().and_then(|u| u.artifacts.as_ref()) else {
+            return;
+        };
+        let mut presented = self.presented.lock().unpoisoned();
+        for path in paths {
+            let p = Presented {
+                tool: call.name.clone(),
+                call_id: call.id.clone(),
+                path: path.clone(),
+            };
+            if !presented.contains(&p) {
+                presented.push(p);
+            }
+        }
+    }
+
+    /// The artifacts recorded since the last call (taken).
+    pub(super) fn take_presented(&self) -> Vec<Presented> {
+        std::mem::take(&mut *self.presented.lock().unpoisoned())
+    }
+
+    /// The outputs the previous invocation left at `root`, if it captured that root.
+    pub(super) fn last_outputs(&self, root: &Path) -> Option<Snapshot> {
+        let mut kept = self.outputs.lock().unpoisoned();
+        match kept.take() {
+            Some((dir, snapshot)) if dir == root => Some(snapshot),
+            other => {
+                *kept = other;
+                None
+            }
+        }
+    }
+
+    /// Keeps the outputs this invocation left at `root` for the next one.
+    pub(super) fn keep_outputs(&self, root: PathBuf, snapshot: Snapshot) {
+        *self.outputs.lock().unpoisoned() = Some((root, snapshot));
+    }
+
     /// The eager sandbox node: acquires the thread's sandbox before the first step when the
     /// state has none and the run names a thread; the id enters the state.
     pub(super) async fn acquire_sandbox_step(

@@ -118,6 +118,11 @@ pub struct DeliveryReceipt {
 }
 
 impl DeliveryReceipt {
+    /// The receipt as JSON, as it is stored (its fields are plain data: this cannot fail).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
     /// Whether the run may keep a success: an unsatisfied verdict is [`DeliveryIncomplete`].
     ///
     /// # Errors

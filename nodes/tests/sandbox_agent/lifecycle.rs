@@ -43,8 +43,8 @@ async fn lazy_the_first_tool_acquires_and_a_second_finds_the_id_in_state() -> R 
     let model = ScriptedModel::new(
         "m",
         [
-            AiMessage::calls([write("c1", "/mnt/user-data/outputs/a.md", "hello")]),
-            AiMessage::calls([read("c2", "/mnt/user-data/outputs/a.md")]),
+            AiMessage::calls([write("c1", "/mnt/user-data/workspace/a.md", "hello")]),
+            AiMessage::calls([read("c2", "/mnt/user-data/workspace/a.md")]),
             AiMessage::text("done"),
         ],
     );
@@ -91,7 +91,7 @@ async fn a_call_that_is_not_authorized_cannot_acquire_a_sandbox() -> R {
     let model = ScriptedModel::new(
         "m",
         [
-            AiMessage::calls([write("c1", "/mnt/user-data/outputs/a.md", "x")]),
+            AiMessage::calls([write("c1", "/mnt/user-data/workspace/a.md", "x")]),
             AiMessage::text("done"),
         ],
     );
@@ -121,8 +121,8 @@ async fn two_parallel_calls_acquiring_the_same_id_succeed() -> R {
         "m",
         [
             AiMessage::calls([
-                write("c1", "/mnt/user-data/outputs/a.md", "a"),
-                write("c2", "/mnt/user-data/outputs/b.md", "b"),
+                write("c1", "/mnt/user-data/workspace/a.md", "a"),
+                write("c2", "/mnt/user-data/workspace/b.md", "b"),
             ]),
             AiMessage::text("done"),
         ],
@@ -145,8 +145,8 @@ async fn two_different_ids_in_one_step_are_a_conflict_and_neither_is_stored() ->
     let model = ScriptedModel::new(
         "m",
         [AiMessage::calls([
-            write("c1", "/mnt/user-data/outputs/a.md", "a"),
-            write("c2", "/mnt/user-data/outputs/b.md", "b"),
+            write("c1", "/mnt/user-data/workspace/a.md", "a"),
+            write("c2", "/mnt/user-data/workspace/b.md", "b"),
         ])],
     );
     let agent = agent(&model, &provider, SandboxOptions::lazy())
@@ -178,7 +178,7 @@ async fn release_runs_once_when_the_run_errors() -> R {
         "m",
         [AiMessage::calls([write(
             "c1",
-            "/mnt/user-data/outputs/a.md",
+            "/mnt/user-data/workspace/a.md",
             "a",
         )])],
     );
@@ -196,7 +196,7 @@ async fn release_runs_once_when_the_run_is_cancelled() -> R {
     let model = ScriptedModel::new(
         "m",
         [AiMessage::calls([
-            write("c1", "/mnt/user-data/outputs/a.md", "a"),
+            write("c1", "/mnt/user-data/workspace/a.md", "a"),
             call("c2", "wait", json!({})),
         ])],
     );
@@ -281,9 +281,9 @@ async fn a_sandbox_restored_by_a_fork_is_not_released_by_the_fork() -> R {
     let model = ScriptedModel::new(
         "m",
         [
-            AiMessage::calls([write("c1", "/mnt/user-data/outputs/a.md", "a")]),
+            AiMessage::calls([write("c1", "/mnt/user-data/workspace/a.md", "a")]),
             AiMessage::text("done"),
-            AiMessage::calls([read("c2", "/mnt/user-data/outputs/a.md")]),
+            AiMessage::calls([read("c2", "/mnt/user-data/workspace/a.md")]),
             AiMessage::text("forked"),
         ],
     );
@@ -321,7 +321,7 @@ async fn a_different_id_after_one_is_stored_is_a_conflict_and_the_stored_id_stay
     let model = ScriptedModel::new(
         "m",
         [
-            AiMessage::calls([write("c1", "/mnt/user-data/outputs/a.md", "a")]),
+            AiMessage::calls([write("c1", "/mnt/user-data/workspace/a.md", "a")]),
             AiMessage::calls([call("c2", "rebind", json!({}))]),
         ],
     );

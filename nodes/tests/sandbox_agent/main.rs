@@ -4,4 +4,5 @@
 mod file_tools;
 mod lifecycle;
 mod present_files;
+mod settlement;
 mod support;

@@ -1,0 +1,101 @@
+//! Storing a run: its `running` record before the graph starts, then its receipt
+//! (put-if-absent, three attempts) and, after the receipt, its terminal status.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use stategraph::checkpoints::{
+    CheckpointError, DeliveryReceipt as StoredReceipt, RunId, RunRecord, RunStatus, Saver, ThreadId,
+};
+
+use super::outcome::Recorded;
+use crate::delivery::DeliveryReceipt;
+
+/// The pauses before the second and third attempt to store a receipt.
+pub const RECEIPT_RETRY_DELAYS: [Duration; 2] =
+    [Duration::from_millis(100), Duration::from_millis(500)];
+
+/// Where a run is stored: the agent's checkpointer and the run's thread.
+#[derive(Clone)]
+pub(super) struct RunStore {
+    saver: Arc<dyn Saver>,
+    thread: ThreadId,
+}
+
+/// Milliseconds since the Unix epoch, now.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl RunStore {
+    /// Records `run` as running on `thread` in `saver`. `Ok(None)` when the saver keeps no
+    /// runs ([`CheckpointError::Unsupported`]): the run goes unrecorded.
+    ///
+    /// # Errors
+    /// The saver's error: an id already used by a finished run
+    /// ([`CheckpointError::InvalidRunTransition`]), a run of another thread, storage.
+    pub(super) async fn start(
+        saver: Arc<dyn Saver>,
+        thread: ThreadId,
+        run: &RunId,
+    ) -> Result<Option<RunStore>, CheckpointError> {
+        let record = RunRecord::new(run.clone(), thread.clone(), RunStatus::Running, now_ms());
+        match saver.put_run(record).await {
+            Ok(()) => Ok(Some(RunStore { saver, thread })),
+            Err(CheckpointError::Unsupported { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Stores the receipt once (a receipt already stored for the run counts as stored),
+    /// trying again after each of [`RECEIPT_RETRY_DELAYS`].
+    ///
+    /// # Errors
+    /// Every attempt's error, in order, when none succeeded.
+    pub(super) async fn put_receipt(
+        &self,
+        run: &RunId,
+        receipt: &DeliveryReceipt,
+    ) -> Result<(), Vec<CheckpointError>> {
+        let json = StoredReceipt::new(receipt.to_json());
+        let mut errors = Vec::new();
+        for attempt in 0..=RECEIPT_RETRY_DELAYS.len() {
+            if let Some(delay) = attempt.checked_sub(1).map(|i| RECEIPT_RETRY_DELAYS[i]) {
+                tokio::time::sleep(delay).await;
+            }
+            match self.saver.put_receipt_if_absent(run, json.clone()).await {
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(run = %run, attempt, error = %e, "delivery receipt not stored");
+                    errors.push(e);
+                }
+            }
+        }
+        Err(errors)
+    }
+
+    /// Stores the run's terminal status; `errors` are the receipt's failed attempts.
+    pub(super) async fn finish(
+        &self,
+        mut record: RunRecord,
+        mut errors: Vec<CheckpointError>,
+    ) -> Recorded {
+        record.thread = self.thread.clone();
+        record.updated_at_ms = now_ms();
+        if let Err(e) = self.saver.put_run(record).await {
+            errors.push(e);
+        }
+        if errors.is_empty() {
+            Recorded::Stored
+        } else {
+            Recorded::Failed(errors)
+        }
+    }
+
+    /// The run's thread.
+    pub(super) fn thread(&self) -> &ThreadId {
+        &self.thread
+    }
+}

@@ -1,0 +1,227 @@
+//! One invocation of an agent as a run: recorded as running before the graph starts, its
+//! outputs captured, and settled exactly once when it ends — finished, failed, or dropped
+//! (cancelled) before it finished.
+
+use std::sync::Arc;
+
+use stategraph::checkpoints::{RunId, RunRecord, RunStatus, Saver, ThreadId};
+use stategraph::{RunConfig, RunError, RunOutcome};
+use tokio::sync::OwnedMutexGuard;
+
+use super::delivered::{self, Checked};
+use super::node::AgentCore;
+use super::outcome::{
+    AgentOutcome, AgentRunError, DeliveryFailure, Recorded, Settlement, RECEIPT_NOT_STORED,
+};
+use super::outputs::OutputsWatch;
+use super::record::RunStore;
+use crate::delivery::{settle, DeliveryFacts};
+use crate::sandbox::InvocationLease;
+
+/// The reason stored for an invocation dropped before it finished.
+pub const DROPPED_REASON: &str = "the invocation was dropped before it finished";
+
+/// How the graph part of a run ended.
+enum Ended<'a> {
+    Finished(&'a RunOutcome<crate::ThreadState>),
+    Failed(&'a RunError),
+    Dropped,
+}
+
+/// A run in progress; settled by [`RunScope::finish`], or on drop.
+pub(super) struct RunScope {
+    pending: Option<PendingRun>,
+}
+
+/// What settling a run needs.
+struct PendingRun {
+    core: Arc<AgentCore>,
+    run_id: RunId,
+    store: Option<RunStore>,
+    outputs: OutputsWatch,
+    lease: InvocationLease,
+    // Held until the run is settled: the agent's next invocation waits for it.
+    _turn: OwnedMutexGuard<()>,
+}
+
+impl RunScope {
+    /// Starts a run of `core` under `config`: waits for the agent's previous invocation to be
+    /// settled, records the run as running (when the agent has a checkpointer and the config
+    /// a valid thread) and captures the outputs.
+    ///
+    /// # Errors
+    /// [`AgentRunError::Start`]: an invalid run id in the run context, or the run record could
+    /// not be stored; nothing ran.
+    pub(super) async fn begin(
+        core: &Arc<AgentCore>,
+        saver: Option<&Arc<dyn Saver>>,
+        config: &RunConfig,
+    ) -> Result<RunScope, AgentRunError> {
+        let turn = Arc::clone(&core.turn).lock_owned().await;
+        core.take_presented();
+        let run_id = match core.run.run_id.as_deref() {
+            Some(id) => RunId::new(id).map_err(AgentRunError::Start)?,
+            None => RunId::generate(),
+        };
+        let thread = config.thread_name().and_then(|t| ThreadId::new(t).ok());
+        let store = match (saver, thread) {
+            (Some(saver), Some(thread)) => RunStore::start(Arc::clone(saver), thread, &run_id)
+                .await
+                .map_err(AgentRunError::Start)?,
+            _ => None,
+        };
+        let outputs = OutputsWatch::before(core).await;
+        Ok(RunScope {
+            pending: Some(PendingRun {
+                lease: InvocationLease::begin(core.sandbox.as_ref()),
+                core: Arc::clone(core),
+                run_id,
+                store,
+                outputs,
+                _turn: turn,
+            }),
+        })
+    }
+
+    /// Settles the run with the graph's `result`.
+    ///
+    /// # Errors
+    /// [`AgentRunError::Run`] when the graph failed; [`AgentRunError::Delivery`] when it
+    /// finished but its delivery failed.
+    pub(super) async fn finish(
+        mut self,
+        result: Result<RunOutcome<crate::ThreadState>, RunError>,
+    ) -> Result<AgentOutcome, AgentRunError> {
+        let Some(pending) = self.pending.take() else {
+            unreachable!("`begin` sets the pending run; only this consuming call and drop take it")
+        };
+        match result {
+            Ok(outcome) => {
+                let (settlement, failure) = pending.settle(Ended::Finished(&outcome)).await;
+                let outcome = AgentOutcome::new(outcome, settlement);
+                match failure {
+                    None => Ok(outcome),
+                    Some(failure) => Err(AgentRunError::Delivery {
+                        failure,
+                        outcome: Box::new(outcome),
+                    }),
+                }
+            }
+            Err(error) => {
+                let (settlement, _) = pending.settle(Ended::Failed(&error)).await;
+                Err(AgentRunError::Run {
+                    error,
+                    settlement: Box::new(settlement),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for RunScope {
+    fn drop(&mut self) {
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        // Dropped before `finish`: the invocation's future was cancelled. Settle as cancelled
+        // on the runtime, holding the agent's turn until the receipt and status are stored.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                pending.settle(Ended::Dropped).await;
+            });
+        }
+    }
+}
+
+/// The status, reason and stop reason a graph's end gives a run (before delivery).
+fn status_of(ended: &Ended<'_>) -> (RunStatus, Option<String>, Option<String>) {
+    match ended {
+        Ended::Finished(o) if o.is_interrupted() => (RunStatus::Interrupted, None, None),
+        Ended::Finished(_) => (RunStatus::Success, None, None),
+        Ended::Dropped => (RunStatus::Cancelled, Some(DROPPED_REASON.to_owned()), None),
+        Ended::Failed(e) => {
+            let reason = Some(e.to_string());
+            match e {
+                RunError::Cancelled { .. } => (RunStatus::Cancelled, reason, None),
+                RunError::Timeout { .. } => (RunStatus::Timeout, reason, None),
+                RunError::RecursionLimit { .. } => {
+                    (RunStatus::Error, reason, Some("recursion_limit".to_owned()))
+                }
+                _ => (RunStatus::Error, reason, None),
+            }
+        }
+    }
+}
+
+impl PendingRun {
+    /// Releases what the invocation acquired, decides delivery, records the Delivered trace,
+    /// then stores the receipt and, after it, the terminal status.
+    async fn settle(self, ended: Ended<'_>) -> (Settlement, Option<DeliveryFailure>) {
+        let PendingRun {
+            core,
+            run_id,
+            store,
+            outputs,
+            lease,
+            _turn,
+        } = self;
+        lease.end().await;
+        let (mut status, mut reason, stop_reason) = status_of(&ended);
+        let completed = status == RunStatus::Success;
+        let presented = core.take_presented();
+        let mut facts = DeliveryFacts::default();
+        for p in &presented {
+            facts.record(Some(&p.tool), [p.path.clone()]);
+        }
+        let (produced, outputs_error) = if completed {
+            outputs.produced(&core).await
+        } else {
+            (Vec::new(), outputs.abandon(&core))
+        };
+        let receipt = settle(facts, produced);
+        let mut failure = None;
+        if completed {
+            if let Err(incomplete) = receipt.check() {
+                status = RunStatus::Error;
+                reason = Some(incomplete.to_string());
+                failure = Some(DeliveryFailure::Incomplete(incomplete));
+            }
+        }
+        let recorded = match &store {
+            None => Recorded::NotStored,
+            Some(store) => {
+                let errors = match store.put_receipt(&run_id, &receipt).await {
+                    Ok(()) => Vec::new(),
+                    Err(errors) => {
+                        if status == RunStatus::Success && receipt.verdict.is_some() {
+                            status = RunStatus::Error;
+                            reason = Some(RECEIPT_NOT_STORED.to_owned());
+                            failure = Some(DeliveryFailure::ReceiptNotStored);
+                        }
+                        errors
+                    }
+                };
+                let mut record = RunRecord::new(run_id.clone(), store.thread().clone(), status, 0);
+                record.reason.clone_from(&reason);
+                record.stop_reason.clone_from(&stop_reason);
+                store.finish(record, errors).await
+            }
+        };
+        let checked = match failure {
+            _ if !completed => Checked::NotRun(status),
+            Some(DeliveryFailure::ReceiptNotStored) => Checked::Lost,
+            _ => Checked::Done(&receipt),
+        };
+        delivered::record(&core.trace, &presented, checked);
+        let settlement = Settlement {
+            run_id,
+            status,
+            reason,
+            stop_reason,
+            receipt,
+            outputs_error,
+            recorded,
+        };
+        (settlement, failure)
+    }
+}
