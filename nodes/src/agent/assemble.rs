@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::authz::Authorization;
 use crate::catalog::{Catalog, ToolProvider};
@@ -19,7 +19,7 @@ use crate::trace::{CapabilityTrace, Stage};
 
 use super::admission::AdmissionRules;
 use super::graph::build_graph;
-use super::node::AgentCore;
+use super::node::{AgentCore, Invocation};
 use super::{Agent, AgentBuilder, AgentError};
 
 /// Every tool's spec by name, shared by the policy layers.
@@ -100,9 +100,7 @@ impl AgentBuilder {
             model_calls: AtomicU32::new(0),
             stream,
             sandbox,
-            turn: Arc::default(),
-            presented: Mutex::default(),
-            outputs: Mutex::default(),
+            invocation: Invocation::default(),
         });
         let graph = build_graph(&core)?;
         Ok(Agent {

@@ -38,12 +38,19 @@ pub(super) struct AgentCore {
     pub(super) model_calls: AtomicU32,
     pub(super) stream: bool,
     pub(super) sandbox: Option<Arc<SandboxRuntime>>,
+    /// What the invocation in progress keeps beside the graph.
+    pub(super) invocation: Invocation,
+}
+
+/// What an agent keeps about its invocation in progress (one at a time).
+#[derive(Default)]
+pub(super) struct Invocation {
     /// Held by the invocation in progress: one invocation of an agent at a time.
     pub(super) turn: Arc<tokio::sync::Mutex<()>>,
     /// The artifacts tool calls of the current invocation returned, in order.
-    pub(super) presented: Mutex<Vec<Presented>>,
+    presented: Mutex<Vec<Presented>>,
     /// The outputs as the previous invocation left them (their hashes are reused).
-    pub(super) outputs: Mutex<Option<(PathBuf, Snapshot)>>,
+    outputs: Mutex<Option<(PathBuf, Snapshot)>>,
 }
 
 impl AgentCore {
@@ -165,7 +172,7 @@ impl AgentCore {
         let Some(paths) = command.update_ref().and_then(|u| u.artifacts.as_ref()) else {
             return;
         };
-        let mut presented = self.presented.lock().unpoisoned();
+        let mut presented = self.invocation.presented.lock().unpoisoned();
         for path in paths {
             let p = Presented {
                 tool: call.name.clone(),
@@ -180,12 +187,12 @@ impl AgentCore {
 
     /// The artifacts recorded since the last call (taken).
     pub(super) fn take_presented(&self) -> Vec<Presented> {
-        std::mem::take(&mut *self.presented.lock().unpoisoned())
+        std::mem::take(&mut *self.invocation.presented.lock().unpoisoned())
     }
 
     /// The outputs the previous invocation left at `root`, if it captured that root.
     pub(super) fn last_outputs(&self, root: &Path) -> Option<Snapshot> {
-        let mut kept = self.outputs.lock().unpoisoned();
+        let mut kept = self.invocation.outputs.lock().unpoisoned();
         match kept.take() {
             Some((dir, snapshot)) if dir == root => Some(snapshot),
             other => {
@@ -197,7 +204,7 @@ impl AgentCore {
 
     /// Keeps the outputs this invocation left at `root` for the next one.
     pub(super) fn keep_outputs(&self, root: PathBuf, snapshot: Snapshot) {
-        *self.outputs.lock().unpoisoned() = Some((root, snapshot));
+        *self.invocation.outputs.lock().unpoisoned() = Some((root, snapshot));
     }
 
     /// The eager sandbox node: acquires the thread's sandbox before the first step when the

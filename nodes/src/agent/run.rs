@@ -57,7 +57,7 @@ impl RunScope {
         saver: Option<&Arc<dyn Saver>>,
         config: &RunConfig,
     ) -> Result<RunScope, AgentRunError> {
-        let turn = Arc::clone(&core.turn).lock_owned().await;
+        let turn = Arc::clone(&core.invocation.turn).lock_owned().await;
         core.take_presented();
         let run_id = match core.run.run_id.as_deref() {
             Some(id) => RunId::new(id).map_err(AgentRunError::Start)?,
