@@ -248,3 +248,40 @@ async fn a_childs_tool_search_does_not_change_the_parents_promotions() -> R {
     assert!(!tool_names(&child.requests()[0]).contains(&"child_mcp".to_owned()));
     Ok(())
 }
+
+#[tokio::test]
+async fn the_runtimes_authorization_filters_a_childs_pool_for_the_parents_identity() -> R {
+    use stategraph_nodes::{Authorization, RoleTable, Verdict};
+    let child = ScriptedModel::new("child", [AiMessage::text("ok")]);
+    let subagents = runtime(child.clone())
+        .authorization(Authorization::new(
+            RoleTable::new().allow("analyst", ["read_file"]),
+        ))
+        .register(SubagentSpec::new("worker", "d", "p"));
+    let parent = ScriptedModel::new(
+        "lead",
+        [
+            AiMessage::calls([task_call("c1", "worker", "x")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let (builder, log) = lead(parent, subagents);
+    builder
+        .assemble(RunContext::new("t", "ana").role("analyst"))
+        .await?
+        .ask("go")
+        .await?;
+    assert_eq!(tool_names(&child.requests()[0]), ["read_file"]);
+    let report = &log.reports()[0];
+    let removed = report
+        .trace
+        .iter()
+        .find(|e| e.tool == "write_file" && e.stage == Stage::Authorized)
+        .ok_or("write_file was not removed at Authorized")?;
+    assert!(matches!(&removed.verdict, Verdict::Removed { by, .. } if by == "authorization"));
+    assert_eq!(
+        report.trace.first().map(|e| e.stage),
+        Some(Stage::Available)
+    );
+    Ok(())
+}
