@@ -11,6 +11,8 @@
 //!   Returned (and Delivered).
 //! - [`sandbox`], [`sandbox_tools`]: a thread's files behind virtual paths, the agent's
 //!   sandbox lifecycle, and the file tools, `bash` and `present_files`.
+//! - [`subagent`], [`subagent_tools`]: delegation to ephemeral subagents (`task`,
+//!   `multi_task`) with explicit, isolated capabilities.
 //! - `mcp` (feature `mcp`): MCP servers over stdio as a tool source.
 //!
 //! ```
@@ -54,6 +56,8 @@ pub mod sandbox_tools;
 pub mod scripted;
 pub mod skill;
 pub mod state;
+pub mod subagent;
+pub mod subagent_tools;
 pub mod tool;
 pub mod trace;
 

@@ -192,6 +192,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Use an existing sandbox runtime (a subagent opens its parent's sandbox through a
+    /// runtime of its own over the same provider).
+    pub(crate) fn sandbox_runtime(mut self, runtime: Arc<SandboxRuntime>) -> Self {
+        self.sandbox = Some(runtime);
+        self
+    }
+
     /// The most model turns per run (the run's recursion limit is derived from it).
     pub fn max_turns(mut self, turns: usize) -> Self {
         self.max_turns = turns.max(1);

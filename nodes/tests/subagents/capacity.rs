@@ -1,0 +1,169 @@
+//! Capacity end to end: the global limit under `multi_task`, the per-turn rewrite, and the
+//! total limit's notice and stop reason.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use stategraph::{EventKind, StreamMode};
+use stategraph_nodes::prelude::*;
+use stategraph_nodes::subagent::{
+    DelegationLimit, RunStopReason, SubagentLimiter, SubagentSpec, Subagents, LIMIT_NOTICE,
+};
+
+use super::support::{lead, ok_tool, task_call, tool_messages, WorkOnce, R};
+
+/// A tool that records how many of its calls run at once (the peak in `peak`).
+fn gauge(now: Arc<AtomicUsize>, peak: Arc<AtomicUsize>) -> FnTool {
+    FnTool::new(
+        ToolSpec::new("work", "works a while", ToolSource::BuiltIn),
+        move |call, _cx| {
+            let (now, peak) = (Arc::clone(&now), Arc::clone(&peak));
+            async move {
+                let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(n, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                Ok(ToolMessage::new(call.id, "work", "worked").into())
+            }
+        },
+    )
+}
+
+fn multi(n: usize) -> ToolCall {
+    let tasks: Vec<serde_json::Value> = (0..n)
+        .map(|i| json!({"description": format!("part {i}"), "prompt": format!("do part {i}"), "subagent_type": "worker"}))
+        .collect();
+    ToolCall::new("m1", "multi_task", json!({ "tasks": tasks }))
+}
+
+#[tokio::test]
+async fn the_global_limit_makes_the_fourth_of_four_delegations_wait_then_run() -> R {
+    let (now, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let subagents = Subagents::new(Arc::new(WorkOnce {
+        tool: "work".into(),
+    }))
+    .builtin(Arc::new(gauge(now, Arc::clone(&peak))))
+    .limiter(SubagentLimiter::new(3, Duration::from_secs(30)))
+    .register(SubagentSpec::new("worker", "d", "p"));
+    let parent = ScriptedModel::new(
+        "lead",
+        [AiMessage::calls([multi(4)]), AiMessage::text("ok")],
+    );
+    let (builder, log) = lead(parent, subagents);
+    let agent = builder
+        .assemble(RunContext::new("t", "ana").run("r1"))
+        .await?;
+    let mut stream = agent.graph().stream(
+        ThreadState::human_input("go"),
+        &agent.run_config(),
+        StreamMode {
+            custom: true,
+            ..StreamMode::none()
+        },
+    );
+    let mut events: Vec<serde_json::Value> = Vec::new();
+    while let Some(event) = futures::StreamExt::next(&mut stream).await {
+        if let EventKind::Custom { payload, .. } = event.kind {
+            if let Some(sub) = payload.get("subagent") {
+                events.push(sub.clone());
+            }
+        }
+    }
+    let out = stream.outcome().await?;
+    assert_eq!(peak.load(Ordering::SeqCst), 3);
+    let messages = tool_messages(&out.state);
+    assert_eq!(messages.len(), 4);
+    assert!(messages
+        .iter()
+        .all(|m| m.content == "Task Succeeded. Result: done: worked" && m.tool_call_id == "m1"));
+    let ids: Vec<String> = out.state.delegations.iter().map(|d| d.id.clone()).collect();
+    assert_eq!(ids, ["m1/0", "m1/1", "m1/2", "m1/3"]);
+    assert_eq!(log.reports().len(), 4);
+    // Each child's progress reaches the parent's stream under its own delegation id.
+    for id in &ids {
+        let mine: Vec<&str> = events
+            .iter()
+            .filter(|e| e["call_id"] == id.as_str())
+            .filter_map(|e| e["event"].as_str())
+            .collect();
+        assert_eq!(mine.first(), Some(&"task_started"), "{id}: {mine:?}");
+        assert_eq!(mine.last(), Some(&"completed"), "{id}: {mine:?}");
+        assert!(mine.contains(&"task_running"), "{id}: {mine:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn five_task_calls_with_a_per_turn_limit_of_3_run_the_first_3_and_the_other_call() -> R {
+    let child = ScriptedModel::new("child", vec![AiMessage::text("fine"); 3]);
+    let subagents =
+        Subagents::new(Arc::new(child.clone())).register(SubagentSpec::new("worker", "d", "p"));
+    let mut calls: Vec<ToolCall> = (1..=5)
+        .map(|i| task_call(&format!("c{i}"), "worker", "x"))
+        .collect();
+    calls.insert(2, ToolCall::new("o1", "other", json!({})));
+    let parent = ScriptedModel::new("lead", [AiMessage::calls(calls), AiMessage::text("ok")]);
+    let agent = lead(parent, subagents)
+        .0
+        .tool(ok_tool("other", ToolSource::Config, true))
+        .model_layer(DelegationLimit::new(3, 50))
+        .assemble(RunContext::new("t", "ana").run("r1"))
+        .await?;
+    let out = agent.ask("go").await?;
+    let answered: Vec<&str> = tool_messages(&out.state)
+        .iter()
+        .map(|m| m.tool_call_id.as_str())
+        .collect();
+    assert_eq!(answered, ["c1", "c2", "o1", "c3"]);
+    let kept: Vec<&str> = out
+        .state
+        .messages
+        .iter()
+        .find_map(Message::as_ai)
+        .map(|a| a.tool_calls.iter().map(|c| c.id.as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(kept, ["c1", "c2", "o1", "c3"]);
+    child.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn reaching_the_total_limit_appends_the_notice_and_stops_with_subagent_limit_capped() -> R {
+    let child = ScriptedModel::new("child", [AiMessage::text("first")]);
+    let subagents =
+        Subagents::new(Arc::new(child.clone())).register(SubagentSpec::new("worker", "d", "p"));
+    let parent = ScriptedModel::new(
+        "lead",
+        [
+            AiMessage::calls([task_call("c1", "worker", "x")]),
+            AiMessage {
+                content: "one more".into(),
+                ..AiMessage::calls([task_call("c2", "worker", "y")])
+            },
+        ],
+    );
+    let limit = DelegationLimit::new(3, 1);
+    let agent = lead(parent.clone(), subagents)
+        .0
+        .model_layer(limit.clone())
+        .assemble(RunContext::new("t", "ana").run("r1"))
+        .await?;
+    let out = agent.ask("go").await?;
+    let last = out.state.last_ai().ok_or("no answer")?;
+    assert!(last.tool_calls.is_empty());
+    assert_eq!(last.content, format!("one more\n\n{LIMIT_NOTICE}"));
+    assert_eq!(
+        limit.stop_reason(),
+        Some(RunStopReason::SubagentLimitCapped)
+    );
+    assert_eq!(
+        RunStopReason::SubagentLimitCapped.as_str(),
+        "subagent_limit_capped"
+    );
+    assert_eq!(out.state.delegations.len(), 1);
+    parent.verify()?;
+    child.verify()?;
+    Ok(())
+}

@@ -1,0 +1,8 @@
+//! Subagents: delegation through `task` / `multi_task` to ephemeral child graphs with
+//! explicit, isolated capabilities; one module per area, shared helpers in `support`.
+
+mod capabilities;
+mod capacity;
+mod isolation;
+mod status;
+mod support;

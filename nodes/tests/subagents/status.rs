@@ -1,0 +1,169 @@
+//! Status normalisation end to end: timeouts, the turn budget with and without a partial
+//! answer, and a cancelled parent cancelling its children.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use stategraph::CancelToken;
+use stategraph_nodes::prelude::*;
+use stategraph_nodes::state::DelegationStatus;
+use stategraph_nodes::subagent::{SubagentSpec, Subagents};
+
+use super::support::{lead, ok_tool, task_call, tool_messages, R};
+
+/// A tool that never finishes (sets `dropped` when its future is dropped, `started` when it
+/// begins).
+fn forever(started: Arc<tokio::sync::Notify>, dropped: Arc<AtomicBool>) -> FnTool {
+    struct OnDrop(Arc<AtomicBool>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    FnTool::new(
+        ToolSpec::new("forever", "never ends", ToolSource::BuiltIn),
+        move |_call, _cx| {
+            let started = Arc::clone(&started);
+            let guard = OnDrop(Arc::clone(&dropped));
+            async move {
+                let _guard = guard;
+                started.notify_one();
+                futures::future::pending::<()>().await;
+                Err(stategraph_nodes::ToolError::failed(
+                    "forever",
+                    "unreachable",
+                ))
+            }
+        },
+    )
+}
+
+fn calls_forever() -> AiMessage {
+    AiMessage::calls([ToolCall::new("f1", "forever", json!({}))])
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_child_past_its_timeout_is_timed_out_and_stays_so() -> R {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let child = ScriptedModel::new("child", [calls_forever()]);
+    let subagents = Subagents::new(Arc::new(child.clone()))
+        .builtin(Arc::new(forever(Arc::default(), Arc::clone(&dropped))))
+        .register(SubagentSpec::new("slow", "d", "p").timeout(Duration::from_secs(5)));
+    let parent = ScriptedModel::new(
+        "lead",
+        [
+            AiMessage::calls([task_call("c1", "slow", "x")]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let out = lead(parent, subagents)
+        .0
+        .assemble(RunContext::new("t", "ana"))
+        .await?
+        .ask("go")
+        .await?;
+    let msg = tool_messages(&out.state)[0];
+    assert_eq!(
+        msg.content,
+        "Task timed out. Error: Execution timed out after 5 seconds"
+    );
+    assert!(msg.is_error());
+    assert_eq!(out.state.delegations[0].status, DelegationStatus::TimedOut);
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the child's tool was not cancelled"
+    );
+    child.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_turn_budget_keeps_a_partial_answer_or_fails_with_max_turns() -> R {
+    for (text, expected) in [
+        (
+            "partial so far",
+            "Task Succeeded (capped: turn budget). Result: partial so far",
+        ),
+        (
+            "",
+            "Task failed (capped: turn budget). Error: Reached max_turns=1",
+        ),
+    ] {
+        let turn = AiMessage {
+            content: text.to_owned(),
+            ..AiMessage::calls([ToolCall::new("n1", "noop", json!({}))])
+        };
+        let child = ScriptedModel::new("child", vec![turn; 4]);
+        let subagents = Subagents::new(Arc::new(child.clone()))
+            .builtin(Arc::new(ok_tool("noop", ToolSource::BuiltIn, true)))
+            .register(SubagentSpec::new("looper", "d", "p").max_turns(1));
+        let parent = ScriptedModel::new(
+            "lead",
+            [
+                AiMessage::calls([task_call("c1", "looper", "x")]),
+                AiMessage::text("ok"),
+            ],
+        );
+        let out = lead(parent, subagents)
+            .0
+            .assemble(RunContext::new("t", "ana"))
+            .await?
+            .ask("go")
+            .await?;
+        let msg = tool_messages(&out.state)[0];
+        assert_eq!(msg.content, expected);
+        assert_eq!(
+            msg.metadata
+                .get("subagent_stop_reason")
+                .and_then(|v| v.as_str()),
+            Some("turn_capped")
+        );
+        assert_eq!(
+            out.state.delegations[0].stop_reason.as_deref(),
+            Some("turn_capped")
+        );
+        child.clear();
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cancelled_parent_cancels_its_children() -> R {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(AtomicBool::new(false));
+    let child = ScriptedModel::new("child", [calls_forever()]);
+    let subagents = Subagents::new(Arc::new(child.clone()))
+        .builtin(Arc::new(forever(
+            Arc::clone(&started),
+            Arc::clone(&dropped),
+        )))
+        .register(SubagentSpec::new("slow", "d", "p"));
+    let parent = ScriptedModel::new("lead", [AiMessage::calls([task_call("c1", "slow", "x")])]);
+    let agent = lead(parent.clone(), subagents)
+        .0
+        .assemble(RunContext::new("t", "ana"))
+        .await?;
+    let token = CancelToken::new();
+    let config = agent.run_config().cancel_token(token.clone());
+    let run = agent.invoke(ThreadState::human_input("go"), &config);
+    let cancel = async {
+        started.notified().await;
+        token.cancel();
+    };
+    let (result, ()) = tokio::join!(run, cancel);
+    assert!(
+        matches!(result, Err(stategraph::RunError::Cancelled { .. })),
+        "{result:?}"
+    );
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !dropped.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await?;
+    parent.verify()?;
+    child.verify()?;
+    Ok(())
+}
