@@ -2,6 +2,9 @@
 //! authorization decides on.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use stategraph::checkpoints::sync::Unpoisoned;
 
 use serde::{Deserialize, Serialize};
 
@@ -100,4 +103,34 @@ pub struct Principal {
     pub is_internal: bool,
     /// Free-form attributes.
     pub attributes: BTreeMap<String, serde_json::Value>,
+}
+
+/// Where a run's guards stamp why it stopped early (`subagent_limit_capped`, `loop_capped`,
+/// ...): the first stamp wins, and the run's settlement stores it as the run's stop reason.
+/// Clones share one stamp; an agent gives each invocation a fresh one.
+///
+/// ```
+/// use stategraph_nodes::StopStamp;
+///
+/// let stamp = StopStamp::default();
+/// stamp.stamp("subagent_limit_capped");
+/// stamp.stamp("loop_capped");
+/// assert_eq!(stamp.get().as_deref(), Some("subagent_limit_capped"));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct StopStamp(Arc<Mutex<Option<String>>>);
+
+impl StopStamp {
+    /// Stamps `reason`, unless the run already has a stop reason.
+    pub fn stamp(&self, reason: impl Into<String>) {
+        let mut stop = self.0.lock().unpoisoned();
+        if stop.is_none() {
+            *stop = Some(reason.into());
+        }
+    }
+
+    /// The stop reason stamped, if any.
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unpoisoned().clone()
+    }
 }

@@ -72,7 +72,7 @@ pub use authz::{Authorization, AuthorizationProvider, FailMode, RoleTable};
 pub use catalog::{
     AdmissionRule, Catalog, FilteredTool, Rejection, SkippedDuplicate, SourceFailure, ToolProvider,
 };
-pub use context::{Principal, RunContext};
+pub use context::{Principal, RunContext, StopStamp};
 pub use deferred::{catalog_hash, DeferredSetup, DeferredToolFilter, MAX_RESULTS, TOOL_SEARCH};
 pub use guardrail::{
     AllowlistProvider, Guardrail, GuardrailDecision, GuardrailProvider, GuardrailReason,

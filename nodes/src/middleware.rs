@@ -61,6 +61,8 @@ pub struct ModelCall {
     /// Whether the model is asked to stream; its chunks are emitted as custom events
     /// (`{"chunk": ModelChunk}`) as they arrive.
     pub stream: bool,
+    /// Where a guard stamps why the run stops early (its settlement's stop reason).
+    pub stop: crate::context::StopStamp,
 }
 
 impl fmt::Debug for ModelCall {

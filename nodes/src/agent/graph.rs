@@ -72,7 +72,7 @@ pub(super) fn build_graph(
                     let core = Arc::clone(&b);
                     async move {
                         for o in &core.observers {
-                            o.before_agent(&s, &core.run);
+                            o.before_agent(&s, &core.run_context());
                         }
                         Ok::<_, BoxError>(ThreadStateUpdate::default())
                     }
@@ -84,7 +84,7 @@ pub(super) fn build_graph(
                     let core = Arc::clone(&a);
                     async move {
                         for o in core.observers.iter().rev() {
-                            o.after_agent(&s, &core.run);
+                            o.after_agent(&s, &core.run_context());
                         }
                         Ok::<_, BoxError>(ThreadStateUpdate::default())
                     }

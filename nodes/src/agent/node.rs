@@ -10,7 +10,7 @@ use stategraph::reducers::{MessagesUpdate, SandboxState};
 use stategraph::{BoxError, Command, NodeContext, SendTo, END};
 
 use super::delivered::Presented;
-use crate::context::RunContext;
+use crate::context::{RunContext, StopStamp};
 use crate::delivery::Snapshot;
 use crate::message::{Message, ToolCall};
 use crate::middleware::{
@@ -51,6 +51,10 @@ pub(super) struct Invocation {
     presented: Mutex<Vec<Presented>>,
     /// The outputs as the previous invocation left them (their hashes are reused).
     outputs: Mutex<Option<(PathBuf, Snapshot)>>,
+    /// The run context of the invocation in progress (the agent's, with the run's id).
+    context: Mutex<Option<Arc<RunContext>>>,
+    /// The stop reason the invocation's guards stamp.
+    stop: Mutex<StopStamp>,
 }
 
 impl AgentCore {
@@ -64,6 +68,7 @@ impl AgentCore {
         // The thread's list, shared (not copied) with the request.
         let messages = state.messages.clone();
         let number = self.model_calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let stop = self.invocation.stop.lock().unpoisoned().clone();
         let call = ModelCall {
             request: ModelRequest {
                 system: self.system.clone(),
@@ -71,11 +76,12 @@ impl AgentCore {
                 tools: self.schemas.clone(),
             },
             state: Arc::clone(&state),
-            run: Arc::clone(&self.run),
+            run: self.run_context(),
             trace: self.trace.clone(),
             number,
             node: Some(ctx.clone()),
             stream: self.stream,
+            stop,
         };
         let before = self.trace.len();
         let next = ModelNext::new(&self.model_layers, &self.observers, self.model.as_ref());
@@ -119,7 +125,7 @@ impl AgentCore {
             call.clone(),
             ToolContext {
                 state,
-                run: Arc::clone(&self.run),
+                run: self.run_context(),
                 node: Some(ctx.clone()),
                 sandbox: self
                     .sandbox
@@ -167,6 +173,29 @@ impl AgentCore {
 }
 
 impl AgentCore {
+    /// The run context of the invocation in progress (the agent's own outside one).
+    pub(super) fn run_context(&self) -> Arc<RunContext> {
+        self.invocation
+            .context
+            .lock()
+            .unpoisoned()
+            .clone()
+            .unwrap_or_else(|| Arc::clone(&self.run))
+    }
+
+    /// Starts an invocation under `context`: a fresh stop stamp, no artifacts recorded.
+    pub(super) fn begin_invocation(&self, context: Arc<RunContext>) {
+        *self.invocation.context.lock().unpoisoned() = Some(context);
+        *self.invocation.stop.lock().unpoisoned() = StopStamp::default();
+        self.take_presented();
+    }
+
+    /// Ends the invocation: its stop reason, if a guard stamped one.
+    pub(super) fn end_invocation(&self) -> Option<String> {
+        *self.invocation.context.lock().unpoisoned() = None;
+        self.invocation.stop.lock().unpoisoned().get()
+    }
+
     /// Records the artifacts a tool call's command adds, for run settlement.
     fn note_presented(&self, call: &ToolCall, command: &Command<ThreadState>) {
         let Some(paths) = command.update_ref().and_then(|u| u.artifacts.as_ref()) else {
@@ -216,10 +245,11 @@ impl AgentCore {
         let Some(runtime) = &self.sandbox else {
             return Ok(ThreadStateUpdate::default());
         };
-        if crate::sandbox::stored_id(&state).is_some() || self.run.thread_id.is_none() {
+        let run = self.run_context();
+        if crate::sandbox::stored_id(&state).is_some() || run.thread_id.is_none() {
             return Ok(ThreadStateUpdate::default());
         }
-        let id = crate::sandbox::acquire(runtime, &self.run).await?;
+        let id = crate::sandbox::acquire(runtime, &run).await?;
         Ok(ThreadState::update().sandbox(SandboxState::with_id(id.as_str())))
     }
 }

@@ -15,6 +15,7 @@ use super::outcome::{
 };
 use super::outputs::OutputsWatch;
 use super::record::RunStore;
+use crate::context::RunContext;
 use crate::delivery::{settle, DeliveryFacts};
 use crate::sandbox::InvocationLease;
 
@@ -58,11 +59,21 @@ impl RunScope {
         config: &RunConfig,
     ) -> Result<RunScope, AgentRunError> {
         let turn = Arc::clone(&core.invocation.turn).lock_owned().await;
-        core.take_presented();
-        let run_id = match core.run.run_id.as_deref() {
-            Some(id) => RunId::new(id).map_err(AgentRunError::Start)?,
-            None => RunId::generate(),
+        let (run_id, context) = match core.run.run_id.as_deref() {
+            Some(id) => (
+                RunId::new(id).map_err(AgentRunError::Start)?,
+                Arc::clone(&core.run),
+            ),
+            None => {
+                let id = RunId::generate();
+                let context = RunContext {
+                    run_id: Some(id.to_string()),
+                    ..(*core.run).clone()
+                };
+                (id, Arc::new(context))
+            }
         };
+        core.begin_invocation(context);
         let thread = config.thread_name().and_then(|t| ThreadId::new(t).ok());
         let store = match (saver, thread) {
             (Some(saver), Some(thread)) => RunStore::start(Arc::clone(saver), thread, &run_id)
@@ -167,6 +178,7 @@ impl PendingRun {
         } = self;
         lease.end().await;
         let (mut status, mut reason, stop_reason) = status_of(&ended);
+        let stop_reason = stop_reason.or(core.end_invocation());
         let completed = status == RunStatus::Success;
         let presented = core.take_presented();
         let mut facts = DeliveryFacts::default();

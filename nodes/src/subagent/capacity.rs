@@ -210,6 +210,7 @@ impl ModelLayer for DelegationLimit {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move {
             let prior = prior_delegations(&call.state, call.run.run_id.as_deref());
+            let stop = call.stop.clone();
             let mut response = next.run(call).await?;
             let calls = std::mem::take(&mut response.message.tool_calls);
             let had_calls = !calls.is_empty();
@@ -221,6 +222,7 @@ impl ModelLayer for DelegationLimit {
                 }
                 response.message.content.push_str(LIMIT_NOTICE);
                 *self.stop.lock().unpoisoned() = Some(RunStopReason::SubagentLimitCapped);
+                stop.stamp(RunStopReason::SubagentLimitCapped.as_str());
             }
             if had_calls && response.message.tool_calls.is_empty() {
                 response.message.finish_reason = Some(FinishReason::Stop);

@@ -158,11 +158,57 @@ async fn reaching_the_total_limit_appends_the_notice_and_stops_with_subagent_lim
         limit.stop_reason(),
         Some(RunStopReason::SubagentLimitCapped)
     );
+    // The run's settlement carries the guard's stamp as its stop reason.
     assert_eq!(
-        RunStopReason::SubagentLimitCapped.as_str(),
-        "subagent_limit_capped"
+        out.settlement.stop_reason.as_deref(),
+        Some("subagent_limit_capped")
     );
     assert_eq!(out.state.delegations.len(), 1);
+    parent.verify()?;
+    child.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_a_run_id_the_limit_counts_only_this_runs_delegations() -> R {
+    let child = ScriptedModel::new("child", [AiMessage::text("a"), AiMessage::text("b")]);
+    let subagents =
+        Subagents::new(Arc::new(child.clone())).register(SubagentSpec::new("worker", "d", "p"));
+    let parent = ScriptedModel::new(
+        "lead",
+        [
+            AiMessage::calls([task_call("c1", "worker", "x")]),
+            AiMessage::text("first run done"),
+            AiMessage::calls([task_call("c2", "worker", "y")]),
+            AiMessage::text("second run done"),
+        ],
+    );
+    let saver = Arc::new(stategraph::checkpoints::MemorySaver::new());
+    let agent = lead(parent.clone(), subagents)
+        .0
+        .model_layer(DelegationLimit::new(3, 1))
+        .assemble(RunContext::new("t", "ana"))
+        .await?
+        .with_checkpointer(saver);
+    let first = agent.ask("go").await?;
+    // The second run of the thread gets its own generated run id, which its tools and the
+    // ledger see: the first run's delegation does not use up the second run's total.
+    let second = agent.ask("again").await?;
+    assert_ne!(first.settlement.run_id, second.settlement.run_id);
+    assert_eq!(second.settlement.stop_reason, None);
+    let runs: Vec<_> = second
+        .state
+        .delegations
+        .iter()
+        .map(|d| d.run_id.clone())
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            Some(first.settlement.run_id.to_string()),
+            Some(second.settlement.run_id.to_string())
+        ]
+    );
     parent.verify()?;
     child.verify()?;
     Ok(())

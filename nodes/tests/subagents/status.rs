@@ -154,7 +154,10 @@ async fn a_cancelled_parent_cancels_its_children() -> R {
     };
     let (result, ()) = tokio::join!(run, cancel);
     assert!(
-        matches!(result, Err(stategraph::RunError::Cancelled { .. })),
+        matches!(
+            result.as_ref().err().and_then(|e| e.run_error()),
+            Some(stategraph::RunError::Cancelled { .. })
+        ),
         "{result:?}"
     );
     tokio::time::timeout(Duration::from_secs(5), async {
