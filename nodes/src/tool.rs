@@ -16,6 +16,7 @@ use crate::sandbox::{
     OpenSandbox, SandboxAccess, SandboxAccessError, SandboxOptions, SandboxProvider, SandboxRuntime,
 };
 use crate::state::ThreadState;
+use crate::trace::CapabilityTrace;
 use crate::BoxError;
 
 /// Where a tool comes from. Catalog assembly takes sources in this order (config-loaded first)
@@ -285,6 +286,8 @@ pub struct ToolContext {
     pub node: Option<NodeContext>,
     /// This call's access to the agent's sandbox (`None`: the agent has none).
     pub(crate) sandbox: Option<Arc<SandboxAccess>>,
+    /// The calling agent's capability trace (`None` outside an agent).
+    pub(crate) trace: Option<CapabilityTrace>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -304,6 +307,7 @@ impl ToolContext {
             run: Arc::new(run),
             node: None,
             sandbox: None,
+            trace: None,
         }
     }
 
@@ -318,6 +322,12 @@ impl ToolContext {
         let runtime = Arc::new(SandboxRuntime::new(provider, options));
         self.sandbox = Some(Arc::new(SandboxAccess::new(runtime)));
         self
+    }
+
+    /// The calling agent's capability trace (a delegating tool records its child's entries
+    /// there, under its call).
+    pub fn trace(&self) -> Option<&CapabilityTrace> {
+        self.trace.as_ref()
     }
 
     /// This call's sandbox access, if the agent has a sandbox.

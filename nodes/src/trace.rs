@@ -90,6 +90,9 @@ pub struct TraceEntry {
     /// The presented virtual path for `Delivered` entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// For an entry of a delegated child: the lead's `task` call it ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_call: Option<String>,
 }
 
 impl Verdict {
@@ -120,6 +123,7 @@ impl TraceEntry {
             model_call: None,
             call_id: None,
             path: None,
+            parent_call: None,
         }
     }
 
@@ -141,6 +145,17 @@ impl TraceEntry {
         self
     }
 
+    /// An entry of a child delegated by the lead's call `id`.
+    pub fn under_call(mut self, id: impl Into<String>) -> Self {
+        self.parent_call = Some(id.into());
+        self
+    }
+
+    /// Whether the entry is the agent's own (not a delegated child's).
+    pub fn is_own(&self) -> bool {
+        self.parent_call.is_none()
+    }
+
     /// Whether the tool passed.
     pub fn passed(&self) -> bool {
         self.verdict == Verdict::Passed
@@ -149,6 +164,9 @@ impl TraceEntry {
 
 impl fmt::Display for TraceEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(parent) = &self.parent_call {
+            write!(f, "  [{parent}] ")?;
+        }
         write!(f, "{:<10} {:<22}", self.stage.to_string(), self.tool)?;
         match &self.verdict {
             Verdict::Passed => write!(f, " passed")?,
@@ -254,13 +272,25 @@ impl CapabilityTrace {
             .collect()
     }
 
-    /// Whether `tool` passed `stage` at least once.
+    /// Whether `tool` passed `stage` at least once in this agent (a delegated child's entries,
+    /// recorded under a call, are not this agent's).
     pub fn reached(&self, tool: &str, stage: Stage) -> bool {
         self.entries
             .lock()
             .unpoisoned()
             .iter()
-            .any(|e| e.tool == tool && e.stage == stage && e.passed())
+            .any(|e| e.is_own() && e.tool == tool && e.stage == stage && e.passed())
+    }
+
+    /// The entries of the child delegated by this agent's call `call_id`, in order.
+    pub fn under(&self, call_id: &str) -> Vec<TraceEntry> {
+        self.entries
+            .lock()
+            .unpoisoned()
+            .iter()
+            .filter(|e| e.parent_call.as_deref() == Some(call_id))
+            .cloned()
+            .collect()
     }
 
     /// Why `tool` did not reach `stage`: `None` if it did (at least once); otherwise the entry
@@ -273,7 +303,8 @@ impl CapabilityTrace {
         let entries = self.entries.lock().unpoisoned();
         let mut best: Option<&TraceEntry> = None;
         for e in entries.iter() {
-            if e.tool == tool
+            if e.is_own()
+                && e.tool == tool
                 && e.stage <= stage
                 && !e.passed()
                 && best.is_none_or(|b| e.stage >= b.stage)
@@ -290,7 +321,9 @@ impl CapabilityTrace {
             .lock()
             .unpoisoned()
             .iter()
-            .filter(|e| e.stage == Stage::Visible && e.model_call == Some(n) && e.passed())
+            .filter(|e| {
+                e.is_own() && e.stage == Stage::Visible && e.model_call == Some(n) && e.passed()
+            })
             .map(|e| e.tool.clone())
             .collect()
     }

@@ -131,6 +131,7 @@ impl AgentCore {
                     .sandbox
                     .as_ref()
                     .map(|rt| Arc::new(SandboxAccess::new(Arc::clone(rt)))),
+                trace: Some(self.trace.clone()),
             },
             self.trace.clone(),
         );

@@ -12,6 +12,7 @@ use crate::message::Message;
 use crate::state::ThreadState;
 use crate::subagent::{ledger, DelegationReport};
 use crate::tool::ToolContext;
+use crate::trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
 
 mod multi_task;
 mod task;
@@ -40,6 +41,28 @@ impl DelegationLog {
     }
 }
 
+/// Records a delegation in the lead's trace under its call `call_id`: each tool the child's
+/// pool left out (removed at Available, with the rule), then the child's own entries.
+fn record_child(trace: &CapabilityTrace, report: &DelegationReport, call_id: &str) {
+    let excluded = report.pool.iter().flat_map(|pool| &pool.excluded);
+    for excluded in excluded {
+        trace.record(
+            TraceEntry::new(
+                &excluded.name,
+                Stage::Available,
+                Verdict::removed(POOL_RESOLUTION, excluded.reason.to_string()),
+            )
+            .under_call(call_id),
+        );
+    }
+    for entry in &report.trace {
+        trace.record(entry.clone().under_call(call_id));
+    }
+}
+
+/// Who removes a tool from a child's pool, as the trace names it.
+pub const POOL_RESOLUTION: &str = "subagent_pool";
+
 /// The command a delegation tool returns: one tool message per report (answering `call_id`
 /// of `tool`) and one ledger entry per report.
 fn delegation_command(
@@ -48,6 +71,11 @@ fn delegation_command(
     tool: &str,
     cx: &ToolContext,
 ) -> Command<ThreadState> {
+    if let Some(trace) = cx.trace() {
+        for report in reports {
+            record_child(trace, report, call_id);
+        }
+    }
     let run_id = cx.run.run_id.clone();
     let messages: Vec<Message> = reports
         .iter()

@@ -6,3 +6,4 @@ mod capacity;
 mod isolation;
 mod status;
 mod support;
+mod trace;
