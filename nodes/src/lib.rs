@@ -11,6 +11,7 @@
 //!   Returned (and Delivered).
 //! - [`sandbox`], [`sandbox_tools`]: a thread's files behind virtual paths, the agent's
 //!   sandbox lifecycle, and the file tools, `bash` and `present_files`.
+//! - [`secret`]: secrets a skill needs, given to the tools that declare them.
 //! - `mcp` (feature `mcp`): MCP servers over stdio as a tool source.
 //!
 //! ```
@@ -52,6 +53,7 @@ pub mod openai;
 pub mod sandbox;
 pub mod sandbox_tools;
 pub mod scripted;
+pub mod secret;
 pub mod skill;
 pub mod state;
 pub mod tool;

@@ -107,6 +107,7 @@ impl AgentCore {
                     .sandbox
                     .as_ref()
                     .map(|rt| Arc::new(SandboxAccess::new(Arc::clone(rt)))),
+                secrets: None,
             },
             self.trace.clone(),
         );
