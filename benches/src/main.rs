@@ -9,7 +9,8 @@
 //! cargo run --release -p stategraph-bench -- --only chain,fanout,wide --checkpointer none
 //! ```
 //!
-//! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `agent_runtime` (ours only), `--checkpointer
+//! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `agent_runtime` and
+//! `settlement` (ours only), `--checkpointer
 //! none|memory|sqlite` (a comma list is accepted: `none,memory`), `--steps 1000`,
 //! `--fanout-k 1000`, `--agent-turns 200`, `--wide-fields 100`, `--wide-steps 100`,
 //! `--repeats 3`, `--durabilities async,sync,exit` (checkpointer runs; default `async,sync`
@@ -42,6 +43,7 @@ mod agent;
 mod agent_runtime;
 mod floor;
 mod report;
+mod settlement;
 mod sqlite_db;
 mod wide_state;
 
@@ -63,7 +65,15 @@ use sqlite_db::SqliteDb;
 use wide_state::{WideState, WideVal, WIDE_MAX_FIELDS};
 
 const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 6] = ["chain", "fanout", "agent", "wide", "floor", "agent_runtime"];
+const WORKLOADS: [&str; 7] = [
+    "chain",
+    "fanout",
+    "agent",
+    "wide",
+    "floor",
+    "agent_runtime",
+    "settlement",
+];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
 pub(crate) fn pad(n: usize) -> String {
@@ -151,7 +161,7 @@ impl Args {
     }
 }
 
-const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime] \
+const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,settlement] \
 [--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
@@ -293,7 +303,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
     for w in &args.only {
         if !WORKLOADS.contains(&w.as_str()) {
             return Err(Usage(
-                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor, agent_runtime)"),
+                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor, agent_runtime, settlement)"),
                 2,
             ));
         }
@@ -1018,6 +1028,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "wide" => run_wide(&args).await?,
             "agent" => agent::run_agent(&args).await?,
             "agent_runtime" => agent_runtime::run_agent_runtime(&args).await?,
+            "settlement" => settlement::run_settlement(&args)?,
             "floor" => {
                 let row = floor_row();
                 floor::run_floor(
