@@ -9,7 +9,8 @@
 //! cargo run --release -p stategraph-bench -- --only chain,fanout,wide --checkpointer none
 //! ```
 //!
-//! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `agent_runtime` and `subagent` (ours only), `--checkpointer
+//! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `agent_runtime`,
+//! `subagent` and `settlement` (ours only), `--checkpointer
 //! none|memory|sqlite` (a comma list is accepted: `none,memory`), `--steps 1000`,
 //! `--fanout-k 1000`, `--agent-turns 200`, `--wide-fields 100`, `--wide-steps 100`,
 //! `--repeats 3`, `--durabilities async,sync,exit` (checkpointer runs; default `async,sync`
@@ -42,6 +43,7 @@ mod agent;
 mod agent_runtime;
 mod floor;
 mod report;
+mod settlement;
 mod sqlite_db;
 mod subagent;
 mod wide_state;
@@ -64,7 +66,7 @@ use sqlite_db::SqliteDb;
 use wide_state::{WideState, WideVal, WIDE_MAX_FIELDS};
 
 const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 7] = [
+const WORKLOADS: [&str; 8] = [
     "chain",
     "fanout",
     "agent",
@@ -72,6 +74,7 @@ const WORKLOADS: [&str; 7] = [
     "floor",
     "agent_runtime",
     "subagent",
+    "settlement",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -160,7 +163,7 @@ impl Args {
     }
 }
 
-const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent] \
+const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement] \
 [--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
@@ -302,7 +305,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
     for w in &args.only {
         if !WORKLOADS.contains(&w.as_str()) {
             return Err(Usage(
-                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor, agent_runtime, subagent)"),
+                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor, agent_runtime, subagent, settlement)"),
                 2,
             ));
         }
@@ -1028,6 +1031,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "agent" => agent::run_agent(&args).await?,
             "agent_runtime" => agent_runtime::run_agent_runtime(&args).await?,
             "subagent" => subagent::run_subagent(&args).await?,
+            "settlement" => settlement::run_settlement(&args)?,
             "floor" => {
                 let row = floor_row();
                 floor::run_floor(

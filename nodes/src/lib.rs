@@ -13,6 +13,7 @@
 //!   sandbox lifecycle, and the file tools, `bash` and `present_files`.
 //! - [`subagent`], [`subagent_tools`]: delegation to ephemeral subagents (`task`,
 //!   `multi_task`) with explicit, isolated capabilities.
+//! - [`secret`]: secrets a skill needs, given to the tools that declare them.
 //! - `mcp` (feature `mcp`): MCP servers over stdio as a tool source.
 //!
 //! ```
@@ -54,6 +55,7 @@ pub mod openai;
 pub mod sandbox;
 pub mod sandbox_tools;
 pub mod scripted;
+pub mod secret;
 pub mod skill;
 pub mod state;
 pub mod subagent;

@@ -15,6 +15,7 @@ use crate::model::ToolSchema;
 use crate::sandbox::{
     OpenSandbox, SandboxAccess, SandboxAccessError, SandboxOptions, SandboxProvider, SandboxRuntime,
 };
+use crate::secret::{SecretAccess, SecretEnv, SecretGrant};
 use crate::state::ThreadState;
 use crate::trace::CapabilityTrace;
 use crate::BoxError;
@@ -73,6 +74,10 @@ pub struct ToolSpec {
     /// Whether it goes into the deferred catalog (found through `tool_search` instead of being
     /// shown up front). MCP tools are deferrable by default.
     pub deferrable: bool,
+    /// The secrets the tool may receive in its environment (its manifest; see
+    /// [`crate::secret`]): a secret it does not name here never reaches it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 impl ToolSpec {
@@ -90,6 +95,7 @@ impl ToolSpec {
             source,
             group: None,
             deferrable: source == ToolSource::Mcp,
+            secrets: Vec::new(),
         }
     }
 
@@ -120,6 +126,12 @@ impl ToolSpec {
     /// Set whether the tool is deferred.
     pub fn deferrable(mut self, yes: bool) -> Self {
         self.deferrable = yes;
+        self
+    }
+
+    /// Declare the secrets the tool may receive ([`ToolSpec::secrets`]).
+    pub fn secrets(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.secrets = names.into_iter().map(Into::into).collect();
         self
     }
 
@@ -288,6 +300,9 @@ pub struct ToolContext {
     pub(crate) sandbox: Option<Arc<SandboxAccess>>,
     /// The calling agent's capability trace (`None` outside an agent).
     pub(crate) trace: Option<CapabilityTrace>,
+    /// This call's access to secrets (`None`: the tool declares none or the agent has no
+    /// secret store).
+    pub(crate) secrets: Option<SecretAccess>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -308,6 +323,7 @@ impl ToolContext {
             node: None,
             sandbox: None,
             trace: None,
+            secrets: None,
         }
     }
 
@@ -328,6 +344,25 @@ impl ToolContext {
     /// there, under its call).
     pub fn trace(&self) -> Option<&CapabilityTrace> {
         self.trace.as_ref()
+    }
+
+    /// The same context giving the tool `tool` describes the secrets `grant` allows (for unit
+    /// tests of tools; an agent built with
+    /// [`AgentBuilder::secrets`](crate::AgentBuilder::secrets) gives every call of a tool
+    /// declaring secrets its access).
+    pub fn with_secrets(mut self, grant: Arc<SecretGrant>, tool: &ToolSpec) -> Self {
+        self.secrets = Some(SecretAccess::new(grant, tool));
+        self
+    }
+
+    /// The secrets this call receives, read now from the live skill and secret stores (empty
+    /// when the tool declares none or the agent has no secret store). Read it when the value
+    /// is needed, not earlier: a secret revoked before that moment is not in it.
+    pub fn secret_env(&self) -> SecretEnv {
+        match &self.secrets {
+            Some(access) => access.env(&self.state, &self.run),
+            None => SecretEnv::default(),
+        }
     }
 
     /// This call's sandbox access, if the agent has a sandbox.

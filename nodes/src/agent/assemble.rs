@@ -13,6 +13,7 @@ use crate::deferred::{DeferredSetup, TOOL_SEARCH};
 use crate::guardrail::{AuthorizationGuardrail, Guardrail};
 use crate::middleware::{ModelLayer, PolicyLayer, ToolErrorHandling, ToolLayer, ToolPolicy};
 use crate::sandbox::SandboxUpdate;
+use crate::secret::{SecretGrant, SecretInjection, SecretStore};
 use crate::skill::{SkillStore, SkillToolPolicy};
 use crate::tool::{Tool, ToolSource, ToolSpec};
 use crate::trace::{CapabilityTrace, Stage};
@@ -42,6 +43,7 @@ impl AgentBuilder {
             guardrails,
             skills,
             available_skills,
+            secrets,
             defer,
             model_layers,
             tool_layers,
@@ -65,14 +67,9 @@ impl AgentBuilder {
         if let Some(setup) = &deferred {
             tools.push(tool_search(setup, &trace));
         }
-        let specs: SpecMap = Arc::new(
-            tools
-                .iter()
-                .map(|t| (t.spec().name.clone(), t.spec().clone()))
-                .collect(),
-        );
+        let specs = spec_map(&tools);
         let skill_policy = skills.map(|store| skill_policy(store, available_skills, &tools));
-        let policies = policy_order(skill_policy, deferred.as_ref(), policies);
+        let policies = policy_order(skill_policy.as_ref(), deferred.as_ref(), policies);
         let model_layers = model_chain(&policies, &specs, model_layers);
         let tool_layers = tool_chain(
             sandbox.is_some(),
@@ -82,6 +79,7 @@ impl AgentBuilder {
             guardrails,
             policy_layers(&policies, &specs),
             tool_layers,
+            secret_layer(skill_policy.as_ref(), secrets, &specs),
         );
         let system = system_prompt_with(system_prompt, deferred.as_ref());
         let core = Arc::new(AgentCore {
@@ -111,6 +109,16 @@ impl AgentBuilder {
             max_turns,
         })
     }
+}
+
+/// The specs of the agent's tools, by name.
+fn spec_map(tools: &[Arc<dyn Tool>]) -> SpecMap {
+    Arc::new(
+        tools
+            .iter()
+            .map(|t| (t.spec().name.clone(), t.spec().clone()))
+            .collect(),
+    )
 }
 
 /// Available: the catalog from every source (first name wins), with what the admission rules
@@ -208,24 +216,35 @@ fn skill_policy(
     store: Arc<dyn SkillStore>,
     available_skills: Option<Vec<String>>,
     tools: &[Arc<dyn Tool>],
-) -> Arc<dyn ToolPolicy> {
+) -> SkillToolPolicy {
     let trusted = tools
         .iter()
         .map(|t| t.spec())
         .filter(|s| s.source == ToolSource::BuiltIn)
         .map(|s| s.name.clone());
-    Arc::new(SkillToolPolicy::new(store, available_skills).trusted_framework_tools(trusted))
+    SkillToolPolicy::new(store, available_skills).trusted_framework_tools(trusted)
+}
+
+/// The layer giving calls of tools that declare secrets their access, over the skill
+/// policy's resolution of active skills and the application's store (`None` without both).
+fn secret_layer(
+    skills: Option<&SkillToolPolicy>,
+    store: Option<Arc<dyn SecretStore>>,
+    specs: &SpecMap,
+) -> Option<Arc<dyn ToolLayer>> {
+    let grant = SecretGrant::new(skills?.clone(), store?);
+    Some(Arc::new(SecretInjection::new(grant, Arc::clone(specs))))
 }
 
 /// The policies in the order they apply: the skill policy, the deferred filter, then the
 /// user's.
 fn policy_order(
-    skill_policy: Option<Arc<dyn ToolPolicy>>,
+    skill_policy: Option<&SkillToolPolicy>,
     deferred: Option<&DeferredSetup>,
     user: Vec<Arc<dyn ToolPolicy>>,
 ) -> Vec<Arc<dyn ToolPolicy>> {
     let mut policies: Vec<Arc<dyn ToolPolicy>> = Vec::new();
-    policies.extend(skill_policy);
+    policies.extend(skill_policy.map(|p| Arc::new(p.clone()) as Arc<dyn ToolPolicy>));
     if let Some(setup) = deferred {
         policies.push(Arc::new(setup.filter()));
     }
@@ -266,13 +285,15 @@ fn authorization_guardrail(authz: &Authorization, has_tool_search: bool) -> Arc<
 
 /// The tool chain: the sandbox update (outermost, when the agent has a sandbox), the
 /// authorization re-check, the guardrails, error handling, the policies, the user's layers,
-/// then the handler.
+/// the secret injection (innermost, when the agent has skills and a secret store), then the
+/// handler.
 fn tool_chain(
     sandbox: bool,
     authorization: Option<Arc<dyn ToolLayer>>,
     guardrails: Vec<Guardrail>,
     policies: Vec<Arc<dyn ToolLayer>>,
     user: Vec<Arc<dyn ToolLayer>>,
+    secrets: Option<Arc<dyn ToolLayer>>,
 ) -> Vec<Arc<dyn ToolLayer>> {
     let mut layers: Vec<Arc<dyn ToolLayer>> = Vec::new();
     if sandbox {
@@ -287,6 +308,7 @@ fn tool_chain(
     layers.push(Arc::new(ToolErrorHandling));
     layers.extend(policies);
     layers.extend(user);
+    layers.extend(secrets);
     layers
 }
 

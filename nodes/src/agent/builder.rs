@@ -9,6 +9,7 @@ use crate::guardrail::Guardrail;
 use crate::middleware::{ModelLayer, Observer, ToolLayer, ToolPolicy};
 use crate::model::ChatModel;
 use crate::sandbox::{SandboxOptions, SandboxProvider, SandboxRuntime};
+use crate::secret::SecretStore;
 use crate::skill::SkillStore;
 use crate::tool::Tool;
 
@@ -22,6 +23,7 @@ pub struct AgentBuilder {
     pub(super) guardrails: Vec<Guardrail>,
     pub(super) skills: Option<Arc<dyn SkillStore>>,
     pub(super) available_skills: Option<Vec<String>>,
+    pub(super) secrets: Option<Arc<dyn SecretStore>>,
     pub(super) defer: bool,
     pub(super) model_layers: Vec<Arc<dyn ModelLayer>>,
     pub(super) tool_layers: Vec<Arc<dyn ToolLayer>>,
@@ -63,6 +65,7 @@ impl AgentBuilder {
             guardrails: Vec::new(),
             skills: None,
             available_skills: None,
+            secrets: None,
             defer: true,
             model_layers: Vec::new(),
             tool_layers: Vec::new(),
@@ -127,6 +130,16 @@ impl AgentBuilder {
     /// Restrict which skills this agent may activate (by name).
     pub fn available_skills(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.available_skills = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Supply secret values from `store`. A tool receives secret `NAME` in its environment
+    /// only while a skill declaring `NAME` is enabled, available to this agent and active,
+    /// `store` supplies it and the tool's spec declares it; both stores are read again on
+    /// every call (see [`crate::secret`]). Without [`AgentBuilder::skills`] no secret is
+    /// ever given.
+    pub fn secrets(mut self, store: impl SecretStore) -> Self {
+        self.secrets = Some(Arc::new(store));
         self
     }
 

@@ -132,6 +132,7 @@ impl AgentCore {
                     .as_ref()
                     .map(|rt| Arc::new(SandboxAccess::new(Arc::clone(rt)))),
                 trace: Some(self.trace.clone()),
+                secrets: None,
             },
             self.trace.clone(),
         );

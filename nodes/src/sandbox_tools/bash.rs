@@ -3,7 +3,8 @@
 //! This is a host shell. It is not confined by the virtual paths: the command runs as the
 //! agent's process user and can read and write anything that user can. Its only limits are a
 //! working directory (the thread's workspace), a cleared environment (no variable of the
-//! agent's process reaches it), a timeout and an output cap. It is a config tool of group
+//! agent's process reaches it; only the secrets it declares and is granted, see
+//! [`bash_with_secrets`]), a timeout and an output cap. It is a config tool of group
 //! `bash`, so an agent admits it only with
 //! [`AgentBuilder::allow_host_bash`](crate::AgentBuilder::allow_host_bash)`(true)`.
 
@@ -14,6 +15,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::secret::SecretEnv;
 use crate::tool::{FnTool, ToolContext, ToolSource, ToolSpec};
 use crate::BoxError;
 
@@ -45,35 +47,72 @@ pub enum BashError {
     Io(#[from] std::io::Error),
 }
 
-/// The `bash` tool (group `bash`; see the module docs: a host shell).
+/// The `bash` tool (group `bash`; see the module docs: a host shell), with an empty
+/// environment.
 pub fn bash() -> FnTool {
-    let spec = ToolSpec::new(
-        "bash",
+    bash_tool(spec(
         "Run a shell command ON THE HOST in the thread's workspace directory \
          (/mnt/user-data/workspace). Not confined to the virtual paths; the environment is \
          empty; output is capped and the command times out.",
-        ToolSource::Config,
+    ))
+}
+
+/// The `bash` tool declaring the secrets `names`: its environment holds those of them the
+/// call is granted at the moment it starts (see [`crate::secret::SecretGrant`]) and nothing
+/// else. Any granted value the command prints is replaced by `[secret NAME]` in what the tool
+/// returns, so it does not reach the state, the checkpoint or the trace.
+///
+/// ```
+/// use stategraph_nodes::sandbox_tools::bash_with_secrets;
+/// use stategraph_nodes::Tool;
+///
+/// let tool = bash_with_secrets(["SALES_API_TOKEN"]);
+/// assert_eq!(tool.spec().secrets, vec!["SALES_API_TOKEN".to_string()]);
+/// ```
+pub fn bash_with_secrets(names: impl IntoIterator<Item = impl Into<String>>) -> FnTool {
+    bash_tool(
+        spec(
+            "Run a shell command ON THE HOST in the thread's workspace directory \
+             (/mnt/user-data/workspace). Not confined to the virtual paths; the environment \
+             holds only the secrets the active skills grant; output is capped and the command \
+             times out.",
+        )
+        .secrets(names),
     )
-    .group("bash")
-    .read_only(false);
+}
+
+fn spec(description: &str) -> ToolSpec {
+    ToolSpec::new("bash", description, ToolSource::Config)
+        .group("bash")
+        .read_only(false)
+}
+
+fn bash_tool(spec: ToolSpec) -> FnTool {
     FnTool::typed(spec, |args: BashArgs, cx: ToolContext| async move {
         let open = cx.sandbox().await?;
         let timeout = args
             .timeout_secs
             .unwrap_or(BASH_TIMEOUT_SECS)
             .clamp(1, BASH_TIMEOUT_SECS);
-        let text = run(&args.command, &open.sandbox.dirs.workspace, timeout).await?;
-        Ok::<_, BoxError>(open.fs.mounts().mask_host_paths(&text))
+        let env = cx.secret_env();
+        let text = run(&args.command, &open.sandbox.dirs.workspace, &env, timeout).await?;
+        Ok::<_, BoxError>(open.fs.mounts().mask_host_paths(&env.redact(&text)))
     })
 }
 
-/// Runs `command` in `dir` with an empty environment, killed after `timeout` seconds.
-async fn run(command: &str, dir: &std::path::Path, timeout: u64) -> Result<String, BashError> {
+/// Runs `command` in `dir` with an environment of `env` only, killed after `timeout` seconds.
+async fn run(
+    command: &str,
+    dir: &std::path::Path,
+    env: &SecretEnv,
+    timeout: u64,
+) -> Result<String, BashError> {
     let mut child = tokio::process::Command::new("/bin/sh")
         .arg("-c")
         .arg(command)
         .current_dir(dir)
         .env_clear()
+        .envs(env.iter().map(|(name, value)| (name, value.expose())))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -24,7 +24,7 @@ use crate::sandbox::{FsError, SandboxFs};
 use crate::tool::{FnTool, Tool, ToolContext, ToolSource, ToolSpec};
 use crate::BoxError;
 
-pub use bash::{bash, BashArgs, BashError, BASH_OUTPUT_CAP, BASH_TIMEOUT_SECS};
+pub use bash::{bash, bash_with_secrets, BashArgs, BashError, BASH_OUTPUT_CAP, BASH_TIMEOUT_SECS};
 pub use files::{
     ls, read_file, str_replace, write_file, LsArgs, ReadFileArgs, StrReplaceArgs, WriteFileArgs,
 };

@@ -1,5 +1,5 @@
-//! Frontmatter: reading a SKILL.md's YAML header (`name`, `description`, `allowed-tools`)
-//! into a [`Skill`], with a typed error naming the file when it cannot be read.
+//! Frontmatter: reading a SKILL.md's YAML header (`name`, `description`, `allowed-tools`,
+//! `secrets`) into a [`Skill`], with a typed error naming the file when it cannot be read.
 
 use std::borrow::Cow;
 
@@ -43,6 +43,17 @@ pub enum SkillParseErrorKind {
         /// The item as written.
         item: String,
     },
+    /// `secrets` is not a list.
+    #[error("`secrets` must be a list of secret names, found {0:?}")]
+    SecretsNotAList(String),
+    /// A `secrets` item is not an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
+    #[error("`secrets` item {index} is not a secret name (letters, digits, `_`): {item:?}")]
+    BadSecret {
+        /// The item's position (0-based).
+        index: usize,
+        /// The item as written.
+        item: String,
+    },
 }
 
 /// A SKILL.md that could not be parsed: which file, and what was wrong.
@@ -55,8 +66,9 @@ pub struct SkillParseError {
     pub kind: SkillParseErrorKind,
 }
 
-/// Parse a SKILL.md: YAML frontmatter between `---` lines with `name`, `description` and an
-/// optional `allowed-tools` list, either `[a, b]` or one `- a` line per item. Other keys are
+/// Parse a SKILL.md: YAML frontmatter between `---` lines with `name`, `description`, an
+/// optional `allowed-tools` list and an optional `secrets` list (the names of the secrets the
+/// skill needs; see [`crate::secret`]), each either `[a, b]` or one `- a` line per item. Other keys are
 /// ignored (whatever their values); comments and blank lines are skipped. The parsed skill is
 /// enabled.
 ///
@@ -64,7 +76,8 @@ pub struct SkillParseError {
 /// item that is not a non-empty string (an unquoted number, bool — `yes`/`no`/`on`/`off`
 /// included — or null, a nested list or map) is an error, so the skill is missing from the
 /// registry and any policy naming it fails closed. `name` and `description` are read as
-/// written (`name: 007` is the string `007`).
+/// written (`name: 007` is the string `007`). `secrets` is read by the same rules, and each
+/// name must also be an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
 ///
 /// ```
 /// use stategraph_nodes::skill::parse_skill_md;
@@ -73,6 +86,9 @@ pub struct SkillParseError {
 /// let skill = parse_skill_md("/mnt/skills/public/calc/SKILL.md", text)?;
 /// assert_eq!(skill.allowed_tools, Some(vec!["calc".to_string(), "read_file".to_string()]));
 /// assert!(parse_skill_md("p", "---\nname: x\ndescription: y\nallowed-tools: calc\n---\n").is_err());
+/// let sales = parse_skill_md("p", "---\nname: s\ndescription: d\nsecrets: [SALES_API_TOKEN]\n---\n")?;
+/// assert_eq!(sales.secrets, vec!["SALES_API_TOKEN".to_string()]);
+/// assert!(parse_skill_md("p", "---\nname: s\ndescription: d\nsecrets: [\"A-B\"]\n---\n").is_err());
 /// # Ok::<(), stategraph_nodes::skill::SkillParseError>(())
 /// ```
 ///
@@ -88,6 +104,7 @@ pub fn parse_skill_md(path: &str, text: &str) -> Result<Skill, SkillParseError> 
         path: path.to_owned(),
         description: header.description,
         allowed_tools: header.allowed_tools,
+        secrets: header.secrets,
         enabled: true,
     })
 }
@@ -97,6 +114,7 @@ struct Header {
     name: String,
     description: String,
     allowed_tools: Option<Vec<String>>,
+    secrets: Vec<String>,
 }
 
 fn read_header(text: &str) -> Result<Header, SkillParseErrorKind> {
@@ -118,10 +136,16 @@ fn read_header(text: &str) -> Result<Header, SkillParseErrorKind> {
         .get("allowed-tools")
         .map(|value| allowed_tools(value, yaml))
         .transpose()?;
+    let secrets = entries
+        .get("secrets")
+        .map(|value| secrets(value, yaml))
+        .transpose()?
+        .unwrap_or_default();
     Ok(Header {
         name,
         description,
         allowed_tools,
+        secrets,
     })
 }
 
@@ -338,17 +362,53 @@ fn string(value: &Value<'_>, key: &'static str) -> Result<String, SkillParseErro
     }
 }
 
+/// Why a list of names was refused.
+enum ListError {
+    /// The value is not a list (as written).
+    NotAList(String),
+    /// An item is not a non-empty string (its position, as written).
+    BadItem(usize, String),
+}
+
 /// The `allowed-tools` list: every item a non-empty string.
 fn allowed_tools(value: &Value<'_>, source: &str) -> Result<Vec<String>, SkillParseErrorKind> {
+    names(value, source).map_err(|e| match e {
+        ListError::NotAList(found) => SkillParseErrorKind::AllowedToolsNotAList(found),
+        ListError::BadItem(index, item) => SkillParseErrorKind::BadAllowedTool { index, item },
+    })
+}
+
+/// The `secrets` list: every item an environment variable name.
+fn secrets(value: &Value<'_>, source: &str) -> Result<Vec<String>, SkillParseErrorKind> {
+    let names = names(value, source).map_err(|e| match e {
+        ListError::NotAList(found) => SkillParseErrorKind::SecretsNotAList(found),
+        ListError::BadItem(index, item) => SkillParseErrorKind::BadSecret { index, item },
+    })?;
+    match names.iter().position(|n| !is_env_name(n)) {
+        Some(index) => Err(SkillParseErrorKind::BadSecret {
+            index,
+            item: names.get(index).cloned().unwrap_or_default(),
+        }),
+        None => Ok(names),
+    }
+}
+
+/// Whether `name` is an environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
+pub(crate) fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A list of names: every item a non-empty string.
+fn names(value: &Value<'_>, source: &str) -> Result<Vec<String>, ListError> {
     let items = match value {
         Value::Sequence(items) => items,
-        Value::Scalar(s) => {
-            return Err(SkillParseErrorKind::AllowedToolsNotAList(
-                s.text.trim().to_owned(),
-            ))
-        }
+        Value::Scalar(s) => return Err(ListError::NotAList(s.text.trim().to_owned())),
         Value::Other(span) => {
-            return Err(SkillParseErrorKind::AllowedToolsNotAList(
+            return Err(ListError::NotAList(
                 source_text(source, span.start, span.end).trim().to_owned(),
             ))
         }
@@ -356,16 +416,13 @@ fn allowed_tools(value: &Value<'_>, source: &str) -> Result<Vec<String>, SkillPa
     items
         .iter()
         .enumerate()
-        .map(|(index, item)| tool_name(index, item, source))
+        .map(|(index, item)| list_name(index, item, source))
         .collect()
 }
 
-/// One `allowed-tools` item, checked.
-fn tool_name(index: usize, item: &Item<'_>, source: &str) -> Result<String, SkillParseErrorKind> {
-    let bad = |item: &str| SkillParseErrorKind::BadAllowedTool {
-        index,
-        item: item.trim().to_owned(),
-    };
+/// One item of a list of names, checked.
+fn list_name(index: usize, item: &Item<'_>, source: &str) -> Result<String, ListError> {
+    let bad = |item: &str| ListError::BadItem(index, item.trim().to_owned());
     let scalar = match item {
         Item::Scalar(s) => s,
         Item::Other(span) => return Err(bad(source_text(source, span.start, span.end))),
@@ -491,6 +548,40 @@ mod tests {
             kind(&md("allowed-tools: {a: b}\n")),
             Some(SkillParseErrorKind::AllowedToolsNotAList("{a: b}".into()))
         );
+        Ok(())
+    }
+
+    #[test]
+    fn secrets_are_a_list_of_environment_variable_names() -> TestResult {
+        let s = parse_skill_md("p", &md("secrets:\n  - SALES_API_TOKEN\n  - _X1\n"))?;
+        assert_eq!(
+            s.secrets,
+            vec!["SALES_API_TOKEN".to_owned(), "_X1".to_owned()]
+        );
+        assert_eq!(parse_skill_md("p", &md(""))?.secrets, Vec::<String>::new());
+        assert_eq!(
+            kind(&md("secrets: SALES_API_TOKEN\n")),
+            Some(SkillParseErrorKind::SecretsNotAList(
+                "SALES_API_TOKEN".into()
+            ))
+        );
+        for (list, index, item) in [
+            ("[A, 3]", 1, "3"),
+            ("[A, ]", 1, ""),
+            ("[\"A-B\"]", 0, "A-B"),
+            ("['1A']", 0, "1A"),
+            ("['A=B']", 0, "A=B"),
+            ("[[A]]", 0, "[A]"),
+        ] {
+            assert_eq!(
+                kind(&md(&format!("secrets: {list}\n"))),
+                Some(SkillParseErrorKind::BadSecret {
+                    index,
+                    item: item.into()
+                }),
+                "{list}"
+            );
+        }
         Ok(())
     }
 

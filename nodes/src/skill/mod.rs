@@ -46,6 +46,10 @@ pub struct Skill {
     pub description: String,
     /// The tools it allows (`None`: it declares nothing, a legacy skill).
     pub allowed_tools: Option<Vec<String>>,
+    /// The secrets it needs (environment variable names). A tool that declares one receives
+    /// it only while this skill is enabled, available to the agent and active
+    /// (see [`crate::secret`]).
+    pub secrets: Vec<String>,
     /// Whether it is enabled.
     pub enabled: bool,
 }

@@ -11,7 +11,7 @@ use super::Skill;
 use crate::deferred::TOOL_SEARCH;
 use crate::middleware::{Denial, ToolPolicy};
 use crate::tool::{ToolOutput, ToolSpec};
-use crate::{RunContext, ThreadState, ToolCall};
+use crate::{BoxError, RunContext, ThreadState, ToolCall};
 
 /// Tools no skill policy removes.
 pub const FRAMEWORK_TOOLS: [&str; 4] = [
@@ -114,16 +114,14 @@ impl SkillToolPolicy {
     /// The policy in force for `state` and `run`: slash skill, else `skill_context` paths in
     /// state order, else passive (the store is then not read).
     pub fn decide(&self, state: &ThreadState, run: &RunContext) -> PolicyDecision {
-        let (source, paths) = match &run.slash_skill {
-            Some(path) => (PolicySource::Slash, vec![path.clone()]),
-            None if !state.skill_context.is_empty() => (
-                PolicySource::SkillContext,
-                state.skill_context.iter().map(|s| s.path.clone()).collect(),
-            ),
-            None => {
+        let paths = self.active_paths(state, run);
+        let source = match (&run.slash_skill, paths.is_empty()) {
+            (Some(_), _) => PolicySource::Slash,
+            (None, false) => PolicySource::SkillContext,
+            (None, true) => {
                 return PolicyDecision {
                     source: PolicySource::Passive,
-                    paths: Vec::new(),
+                    paths,
                     allowed: None,
                 }
             }
@@ -133,6 +131,39 @@ impl SkillToolPolicy {
             source,
             paths,
             allowed,
+        }
+    }
+
+    /// The active skills for `state` and `run` that survive resolution, in order: the paths
+    /// of [`SkillToolPolicy::decide`], each resolved to an enabled skill available to this
+    /// agent, duplicates by name dropped. Passive (no active path): none, and the store is
+    /// not read.
+    ///
+    /// # Errors
+    /// The skill store's error (callers fail closed).
+    pub fn active_skills(
+        &self,
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> Result<Vec<Skill>, BoxError> {
+        let paths = self.active_paths(state, run);
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let skills = self.store.load_all()?;
+        Ok(self
+            .survivors(&paths, &skills)
+            .into_iter()
+            .cloned()
+            .collect())
+    }
+
+    /// The active paths: the slash skill alone, else the `skill_context` paths in state order,
+    /// else none (passive).
+    fn active_paths(&self, state: &ThreadState, run: &RunContext) -> Vec<String> {
+        match &run.slash_skill {
+            Some(path) => vec![path.clone()],
+            None => state.skill_context.iter().map(|s| s.path.clone()).collect(),
         }
     }
 
@@ -146,6 +177,26 @@ impl SkillToolPolicy {
                 return framework_only();
             }
         };
+        let active = self.survivors(paths, &skills);
+        if active.is_empty() {
+            return framework_only();
+        }
+        if active.iter().all(|s| s.allowed_tools.is_none()) {
+            return None;
+        }
+        Some(sorted(
+            active
+                .iter()
+                .filter_map(|s| s.allowed_tools.as_ref())
+                .flatten()
+                .cloned()
+                .chain(self.framework.iter().cloned()),
+        ))
+    }
+
+    /// The skills of `skills` the active `paths` resolve to: unresolvable, disabled,
+    /// unavailable and duplicate-name paths skipped (each with a warning).
+    fn survivors<'s>(&self, paths: &[String], skills: &'s [Skill]) -> Vec<&'s Skill> {
         let mut active: Vec<&Skill> = Vec::new();
         for path in paths {
             let wanted = normalize_skill_path(path);
@@ -172,20 +223,7 @@ impl SkillToolPolicy {
             }
             active.push(skill);
         }
-        if active.is_empty() {
-            return framework_only();
-        }
-        if active.iter().all(|s| s.allowed_tools.is_none()) {
-            return None;
-        }
-        Some(sorted(
-            active
-                .iter()
-                .filter_map(|s| s.allowed_tools.as_ref())
-                .flatten()
-                .cloned()
-                .chain(self.framework.iter().cloned()),
-        ))
+        active
     }
 }
 

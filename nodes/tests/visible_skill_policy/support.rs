@@ -20,6 +20,7 @@ pub(crate) fn skill(name: &str, allowed: Option<&[&str]>) -> Skill {
         path: path(name),
         description: format!("The {name} skill"),
         allowed_tools: allowed.map(|a| a.iter().map(|s| s.to_string()).collect()),
+        secrets: Vec::new(),
         enabled: true,
     }
 }
