@@ -44,6 +44,7 @@ mod agent_runtime;
 mod floor;
 mod report;
 mod settlement;
+mod settlement_run;
 mod sqlite_db;
 mod subagent;
 mod wide_state;
@@ -1031,7 +1032,10 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "agent" => agent::run_agent(&args).await?,
             "agent_runtime" => agent_runtime::run_agent_runtime(&args).await?,
             "subagent" => subagent::run_subagent(&args).await?,
-            "settlement" => settlement::run_settlement(&args)?,
+            "settlement" => {
+                settlement::run_settlement(&args)?;
+                settlement_run::run_agent_settlement(&args).await?;
+            }
             "floor" => {
                 let row = floor_row();
                 floor::run_floor(

@@ -34,7 +34,12 @@ fn rel(i: usize) -> String {
 
 /// Writes the [`FILES`] files under `root`, each with distinct content.
 fn populate(root: &Path) -> Result<(), BoxError> {
-    for i in 0..FILES {
+    populate_n(root, FILES)
+}
+
+/// Writes `n` files of [`FILE_BYTES`] under `root`, each with distinct content.
+pub(crate) fn populate_n(root: &Path, n: usize) -> Result<(), BoxError> {
+    for i in 0..n {
         let path = root.join(rel(i));
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
