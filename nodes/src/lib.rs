@@ -68,7 +68,8 @@ pub use stategraph::BoxError;
 
 pub use agent::{
     Agent, AgentBuilder, AgentError, AgentOutcome, AgentRunError, DeliveryFailure, OutputsError,
-    Recorded, Settlement, DROPPED_REASON, RECEIPT_NOT_STORED, RECEIPT_RETRY_DELAYS,
+    Recorded, Settlement, TurnLimitReached, DROPPED_REASON, RECEIPT_NOT_STORED,
+    RECEIPT_RETRY_DELAYS, TURN_CAPPED,
 };
 pub use authz::{Authorization, AuthorizationProvider, FailMode, RoleTable};
 pub use catalog::{

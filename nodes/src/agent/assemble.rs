@@ -98,6 +98,7 @@ impl AgentBuilder {
             model_calls: AtomicU32::new(0),
             stream,
             sandbox,
+            max_turns,
             invocation: Invocation::default(),
         });
         let graph = build_graph(&core)?;

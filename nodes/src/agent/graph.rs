@@ -37,11 +37,15 @@ pub(super) fn build_graph(
             },
             stategraph::NodeOptions::new().destinations(model_targets),
         )
-        .add_node(TOOL_NODE, move |s: Arc<ThreadState>, ctx: NodeContext| {
-            let core = Arc::clone(&t);
-            async move { core.tool_step(s, ctx).await }
-        })
-        .add_edge(TOOL_NODE, MODEL_NODE);
+        .add_node_with(
+            TOOL_NODE,
+            move |s: Arc<ThreadState>, ctx: NodeContext| {
+                let core = Arc::clone(&t);
+                async move { core.tool_step(s, ctx).await }
+            },
+            // The last call of a batch sends the turn's next batch, or returns to the model.
+            stategraph::NodeOptions::new().destinations([MODEL_NODE, TOOL_NODE]),
+        );
     let first = if core.observers.is_empty() {
         MODEL_NODE
     } else {
@@ -63,35 +67,39 @@ pub(super) fn build_graph(
         g = g.add_edge(START, first);
     }
     if !core.observers.is_empty() {
-        let b = Arc::clone(core);
-        let a = Arc::clone(core);
-        g = g
-            .add_node(
-                BEFORE_AGENT_NODE,
-                move |s: Arc<ThreadState>, _ctx: NodeContext| {
-                    let core = Arc::clone(&b);
-                    async move {
-                        for o in &core.observers {
-                            o.before_agent(&s, &core.run_context());
-                        }
-                        Ok::<_, BoxError>(ThreadStateUpdate::default())
-                    }
-                },
-            )
-            .add_node(
-                AFTER_AGENT_NODE,
-                move |s: Arc<ThreadState>, _ctx: NodeContext| {
-                    let core = Arc::clone(&a);
-                    async move {
-                        for o in core.observers.iter().rev() {
-                            o.after_agent(&s, &core.run_context());
-                        }
-                        Ok::<_, BoxError>(ThreadStateUpdate::default())
-                    }
-                },
-            )
-            .add_edge(BEFORE_AGENT_NODE, MODEL_NODE)
-            .add_edge(AFTER_AGENT_NODE, END);
+        g = with_observers(g, core);
     }
     g.compile()
+}
+
+/// The `before_agent` and `after_agent` nodes around the loop, running the observers.
+fn with_observers(g: StateGraph<ThreadState>, core: &Arc<AgentCore>) -> StateGraph<ThreadState> {
+    let b = Arc::clone(core);
+    let a = Arc::clone(core);
+    g.add_node(
+        BEFORE_AGENT_NODE,
+        move |s: Arc<ThreadState>, _ctx: NodeContext| {
+            let core = Arc::clone(&b);
+            async move {
+                for o in &core.observers {
+                    o.before_agent(&s, &core.run_context());
+                }
+                Ok::<_, BoxError>(ThreadStateUpdate::default())
+            }
+        },
+    )
+    .add_node(
+        AFTER_AGENT_NODE,
+        move |s: Arc<ThreadState>, _ctx: NodeContext| {
+            let core = Arc::clone(&a);
+            async move {
+                for o in core.observers.iter().rev() {
+                    o.after_agent(&s, &core.run_context());
+                }
+                Ok::<_, BoxError>(ThreadStateUpdate::default())
+            }
+        },
+    )
+    .add_edge(BEFORE_AGENT_NODE, MODEL_NODE)
+    .add_edge(AFTER_AGENT_NODE, END)
 }

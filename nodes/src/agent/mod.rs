@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use stategraph::{CompileError, CompiledGraph, Input, RunConfig};
+use stategraph::{CompileError, CompiledGraph, Input, RunConfig, RunError};
 
 use crate::catalog::Catalog;
 use crate::context::RunContext;
@@ -16,6 +16,7 @@ use crate::trace::CapabilityTrace;
 
 mod admission;
 mod assemble;
+mod batches;
 mod builder;
 mod delivered;
 mod graph;
@@ -44,6 +45,29 @@ pub const BEFORE_AGENT_NODE: &str = "before_agent";
 pub const AFTER_AGENT_NODE: &str = "after_agent";
 /// The node acquiring the sandbox before the first step (present with eager acquisition).
 pub const ACQUIRE_SANDBOX_NODE: &str = "acquire_sandbox";
+
+/// The model node refused another model call: the run already made `max_turns` since the
+/// last human message. The run fails with this as the model node's error; its settlement's
+/// stop reason is [`TURN_CAPPED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the agent reached its limit of {max_turns} model turns")]
+pub struct TurnLimitReached {
+    /// The agent's limit ([`AgentBuilder::max_turns`]).
+    pub max_turns: usize,
+}
+
+/// The stop reason of a run that reached its turn limit.
+pub const TURN_CAPPED: &str = "turn_capped";
+
+impl TurnLimitReached {
+    /// The limit `error` reports, if it is a run failed at its turn limit.
+    pub fn in_run_error(error: &RunError) -> Option<TurnLimitReached> {
+        match error {
+            RunError::Node { source, .. } => source.downcast_ref::<TurnLimitReached>().copied(),
+            _ => None,
+        }
+    }
+}
 
 /// Building an agent failed.
 #[derive(Debug, thiserror::Error)]
@@ -113,9 +137,12 @@ impl Agent {
         &self.core.run
     }
 
-    /// A run configuration whose recursion limit allows `max_turns` model turns.
+    /// A run configuration for this agent. Its turns are capped by the model node
+    /// ([`TurnLimitReached`]); the recursion limit is only a safety net above it (a turn takes
+    /// one step per batch of its tool calls).
     pub fn run_config(&self) -> RunConfig {
-        RunConfig::new().recursion_limit(self.max_turns.saturating_mul(2).saturating_add(2))
+        let steps = self.max_turns.saturating_mul(2).saturating_add(2);
+        RunConfig::new().recursion_limit(steps.max(stategraph::DEFAULT_RECURSION_LIMIT))
     }
 
     /// Run the agent on `input` with `config`, as one run that is settled when it ends.

@@ -22,7 +22,8 @@ use crate::state::{ThreadState, ThreadStateUpdate};
 use crate::tool::{ToolContext, ToolOutput};
 use crate::trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
 
-use super::{AFTER_AGENT_NODE, TOOL_NODE};
+use super::batches::{after_call, batches, AfterCall};
+use super::{AFTER_AGENT_NODE, MODEL_NODE, TOOL_NODE};
 
 /// What the agent's nodes share.
 pub(super) struct AgentCore {
@@ -38,6 +39,8 @@ pub(super) struct AgentCore {
     pub(super) model_calls: AtomicU32,
     pub(super) stream: bool,
     pub(super) sandbox: Option<Arc<SandboxRuntime>>,
+    /// The most model turns since the last human message.
+    pub(super) max_turns: usize,
     /// What the invocation in progress keeps beside the graph.
     pub(super) invocation: Invocation,
 }
@@ -65,6 +68,11 @@ impl AgentCore {
         state: Arc<ThreadState>,
         ctx: NodeContext,
     ) -> Result<Command<ThreadState>, BoxError> {
+        if turns_since_human(&state) >= self.max_turns {
+            return Err(Box::new(super::TurnLimitReached {
+                max_turns: self.max_turns,
+            }));
+        }
         // The thread's list, shared (not copied) with the request.
         let messages = state.messages.clone();
         let number = self.model_calls.fetch_add(1, Ordering::Relaxed) + 1;
@@ -106,8 +114,13 @@ impl AgentCore {
                 AFTER_AGENT_NODE
             });
         } else {
-            for call in calls {
-                cmd = cmd.goto(SendTo::new(TOOL_NODE, call));
+            // The turn's first batch: its leading read-only calls together, or one call.
+            let first = batches(&calls, |c| self.is_read_only(c))
+                .into_iter()
+                .next()
+                .unwrap_or_default();
+            for i in first {
+                cmd = cmd.goto(SendTo::new(TOOL_NODE, calls[i].clone()));
             }
         }
         Ok(cmd)
@@ -124,7 +137,7 @@ impl AgentCore {
         let invocation = ToolInvocation::new(
             call.clone(),
             ToolContext {
-                state,
+                state: Arc::clone(&state),
                 run: self.run_context(),
                 node: Some(ctx.clone()),
                 sandbox: self
@@ -166,11 +179,20 @@ impl AgentCore {
         if let ToolOutput::Command(c) = &output {
             self.note_presented(&call, c);
         }
-        Ok(match output {
+        let command = match output {
             ToolOutput::Message(m) => Command::new()
                 .update(ThreadState::update().messages(MessagesUpdate::from(Message::Tool(m)))),
             ToolOutput::Command(c) => c,
-        })
+        };
+        Ok(
+            match after_call(&state, &call.id, |c| self.is_read_only(c)) {
+                AfterCall::Nothing => command,
+                AfterCall::Model => command.goto(MODEL_NODE),
+                AfterCall::Next(calls) => {
+                    command.goto_all(calls.into_iter().map(|c| SendTo::new(TOOL_NODE, c)))
+                }
+            },
+        )
     }
 }
 
@@ -196,6 +218,13 @@ impl AgentCore {
     pub(super) fn end_invocation(&self) -> Option<String> {
         *self.invocation.context.lock().unpoisoned() = None;
         self.invocation.stop.lock().unpoisoned().get()
+    }
+
+    /// Whether `call` is of a read-only tool (an unknown tool is not).
+    fn is_read_only(&self, call: &ToolCall) -> bool {
+        self.tools
+            .get(&call.name)
+            .is_some_and(|t| t.spec().read_only)
     }
 
     /// Records the artifacts a tool call's command adds, for run settlement.
@@ -254,6 +283,17 @@ impl AgentCore {
         let id = crate::sandbox::acquire(runtime, &run).await?;
         Ok(ThreadState::update().sandbox(SandboxState::with_id(id.as_str())))
     }
+}
+
+/// The model turns since the last human message (AI messages after it).
+fn turns_since_human(state: &ThreadState) -> usize {
+    state
+        .messages
+        .iter()
+        .rev()
+        .take_while(|m| !matches!(m, Message::Human { .. }))
+        .filter(|m| matches!(m, Message::Ai(_)))
+        .count()
 }
 
 /// Emit trace entries as custom stream events (`{"capability": entry}`).

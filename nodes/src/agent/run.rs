@@ -158,6 +158,11 @@ fn status_of(ended: &Ended<'_>) -> (RunStatus, Option<String>, Option<String>) {
                 RunError::RecursionLimit { .. } => {
                     (RunStatus::Error, reason, Some("recursion_limit".to_owned()))
                 }
+                e if super::TurnLimitReached::in_run_error(e).is_some() => (
+                    RunStatus::Error,
+                    reason,
+                    Some(super::TURN_CAPPED.to_owned()),
+                ),
                 _ => (RunStatus::Error, reason, None),
             }
         }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use stategraph::reducers::MessagesUpdate;
 use stategraph::{CancelToken, EventKind, NodeContext, RunError, RunOutcome, StreamMode};
 
+use crate::agent::TurnLimitReached;
 use crate::agent::{Agent, AgentBuilder, AgentError};
 use crate::context::RunContext;
 use crate::message::{Message, ToolMessage};
@@ -318,6 +319,9 @@ fn outcome_of(
             SubagentOutcome::completed(text)
         }
         Err(RunError::RecursionLimit { .. }) => SubagentOutcome::turn_capped(last_text, max_turns),
+        Err(e) if TurnLimitReached::in_run_error(&e).is_some() => {
+            SubagentOutcome::turn_capped(last_text, max_turns)
+        }
         Err(RunError::Cancelled { .. }) => SubagentOutcome::cancelled(),
         Err(e) => SubagentOutcome::failed(e.to_string()),
     }

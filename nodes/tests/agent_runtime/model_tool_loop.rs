@@ -46,12 +46,12 @@ async fn model_tool_loop_ends_when_the_model_stops_calling_tools() -> R {
 }
 
 #[tokio::test]
-async fn tool_node_runs_the_calls_of_one_message_concurrently() -> R {
+async fn read_only_calls_of_one_message_run_concurrently() -> R {
     // Each call waits until both have started: only concurrent execution finishes.
     let barrier = Arc::new(tokio::sync::Barrier::new(2));
     let b = Arc::clone(&barrier);
     let wait = FnTool::new(
-        ToolSpec::new("wait", "waits", ToolSource::Config),
+        ToolSpec::new("wait", "waits", ToolSource::Config).read_only(true),
         move |call, _cx| {
             let b = Arc::clone(&b);
             async move {
@@ -79,6 +79,72 @@ async fn tool_node_runs_the_calls_of_one_message_concurrently() -> R {
         .map(|m| m.content.as_str())
         .collect();
     assert_eq!(contents, ["met", "met"]);
+    model.verify()?;
+    Ok(())
+}
+
+/// A tool that logs when each of its calls starts and ends, holding `hold` in between.
+fn logging(
+    name: &'static str,
+    read_only: bool,
+    log: &Arc<std::sync::Mutex<Vec<String>>>,
+) -> FnTool {
+    let log = Arc::clone(log);
+    FnTool::new(
+        ToolSpec::new(name, "logs", ToolSource::Config).read_only(read_only),
+        move |call: ToolCall, _cx| {
+            let log = Arc::clone(&log);
+            async move {
+                let push = |what: String| log.lock().map(|mut l| l.push(what)).unwrap_or(());
+                push(format!("start {}", call.id));
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                push(format!("end {}", call.id));
+                Ok(ToolMessage::new(call.id, name, "ok").into())
+            }
+        },
+    )
+}
+
+#[tokio::test]
+async fn a_call_that_is_not_read_only_runs_alone_and_in_order() -> R {
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([
+                call("w1", "write"),
+                call("r1", "read"),
+                call("r2", "read"),
+                call("w2", "write"),
+            ]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(logging("write", false, &log))
+        .tool(logging("read", true, &log))
+        .assemble(RunContext::default())
+        .await?;
+    let out = agent.ask("go").await?;
+    let log = log.lock().map_err(|e| e.to_string())?.clone();
+    // w1 alone, then r1 and r2 together (both start before either ends), then w2 alone.
+    assert_eq!(&log[..2], ["start w1", "end w1"]);
+    assert!(
+        log[2].starts_with("start r") && log[3].starts_with("start r"),
+        "{log:?}"
+    );
+    assert!(
+        log[4].starts_with("end r") && log[5].starts_with("end r"),
+        "{log:?}"
+    );
+    assert_eq!(&log[6..], ["start w2", "end w2"]);
+    // Every call answered once, in the model's order, and the model ran once more.
+    let answered: Vec<&str> = tool_messages(&out.state)
+        .iter()
+        .map(|m| m.tool_call_id.as_str())
+        .collect();
+    assert_eq!(answered, ["w1", "r1", "r2", "w2"]);
+    assert_eq!(out.state.messages.last().map(Message::text), Some("ok"));
     model.verify()?;
     Ok(())
 }
@@ -327,5 +393,39 @@ async fn the_model_sees_a_message_edited_in_place_not_a_stale_copy() -> R {
     assert_eq!(requests[1].messages[0].text(), "[redacted]");
     assert_eq!(requests[1].messages.len(), 3);
     model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_turn_limit_counts_model_calls_not_steps() -> R {
+    // Each turn asks for four writes (four steps of tools each); two turns fit a limit of two,
+    // the third model call is refused with the turn limit, not the recursion limit.
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let turn = |t: usize| AiMessage::calls((0..4).map(|i| call(&format!("t{t}w{i}"), "write")));
+    let model = ScriptedModel::new("m", [turn(0), turn(1), AiMessage::text("never")]);
+    let agent = AgentBuilder::new(model.clone())
+        .tool(logging("write", false, &log))
+        .max_turns(2)
+        .assemble(RunContext::default())
+        .await?;
+    let err = agent
+        .ask("go")
+        .await
+        .err()
+        .ok_or("the run was not capped")?;
+    let run_error = err.run_error().ok_or("not a run error")?;
+    assert_eq!(
+        TurnLimitReached::in_run_error(run_error),
+        Some(TurnLimitReached { max_turns: 2 })
+    );
+    let settled = err.settlement().ok_or("no settlement")?;
+    assert_eq!(settled.stop_reason.as_deref(), Some(TURN_CAPPED));
+    assert_eq!(model.remaining(), 1, "the third model call was made");
+    assert_eq!(
+        log.lock().map(|l| l.len()).unwrap_or(0),
+        16,
+        "8 calls, start and end"
+    );
+    model.clear();
     Ok(())
 }

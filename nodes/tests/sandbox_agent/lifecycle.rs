@@ -120,9 +120,10 @@ async fn two_parallel_calls_acquiring_the_same_id_succeed() -> R {
     let model = ScriptedModel::new(
         "m",
         [
+            // Read-only calls of one turn run together, in one step.
             AiMessage::calls([
-                write("c1", "/mnt/user-data/workspace/a.md", "a"),
-                write("c2", "/mnt/user-data/workspace/b.md", "b"),
+                read("c1", "/mnt/user-data/workspace/a.md"),
+                read("c2", "/mnt/user-data/workspace/b.md"),
             ]),
             AiMessage::text("done"),
         ],
@@ -137,6 +138,30 @@ async fn two_parallel_calls_acquiring_the_same_id_succeed() -> R {
 }
 
 #[tokio::test]
+async fn two_writes_of_one_turn_run_in_order_and_the_second_finds_the_id() -> R {
+    let tmp = tempfile::tempdir()?;
+    let provider = Counting::new(tmp.path());
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([
+                write("c1", "/mnt/user-data/workspace/a.md", "a"),
+                write("c2", "/mnt/user-data/workspace/a.md", "b"),
+            ]),
+            AiMessage::text("done"),
+        ],
+    );
+    let agent = agent(&model, &provider, SandboxOptions::lazy()).await?;
+    agent.ask("go").await?;
+    assert_eq!(provider.acquired(), 1, "the second write acquired again");
+    // In the model's order: the second write is the one that stays.
+    let file = tmp.path().join("threads/t1/user-data/workspace/a.md");
+    assert_eq!(std::fs::read_to_string(file)?, "b");
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn two_different_ids_in_one_step_are_a_conflict_and_neither_is_stored() -> R {
     let tmp = tempfile::tempdir()?;
     let mut provider = Counting::new(tmp.path());
@@ -145,8 +170,8 @@ async fn two_different_ids_in_one_step_are_a_conflict_and_neither_is_stored() ->
     let model = ScriptedModel::new(
         "m",
         [AiMessage::calls([
-            write("c1", "/mnt/user-data/workspace/a.md", "a"),
-            write("c2", "/mnt/user-data/workspace/b.md", "b"),
+            read("c1", "/mnt/user-data/workspace/a.md"),
+            read("c2", "/mnt/user-data/workspace/b.md"),
         ])],
     );
     let agent = agent(&model, &provider, SandboxOptions::lazy())

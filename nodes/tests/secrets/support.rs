@@ -110,6 +110,8 @@ impl Setup {
 
     pub(crate) async fn agent(&self, model: &ScriptedModel) -> Result<Agent, AgentError> {
         let mut builder = AgentBuilder::new(model.clone())
+            // The canary run makes two model turns per round, 50 rounds at most.
+            .max_turns(101)
             .allow_host_bash(true)
             .skills(Arc::clone(&self.skills))
             .secrets(Arc::clone(&self.secrets))
