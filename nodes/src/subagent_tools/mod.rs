@@ -1,6 +1,6 @@
 //! The delegation tools of a lead agent: [`TaskTool`] (`task`, one delegation) and
 //! [`MultiTaskTool`] (`multi_task`, several in parallel), and the [`DelegationLog`] where both
-//! keep every [`DelegationReport`](crate::subagent::DelegationReport).
+//! keep every [`DelegationReport`].
 
 use std::sync::{Arc, Mutex};
 
