@@ -200,11 +200,12 @@ impl ToolLayer for Guardrail {
             let decision = match self.provider.evaluate(&request).await {
                 Ok(d) => d,
                 Err(e) => {
-                    // An interrupt raised inside a provider is a signal, not a failure.
-                    let e = match ToolError::failed(&request.tool_name, e) {
-                        ToolError::Interrupted(i) => return Err(ToolError::Interrupted(i)),
-                        other => other,
-                    };
+                    // An interrupt or a cancellation raised inside a provider is a signal, not
+                    // a failure: no fail mode applies, the handler does not run.
+                    let e = ToolError::failed(&request.tool_name, e);
+                    if e.is_control_flow() {
+                        return Err(e);
+                    }
                     tracing::warn!(tool = %request.tool_name, error = %e, fail = ?self.fail, "guardrail provider failed");
                     provider_error = Some(e.to_string());
                     match self.fail {

@@ -254,16 +254,30 @@ pub enum ToolError {
 }
 
 impl ToolError {
-    /// A handler failure of `tool`. An [`Interrupted`] inside `source` stays a control-flow
-    /// signal.
+    /// A handler failure of `tool`. A control-flow signal inside `source` stays one: an
+    /// [`Interrupted`], a boxed control-flow `ToolError`, or the engine's
+    /// `RunError::Cancelled` (which becomes [`ToolError::Cancelled`]).
     pub fn failed(tool: impl Into<String>, source: impl Into<BoxError>) -> Self {
         let source = source.into();
-        match source.downcast::<Interrupted>() {
-            Ok(i) => ToolError::Interrupted(*i),
-            Err(source) => ToolError::Failed {
-                tool: tool.into(),
-                source,
-            },
+        let source = match source.downcast::<Interrupted>() {
+            Ok(i) => return ToolError::Interrupted(*i),
+            Err(source) => source,
+        };
+        // A control-flow signal passed on as an error stays a signal.
+        let source = match source.downcast::<ToolError>() {
+            Ok(e) if e.is_control_flow() => return *e,
+            Ok(e) => e,
+            Err(source) => source,
+        };
+        if matches!(
+            source.downcast_ref::<stategraph::RunError>(),
+            Some(stategraph::RunError::Cancelled { .. })
+        ) {
+            return ToolError::Cancelled { tool: tool.into() };
+        }
+        ToolError::Failed {
+            tool: tool.into(),
+            source,
         }
     }
 

@@ -150,10 +150,19 @@ impl AgentCore {
             self.trace.clone(),
         );
         let before = self.trace.len();
-        let output = ToolNext::new(&self.tool_layers, &self.tools)
+        let output = match ToolNext::new(&self.tool_layers, &self.tools)
             .run(invocation)
             .await
-            .map_err(crate::ToolError::into_box)?;
+        {
+            Ok(output) => output,
+            // A cancellation from any layer ends the run as cancelled (not as a failed node):
+            // cancel it and wait to be dropped.
+            Err(crate::ToolError::Cancelled { .. }) => {
+                ctx.cancel_run();
+                return std::future::pending().await;
+            }
+            Err(e) => return Err(e.into_box()),
+        };
         let verdict = match output.message() {
             Some(m) if m.is_error() => Verdict::Failed {
                 reason: m.content.clone(),

@@ -208,3 +208,57 @@ async fn concurrent_calls_keep_their_own_trace_entries() -> R {
     model.verify()?;
     Ok(())
 }
+
+/// A provider that reports a cancellation instead of a decision.
+struct Cancelling;
+impl GuardrailProvider for Cancelling {
+    fn name(&self) -> &str {
+        "cancelling"
+    }
+    fn evaluate<'a>(
+        &'a self,
+        request: &'a GuardrailRequest,
+    ) -> BoxFuture<'a, Result<GuardrailDecision, BoxError>> {
+        let tool = request.tool_name.clone();
+        Box::pin(async move { Err(Box::new(ToolError::Cancelled { tool }) as BoxError) })
+    }
+}
+
+#[tokio::test]
+async fn a_cancellation_from_a_guardrail_provider_cancels_the_run_in_either_fail_mode() -> R {
+    for mode in [FailMode::Open, FailMode::Closed] {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let model = ScriptedModel::new(
+            "m",
+            [
+                AiMessage::calls([call("c1", "read")]),
+                AiMessage::text("never"),
+            ],
+        );
+        let agent = AgentBuilder::new(model.clone())
+            .tool(counted("read", ToolSource::Config, &runs))
+            .guardrail(Guardrail::new(Cancelling).fail(mode))
+            .assemble(RunContext::default())
+            .await?;
+        let err = agent.ask("go").await.err().ok_or("the run went on")?;
+        assert!(
+            matches!(
+                err.run_error(),
+                Some(stategraph::RunError::Cancelled { .. })
+            ),
+            "{mode:?}: {err}"
+        );
+        assert_eq!(
+            err.settlement().map(|s| s.status),
+            Some(stategraph::checkpoints::RunStatus::Cancelled)
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "{mode:?}: the handler ran");
+        assert_eq!(
+            model.remaining(),
+            1,
+            "{mode:?}: the run went on to the model"
+        );
+        model.clear();
+    }
+    Ok(())
+}
