@@ -29,10 +29,16 @@ pub enum Checkpointing {
 
 type MapFn<A, B> = Arc<dyn Fn(&A) -> B + Send + Sync>;
 
+/// The child's input from the parent's state and the task's `Send` argument (`None` when the
+/// task was not started by a `Send`); `Err` names why the argument does not fit.
+pub(crate) type InputFn<S, C> = Arc<
+    dyn Fn(&S, Option<&serde_json::Value>) -> Result<<C as State>::Update, String> + Send + Sync,
+>;
+
 pub(crate) struct SubgraphNode<S: State, C: State> {
     graph: CompiledGraph<C>,
     mode: Checkpointing,
-    input: MapFn<S, C::Update>,
+    input: InputFn<S, C>,
     output: MapFn<C, S::Update>,
 }
 
@@ -40,16 +46,33 @@ impl<S: State, C: State> SubgraphNode<S, C> {
     pub(crate) fn new(
         graph: CompiledGraph<C>,
         mode: Checkpointing,
-        input: impl Fn(&S) -> C::Update + Send + Sync + 'static,
+        input: InputFn<S, C>,
         output: impl Fn(&C) -> S::Update + Send + Sync + 'static,
     ) -> Self {
         SubgraphNode {
             graph,
             mode,
-            input: Arc::new(input),
+            input,
             output: Arc::new(output),
         }
     }
+}
+
+/// An input mapping that reads the parent's state only: a task started by a `Send` with an
+/// argument is refused (the argument would be dropped).
+pub(crate) fn state_only<S: State, C: State>(
+    input: impl Fn(&S) -> C::Update + Send + Sync + 'static,
+) -> InputFn<S, C> {
+    Arc::new(
+        move |state: &S, arg: Option<&serde_json::Value>| match arg {
+            None => Ok(input(state)),
+            Some(_) => Err(
+                "this subgraph node maps only the parent's state; add it with \
+             `add_subgraph_sent` to map a Send argument into the child's input"
+                    .to_owned(),
+            ),
+        },
+    )
 }
 
 impl<S: State, C: State> NodeRun<S> for SubgraphNode<S, C> {
@@ -59,7 +82,12 @@ impl<S: State, C: State> NodeRun<S> for SubgraphNode<S, C> {
         let input = self.input.clone();
         let output = self.output.clone();
         Box::pin(async move {
-            match run_child(&graph, mode, &ctx, || input(&state)).await {
+            let arg = ctx.inner.arg.clone();
+            let node = ctx.node().to_owned();
+            let child_input = move || {
+                input(&state, arg.as_deref()).map_err(|detail| RunError::SendArg { node, detail })
+            };
+            match run_child(&graph, mode, &ctx, child_input).await {
                 Ok(GraphLevelEnd::Done(outcome)) if outcome.is_interrupted() => {
                     NodeResult::Interrupted(outcome.interrupts)
                 }
@@ -142,13 +170,13 @@ async fn run_child<C: State>(
     graph: &CompiledGraph<C>,
     mode: Checkpointing,
     ctx: &NodeContext,
-    input: impl FnOnce() -> C::Update,
+    input: impl FnOnce() -> Result<C::Update, RunError>,
 ) -> Result<GraphLevelEnd<C>, RunError> {
     let level = child_level(mode, ctx);
     let child_input = if child_resumes(mode, ctx, &level).await? {
         Input::Continue
     } else {
-        Input::Update(input())
+        Input::Update(input()?)
     };
     let shared = ctx.inner.run.clone();
     RunLoop::start(graph, shared, level, child_input, None)

@@ -154,7 +154,7 @@ impl<S: State> StateGraph<S> {
     /// [`StateGraph::add_subgraph`] with node options (for example the `destinations` its
     /// nodes' parent commands may route to).
     pub fn add_subgraph_with<C: State>(
-        mut self,
+        self,
         name: impl Into<String>,
         graph: CompiledGraph<C>,
         checkpointing: Checkpointing,
@@ -162,9 +162,59 @@ impl<S: State> StateGraph<S> {
         output: impl Fn(&C) -> S::Update + Send + Sync + 'static,
         options: NodeOptions,
     ) -> Self {
+        self.push_subgraph(
+            name.into(),
+            graph,
+            checkpointing,
+            crate::subgraph::state_only::<S, C>(input),
+            output,
+            options,
+        )
+    }
+
+    /// A subgraph node that can be the target of a `Send`: `input` builds the child's input
+    /// from the parent's state and the task's argument (`None` when an edge, not a `Send`,
+    /// started it). An argument that is not an `A` fails the task with
+    /// [`RunError::SendArg`](crate::RunError::SendArg). A node added with
+    /// [`StateGraph::add_subgraph`] refuses a `Send` argument the same way rather than dropping
+    /// it.
+    pub fn add_subgraph_sent<C: State, A: serde::de::DeserializeOwned>(
+        self,
+        name: impl Into<String>,
+        graph: CompiledGraph<C>,
+        checkpointing: Checkpointing,
+        input: impl Fn(&S, Option<A>) -> C::Update + Send + Sync + 'static,
+        output: impl Fn(&C) -> S::Update + Send + Sync + 'static,
+    ) -> Self {
+        let input = Arc::new(move |state: &S, arg: Option<&serde_json::Value>| {
+            let arg = arg
+                .map(|v| A::deserialize(v))
+                .transpose()
+                .map_err(|e| format!("not a {}: {e}", std::any::type_name::<A>()))?;
+            Ok(input(state, arg))
+        });
+        self.push_subgraph(
+            name.into(),
+            graph,
+            checkpointing,
+            input,
+            output,
+            NodeOptions::default(),
+        )
+    }
+
+    fn push_subgraph<C: State>(
+        mut self,
+        name: String,
+        graph: CompiledGraph<C>,
+        checkpointing: Checkpointing,
+        input: crate::subgraph::InputFn<S, C>,
+        output: impl Fn(&C) -> S::Update + Send + Sync + 'static,
+        options: NodeOptions,
+    ) -> Self {
         let render: Arc<dyn crate::mermaid::Render> = Arc::new(graph.clone());
         self.nodes.push(NodeSpec {
-            name: name.into(),
+            name,
             run: Arc::new(SubgraphNode::new(graph, checkpointing, input, output)),
             options,
             subgraph: Some(render),

@@ -213,3 +213,76 @@ async fn an_interrupt_inside_a_subgraph_with_checkpointing_disabled_is_a_typed_e
     );
     Ok(())
 }
+
+/// A parent whose `fan` node sends 1, 2 and 3 to the subgraph node `sub`.
+fn fan_out(
+    build: impl FnOnce(StateGraph<Log>) -> StateGraph<Log>,
+) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "fan",
+            |_s: Arc<Log>, _c: NodeContext| async {
+                Ok::<_, BoxError>(
+                    Command::<Log>::new()
+                        .goto_all((1u64..=3).map(|i| stategraph::SendTo::new("sub", i))),
+                )
+            },
+            NodeOptions::new().destinations(["sub"]),
+        )
+        .add_edge(START, "fan")
+        .add_edge("sub", END);
+    build(g).compile()
+}
+
+fn echo_child() -> Result<CompiledGraph<Child>, stategraph::CompileError> {
+    StateGraph::<Child>::new()
+        .add_node("echo", |s: Arc<Child>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(Child::update().notes(vec![format!("got {}", s.topic)]))
+        })
+        .add_edge(START, "echo")
+        .add_edge("echo", END)
+        .compile()
+}
+
+#[tokio::test]
+async fn each_send_to_a_subgraph_node_maps_its_own_argument_into_the_child() -> TestResult {
+    let child = echo_child()?;
+    let g = fan_out(|g| {
+        g.add_subgraph_sent(
+            "sub",
+            child,
+            Checkpointing::Disabled,
+            |_p: &Log, n: Option<u64>| Child::update().topic(format!("{n:?}")),
+            |c: &Child| Log::update().log(c.notes.clone()),
+        )
+    })?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    let mut got = out.state.log.clone();
+    got.sort();
+    assert_eq!(got, ["got Some(1)", "got Some(2)", "got Some(3)"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_send_argument_to_a_state_only_subgraph_is_refused_not_dropped() -> TestResult {
+    let child = echo_child()?;
+    let g = fan_out(|g| {
+        g.add_subgraph(
+            "sub",
+            child,
+            Checkpointing::Disabled,
+            |p: &Log| Child::update().topic(format!("{}", p.log.len())),
+            |c: &Child| Log::update().log(c.notes.clone()),
+        )
+    })?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("the argument was dropped")?;
+    assert!(
+        matches!(&err, RunError::SendArg { node, detail } if node == "sub" && detail.contains("add_subgraph_sent")),
+        "{err}"
+    );
+    Ok(())
+}
