@@ -230,11 +230,17 @@ pub async fn history_snapshot<S: State>(
 /// Render a diff for comparison with expected text: one change per line, lines trimmed.
 #[doc(hidden)]
 pub fn normalize_diff_text(text: &str) -> String {
+    diff_lines(text).join("\n")
+}
+
+/// The change lines of a diff's text (trimmed, blank lines dropped), in order.
+#[doc(hidden)]
+pub fn diff_lines(text: &str) -> Vec<String> {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join("\n")
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The diff of two states, for [`assert_state_diff!`](crate::assert_state_diff).
@@ -244,30 +250,116 @@ pub fn diff_for_assert<S: State>(before: &S, after: &S) -> StateDiff {
         .unwrap_or_else(|e| panic!("assert_state_diff!: cannot encode the states: {e}"))
 }
 
+/// The diff of two states restricted to `fields`, for
+/// [`assert_state_diff!`](crate::assert_state_diff)`(.., fields = [..], ..)`.
+#[doc(hidden)]
+pub fn diff_for_assert_fields<S: State>(before: &S, after: &S, fields: &[&str]) -> StateDiff {
+    let mut diff = diff_for_assert(before, after);
+    diff.fields.retain(|d| fields.contains(&d.field.as_str()));
+    diff
+}
+
+/// How an expected change compares with the actual one.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffMatch {
+    /// The same change lines, in any order.
+    Exactly,
+    /// Every expected line is a change; other changes may happen too.
+    Includes,
+}
+
+/// Compares `expected` (diff text) with `actual`; the failure message when they differ.
+#[doc(hidden)]
+pub fn check_diff(actual: &StateDiff, expected: &str, how: DiffMatch) -> Result<(), String> {
+    let actual = diff_lines(&actual.to_string());
+    let expected = diff_lines(expected);
+    let ok = match how {
+        DiffMatch::Exactly => {
+            let (mut a, mut e) = (actual.clone(), expected.clone());
+            a.sort();
+            e.sort();
+            a == e
+        }
+        DiffMatch::Includes => expected.iter().all(|l| actual.contains(l)),
+    };
+    if ok {
+        return Ok(());
+    }
+    let show = |lines: &[String]| {
+        if lines.is_empty() {
+            "(nothing)".to_owned()
+        } else {
+            lines.join("\n")
+        }
+    };
+    let missing: Vec<String> = expected
+        .iter()
+        .filter(|l| !actual.contains(l))
+        .cloned()
+        .collect();
+    let mut text = format!(
+        "state diff mismatch\n--- expected change ---\n{}\n--- actual change ---\n{}\n",
+        show(&expected),
+        show(&actual)
+    );
+    if !missing.is_empty() {
+        text.push_str(&format!(
+            "--- expected, not seen ---\n{}\n",
+            missing.join("\n")
+        ));
+    }
+    Err(text)
+}
+
 /// Assert that going from `before` to `after` changed exactly what `expected` says, written as
 /// [`StateDiff`]'s text (one change per line: `+` added or appended, `-` removed, `~`
-/// replaced; indentation and blank lines are ignored). On failure it prints the expected and
-/// the actual change side by side.
+/// replaced; indentation, blank lines and the order of the lines are ignored). On failure it
+/// prints the expected and the actual change one under the other, and the expected lines not
+/// seen.
+///
+/// Two partial forms:
+/// - `assert_state_diff!(before, after, fields = ["checksum"], "~ checksum: 1 -> 33")`: the
+///   exact change of these fields only (the others may change or not);
+/// - `assert_state_diff!(before, after, includes "~ checksum: 1 -> 33")`: these changes
+///   happened, and maybe others.
+///
+/// ```
+/// use stategraph::{assert_state_diff, State};
+///
+/// #[derive(State, Clone, Default, Debug)]
+/// struct Tally { #[reduce(append)] items: Vec<u64>, checksum: u64 }
+///
+/// let before = Tally { items: vec![0, 1], checksum: 1 };
+/// let after = Tally { items: vec![0, 1, 2], checksum: 33 };
+/// assert_state_diff!(before, after, "+ items[2]: 2\n~ checksum: 1 -> 33");
+/// assert_state_diff!(before, after, fields = ["checksum"], "~ checksum: 1 -> 33");
+/// assert_state_diff!(before, after, includes "+ items[2]: 2");
+/// ```
 #[macro_export]
 macro_rules! assert_state_diff {
+    ($before:expr, $after:expr, fields = [$($field:expr),* $(,)?], $expected:expr $(,)?) => {{
+        let diff = $crate::testing::diff_for_assert_fields(&$before, &$after, &[$($field),*]);
+        if let Err(text) =
+            $crate::testing::check_diff(&diff, $expected, $crate::testing::DiffMatch::Exactly)
+        {
+            panic!("{text}");
+        }
+    }};
+    ($before:expr, $after:expr, includes $expected:expr $(,)?) => {{
+        let diff = $crate::testing::diff_for_assert(&$before, &$after);
+        if let Err(text) =
+            $crate::testing::check_diff(&diff, $expected, $crate::testing::DiffMatch::Includes)
+        {
+            panic!("{text}");
+        }
+    }};
     ($before:expr, $after:expr, $expected:expr $(,)?) => {{
         let diff = $crate::testing::diff_for_assert(&$before, &$after);
-        let actual = $crate::testing::normalize_diff_text(&diff.to_string());
-        let expected = $crate::testing::normalize_diff_text($expected);
-        if actual != expected {
-            panic!(
-                "state diff mismatch\n--- expected change ---\n{}\n--- actual change ---\n{}\n",
-                if expected.is_empty() {
-                    "(nothing)"
-                } else {
-                    &expected
-                },
-                if actual.is_empty() {
-                    "(nothing)"
-                } else {
-                    &actual
-                },
-            );
+        if let Err(text) =
+            $crate::testing::check_diff(&diff, $expected, $crate::testing::DiffMatch::Exactly)
+        {
+            panic!("{text}");
         }
     }};
 }

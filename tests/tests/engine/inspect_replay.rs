@@ -117,6 +117,65 @@ fn assert_state_diff_failure_shows_expected_and_actual_changes() {
     );
 }
 
+/// The panic message of `f`, or "" if it did not panic.
+fn panic_text(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+    std::panic::catch_unwind(f)
+        .err()
+        .and_then(|p| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn assert_state_diff_ignores_the_order_of_the_expected_lines() {
+    let before = Log {
+        log: vec![],
+        value: 1,
+    };
+    let after = Log {
+        log: vec!["x".into()],
+        value: 2,
+    };
+    // Declaration order, name order, any order: the same change.
+    assert_state_diff!(before, after, "~ value: 1 -> 2\n+ log[0]: \"x\"");
+    let message = panic_text(|| assert_state_diff!(before, after, "~ value: 1 -> 2"));
+    assert!(
+        message.contains("state diff mismatch"),
+        "an extra change passed"
+    );
+}
+
+#[test]
+fn a_partial_diff_assertion_checks_only_the_named_fields_or_the_listed_changes() {
+    let before = Log {
+        log: vec![],
+        value: 1,
+    };
+    let after = Log {
+        log: vec!["x".into()],
+        value: 2,
+    };
+    assert_state_diff!(before, after, fields = ["value"], "~ value: 1 -> 2");
+    assert_state_diff!(before, after, fields = ["log"], "+ log[0]: \"x\"");
+    assert_state_diff!(before, after, includes "~ value: 1 -> 2");
+    let wrong =
+        panic_text(|| assert_state_diff!(before, after, fields = ["value"], "~ value: 1 -> 3"));
+    assert!(
+        wrong.contains("--- expected, not seen ---\n~ value: 1 -> 3"),
+        "{wrong}"
+    );
+    let unseen = panic_text(|| assert_state_diff!(before, after, includes "- log[0]: \"x\""));
+    assert!(
+        unseen.contains("state diff mismatch"),
+        "a change that did not happen passed"
+    );
+    // A field that did not change, restricted to: no change.
+    let same = Log {
+        log: vec!["x".into()],
+        value: 1,
+    };
+    assert_state_diff!(after, same, fields = ["log"], "");
+}
+
 #[tokio::test]
 async fn run_node_runs_one_node_against_a_state_and_applies_its_update() -> TestResult {
     let g = counter(5)?;
