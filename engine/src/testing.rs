@@ -155,7 +155,9 @@ fn finish_node_run<S: State>(
 }
 
 /// Run the graph and return its outcome with the names of the nodes its tasks ran, in the
-/// order they started (subgraph nodes included, as `namespace-node/child`).
+/// order they started. A subgraph's nodes are included under the node that runs the
+/// subgraph: `sub/inner` for node `inner` of the subgraph node `sub` (one `/` per level; task
+/// ids are left out).
 ///
 /// # Errors
 /// The run's [`RunError`].
