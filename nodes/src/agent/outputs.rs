@@ -39,10 +39,11 @@ pub(super) enum OutputsWatch {
 
 /// The outputs directory of the run's sandbox, if the sandbox exists.
 async fn outputs_root(core: &AgentCore) -> Result<Option<Option<PathBuf>>, OutputsError> {
-    let (Some(runtime), Some(thread)) = (&core.sandbox, core.run.thread_id.as_deref()) else {
+    let run = core.run_context();
+    let (Some(runtime), Some(thread)) = (&core.sandbox, run.thread_id.as_deref()) else {
         return Ok(None);
     };
-    let user = core.run.user_id.as_deref().unwrap_or(DEFAULT_SANDBOX_USER);
+    let user = run.user_id.as_deref().unwrap_or(DEFAULT_SANDBOX_USER);
     let sandbox = runtime.provider.locate(user, thread).await?;
     Ok(Some(sandbox.map(|s| s.dirs.outputs)))
 }

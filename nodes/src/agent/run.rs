@@ -59,20 +59,7 @@ impl RunScope {
         config: &RunConfig,
     ) -> Result<RunScope, AgentRunError> {
         let turn = Arc::clone(&core.invocation.turn).lock_owned().await;
-        let (run_id, context) = match core.run.run_id.as_deref() {
-            Some(id) => (
-                RunId::new(id).map_err(AgentRunError::Start)?,
-                Arc::clone(&core.run),
-            ),
-            None => {
-                let id = RunId::generate();
-                let context = RunContext {
-                    run_id: Some(id.to_string()),
-                    ..(*core.run).clone()
-                };
-                (id, Arc::new(context))
-            }
-        };
+        let (run_id, context) = invocation_context(&core.run, config)?;
         core.begin_invocation(context);
         let thread = config.thread_name().and_then(|t| ThreadId::new(t).ok());
         let store = match (saver, thread) {
@@ -144,6 +131,29 @@ impl Drop for RunScope {
     }
 }
 
+/// The run's id and the context its nodes, tools and layers see: the agent's context with the
+/// run's id (the context's, or a generated one) and the thread the config runs on (a context
+/// assembled for another thread, or for none, follows the real thread).
+fn invocation_context(
+    agent: &Arc<RunContext>,
+    config: &RunConfig,
+) -> Result<(RunId, Arc<RunContext>), AgentRunError> {
+    let run_id = match agent.run_id.as_deref() {
+        Some(id) => RunId::new(id).map_err(AgentRunError::Start)?,
+        None => RunId::generate(),
+    };
+    let thread = config.thread_name().map(str::to_owned);
+    if agent.run_id.is_some() && (thread.is_none() || thread == agent.thread_id) {
+        return Ok((run_id, Arc::clone(agent)));
+    }
+    let context = RunContext {
+        run_id: Some(run_id.to_string()),
+        thread_id: thread.or_else(|| agent.thread_id.clone()),
+        ..(**agent).clone()
+    };
+    Ok((run_id, Arc::new(context)))
+}
+
 /// The status, reason and stop reason a graph's end gives a run (before delivery).
 fn status_of(ended: &Ended<'_>) -> (RunStatus, Option<String>, Option<String>) {
     match ended {
@@ -183,7 +193,6 @@ impl PendingRun {
         } = self;
         lease.end().await;
         let (mut status, mut reason, stop_reason) = status_of(&ended);
-        let stop_reason = stop_reason.or(core.end_invocation());
         let completed = status == RunStatus::Success;
         let presented = core.take_presented();
         let mut facts = DeliveryFacts::default();
@@ -195,6 +204,8 @@ impl PendingRun {
         } else {
             (Vec::new(), outputs.abandon(&core))
         };
+        // The invocation's context is needed until the outputs are captured.
+        let stop_reason = stop_reason.or(core.end_invocation());
         let receipt = settle(facts, produced);
         let mut failure = None;
         if completed {

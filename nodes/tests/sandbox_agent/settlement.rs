@@ -598,3 +598,34 @@ async fn an_agent_without_a_checkpointer_settles_without_storing() -> R {
     model.verify()?;
     Ok(())
 }
+
+#[tokio::test]
+async fn an_agent_invoked_on_another_thread_follows_that_thread() -> R {
+    let setup = Setup::new()?;
+    let model = script(vec![
+        write("w", "/mnt/user-data/outputs/a.md"),
+        present("p", &["/mnt/user-data/outputs/a.md"]),
+    ]);
+    // Assembled for t1, run on t2: the sandbox, the outputs and the run are t2's.
+    let agent = setup.agent(&model, vec![]).await?;
+    let config = agent.run_config().thread("t2");
+    let out = agent
+        .invoke(ThreadState::human_input("go"), &config)
+        .await?;
+    assert_eq!(sandbox_id(&out.state), Some("local:ana:t2"));
+    assert_eq!(stage(&out.settlement), Some(DeliveryStage::Presented));
+    let t2 = ThreadId::new("t2")?;
+    let stored = setup
+        .saver
+        .get_run(Some(&t2), &out.settlement.run_id)
+        .await?
+        .ok_or("the run is not t2's")?;
+    assert_eq!(stored.status, RunStatus::Success);
+    let written = setup
+        .tmp
+        .path()
+        .join("sandboxes/threads/t2/user-data/outputs/a.md");
+    assert!(written.exists(), "the file is not in t2's outputs");
+    model.verify()?;
+    Ok(())
+}
