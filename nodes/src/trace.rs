@@ -93,6 +93,9 @@ pub struct TraceEntry {
     /// For an entry of a delegated child: the lead's `task` call it ran under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_call: Option<String>,
+    /// The run it was recorded in (`None`: at assembly, before any run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 impl Verdict {
@@ -124,6 +127,7 @@ impl TraceEntry {
             call_id: None,
             path: None,
             parent_call: None,
+            run_id: None,
         }
     }
 
@@ -203,6 +207,8 @@ impl fmt::Display for TraceEntry {
 #[derive(Clone, Default)]
 pub struct CapabilityTrace {
     entries: Arc<Mutex<Vec<TraceEntry>>>,
+    /// The run entries recorded now belong to (set by the agent for each invocation).
+    run: Arc<Mutex<Option<String>>>,
 }
 
 impl fmt::Debug for CapabilityTrace {
@@ -217,10 +223,29 @@ impl CapabilityTrace {
         Self::default()
     }
 
-    /// Record an entry.
-    pub fn record(&self, entry: TraceEntry) {
+    /// Record an entry (in the current run, unless it names one).
+    pub fn record(&self, mut entry: TraceEntry) {
         tracing::debug!(tool = %entry.tool, stage = %entry.stage, verdict = ?entry.verdict, "capability");
+        if entry.run_id.is_none() {
+            entry.run_id.clone_from(&self.run.lock().unpoisoned());
+        }
         self.entries.lock().unpoisoned().push(entry);
+    }
+
+    /// Entries recorded from now on belong to `run` (`None`: to no run).
+    pub(crate) fn enter_run(&self, run: Option<String>) {
+        *self.run.lock().unpoisoned() = run;
+    }
+
+    /// The entries of run `run_id`, with the assembly's (recorded before any run), in order.
+    pub fn for_run(&self, run_id: &str) -> Vec<TraceEntry> {
+        self.entries
+            .lock()
+            .unpoisoned()
+            .iter()
+            .filter(|e| e.run_id.as_deref().is_none_or(|r| r == run_id))
+            .cloned()
+            .collect()
     }
 
     /// Record that `tool` reached `stage`.

@@ -127,9 +127,16 @@ impl Agent {
         self.core.schemas.iter().map(|s| s.name.clone()).collect()
     }
 
-    /// The run's capability trace.
+    /// The agent's capability trace: the assembly's entries, then every run's (each entry
+    /// names its run).
     pub fn trace(&self) -> &CapabilityTrace {
         &self.core.trace
+    }
+
+    /// The capability trace of one run (with the assembly's entries), as
+    /// [`AgentOutcome::settlement`]'s `run_id` names it.
+    pub fn run_trace(&self, run: &stategraph::checkpoints::RunId) -> Vec<crate::TraceEntry> {
+        self.core.trace.for_run(run.as_str())
     }
 
     /// The run context the agent was assembled for.

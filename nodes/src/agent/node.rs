@@ -218,6 +218,7 @@ impl AgentCore {
 
     /// Starts an invocation under `context`: a fresh stop stamp, no artifacts recorded.
     pub(super) fn begin_invocation(&self, context: Arc<RunContext>) {
+        self.trace.enter_run(context.run_id.clone());
         *self.invocation.context.lock().unpoisoned() = Some(context);
         *self.invocation.stop.lock().unpoisoned() = StopStamp::default();
         self.take_presented();

@@ -241,6 +241,7 @@ impl PendingRun {
             _ => Checked::Done(&receipt),
         };
         delivered::record(&core.trace, &presented, checked);
+        core.trace.enter_run(None);
         let settlement = Settlement {
             run_id,
             status,

@@ -429,3 +429,44 @@ async fn the_turn_limit_counts_model_calls_not_steps() -> R {
     model.clear();
     Ok(())
 }
+
+#[tokio::test]
+async fn each_runs_trace_holds_its_own_entries_and_the_assemblys() -> R {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([call("a1", "read")]),
+            AiMessage::text("first"),
+            AiMessage::text("second"),
+        ],
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(counted("read", ToolSource::Config, &runs))
+        .assemble(RunContext::default())
+        .await?;
+    let first = agent.ask("one").await?.settlement.run_id;
+    let second = agent.ask("two").await?.settlement.run_id;
+    let executed = |run| {
+        agent
+            .run_trace(run)
+            .iter()
+            .filter(|e| e.stage == Stage::Executed)
+            .count()
+    };
+    assert_eq!(executed(&first), 1);
+    assert_eq!(
+        executed(&second),
+        0,
+        "the first run's call is in the second's trace"
+    );
+    // Both start with the assembly's entries.
+    for run in [&first, &second] {
+        assert!(agent
+            .run_trace(run)
+            .iter()
+            .any(|e| e.stage == Stage::Available && e.run_id.is_none()));
+    }
+    model.verify()?;
+    Ok(())
+}
