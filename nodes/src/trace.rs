@@ -95,7 +95,7 @@ pub struct TraceEntry {
     pub parent_call: Option<String>,
     /// The run it was recorded in (`None`: at assembly, before any run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
+    pub run_id: Option<Arc<str>>,
 }
 
 impl Verdict {
@@ -206,9 +206,14 @@ impl fmt::Display for TraceEntry {
 /// ```
 #[derive(Clone, Default)]
 pub struct CapabilityTrace {
-    entries: Arc<Mutex<Vec<TraceEntry>>>,
-    /// The run entries recorded now belong to (set by the agent for each invocation).
-    run: Arc<Mutex<Option<String>>>,
+    log: Arc<Mutex<TraceLog>>,
+}
+
+/// The entries, and the run that entries recorded now belong to (one lock for both).
+#[derive(Default)]
+struct TraceLog {
+    entries: Vec<TraceEntry>,
+    run: Option<Arc<str>>,
 }
 
 impl fmt::Debug for CapabilityTrace {
@@ -226,22 +231,24 @@ impl CapabilityTrace {
     /// Record an entry (in the current run, unless it names one).
     pub fn record(&self, mut entry: TraceEntry) {
         tracing::debug!(tool = %entry.tool, stage = %entry.stage, verdict = ?entry.verdict, "capability");
+        let mut log = self.log.lock().unpoisoned();
         if entry.run_id.is_none() {
-            entry.run_id.clone_from(&self.run.lock().unpoisoned());
+            entry.run_id.clone_from(&log.run);
         }
-        self.entries.lock().unpoisoned().push(entry);
+        log.entries.push(entry);
     }
 
     /// Entries recorded from now on belong to `run` (`None`: to no run).
-    pub(crate) fn enter_run(&self, run: Option<String>) {
-        *self.run.lock().unpoisoned() = run;
+    pub(crate) fn enter_run(&self, run: Option<&str>) {
+        self.log.lock().unpoisoned().run = run.map(Arc::from);
     }
 
     /// The entries of run `run_id`, with the assembly's (recorded before any run), in order.
     pub fn for_run(&self, run_id: &str) -> Vec<TraceEntry> {
-        self.entries
+        self.log
             .lock()
             .unpoisoned()
+            .entries
             .iter()
             .filter(|e| e.run_id.as_deref().is_none_or(|r| r == run_id))
             .cloned()
@@ -260,12 +267,12 @@ impl CapabilityTrace {
 
     /// Every entry, in the order recorded.
     pub fn entries(&self) -> Vec<TraceEntry> {
-        self.entries.lock().unpoisoned().clone()
+        self.log.lock().unpoisoned().entries.clone()
     }
 
     /// How many entries were recorded.
     pub fn len(&self) -> usize {
-        self.entries.lock().unpoisoned().len()
+        self.log.lock().unpoisoned().entries.len()
     }
 
     /// Whether nothing was recorded.
@@ -279,9 +286,10 @@ impl CapabilityTrace {
         from: usize,
         keep: impl Fn(&TraceEntry) -> bool,
     ) -> Vec<TraceEntry> {
-        self.entries
+        self.log
             .lock()
             .unpoisoned()
+            .entries
             .iter()
             .skip(from)
             .filter(|e| keep(e))
@@ -300,18 +308,20 @@ impl CapabilityTrace {
     /// Whether `tool` passed `stage` at least once in this agent (a delegated child's entries,
     /// recorded under a call, are not this agent's).
     pub fn reached(&self, tool: &str, stage: Stage) -> bool {
-        self.entries
+        self.log
             .lock()
             .unpoisoned()
+            .entries
             .iter()
             .any(|e| e.is_own() && e.tool == tool && e.stage == stage && e.passed())
     }
 
     /// The entries of the child delegated by this agent's call `call_id`, in order.
     pub fn under(&self, call_id: &str) -> Vec<TraceEntry> {
-        self.entries
+        self.log
             .lock()
             .unpoisoned()
+            .entries
             .iter()
             .filter(|e| e.parent_call.as_deref() == Some(call_id))
             .cloned()
@@ -325,7 +335,8 @@ impl CapabilityTrace {
         if self.reached(tool, stage) {
             return None;
         }
-        let entries = self.entries.lock().unpoisoned();
+        let log = self.log.lock().unpoisoned();
+        let entries = &log.entries;
         let mut best: Option<&TraceEntry> = None;
         for e in entries.iter() {
             if e.is_own()
@@ -342,9 +353,10 @@ impl CapabilityTrace {
 
     /// The tools shown to the model on model call `n` (1-based), in order.
     pub fn visible_on(&self, n: u32) -> Vec<String> {
-        self.entries
+        self.log
             .lock()
             .unpoisoned()
+            .entries
             .iter()
             .filter(|e| {
                 e.is_own() && e.stage == Stage::Visible && e.model_call == Some(n) && e.passed()

@@ -212,7 +212,9 @@ impl AgentBuilder {
         self
     }
 
-    /// The most model turns per run (the run's recursion limit is derived from it).
+    /// The most model calls per run (per `Agent::invoke`; a run of the graph driven directly
+    /// counts the AI messages since the last human message). The next call fails the run with
+    /// [`TurnLimitReached`](crate::TurnLimitReached).
     pub fn max_turns(mut self, turns: usize) -> Self {
         self.max_turns = turns.max(1);
         self

@@ -1,7 +1,7 @@
 //! The agent's two nodes: a model turn and a tool call, over what the nodes share.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use stategraph::checkpoints::sync::Unpoisoned;
@@ -58,6 +58,8 @@ pub(super) struct Invocation {
     context: Mutex<Option<Arc<RunContext>>>,
     /// The stop reason the invocation's guards stamp.
     stop: Mutex<StopStamp>,
+    /// Model calls the invocation made so far.
+    turns: AtomicUsize,
 }
 
 impl AgentCore {
@@ -68,7 +70,7 @@ impl AgentCore {
         state: Arc<ThreadState>,
         ctx: NodeContext,
     ) -> Result<Command<ThreadState>, BoxError> {
-        if turns_since_human(&state) >= self.max_turns {
+        if self.turns_before(&state) >= self.max_turns {
             return Err(Box::new(super::TurnLimitReached {
                 max_turns: self.max_turns,
             }));
@@ -216,9 +218,21 @@ impl AgentCore {
             .unwrap_or_else(|| Arc::clone(&self.run))
     }
 
+    /// The model turns the run made before this one: counted by the invocation (O(1)) when
+    /// the agent runs through [`Agent::invoke`](super::Agent::invoke); for a run of its graph
+    /// driven directly, the AI messages since the last human message.
+    fn turns_before(&self, state: &ThreadState) -> usize {
+        if self.invocation.context.lock().unpoisoned().is_some() {
+            self.invocation.turns.fetch_add(1, Ordering::Relaxed)
+        } else {
+            turns_since_human(state, self.max_turns)
+        }
+    }
+
     /// Starts an invocation under `context`: a fresh stop stamp, no artifacts recorded.
     pub(super) fn begin_invocation(&self, context: Arc<RunContext>) {
-        self.trace.enter_run(context.run_id.clone());
+        self.trace.enter_run(context.run_id.as_deref());
+        self.invocation.turns.store(0, Ordering::Relaxed);
         *self.invocation.context.lock().unpoisoned() = Some(context);
         *self.invocation.stop.lock().unpoisoned() = StopStamp::default();
         self.take_presented();
@@ -295,20 +309,28 @@ impl AgentCore {
     }
 }
 
-/// The model turns since the last human message (AI messages after it).
-fn turns_since_human(state: &ThreadState) -> usize {
+/// The model turns since the last human message (AI messages after it), counted up to
+/// `limit` (the walk back stops there, so a long run does not rescan its whole history on
+/// every model call).
+fn turns_since_human(state: &ThreadState, limit: usize) -> usize {
     state
         .messages
         .iter()
         .rev()
         .take_while(|m| !matches!(m, Message::Human { .. }))
         .filter(|m| matches!(m, Message::Ai(_)))
+        .take(limit)
         .count()
 }
 
 /// Emit trace entries as custom stream events (`{"capability": entry}`).
 async fn emit_trace(ctx: &NodeContext, entries: Vec<TraceEntry>) {
-    for entry in entries {
-        ctx.emit(serde_json::json!({ "capability": entry })).await;
+    /// The event's payload, serialised only if a listener takes custom events.
+    #[derive(serde::Serialize)]
+    struct CapabilityEvent<'a> {
+        capability: &'a TraceEntry,
+    }
+    for entry in &entries {
+        ctx.emit(CapabilityEvent { capability: entry }).await;
     }
 }
