@@ -38,13 +38,13 @@ pub(super) async fn run(
     if let StatePart::Pointer(p) = &part {
         if !p.is_empty() && !p.starts_with('/') {
             return Err(Failure::usage(format!(
-                "--path {p:?}: a JSON pointer starts with '/', e.g. /log/0"
+                "--path `{p}`: a JSON pointer starts with '/', e.g. /log/0"
             )));
         }
     }
     let saver = open(file)?;
     let thread = thread_id(thread)?;
-    let ns = Namespace::parse(ns);
+    let ns = crate::file::namespace(ns);
     let list = headers(&saver, file, &thread, &ns).await?;
     let id = match checkpoint {
         Some(text) => resolve(&list, text, &thread, &ns)?,
@@ -73,7 +73,7 @@ fn picked(
         StatePart::All => None,
         StatePart::Field(f) => Some(state.get(f).cloned().ok_or_else(|| {
             Failure::runtime(format!(
-                "field {f:?} has no stored value at checkpoint {id} (stored fields: {})",
+                "field {f} has no stored value at checkpoint {id} (stored fields: {})",
                 stored_fields(loaded)
             ))
         })?),
