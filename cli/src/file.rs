@@ -8,8 +8,8 @@ use serde_json::Value;
 use stategraph_checkpoints::diff::fields_to_json;
 use stategraph_checkpoints::inspect::{self, find_checkpoint, LookupError};
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace, Saver,
-    SqliteSaver, ThreadId,
+    ChannelName, Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint,
+    Namespace, Saver, SqliteSaver, ThreadId,
 };
 
 use crate::failure::{Failure, Outcome};
@@ -148,6 +148,20 @@ pub(crate) fn state_of(loaded: &LoadedCheckpoint) -> Result<Value, Failure> {
             loaded.checkpoint.id
         ))
     })
+}
+
+/// The state's fields that have never been written at this checkpoint (they hold their
+/// type's default): the fields the control state names at version 0 without a stored value.
+/// A file written before the engine named every field lists none.
+pub(crate) fn unwritten_fields(loaded: &LoadedCheckpoint) -> Vec<String> {
+    loaded
+        .checkpoint
+        .control
+        .versions
+        .keys()
+        .filter(|k| ChannelName::parse(k).is_field() && !loaded.fields.contains_key(k.as_ref()))
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// The fields with a stored value, for messages: `a, b` or `none`.
