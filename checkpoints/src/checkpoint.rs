@@ -196,9 +196,13 @@ pub struct ListOptions {
 pub enum ThreadStatus {
     /// Nothing left to run.
     Done,
-    /// Paused: an interrupt is pending, or tasks are planned but not run (a static
-    /// interrupt, or a run that stopped mid-way).
+    /// Paused on a question: an interrupt is pending at the newest checkpoint, waiting for a
+    /// resume.
     Interrupted,
+    /// Tasks are planned but not run, and no interrupt is pending: a fork or a state edit not
+    /// yet continued, a static interrupt, or a run that stopped mid-way. Invoking the thread
+    /// with no input continues it.
+    Ready,
     /// The last step failed; its error is recorded.
     Error,
 }
@@ -216,10 +220,12 @@ impl ThreadStatus {
             .pending
             .iter()
             .any(|w| matches!(w.kind, WriteKind::Interrupt { .. }))
-            || !head.checkpoint.control.branches.is_empty()
-            || !head.checkpoint.control.sends.is_empty()
         {
             ThreadStatus::Interrupted
+        } else if !head.checkpoint.control.branches.is_empty()
+            || !head.checkpoint.control.sends.is_empty()
+        {
+            ThreadStatus::Ready
         } else {
             ThreadStatus::Done
         }
@@ -230,6 +236,7 @@ impl ThreadStatus {
         match self {
             ThreadStatus::Done => "done",
             ThreadStatus::Interrupted => "interrupted",
+            ThreadStatus::Ready => "ready",
             ThreadStatus::Error => "error",
         }
     }

@@ -9,7 +9,7 @@ use crate::{CheckpointId, Namespace, RunId, RunStatus, ThreadId};
 #[non_exhaustive]
 pub enum CheckpointError {
     /// A thread id that is empty, too long or holds control characters.
-    #[error("invalid thread id {id:?}: {reason}")]
+    #[error("invalid thread id `{}`: {reason}", .id.escape_debug())]
     InvalidThreadId {
         /// The offending id (at most 64 characters of it).
         id: String,
@@ -17,13 +17,13 @@ pub enum CheckpointError {
         reason: &'static str,
     },
     /// Text that is not a checkpoint id (32 hex digits).
-    #[error("invalid checkpoint id {text:?}: expected 32 hex digits")]
+    #[error("invalid checkpoint id `{}`: expected 32 hex digits", .text.escape_debug())]
     InvalidCheckpointId {
         /// The offending text.
         text: String,
     },
     /// No such checkpoint in this thread (also said for an id that belongs to another thread).
-    #[error("checkpoint {id} not found in thread {thread:?} (namespace {ns:?})")]
+    #[error("checkpoint {id} not found in thread {thread}{}", in_namespace(.ns))]
     NotFound {
         /// Thread.
         thread: ThreadId,
@@ -34,7 +34,10 @@ pub enum CheckpointError {
     },
     /// Another runner committed to this thread since this one loaded it.
     #[error(
-        "thread {thread:?} (namespace {ns:?}) moved: expected head {expected:?}, found {found:?}"
+        "thread {thread}{} moved: expected head {}, found {}",
+        in_namespace(.ns),
+        head_text(.expected),
+        head_text(.found)
     )]
     StaleParent {
         /// Thread.
@@ -47,13 +50,13 @@ pub enum CheckpointError {
         found: Option<CheckpointId>,
     },
     /// A metadata filter key outside the grammar `[A-Za-z_][A-Za-z0-9_.-]{0,63}`.
-    #[error("invalid metadata filter key {key:?}")]
+    #[error("invalid metadata filter key `{}`", .key.escape_debug())]
     InvalidFilterKey {
         /// The offending key.
         key: String,
     },
     /// A stored value that cannot be decoded.
-    #[error("corrupt checkpoint {checkpoint} in thread {thread:?}: {detail}")]
+    #[error("corrupt checkpoint {checkpoint} in thread {thread}: {detail}")]
     Corrupt {
         /// Thread.
         thread: ThreadId,
@@ -64,9 +67,7 @@ pub enum CheckpointError {
     },
     /// Stored bytes that do not match their hash, or that are not a valid envelope or
     /// record: never decoded into a wrong or default state.
-    #[error(
-        "integrity error in thread {thread:?}, checkpoint {checkpoint}, blob {blob}: {detail}"
-    )]
+    #[error("integrity error in thread {thread}, checkpoint {checkpoint}, blob {blob}: {detail}")]
     Integrity {
         /// Thread.
         thread: String,
@@ -94,7 +95,7 @@ pub enum CheckpointError {
         limit: usize,
     },
     /// A run id that is empty, too long or holds control characters.
-    #[error("invalid run id {id:?}: {reason}")]
+    #[error("invalid run id `{}`: {reason}", .id.escape_debug())]
     InvalidRunId {
         /// The offending id (at most 64 characters of it).
         id: String,
@@ -112,7 +113,7 @@ pub enum CheckpointError {
         to: RunStatus,
     },
     /// A put of a stored run naming another thread than the one it runs on.
-    #[error("run {run} belongs to thread {stored:?}, not {given:?}")]
+    #[error("run {run} belongs to thread {stored}, not {given}")]
     RunOfAnotherThread {
         /// The run.
         run: RunId,
@@ -231,4 +232,18 @@ pub fn validate_filter_key(key: &str) -> Result<(), CheckpointError> {
             key: key.chars().take(64).collect(),
         })
     }
+}
+
+/// ` (namespace ns)` for a subgraph's namespace, nothing for the root one.
+fn in_namespace(ns: &Namespace) -> String {
+    if ns.is_root() {
+        String::new()
+    } else {
+        format!(" (namespace {ns})")
+    }
+}
+
+/// A head checkpoint as text: its id, or `none` for an empty thread.
+fn head_text(head: &Option<CheckpointId>) -> String {
+    head.map_or_else(|| "none".to_owned(), |id| id.to_string())
 }

@@ -6,10 +6,10 @@ use std::path::Path;
 
 use serde_json::Value;
 use stategraph_checkpoints::diff::fields_to_json;
-use stategraph_checkpoints::inspect::{self, resolve_prefix, PrefixError};
+use stategraph_checkpoints::inspect::{self, find_checkpoint, LookupError};
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint, Namespace, Saver,
-    SqliteSaver, ThreadId,
+    ChannelName, Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint,
+    Namespace, Saver, SqliteSaver, ThreadId,
 };
 
 use crate::failure::{Failure, Outcome};
@@ -53,12 +53,33 @@ pub(crate) fn thread_id(text: &str) -> Result<ThreadId, Failure> {
     ThreadId::new(text).map_err(|e| Failure::usage(e.to_string()))
 }
 
-/// `thread "t"`, with its namespace unless it is the root one.
+/// How `threads` shows the root namespace, and what `--ns` accepts for it (as well as `""`).
+pub(crate) const ROOT_NS: &str = "(root)";
+
+/// A namespace as typed after `--ns`: the name `threads` shows, `(root)` or empty for the root.
+pub(crate) fn namespace(text: &str) -> Namespace {
+    if text == ROOT_NS {
+        Namespace::root()
+    } else {
+        Namespace::parse(text)
+    }
+}
+
+/// A namespace as shown: its name, or `(root)`.
+pub(crate) fn ns_name(ns: &str) -> &str {
+    if ns.is_empty() {
+        ROOT_NS
+    } else {
+        ns
+    }
+}
+
+/// `thread t`, with its namespace unless it is the root one.
 pub(crate) fn thread_label(thread: &ThreadId, ns: &Namespace) -> String {
     if ns.is_root() {
-        format!("thread {:?}", thread.as_str())
+        format!("thread {thread}")
     } else {
-        format!("thread {:?} (namespace {:?})", thread.as_str(), ns.as_str())
+        format!("thread {thread} (namespace {ns})")
     }
 }
 
@@ -72,12 +93,10 @@ pub(crate) async fn headers(
     let list = saver.list(thread, ns, ListOptions::default()).await?;
     if list.is_empty() {
         let what = if ns.is_root() {
-            format!("no thread {:?} in {}", thread.as_str(), file.display())
+            format!("no thread {thread} in {}", file.display())
         } else {
             format!(
-                "thread {:?} has no checkpoints in namespace {:?} in {}",
-                thread.as_str(),
-                ns.as_str(),
+                "thread {thread} has no checkpoints in namespace {ns} in {}",
                 file.display()
             )
         };
@@ -86,19 +105,23 @@ pub(crate) async fn headers(
     Ok(list)
 }
 
-/// The checkpoint `text` names among `list` (full id or unique prefix).
+/// The checkpoint `text` names among `list`: a full id, a unique start or end of one, or
+/// `step:N` (see [`find_checkpoint`]).
 pub(crate) fn resolve(
     list: &[Checkpoint],
     text: &str,
     thread: &ThreadId,
     ns: &Namespace,
 ) -> Result<CheckpointId, Failure> {
-    resolve_prefix(list.iter().map(|c| c.id), text).map_err(|e| match e {
-        PrefixError::Invalid(_) => Failure::usage(e.to_string()),
-        PrefixError::NotFound(p) => {
+    find_checkpoint(list, text).map_err(|e| match e {
+        LookupError::Invalid(_) => Failure::usage(e.to_string()),
+        LookupError::NotFound(p) => {
             Failure::runtime(format!("no checkpoint {p} in {}", thread_label(thread, ns)))
         }
-        PrefixError::Ambiguous { .. } => Failure::usage(format!("{e}; give more digits")),
+        LookupError::Ambiguous { .. } => Failure::usage(format!("{e}; give more digits")),
+        LookupError::NoStep { .. } | LookupError::Empty(_) => {
+            Failure::runtime(format!("{e} in {}", thread_label(thread, ns)))
+        }
     })
 }
 
@@ -125,6 +148,20 @@ pub(crate) fn state_of(loaded: &LoadedCheckpoint) -> Result<Value, Failure> {
             loaded.checkpoint.id
         ))
     })
+}
+
+/// The state's fields that have never been written at this checkpoint (they hold their
+/// type's default): the fields the control state names at version 0 without a stored value.
+/// A file written before the engine named every field lists none.
+pub(crate) fn unwritten_fields(loaded: &LoadedCheckpoint) -> Vec<String> {
+    loaded
+        .checkpoint
+        .control
+        .versions
+        .keys()
+        .filter(|k| ChannelName::parse(k).is_field() && !loaded.fields.contains_key(k.as_ref()))
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// The fields with a stored value, for messages: `a, b` or `none`.

@@ -17,8 +17,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 /// Inspect a stategraph checkpoint file (SQLite) without the graph's Rust types.
 ///
-/// State values are shown as the JSON they are stored as. Checkpoints are named by their
-/// 32-hex-digit id or by a unique prefix of at least 6 digits.
+/// State values are shown as the JSON they are stored as. A checkpoint is named by its
+/// 32-hex-digit id, by at least 6 digits from its start or end that no other checkpoint's id
+/// has (history shows the shortest such end), by step:N (superstep N on the newest branch),
+/// or by step:N@REF (on the branch that ends at checkpoint REF).
 #[derive(Debug, Parser)]
 #[command(name = "stategraph", version, propagate_version = true)]
 #[command(
@@ -53,7 +55,7 @@ pub(crate) enum ColorWhen {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// List the threads of the file with their status.
+    /// List the threads of the file with their status and namespaces.
     Threads {
         /// The checkpoint file.
         file: PathBuf,
@@ -68,7 +70,7 @@ pub(crate) enum Command {
         /// Show at most this many checkpoints.
         #[arg(long, short = 'n')]
         limit: Option<usize>,
-        /// A subgraph's namespace (as `threads` lists them); the root graph by default.
+        /// A namespace as `threads` lists it (`(root)` for the root graph, the default).
         #[arg(long, default_value = "", hide_default_value = true)]
         ns: String,
     },
@@ -79,7 +81,8 @@ pub(crate) enum Command {
         /// The thread.
         #[arg(long, short = 't')]
         thread: String,
-        /// The checkpoint (id or unique prefix); the newest by default.
+        /// The checkpoint (id, unique start or end of one, step:N, step:N@REF); the newest
+        /// by default.
         #[arg(long, short = 'c')]
         checkpoint: Option<String>,
         /// Print only this field's value.
@@ -88,7 +91,7 @@ pub(crate) enum Command {
         /// Print only the value at this JSON pointer into the state (RFC 6901), e.g. /log/0.
         #[arg(long)]
         path: Option<String>,
-        /// A subgraph's namespace; the root graph by default.
+        /// A namespace as `threads` lists it (`(root)` for the root graph, the default).
         #[arg(long, default_value = "", hide_default_value = true)]
         ns: String,
     },
@@ -107,7 +110,7 @@ pub(crate) enum Command {
         /// Diff this checkpoint against its parent instead: what its step changed.
         #[arg(long, value_name = "CHECKPOINT", conflicts_with_all = ["a", "b"])]
         since_parent: Option<String>,
-        /// A subgraph's namespace; the root graph by default.
+        /// A namespace as `threads` lists it (`(root)` for the root graph, the default).
         #[arg(long, default_value = "", hide_default_value = true)]
         ns: String,
     },
@@ -121,7 +124,7 @@ pub(crate) enum Command {
         /// The thread to fork.
         #[arg(long, short = 't')]
         thread: String,
-        /// The checkpoint to branch from (id or unique prefix).
+        /// The checkpoint to branch from (id, unique start or end of one, step:N, step:N@REF).
         #[arg(long, short = 'c')]
         checkpoint: String,
         /// The new thread (must not exist yet).

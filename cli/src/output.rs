@@ -5,9 +5,7 @@ use std::io::{IsTerminal, Write};
 
 use serde_json::{json, Value};
 use stategraph_checkpoints::inspect::format_utc_ms;
-use stategraph_checkpoints::{
-    Checkpoint, CheckpointId, PendingWrite, RunRecord, RunStatus, WriteKind,
-};
+use stategraph_checkpoints::{Checkpoint, PendingWrite, RunRecord, RunStatus, WriteKind};
 
 use crate::ColorWhen;
 
@@ -82,6 +80,7 @@ impl Style {
         match status {
             "done" => self.green(status),
             "interrupted" => self.yellow(status),
+            "ready" => self.cyan(status),
             "error" => self.red(status),
             other => other.to_owned(),
         }
@@ -190,11 +189,6 @@ pub(crate) fn json_text(v: &Value) -> String {
     let mut s = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
     s.push('\n');
     s
-}
-
-/// The first `len` hex digits of a checkpoint id.
-pub(crate) fn short_id(id: CheckpointId, len: usize) -> String {
-    id.to_string()[..len].to_string()
 }
 
 /// The nodes a checkpoint would run next, comma-separated, or `-`.

@@ -134,7 +134,7 @@ pub enum RunError {
         source: ReduceError,
     },
     /// The run took more supersteps than its recursion limit allows.
-    #[error("recursion limit of {limit} steps reached without finishing (thread {thread:?})")]
+    #[error("recursion limit of {limit} steps reached without finishing{}", on_thread(.thread))]
     RecursionLimit {
         /// The limit.
         limit: usize,
@@ -176,7 +176,7 @@ pub enum RunError {
         reason: String,
     },
     /// A resume was given, but the thread has no pending interrupt.
-    #[error("thread {thread:?} has no pending interrupt to resume")]
+    #[error("{} has no pending interrupt to resume", thread_text(.thread))]
     NoPendingInterrupt {
         /// The thread.
         thread: Option<ThreadId>,
@@ -231,7 +231,7 @@ pub enum RunError {
         step: i64,
     },
     /// A stored value could not be decoded into the state type.
-    #[error("cannot decode field {field:?} of checkpoint in thread {thread:?}: {detail}")]
+    #[error("cannot decode field {field} of a checkpoint{}: {detail}", on_thread(.thread))]
     Decode {
         /// The field.
         field: String,
@@ -267,4 +267,18 @@ pub enum Error {
     /// Checkpoint storage.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+}
+
+/// ` on thread t`, or nothing for a run without a thread.
+fn on_thread(thread: &Option<ThreadId>) -> String {
+    thread
+        .as_ref()
+        .map_or_else(String::new, |t| format!(" on thread {t}"))
+}
+
+/// `thread t`, or `the run` for a run without a thread.
+fn thread_text(thread: &Option<ThreadId>) -> String {
+    thread
+        .as_ref()
+        .map_or_else(|| "the run".to_owned(), |t| format!("thread {t}"))
 }

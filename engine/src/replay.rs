@@ -1,10 +1,14 @@
 //! Replay: run a thread again from one of its checkpoints with the current node code, and
 //! report the first step where the new run's state differs from the recorded one.
 
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
 use stategraph_checkpoints::{CheckpointError, CheckpointId, Namespace, Saver, Source, ThreadId};
 
 use crate::diff::{diff_states, StateDiff};
-use crate::{CompiledGraph, Durability, Input, RunConfig, RunError, State};
+use crate::state::Field;
+use crate::{CompiledGraph, Durability, EventKind, Input, RunConfig, RunError, State, StreamMode};
 
 /// Where a replay first differed from the recorded history.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,12 +19,16 @@ pub struct Divergence {
     pub recorded: Option<CheckpointId>,
     /// The replayed checkpoint of that step (`None` if the replay ended earlier).
     pub replayed: Option<CheckpointId>,
-    /// How the replayed state differs from the recorded one (empty if one side ended).
+    /// How the replayed state differs from the recorded one (empty if one side ended), its
+    /// fields in the order the step changed them: first those the replayed step wrote, in
+    /// the order the engine applied its tasks' writes (task order, then the fields of each
+    /// update in declaration order), then the others in declaration order.
     pub diff: StateDiff,
 }
 
 impl Divergence {
-    /// The first field that differs, if the states differ.
+    /// The field that changed first in the diverging step (see [`Divergence::diff`] for the
+    /// order), if the states differ.
     pub fn field(&self) -> Option<&str> {
         self.diff.fields.first().map(|f| f.field.as_str())
     }
@@ -81,6 +89,26 @@ fn scratch_thread(thread: &str, from: CheckpointId) -> Result<ThreadId, RunError
     ))?)
 }
 
+/// The fields each replayed step wrote, by step, in the order the engine applied them.
+#[derive(Debug, Default)]
+struct WriteOrder(BTreeMap<i64, Vec<&'static str>>);
+
+impl WriteOrder {
+    /// Put `diff`'s fields in the order step `step` changed them: those it wrote first, in
+    /// write order, then the rest in the state's declaration order.
+    fn sort<S: State>(&self, step: i64, diff: &mut StateDiff) {
+        let order = self.0.get(&step).map_or(&[][..], Vec::as_slice);
+        diff.fields.sort_by_key(|f| {
+            let declared = S::Field::from_name(&f.field).map_or(usize::MAX, Field::index);
+            let at = order
+                .iter()
+                .position(|w| *w == f.field)
+                .unwrap_or(usize::MAX);
+            (at, declared)
+        });
+    }
+}
+
 /// One replay of a thread from a checkpoint, on a scratch copy of the thread.
 struct Replay<'a, S: State> {
     graph: &'a CompiledGraph<S>,
@@ -123,11 +151,23 @@ impl<S: State> Replay<'_, S> {
             .thread(self.scratch.as_str())
             .checkpoint(self.from)
             .durability(Durability::Sync);
-        let paused = self
+        let mut stream = self
             .graph
-            .invoke(Input::Continue, &config)
-            .await?
-            .is_interrupted();
+            .stream(Input::Continue, &config, StreamMode::updates());
+        let mut written = WriteOrder::default();
+        while let Some(event) = stream.next().await {
+            if let (true, EventKind::Updates { update, .. }) = (event.ns.is_root(), &event.kind) {
+                if let Some(u) = update.get::<S::Update>() {
+                    let fields = written.0.entry(event.step).or_default();
+                    S::written(u, &mut |f| {
+                        if !fields.contains(&f.name()) {
+                            fields.push(f.name());
+                        }
+                    });
+                }
+            }
+        }
+        let paused = stream.outcome().await?.is_interrupted();
         // The replay starts with a fork checkpoint on top of `from`; compare what follows.
         let replayed: Vec<PathStep> = self
             .path_after_from(&self.scratch)
@@ -141,7 +181,7 @@ impl<S: State> Replay<'_, S> {
         } else {
             recorded.len().max(replayed.len())
         };
-        self.compare(recorded, &replayed, span).await
+        self.compare(recorded, &replayed, span, &written).await
     }
 
     /// Compare the first `span` steps of both paths; the first step where one path has ended
@@ -151,6 +191,7 @@ impl<S: State> Replay<'_, S> {
         recorded: &[PathStep],
         replayed: &[PathStep],
         span: usize,
+        written: &WriteOrder,
     ) -> Result<ReplayReport, RunError> {
         let mut compared = 0;
         for i in 0..span {
@@ -167,7 +208,8 @@ impl<S: State> Replay<'_, S> {
                     }),
                 });
             };
-            let diff = self.diff_states_at(r.id, p.id).await?;
+            let mut diff = self.diff_states_at(r.id, p.id).await?;
+            written.sort::<S>(p.step, &mut diff);
             compared += 1;
             if !diff.is_empty() {
                 return Ok(ReplayReport {

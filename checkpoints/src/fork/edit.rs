@@ -154,10 +154,10 @@ pub struct Retyped {
 #[non_exhaustive]
 pub enum PointerError {
     /// The container the last token is in does not exist.
-    #[error("nothing at {0:?} inside the field")]
+    #[error("nothing at {0} inside the field")]
     Missing(String),
     /// The last token is not an index of the array it is in.
-    #[error("{0:?} is not an array index")]
+    #[error("`{}` is not an array index", .0.escape_debug())]
     NotAnIndex(String),
     /// The index is more than one past the array's end.
     #[error("index {index} is past the end of an array of {len}")]
@@ -191,7 +191,7 @@ fn container_name(at: &str) -> &str {
 pub enum EditError {
     /// The checkpoint has no such field (or the name is a trigger channel's).
     #[error(
-        "no field {field:?} at checkpoint {checkpoint} (stored fields: {})",
+        "no field {field} at checkpoint {checkpoint} (stored fields: {})",
         stored_list(.stored)
     )]
     UnknownField {
@@ -203,7 +203,7 @@ pub enum EditError {
         stored: Vec<String>,
     },
     /// The edit points inside a field that has no stored value.
-    #[error("field {field:?} has no stored value to change inside")]
+    #[error("field {field} has no stored value to change inside")]
     NothingInside {
         /// The field named.
         field: String,

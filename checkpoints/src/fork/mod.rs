@@ -66,7 +66,7 @@ pub enum ForkError {
         detail: String,
     },
     /// A changed value cannot be encoded.
-    #[error("cannot encode {field:?}: {source}")]
+    #[error("cannot encode field {field}: {source}")]
     Encode {
         /// The field.
         field: String,
@@ -410,7 +410,7 @@ mod tests {
         assert_eq!(
             fails("/nope")?.to_string(),
             format!(
-                "no field \"nope\" at checkpoint {} (stored fields: log, n)",
+                "no field nope at checkpoint {} (stored fields: log, n)",
                 base.checkpoint.id
             )
         );

@@ -7,7 +7,9 @@
 //! - [`verify`] checks every stored envelope against its hash, every parent link, SQLite's own
 //!   `integrity_check`, every stored run and delivery receipt, and that every checkpoint
 //!   loads;
-//! - [`resolve_prefix`] finds a checkpoint by a unique prefix of its id;
+//! - [`find_checkpoint`] finds a checkpoint by a unique start or end of its id or by
+//!   `step:N` on a branch, and [`short_suffix_len`] says how many trailing digits tell a
+//!   listing's ids apart; [`resolve_prefix`] finds one by a unique prefix only;
 //! - [`format_utc_ms`] shows a time stamp as ISO-8601 UTC.
 //!
 //! ```
@@ -16,6 +18,7 @@
 //! ```
 
 mod existing;
+mod lookup;
 mod prefix;
 mod run_tables;
 mod tables;
@@ -23,6 +26,7 @@ mod time;
 mod verify;
 
 pub use existing::{namespaces, open_existing};
+pub use lookup::{find_checkpoint, short_suffix, short_suffix_len, LookupError, MIN_REF_LEN};
 pub use prefix::{resolve_prefix, short_id_len, PrefixError, MIN_PREFIX_LEN};
 pub use time::format_utc_ms;
 pub use verify::{verify, Problem, VerifyCounts, VerifyReport};

@@ -11,7 +11,7 @@ pub const MIN_PREFIX_LEN: usize = 6;
 pub enum PrefixError {
     /// Not hex, longer than 32 digits, or shorter than [`MIN_PREFIX_LEN`].
     #[error(
-        "invalid checkpoint id {0:?}: expected 32 hex digits or a unique prefix of at least 6"
+        "invalid checkpoint reference `{}`: expected a full id, a unique part of one (at least 6 hex digits) or step:N", .0.escape_debug()
     )]
     Invalid(String),
     /// No checkpoint id starts with it.

@@ -43,7 +43,7 @@ pub(super) async fn run(
 ) -> Outcome {
     let saver = open(file)?;
     let thread = thread_id(thread)?;
-    let ns = Namespace::parse(ns);
+    let ns = crate::file::namespace(ns);
     let list = headers(&saver, file, &thread, &ns).await?;
     let sides = match comparison {
         Comparison::Between(a, b) => {

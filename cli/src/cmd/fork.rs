@@ -45,8 +45,7 @@ pub(super) async fn run(
         .any(|(t, _, _)| t == to.as_str());
     if taken {
         return Err(Failure::runtime(format!(
-            "thread {:?} already exists in {}; fork needs a new thread",
-            to.as_str(),
+            "thread {to} already exists in {}; fork needs a new thread",
             file.display()
         )));
     }
@@ -58,7 +57,7 @@ pub(super) async fn run(
             .map_err(|source| edit_failure(&edit.path, source))?;
         if let Some(r) = retyped {
             eprintln!(
-                "stategraph: warning: --set {}: field {:?} was a {} and is now a {}; the program's type must accept it",
+                "stategraph: warning: --set {}: field {} was a {} and is now a {}; the program's type must accept it",
                 r.path,
                 r.path.field(),
                 r.was,
@@ -76,10 +75,10 @@ pub(super) async fn run(
 fn parse_set(raw: &str) -> Result<FieldEdit, Failure> {
     let (path, text) = raw.split_once('=').ok_or_else(|| {
         Failure::usage(format!(
-            "--set {raw:?}: expected PATH=JSON, e.g. --set /count=3"
+            "--set `{raw}`: expected PATH=JSON, e.g. --set /count=3"
         ))
     })?;
-    let path = FieldPath::parse(path).map_err(|e| Failure::usage(format!("--set {raw:?}: {e}")))?;
+    let path = FieldPath::parse(path).map_err(|e| Failure::usage(format!("--set `{raw}`: {e}")))?;
     let value: Value = serde_json::from_str(text).map_err(|e| {
         Failure::usage(format!(
             "--set {path}: the value is not JSON ({e}); a string needs quotes, e.g. --set '{path}=\"text\"'"
@@ -92,7 +91,7 @@ fn parse_set(raw: &str) -> Result<FieldEdit, Failure> {
 fn edit_failure(path: &FieldPath, e: EditError) -> Failure {
     match e {
         EditError::NothingInside { field } => Failure::usage(format!(
-            "--set {path}: field {field:?} has no stored value to change inside; set it whole with --set /{field}=JSON"
+            "--set {path}: field {field} has no stored value to change inside; set it whole with --set /{field}=JSON"
         )),
         other => Failure::usage(format!("--set {path}: {other}")),
     }
@@ -129,9 +128,7 @@ fn report(
         return json_text(&doc);
     }
     let mut text = format!(
-        "forked thread {:?} at {c} into thread {:?}\nnew checkpoint {}\n",
-        from.as_str(),
-        to.as_str(),
+        "forked thread {from} at {c} into thread {to}\nnew checkpoint {}\n",
         out.style.yellow(&id.to_string())
     );
     for e in edits {

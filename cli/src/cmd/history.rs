@@ -6,14 +6,13 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use stategraph_checkpoints::diff::parts_to_json;
-use stategraph_checkpoints::inspect::short_id_len;
-use stategraph_checkpoints::{Checkpoint, FieldPart, Namespace, Saver, Source, StepChanges};
+use stategraph_checkpoints::inspect::{short_suffix, short_suffix_len};
+use stategraph_checkpoints::{Checkpoint, FieldPart, Saver, Source, StepChanges};
 
 use crate::failure::Outcome;
-use crate::file::{headers, open, thread_id};
+use crate::file::{headers, namespace, open, thread_id};
 use crate::output::{
-    emit, header_json, json_text, next_text, pending_json, pending_lines, short, short_id, Output,
-    Style,
+    emit, header_json, json_text, next_text, pending_json, pending_lines, short, Output, Style,
 };
 
 /// What a step wrote, as short text (`count=2`, `log +1`) and as JSON.
@@ -33,9 +32,9 @@ pub(super) async fn run(
 ) -> Outcome {
     let saver = open(file)?;
     let thread = thread_id(thread)?;
-    let ns = Namespace::parse(ns);
+    let ns = namespace(ns);
     let all = headers(&saver, file, &thread, &ns).await?;
-    let len = short_id_len(&all.iter().map(|c| c.id).collect::<Vec<_>>());
+    let len = short_suffix_len(&all.iter().map(|c| c.id).collect::<Vec<_>>());
     let shown = &all[..limit.unwrap_or(all.len()).min(all.len())];
     let mut rows = Vec::new();
     let mut text = String::new();
@@ -84,7 +83,7 @@ fn history_line(
     let _ = write!(
         text,
         "{}  step {:>3}  {}{}  next: {}  {summary}",
-        s.yellow(&short_id(cp.id, len)),
+        s.yellow(&short_suffix(cp.id, len)),
         cp.step,
         s.cyan(source),
         " ".repeat(6usize.saturating_sub(source.len())),

@@ -33,7 +33,6 @@ pub(super) async fn run(out: Output, file: &Path, thread: &str, keep: u64) -> Ou
         return Ok(emit(&json_text(&doc))?);
     }
     Ok(emit(&format!(
-        "pruned thread {:?}: deleted {deleted} checkpoint(s) (all namespaces); {left} of {before} left in its root namespace\n",
-        thread.as_str()
+        "pruned thread {thread}: deleted {deleted} checkpoint(s) (all namespaces); {left} of {before} left in its root namespace\n"
     ))?)
 }

@@ -20,8 +20,7 @@ pub(super) async fn run(out: Output, file: &Path, run_id: &str) -> Outcome {
     saver.close();
     let Some(run) = found else {
         return Err(Failure::runtime(format!(
-            "no run {:?} in {}",
-            run_id.as_str(),
+            "no run {run_id} in {}",
             file.display()
         )));
     };

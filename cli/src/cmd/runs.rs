@@ -38,8 +38,7 @@ pub(super) async fn run(out: Output, file: &Path, thread: &str) -> Outcome {
     }
     if listed.is_empty() {
         return Ok(emit(&format!(
-            "no runs of thread {:?} in {}\n",
-            thread.as_str(),
+            "no runs of thread {thread} in {}\n",
             file.display()
         ))?);
     }

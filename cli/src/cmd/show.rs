@@ -9,7 +9,9 @@ use stategraph_checkpoints::inspect::format_utc_ms;
 use stategraph_checkpoints::{CheckpointId, LoadedCheckpoint, Namespace, ThreadId};
 
 use crate::failure::{Failure, Outcome};
-use crate::file::{headers, load, open, resolve, state_of, stored_fields, thread_id};
+use crate::file::{
+    headers, load, open, resolve, state_of, stored_fields, thread_id, unwritten_fields,
+};
 use crate::output::{
     emit, header_json, json_text, next_text, pending_json, pending_lines, visible_len, Output,
     Style,
@@ -38,13 +40,13 @@ pub(super) async fn run(
     if let StatePart::Pointer(p) = &part {
         if !p.is_empty() && !p.starts_with('/') {
             return Err(Failure::usage(format!(
-                "--path {p:?}: a JSON pointer starts with '/', e.g. /log/0"
+                "--path `{p}`: a JSON pointer starts with '/', e.g. /log/0"
             )));
         }
     }
     let saver = open(file)?;
     let thread = thread_id(thread)?;
-    let ns = Namespace::parse(ns);
+    let ns = crate::file::namespace(ns);
     let list = headers(&saver, file, &thread, &ns).await?;
     let id = match checkpoint {
         Some(text) => resolve(&list, text, &thread, &ns)?,
@@ -71,9 +73,14 @@ fn picked(
 ) -> Result<Option<Value>, Failure> {
     Ok(match part {
         StatePart::All => None,
+        StatePart::Field(f) if unwritten_fields(loaded).contains(f) => {
+            return Err(Failure::runtime(format!(
+                "field {f} has never been written at checkpoint {id} (it holds its type's default)"
+            )))
+        }
         StatePart::Field(f) => Some(state.get(f).cloned().ok_or_else(|| {
             Failure::runtime(format!(
-                "field {f:?} has no stored value at checkpoint {id} (stored fields: {})",
+                "field {f} has no stored value at checkpoint {id} (stored fields: {})",
                 stored_fields(loaded)
             ))
         })?),
@@ -87,7 +94,7 @@ fn picked(
 }
 
 /// `--json`: the thread, the namespace, the header with pending writes and control state,
-/// and the state.
+/// the state, and the fields never written (not in `state`).
 fn state_json(thread: &ThreadId, ns: &Namespace, loaded: &LoadedCheckpoint, state: Value) -> Value {
     let cp = &loaded.checkpoint;
     let mut header = header_json(cp);
@@ -98,6 +105,7 @@ fn state_json(thread: &ThreadId, ns: &Namespace, loaded: &LoadedCheckpoint, stat
         "ns": ns.as_str(),
         "checkpoint": header,
         "state": state,
+        "unwritten": unwritten_fields(loaded),
     })
 }
 
@@ -128,6 +136,16 @@ fn state_text(
     line("source", cp.source.as_str());
     line("created", &format_utc_ms(cp.created_at_ms));
     line("next", &next_text(cp));
+    let unwritten = unwritten_fields(loaded);
+    if !unwritten.is_empty() {
+        line(
+            "unwritten",
+            &format!(
+                "{} (never written: the type's default)",
+                unwritten.join(", ")
+            ),
+        );
+    }
     for pending in pending_lines(&loaded.pending, s) {
         line(&pending.label, &pending.text);
     }

@@ -1,5 +1,5 @@
-//! `stategraph threads FILE`: the threads of the file with their status and subgraph
-//! namespaces.
+//! `stategraph threads FILE`: the threads of the file with their status and namespaces, each
+//! named as `--ns` takes it.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -9,12 +9,13 @@ use stategraph_checkpoints::inspect::{self, format_utc_ms};
 use stategraph_checkpoints::{Saver, ThreadInfo};
 
 use crate::failure::Outcome;
-use crate::file::{file_error, open};
+use crate::file::{file_error, ns_name, open};
 use crate::output::{emit, json_text, Output, Style};
 
-/// A subgraph namespace of a thread with its number of checkpoints.
+/// A namespace of a thread with its number of checkpoints.
 #[derive(Debug, Clone, Copy)]
-struct Subgraph<'a> {
+struct Space<'a> {
+    /// As stored: `""` for the root graph.
     ns: &'a str,
     checkpoints: usize,
 }
@@ -25,11 +26,11 @@ pub(super) async fn run(out: Output, file: &Path) -> Outcome {
     let infos = saver.list_threads().await?;
     let namespaces = inspect::namespaces(file).map_err(|e| file_error(file, e))?;
     saver.close();
-    let subgraphs = |t: &str| -> Vec<Subgraph<'_>> {
+    let spaces = |t: &str| -> Vec<Space<'_>> {
         namespaces
             .iter()
-            .filter(|(th, ns, _)| th == t && !ns.is_empty())
-            .map(|(_, ns, n)| Subgraph {
+            .filter(|(th, _, _)| th == t)
+            .map(|(_, ns, n)| Space {
                 ns: ns.as_str(),
                 checkpoints: *n,
             })
@@ -38,21 +39,20 @@ pub(super) async fn run(out: Output, file: &Path) -> Outcome {
     if out.json {
         let list: Vec<Value> = infos
             .iter()
-            .map(|i| thread_json(i, &subgraphs(i.thread.as_str())))
+            .map(|i| thread_json(i, &spaces(i.thread.as_str())))
             .collect();
         return Ok(emit(&json_text(&Value::Array(list)))?);
     }
     if infos.is_empty() {
         return Ok(emit(&format!("no threads in {}\n", file.display()))?);
     }
-    let counts: Vec<usize> = infos
-        .iter()
-        .map(|i| subgraphs(i.thread.as_str()).len())
-        .collect();
-    Ok(emit(&table(&infos, &counts, out.style))?)
+    let per_thread: Vec<Vec<Space<'_>>> = infos.iter().map(|i| spaces(i.thread.as_str())).collect();
+    Ok(emit(&table(&infos, &per_thread, out.style))?)
 }
 
-fn thread_json(i: &ThreadInfo, subgraphs: &[Subgraph<'_>]) -> Value {
+/// `--json`: the thread's row; `namespaces` lists its subgraph namespaces (`ns` as stored,
+/// `name` as `--ns` takes it).
+fn thread_json(i: &ThreadInfo, spaces: &[Space<'_>]) -> Value {
     json!({
         "thread": i.thread.as_str(),
         "checkpoints": i.checkpoints,
@@ -60,16 +60,17 @@ fn thread_json(i: &ThreadInfo, subgraphs: &[Subgraph<'_>]) -> Value {
         "status": i.status.as_str(),
         "updated_at_ms": i.updated_at_ms,
         "updated_at": format_utc_ms(i.updated_at_ms),
-        "namespaces": subgraphs
+        "namespaces": spaces
             .iter()
-            .map(|s| json!({ "ns": s.ns, "checkpoints": s.checkpoints }))
+            .filter(|s| !s.ns.is_empty())
+            .map(|s| json!({ "ns": s.ns, "name": ns_name(s.ns), "checkpoints": s.checkpoints }))
             .collect::<Vec<_>>(),
     })
 }
 
-/// The text table: one row per thread; `subgraphs[i]` is thread `i`'s number of subgraph
-/// namespaces.
-fn table(infos: &[ThreadInfo], subgraphs: &[usize], s: Style) -> String {
+/// The text table: one row per thread, then, when it has subgraph namespaces, one indented
+/// line per namespace (the root as `(root)`) with its checkpoints, named as `--ns` takes it.
+fn table(infos: &[ThreadInfo], spaces: &[Vec<Space<'_>>], s: Style) -> String {
     let width = infos
         .iter()
         .map(|i| i.thread.as_str().chars().count())
@@ -81,27 +82,37 @@ fn table(infos: &[ThreadInfo], subgraphs: &[usize], s: Style) -> String {
         text,
         "{}",
         s.bold(&format!(
-            "{:<width$}  {:>11}  {:>5}  {:<11}  {:<24}  SUBGRAPHS",
+            "{:<width$}  {:>11}  {:>5}  {:<11}  {:<24}  NAMESPACES",
             "THREAD", "CHECKPOINTS", "STEP", "STATUS", "UPDATED"
         ))
     );
-    for (i, &n) in infos.iter().zip(subgraphs) {
+    for (i, spaces) in infos.iter().zip(spaces) {
         let status = i.status.as_str();
         let pad = " ".repeat(11usize.saturating_sub(status.len()));
-        let subs = if n == 0 {
-            "-".to_owned()
-        } else {
-            format!("{n} namespace(s)")
+        let subgraphs = spaces.iter().filter(|sp| !sp.ns.is_empty()).count();
+        let count = match subgraphs {
+            0 => "(root)".to_owned(),
+            n => format!("(root) + {n} subgraph(s), --ns:"),
         };
         let _ = writeln!(
             text,
-            "{:<width$}  {:>11}  {:>5}  {}{pad}  {:<24}  {subs}",
+            "{:<width$}  {:>11}  {:>5}  {}{pad}  {:<24}  {count}",
             i.thread.as_str(),
             i.checkpoints,
             i.last_step,
             s.status(status),
             format_utc_ms(i.updated_at_ms),
         );
+        if subgraphs > 0 {
+            for sp in spaces {
+                let _ = writeln!(
+                    text,
+                    "    {}  {} checkpoint(s)",
+                    s.cyan(ns_name(sp.ns)),
+                    sp.checkpoints
+                );
+            }
+        }
     }
     text
 }

@@ -77,7 +77,7 @@ fn missing_files_unknown_threads_and_checkpoints_are_clear_errors() {
     assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
 
     let ran = sg(&["history", p(&db), "-t", "ghost"]).fails(1);
-    assert!(ran.stderr.contains("no thread \"ghost\""), "{ran:#?}");
+    assert!(ran.stderr.contains("no thread ghost in "), "{ran:#?}");
     let ran = sg(&[
         "show",
         p(&db),
@@ -91,7 +91,10 @@ fn missing_files_unknown_threads_and_checkpoints_are_clear_errors() {
     let ran = sg(&["show", p(&db), "-t", "main", "-c", "ffffff"]).fails(1);
     assert!(ran.stderr.contains("no checkpoint"), "{ran:#?}");
     let ran = sg(&["show", p(&db), "-t", "main", "-c", "xyz"]).fails(2);
-    assert!(ran.stderr.contains("invalid checkpoint id"), "{ran:#?}");
+    assert!(
+        ran.stderr.contains("invalid checkpoint reference"),
+        "{ran:#?}"
+    );
     // A checkpoint of another thread is not found in this one.
     let other = history(&db, "paused")[0]["id"].as_str().unwrap().to_owned();
     sg(&["show", p(&db), "-t", "main", "-c", &other]).fails(1);
@@ -108,4 +111,41 @@ fn missing_files_unknown_threads_and_checkpoints_are_clear_errors() {
         let ran = sg(&["show", p(&db), "-t", "main", "-c", &a[..6]]).fails(2);
         assert!(ran.stderr.contains("ambiguous"), "{ran:#?}");
     }
+}
+
+#[test]
+fn an_unknown_thread_is_named_plainly_without_debug_quotes(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (_dir, db) = fixture();
+    for args in [
+        vec!["history", p(&db), "-t", "zz"],
+        vec!["show", p(&db), "-t", "zz"],
+        vec!["diff", p(&db), "-t", "zz", "--since-parent", "step:0"],
+        vec!["fork", p(&db), "-t", "zz", "-c", "step:0", "--to", "y"],
+    ] {
+        let ran = sg(&args).fails(1);
+        let line = ran.stderr.trim_end();
+        assert_eq!(
+            line,
+            format!("stategraph: no thread zz in {}", p(&db)),
+            "{args:?}"
+        );
+    }
+    let ran = sg(&["history", p(&db), "-t", "main", "--ns", "nope:1"]).fails(1);
+    assert_eq!(
+        ran.stderr.trim_end(),
+        format!(
+            "stategraph: thread main has no checkpoints in namespace nope:1 in {}",
+            p(&db)
+        )
+    );
+    for ran in [
+        sg(&["show", p(&db), "-t", "main", "-c", "ffffff"]).fails(1),
+        sg(&["runs", p(&db), "-t", "zz"]),
+        sg(&["run", p(&db), "zz"]).fails(1),
+    ] {
+        let all = format!("{}{}", ran.stdout, ran.stderr);
+        assert!(!all.contains("Some(") && !all.contains('"'), "{ran:#?}");
+    }
+    Ok(())
 }

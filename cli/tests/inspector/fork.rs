@@ -136,7 +136,7 @@ fn fork_rejects_bad_paths_values_and_targets_and_writes_nothing() {
     bad("/topic=dogs", 2, "a string needs quotes");
     bad("count=3", 2, "starting with '/'");
     bad("/count", 2, "PATH=JSON");
-    bad("/nope=1", 2, "no field \"nope\"");
+    bad("/nope=1", 2, "no field nope at");
     bad("/log/9=\"x\"", 2, "past the end");
     bad("/count/a=1", 2, "not an object or array");
     bad("/=1", 2, "names no field");
@@ -147,7 +147,7 @@ fn fork_rejects_bad_paths_values_and_targets_and_writes_nothing() {
     sg(&["fork", p(&db), "-t", "main", "-c", &c, "--to", "main"]).fails(2);
     let unknown = sg(&["fork", p(&db), "-t", "ghost", "-c", &c, "--to", "t3"]).fails(1);
     assert!(
-        unknown.stderr.contains("no thread \"ghost\""),
+        unknown.stderr.contains("no thread ghost in "),
         "{unknown:#?}"
     );
     assert_eq!(count_rows(&db, "sg_checkpoints"), rows, "nothing written");

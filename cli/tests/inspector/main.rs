@@ -19,6 +19,7 @@ mod help;
 mod history;
 mod prune;
 mod read_only;
+mod refs;
 mod run;
 mod runs;
 mod show;

@@ -69,8 +69,53 @@ fn show_prints_the_state_with_its_header_or_one_value() {
 
     // Asking for what is not there.
     let missing = sg(&["show", p(&db), "-t", "main", "--field", "nope"]).fails(1);
-    assert!(missing.stderr.contains("\"nope\""), "{missing:#?}");
+    assert!(missing.stderr.contains("field nope has no"), "{missing:#?}");
     sg(&["show", p(&db), "-t", "main", "--path", "/log/99"]).fails(1);
     sg(&["show", p(&db), "-t", "main", "--path", "log"]).fails(2);
     sg(&["show", p(&db), "-t", "main", "--field", "a", "--path", "/b"]).fails(2);
+}
+
+#[test]
+fn show_lists_every_field_with_the_never_written_ones_marked(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (_dir, db) = fixture();
+    let all = ["brief", "count", "log", "topic"];
+    // Thread `paused` never wrote `brief`.
+    let doc = sg(&["show", p(&db), "-t", "paused", "--json"]).ok().json();
+    assert_eq!(doc["unwritten"], json!(["brief"]), "{doc:#}");
+    assert!(doc["state"].get("brief").is_none(), "{doc:#}");
+    let text = sg(&["show", p(&db), "-t", "paused"]).ok().stdout;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("unwritten"))
+        .ok_or_else(|| format!("no unwritten line:\n{text}"))?;
+    assert!(
+        line.contains("brief") && line.contains("never written"),
+        "{line}"
+    );
+    let asked = sg(&["show", p(&db), "-t", "paused", "--field", "brief"]).fails(1);
+    assert!(
+        asked.stderr.contains("field brief has never been written"),
+        "{asked:#?}"
+    );
+
+    // At every checkpoint, the stored fields and the unwritten ones are the whole state.
+    for cp in history(&db, "main") {
+        let id = cp["id"].as_str().ok_or("id")?;
+        let doc = sg(&["show", p(&db), "-t", "main", "-c", id, "--json"])
+            .ok()
+            .json();
+        let mut fields: Vec<String> = doc["state"]
+            .as_object()
+            .ok_or("state")?
+            .keys()
+            .cloned()
+            .collect();
+        for f in doc["unwritten"].as_array().ok_or("unwritten")? {
+            fields.push(f.as_str().ok_or("name")?.to_owned());
+        }
+        fields.sort();
+        assert_eq!(fields, all, "{doc:#}");
+    }
+    Ok(())
 }

@@ -127,11 +127,18 @@ impl<S: State> ControlState<S> {
 
     /// Built from entries already in key order: collecting sorted entries bulk-builds the
     /// map instead of inserting them one by one.
+    ///
+    /// Every state field is kept, a never-written one at version 0, so that a reader without
+    /// the state's type (the inspector) knows the whole state; trigger channels at 0 are left
+    /// out.
     fn versions_record(&self, g: &GraphInner<S>) -> BTreeMap<Arc<str>, u64> {
         g.control_order
             .channels
             .iter()
-            .filter_map(|(name, c)| Some((Arc::clone(name), self.version(*c))).filter(|e| e.1 > 0))
+            .filter_map(|(name, c)| {
+                let v = self.version(*c);
+                (v > 0 || matches!(c, Channel::Field(_))).then(|| (Arc::clone(name), v))
+            })
             .collect()
     }
 
@@ -378,7 +385,7 @@ mod tests {
     }
 
     #[test]
-    fn the_record_names_channels_and_leaves_out_zeroes() -> Result<(), Error> {
+    fn the_record_names_every_field_and_leaves_out_zero_triggers() -> Result<(), Error> {
         let compiled = graph()?;
         let g = &compiled.inner;
         let record = busy(g).to_control(g)?;
@@ -395,7 +402,12 @@ mod tests {
         assert_eq!(record.sends[1].node, "b");
         assert_eq!(record.interrupt_seen.get("*"), Some(&5));
         let empty = ControlState::new(g).to_control(g)?;
-        assert!(empty.versions.is_empty() && empty.versions_seen.is_empty());
+        // Fields are named even before they are written; nothing else is.
+        assert!(empty
+            .versions
+            .iter()
+            .all(|(k, v)| *v == 0 && !k.contains(':')));
+        assert!(empty.versions.contains_key("n") && empty.versions_seen.is_empty());
         assert!(empty.branches.is_empty() && empty.barriers.is_empty());
         assert!(empty.sends.is_empty() && empty.interrupt_seen.is_empty());
         Ok(())

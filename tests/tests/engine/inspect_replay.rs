@@ -310,3 +310,53 @@ async fn replay_with_changed_code_reports_the_first_step_and_field_that_diverged
     );
     Ok(())
 }
+
+#[derive(State, Clone, Default, Debug, PartialEq)]
+struct Pair {
+    alpha: i64,
+    zeta: i64,
+}
+
+/// `first` writes `zeta` and `second` writes `alpha`, in one step: the engine applies the
+/// tasks' writes in node order, so `zeta` changes first although `alpha` comes first by name
+/// and by declaration.
+fn pair(bump: i64) -> Result<CompiledGraph<Pair>, stategraph::CompileError> {
+    StateGraph::<Pair>::new()
+        .add_node("first", move |_s: Arc<Pair>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(Pair::update().zeta(bump))
+        })
+        .add_node("second", move |_s: Arc<Pair>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(Pair::update().alpha(bump))
+        })
+        .add_edge(START, "first")
+        .add_edge(START, "second")
+        .add_edge("first", END)
+        .add_edge("second", END)
+        .compile()
+}
+
+#[tokio::test]
+async fn a_divergence_names_the_field_its_step_changed_first_not_the_first_by_name() -> TestResult {
+    let store = Arc::new(MemorySaver::new());
+    let recorded = pair(1)?.with_checkpointer(store.clone());
+    recorded
+        .invoke(Pair::update(), &RunConfig::new().thread("t"))
+        .await?;
+    let history = recorded
+        .get_state_history("t", ListOptions::default())
+        .await?;
+    let input = history.last().ok_or("no history")?;
+    let report = pair(2)?
+        .with_checkpointer(store)
+        .replay("t", input.checkpoint.id)
+        .await?;
+    let d = report.divergence.ok_or("expected a divergence")?;
+    let fields: Vec<&str> = d.diff.fields.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["zeta", "alpha"],
+        "in the order the step changed them"
+    );
+    assert_eq!(d.field(), Some("zeta"));
+    Ok(())
+}
