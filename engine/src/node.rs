@@ -413,7 +413,7 @@ impl NodeContext {
     }
 
     /// Cancel the run this task belongs to, as its [`CancelToken`] would: the run stops now
-    /// with [`RunError::Cancelled`](crate::RunError::Cancelled) and its running tasks are
+    /// with [`RunError::Cancelled`] and its running tasks are
     /// dropped. A node that meets a cancellation it cannot pass on as a value (a layer, a
     /// provider) calls this rather than failing, which would be reported as a node failure.
     pub fn cancel_run(&self) {
