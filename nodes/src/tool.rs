@@ -300,6 +300,19 @@ impl ToolError {
     }
 }
 
+impl ToolCall {
+    /// The call's arguments as an `A` (read in place, not copied).
+    ///
+    /// # Errors
+    /// [`ToolError::InvalidArgs`] naming the tool and what did not fit.
+    pub fn args_as<A: DeserializeOwned>(&self) -> Result<A, ToolError> {
+        A::deserialize(&self.args).map_err(|e| ToolError::InvalidArgs {
+            tool: self.name.clone(),
+            message: e.to_string(),
+        })
+    }
+}
+
 /// What a tool call can see: the step's state snapshot, the run context, the task (for
 /// interrupts, custom events and its idempotency key).
 #[derive(Clone)]
@@ -484,12 +497,7 @@ impl FnTool {
             let handler = Arc::clone(&handler);
             let name = name.clone();
             async move {
-                let args: A = serde_json::from_value(call.args.clone()).map_err(|e| {
-                    ToolError::InvalidArgs {
-                        tool: name.clone(),
-                        message: e.to_string(),
-                    }
-                })?;
+                let args: A = call.args_as()?;
                 let text = handler(args, cx)
                     .await
                     .map_err(|e| ToolError::failed(name.clone(), e))?;

@@ -35,11 +35,7 @@ pub fn present_files() -> FnTool {
     .parameters(schema_of::<PresentFilesArgs>())
     .read_only(false);
     FnTool::new(spec, |call: ToolCall, cx: ToolContext| async move {
-        let args: PresentFilesArgs =
-            serde_json::from_value(call.args.clone()).map_err(|e| ToolError::InvalidArgs {
-                tool: call.name.clone(),
-                message: e.to_string(),
-            })?;
+        let args: PresentFilesArgs = call.args_as()?;
         let open = cx
             .sandbox()
             .await

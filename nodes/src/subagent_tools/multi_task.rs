@@ -59,11 +59,7 @@ impl Tool for MultiTaskTool {
         let subagents = Arc::clone(&self.subagents);
         let log = self.log.clone();
         Box::pin(async move {
-            let args: MultiTaskArgs =
-                serde_json::from_value(call.args.clone()).map_err(|e| ToolError::InvalidArgs {
-                    tool: MULTI_TASK_TOOL.to_owned(),
-                    message: e.to_string(),
-                })?;
+            let args: MultiTaskArgs = call.args_as()?;
             let runs = args.tasks.into_iter().enumerate().map(|(i, request)| {
                 let id = format!("{}/{i}", call.id);
                 let subagents = Arc::clone(&subagents);

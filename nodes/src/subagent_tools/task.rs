@@ -59,11 +59,7 @@ impl Tool for TaskTool {
         let subagents = Arc::clone(&self.subagents);
         let log = self.log.clone();
         Box::pin(async move {
-            let request: DelegationRequest =
-                serde_json::from_value(call.args.clone()).map_err(|e| ToolError::InvalidArgs {
-                    tool: TASK_TOOL.to_owned(),
-                    message: e.to_string(),
-                })?;
+            let request: DelegationRequest = call.args_as()?;
             let report = subagents.delegate(&call.id, request, &cx).await;
             let command = delegation_command(
                 std::slice::from_ref(&report),
