@@ -3,7 +3,8 @@
 //! sandbox lives in a folder next to it; a second run on the same thread, with a new provider
 //! over the same folder (as another process would have), finds the first run's files.
 //!
-//! Every tool call is printed with its virtual path, then the capability trace.
+//! Every tool call is printed with its virtual path as it runs (a tool layer), then the
+//! capability trace with its Delivered line, then the run's status and delivery receipt.
 //!
 //! Run with `cargo run --release --example deliver_report [FOLDER]` (no network, no API key;
 //! the folder defaults to `stategraph-deliver-report` in the system's temporary directory).
@@ -11,11 +12,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::json;
 use stategraph::checkpoints::{Saver, SqliteSaver, ThreadId};
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::sandbox::{LocalSandboxProvider, SandboxOptions, SandboxProvider};
 use stategraph_nodes::sandbox_tools::sandbox_tools;
+use stategraph_nodes::{ToolError, ToolInvocation, ToolLayer, ToolNext};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -74,6 +77,34 @@ fn shown_args(args: &serde_json::Value) -> String {
         .join(" ")
 }
 
+/// Prints each tool call as it starts, with the virtual path it names, and the first line of
+/// its result when it returns: what the run is doing, while it does it.
+struct Progress;
+
+impl ToolLayer for Progress {
+    fn name(&self) -> &str {
+        "progress"
+    }
+
+    fn call<'a>(
+        &'a self,
+        invocation: ToolInvocation,
+        next: ToolNext<'a>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let name = invocation.call.name.clone();
+            println!("call  {name:<14} {}", shown_args(&invocation.call.args));
+            let out = next.run(invocation).await;
+            if let Some(m) = out.as_ref().ok().and_then(ToolOutput::message) {
+                let first = m.content.lines().next().unwrap_or_default();
+                let error = if m.is_error() { "ERROR " } else { "" };
+                println!("tool  {name:<14} {error}{first}");
+            }
+            out
+        })
+    }
+}
+
 /// Places the user's upload into the thread's uploads (what an upload endpoint would do).
 async fn place_upload(provider: &LocalSandboxProvider) -> Result<(), Error> {
     let id = provider.acquire(USER, THREAD).await?;
@@ -106,6 +137,7 @@ async fn run(
     for tool in sandbox_tools() {
         builder = builder.tool_arc(tool);
     }
+    builder = builder.tool_layer(Progress);
     // No run id in the context: each invocation gets a fresh one, so running the example
     // again (another process) records new runs on the same thread.
     let agent = builder
@@ -113,11 +145,7 @@ async fn run(
         .await?
         .with_checkpointer(saver);
     let config = agent.run_config().thread(THREAD);
-    let before = agent
-        .graph()
-        .get_state(THREAD, None)
-        .await?
-        .map_or(0, |s| s.values.messages.len());
+    println!("== {name}: tool calls, as they run");
     let out = agent
         .invoke(
             ThreadState::human_input("Write the quarterly report."),
@@ -126,25 +154,8 @@ async fn run(
         .await?;
     model.verify()?;
 
-    println!("== {name}: tool calls");
-    for m in out.state.messages.iter().skip(before) {
-        match m {
-            Message::Ai(ai) => {
-                for c in &ai.tool_calls {
-                    println!("call  {:<14} {}", c.name, shown_args(&c.args));
-                }
-                if ai.tool_calls.is_empty() {
-                    println!("ai    {}", ai.content);
-                }
-            }
-            Message::Tool(t) => println!(
-                "tool  {:<14} {}{}",
-                t.name,
-                if t.is_error() { "ERROR " } else { "" },
-                t.content.lines().next().unwrap_or_default()
-            ),
-            _ => {}
-        }
+    if let Some(answer) = out.state.last_ai() {
+        println!("ai    {}", answer.content);
     }
     println!("artifacts: {:?}", out.state.artifacts);
     println!("\n== {name}: capability trace\n{}", agent.trace().render());
