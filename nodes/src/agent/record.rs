@@ -76,14 +76,17 @@ impl RunStore {
         Err(errors)
     }
 
-    /// Stores the run's terminal status; `errors` are the receipt's failed attempts.
+    /// Stores the run's terminal status with its reasons; `errors` are the receipt's failed
+    /// attempts.
     pub(super) async fn finish(
         &self,
-        mut record: RunRecord,
+        run: &RunId,
+        status: RunStatus,
+        reasons: (Option<String>, Option<String>),
         mut errors: Vec<CheckpointError>,
     ) -> Recorded {
-        record.thread = self.thread.clone();
-        record.updated_at_ms = now_ms();
+        let mut record = RunRecord::new(run.clone(), self.thread.clone(), status, now_ms());
+        (record.reason, record.stop_reason) = reasons;
         if let Err(e) = self.saver.put_run(record).await {
             errors.push(e);
         }
@@ -92,10 +95,5 @@ impl RunStore {
         } else {
             Recorded::Failed(errors)
         }
-    }
-
-    /// The run's thread.
-    pub(super) fn thread(&self) -> &ThreadId {
-        &self.thread
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use stategraph::checkpoints::{RunId, RunRecord, RunStatus, Saver, ThreadId};
+use stategraph::checkpoints::{RunId, RunStatus, Saver, ThreadId};
 use stategraph::{RunConfig, RunError, RunOutcome};
 use tokio::sync::OwnedMutexGuard;
 
@@ -229,10 +229,8 @@ impl PendingRun {
                         errors
                     }
                 };
-                let mut record = RunRecord::new(run_id.clone(), store.thread().clone(), status, 0);
-                record.reason.clone_from(&reason);
-                record.stop_reason.clone_from(&stop_reason);
-                store.finish(record, errors).await
+                let reasons = (reason.clone(), stop_reason.clone());
+                store.finish(&run_id, status, reasons, errors).await
             }
         };
         let checked = match failure {

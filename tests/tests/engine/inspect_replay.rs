@@ -89,8 +89,8 @@ async fn a_step_diff_is_what_that_step_wrote() -> TestResult {
     Ok(())
 }
 
-#[test]
-fn assert_state_diff_failure_shows_expected_and_actual_changes() {
+/// A state and the next one: one item appended, one value replaced.
+fn one_change() -> (Log, Log) {
     let before = Log {
         log: vec![],
         value: 1,
@@ -99,6 +99,12 @@ fn assert_state_diff_failure_shows_expected_and_actual_changes() {
         log: vec!["x".into()],
         value: 2,
     };
+    (before, after)
+}
+
+#[test]
+fn assert_state_diff_failure_shows_expected_and_actual_changes() {
+    let (before, after) = one_change();
     assert_state_diff!(before, after, "+ log[0]: \"x\"\n~ value: 1 -> 2");
     let caught = std::panic::catch_unwind(|| {
         assert_state_diff!(before, after, "~ value: 1 -> 3");
@@ -127,14 +133,7 @@ fn panic_text(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
 
 #[test]
 fn assert_state_diff_ignores_the_order_of_the_expected_lines() {
-    let before = Log {
-        log: vec![],
-        value: 1,
-    };
-    let after = Log {
-        log: vec!["x".into()],
-        value: 2,
-    };
+    let (before, after) = one_change();
     // Declaration order, name order, any order: the same change.
     assert_state_diff!(before, after, "~ value: 1 -> 2\n+ log[0]: \"x\"");
     let message = panic_text(|| assert_state_diff!(before, after, "~ value: 1 -> 2"));
@@ -146,14 +145,7 @@ fn assert_state_diff_ignores_the_order_of_the_expected_lines() {
 
 #[test]
 fn a_partial_diff_assertion_checks_only_the_named_fields_or_the_listed_changes() {
-    let before = Log {
-        log: vec![],
-        value: 1,
-    };
-    let after = Log {
-        log: vec!["x".into()],
-        value: 2,
-    };
+    let (before, after) = one_change();
     assert_state_diff!(before, after, fields = ["value"], "~ value: 1 -> 2");
     assert_state_diff!(before, after, fields = ["log"], "+ log[0]: \"x\"");
     assert_state_diff!(before, after, includes "~ value: 1 -> 2");
