@@ -27,6 +27,34 @@ struct Entry {
 
 type Chain = BTreeMap<CheckpointId, Entry>;
 
+impl Entry {
+    /// The same checkpoint for another thread (parts shared, not copied).
+    fn copy(&self) -> Entry {
+        Entry {
+            checkpoint: self.checkpoint.clone(),
+            fields: self.fields.clone(),
+            wrote: self.wrote.clone(),
+            pending: self.pending.clone(),
+        }
+    }
+}
+
+/// [`CheckpointError::StaleParent`] when `to` has checkpoints already.
+fn refuse_existing(
+    map: &HashMap<(ThreadId, Namespace), Chain>,
+    to: &ThreadId,
+) -> Result<(), CheckpointError> {
+    match map.iter().find(|((t, _), c)| t == to && !c.is_empty()) {
+        Some(((_, ns), chain)) => Err(CheckpointError::StaleParent {
+            thread: to.clone(),
+            ns: ns.clone(),
+            expected: None,
+            found: chain.keys().next_back().copied(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// A [`Saver`] that keeps everything in memory. Cloning shares the store.
 ///
 /// Field parts are shared between checkpoints (an unchanged field costs a pointer), and an
@@ -430,37 +458,50 @@ impl Saver for MemorySaver {
         to: &'a ThreadId,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
         let mut map = self.lock();
-        if let Some(((_, ns), chain)) = map.iter().find(|((t, _), c)| t == to && !c.is_empty()) {
-            let err = CheckpointError::StaleParent {
-                thread: to.clone(),
-                ns: ns.clone(),
-                expected: None,
-                found: chain.keys().next_back().copied(),
-            };
-            return Box::pin(future::ready(Err(err)));
+        if let Err(e) = refuse_existing(&map, to) {
+            return Box::pin(future::ready(Err(e)));
         }
         let copies: Vec<((ThreadId, Namespace), Chain)> = map
             .iter()
             .filter(|((t, _), _)| t == from)
             .map(|((_, ns), chain)| {
-                let chain = chain
-                    .iter()
-                    .map(|(id, e)| {
-                        (
-                            *id,
-                            Entry {
-                                checkpoint: e.checkpoint.clone(),
-                                fields: e.fields.clone(),
-                                wrote: e.wrote.clone(),
-                                pending: e.pending.clone(),
-                            },
-                        )
-                    })
-                    .collect();
+                let chain = chain.iter().map(|(id, e)| (*id, e.copy())).collect();
                 ((to.clone(), ns.clone()), chain)
             })
             .collect();
         map.extend(copies);
+        Box::pin(future::ready(Ok(())))
+    }
+
+    fn copy_branch<'a>(
+        &'a self,
+        from: &'a ThreadId,
+        to: &'a ThreadId,
+        head: CheckpointId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let mut map = self.lock();
+        if let Err(e) = refuse_existing(&map, to) {
+            return Box::pin(future::ready(Err(e)));
+        }
+        let root = Namespace::root();
+        let not_found = || CheckpointError::NotFound {
+            thread: from.clone(),
+            ns: Namespace::root(),
+            id: head,
+        };
+        let Some(chain) = map.get(&(from.clone(), root.clone())) else {
+            return Box::pin(future::ready(Err(not_found())));
+        };
+        let mut copy = Chain::new();
+        let mut cur = Some(head);
+        while let Some(id) = cur {
+            let Some(entry) = chain.get(&id) else {
+                return Box::pin(future::ready(Err(not_found())));
+            };
+            copy.insert(id, entry.copy());
+            cur = entry.checkpoint.parent.filter(|p| chain.contains_key(p));
+        }
+        map.insert((to.clone(), root), copy);
         Box::pin(future::ready(Ok(())))
     }
 

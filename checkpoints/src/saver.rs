@@ -109,6 +109,29 @@ pub trait Saver: Send + Sync + 'static {
         to: &'a ThreadId,
     ) -> BoxFuture<'a, Result<(), CheckpointError>>;
 
+    /// Copy one branch of `from` into the empty thread `to`: the root-namespace checkpoints
+    /// from the root of the branch to `head` (each keeping its id, parent and stored parts)
+    /// and their pending writes. Other branches, subgraph namespaces and runs stay behind.
+    ///
+    /// The default reports [`CheckpointError::Unsupported`] (a saver written before it).
+    ///
+    /// # Errors
+    /// [`CheckpointError::NotFound`] if `from` has no root checkpoint `head`;
+    /// [`CheckpointError::StaleParent`] if `to` already has checkpoints; storage errors.
+    fn copy_branch<'a>(
+        &'a self,
+        from: &'a ThreadId,
+        to: &'a ThreadId,
+        head: CheckpointId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let _ = (from, to, head);
+        Box::pin(async {
+            Err(CheckpointError::Unsupported {
+                what: "copying a branch",
+            })
+        })
+    }
+
     /// Delete the checkpoints of `thread` that `retention` does not keep. A kept checkpoint
     /// stays loadable and resumable; one whose parent is deleted becomes a root. Returns how
     /// many checkpoints were deleted.

@@ -1,8 +1,9 @@
-//! Forking a thread into a new one at a checkpoint, optionally with changed field values,
+//! Forking a thread at a checkpoint, optionally with changed field values,
 //! written with the rules the engine uses for a fork: the changed fields get one new version
 //! (one more than the newest channel version, as a step's writes do), and the fork checkpoint
 //! is the anchor of its stretch of the branch ([`fork_checkpoint`], [`bump_versions`]).
-//! [`ForkPlan`] makes the fork into a new thread, with edits given as JSON pointers.
+//! [`ForkPlan`] makes the fork, into a new branch of the same thread or into a new thread
+//! (which gets a copy of the forked branch), with edits given as JSON pointers.
 //!
 //! ```
 //! use serde_json::json;
@@ -73,7 +74,7 @@ pub enum ForkError {
         /// The encoder's error.
         source: serde_json::Error,
     },
-    /// Copying the thread's history into the new thread failed.
+    /// Copying the forked branch into the new thread failed.
     #[error(transparent)]
     Copy(CheckpointError),
     /// Storing the fork checkpoint failed (the new thread was deleted again).
@@ -95,7 +96,7 @@ pub struct ForkPlan {
 
 impl ForkPlan {
     /// Start planning the fork of `base` (a root-namespace checkpoint of thread `from`) into
-    /// the new thread `to`.
+    /// the new thread `to`, or into a new branch of `from` when `to` is `from`.
     ///
     /// # Errors
     /// [`ForkError::Unreadable`] when a stored value of `base` is not JSON.
@@ -152,18 +153,26 @@ impl ForkPlan {
         })
     }
 
-    /// Copy the forked thread's history into the new thread and store the fork checkpoint
-    /// ([`ForkPlan::to_put`]) there; if storing it fails, the new thread is deleted again.
-    /// The forked thread is not changed. Returns the fork checkpoint's id.
+    /// Store the fork checkpoint ([`ForkPlan::to_put`]). Into another thread, the branch
+    /// that ends at the forked checkpoint is copied there first (that branch only: other
+    /// branches, subgraph namespaces and runs stay behind), and if storing the fork
+    /// checkpoint fails the new thread is deleted again. Into the same thread, the fork
+    /// checkpoint starts a new branch beside the others. The forked branch is not changed.
+    /// Returns the fork checkpoint's id.
     ///
     /// # Errors
     /// [`ForkError::Encode`]; [`ForkError::Copy`] (with [`CheckpointError::StaleParent`] when
-    /// `to` already has checkpoints: nothing is written then); [`ForkError::Put`].
+    /// `to` is another thread that already has checkpoints: nothing is written then);
+    /// [`ForkError::Put`].
     pub async fn write(self, saver: &dyn Saver) -> Result<CheckpointId, ForkError> {
         let put = self.to_put()?;
         let id = put.checkpoint.id;
+        if self.to == self.from {
+            saver.put(put).await.map_err(ForkError::Put)?;
+            return Ok(id);
+        }
         saver
-            .copy_thread(&self.from, &self.to)
+            .copy_branch(&self.from, &self.to, self.base.checkpoint.id)
             .await
             .map_err(ForkError::Copy)?;
         if let Err(e) = saver.put(put).await {

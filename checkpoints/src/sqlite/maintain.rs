@@ -4,14 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::read::{load_record, newest_id, walk_log, ChainEnd};
 use super::record::{encode_record, StateRecord, ValueRef};
-use super::sql::SqlResult;
+use super::sql::{id_bytes, SqlResult};
 use super::writer::memory::GroupRecords;
 use crate::envelope::{seal, CODEC_BINCODE};
-use crate::{CheckpointError, Namespace, Retention, StorageError, ThreadId};
+use crate::{CheckpointError, CheckpointId, Namespace, Retention, StorageError, ThreadId};
 
 /// Delete a thread: its checkpoints in every namespace, its pending writes, then the values
 /// only it used.
@@ -33,12 +33,65 @@ pub(crate) fn delete_thread(
 }
 
 /// Copy every checkpoint and pending write of `from` into the new thread `to` (values are
-/// shared, not copied). `to` must have no checkpoints.
+/// shared, not copied); with `head`, only the root-namespace branch that ends at `head` and
+/// the pending writes of its checkpoints. `to` must have no checkpoints.
 pub(crate) fn copy_thread(
     conn: &Connection,
     from: &ThreadId,
     to: &ThreadId,
+    head: Option<CheckpointId>,
 ) -> Result<(), CheckpointError> {
+    refuse_existing(conn, to)?;
+    let rows: Vec<(i64, Option<i64>)> = match head {
+        None => conn
+            .prepare("SELECT seq, parent_seq FROM sg_checkpoints WHERE thread = ?1 ORDER BY seq")
+            .during("preparing the thread's rows query")?
+            .query_map([from.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .during("reading the thread's rows")?
+            .collect::<Result<_, _>>()
+            .during("reading the thread's rows")?,
+        Some(head) => branch_rows(conn, from, head)?,
+    };
+    let mut map: HashMap<i64, i64> = HashMap::new();
+    for &(seq, parent_seq) in &rows {
+        let new_parent = parent_seq.and_then(|p| map.get(&p).copied());
+        conn.execute(
+            "INSERT INTO sg_checkpoints (thread, ns, id, parent, parent_seq, step, source, created_at, metadata, depth, body_hash, body)
+             SELECT ?1, ns, id, parent, ?2, step, source, created_at, metadata, depth, body_hash, body FROM sg_checkpoints WHERE seq = ?3",
+            params![to.as_str(), new_parent, seq],
+        )
+        .during("copying a checkpoint row")?;
+        map.insert(seq, conn.last_insert_rowid());
+    }
+    crate::failpoint::hit("copy.after_checkpoints");
+    match head {
+        None => {
+            conn.execute(
+                "INSERT INTO sg_writes (thread, ns, checkpoint, task, idx, ord, node, kind, hash, data)
+                 SELECT ?2, ns, checkpoint, task, idx, ord, node, kind, hash, data FROM sg_writes WHERE thread = ?1",
+                params![from.as_str(), to.as_str()],
+            )
+            .during("copying the thread's pending writes")?;
+        }
+        Some(_) => {
+            for &(seq, _) in &rows {
+                conn.execute(
+                    "INSERT INTO sg_writes (thread, ns, checkpoint, task, idx, ord, node, kind, hash, data)
+                     SELECT ?2, w.ns, w.checkpoint, w.task, w.idx, w.ord, w.node, w.kind, w.hash, w.data
+                     FROM sg_writes w JOIN sg_checkpoints c
+                       ON c.thread = w.thread AND c.ns = w.ns AND c.id = w.checkpoint
+                     WHERE w.thread = ?1 AND c.seq = ?3",
+                    params![from.as_str(), to.as_str(), seq],
+                )
+                .during("copying a branch's pending writes")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`CheckpointError::StaleParent`] when `to` has checkpoints already.
+fn refuse_existing(conn: &Connection, to: &ThreadId) -> Result<(), CheckpointError> {
     let existing: i64 = conn
         .query_row(
             "SELECT count(*) FROM sg_checkpoints WHERE thread = ?1",
@@ -55,32 +108,44 @@ pub(crate) fn copy_thread(
             found,
         });
     }
-    let rows: Vec<(i64, Option<i64>)> = conn
-        .prepare("SELECT seq, parent_seq FROM sg_checkpoints WHERE thread = ?1 ORDER BY seq")
-        .during("preparing the thread's rows query")?
-        .query_map([from.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
-        .during("reading the thread's rows")?
-        .collect::<Result<_, _>>()
-        .during("reading the thread's rows")?;
-    let mut map: HashMap<i64, i64> = HashMap::new();
-    for (seq, parent_seq) in rows {
-        let new_parent = parent_seq.and_then(|p| map.get(&p).copied());
-        conn.execute(
-            "INSERT INTO sg_checkpoints (thread, ns, id, parent, parent_seq, step, source, created_at, metadata, depth, body_hash, body)
-             SELECT ?1, ns, id, parent, ?2, step, source, created_at, metadata, depth, body_hash, body FROM sg_checkpoints WHERE seq = ?3",
-            params![to.as_str(), new_parent, seq],
-        )
-        .during("copying a checkpoint row")?;
-        map.insert(seq, conn.last_insert_rowid());
-    }
-    crate::failpoint::hit("copy.after_checkpoints");
-    conn.execute(
-        "INSERT INTO sg_writes (thread, ns, checkpoint, task, idx, ord, node, kind, hash, data)
-         SELECT ?2, ns, checkpoint, task, idx, ord, node, kind, hash, data FROM sg_writes WHERE thread = ?1",
-        params![from.as_str(), to.as_str()],
-    )
-    .during("copying the thread's pending writes")?;
     Ok(())
+}
+
+/// The rows of the root-namespace branch of `thread` that ends at `head`, oldest first.
+fn branch_rows(
+    conn: &Connection,
+    thread: &ThreadId,
+    head: CheckpointId,
+) -> Result<Vec<(i64, Option<i64>)>, CheckpointError> {
+    let root = Namespace::root();
+    let first: Option<(i64, Option<i64>)> = conn
+        .query_row(
+            "SELECT seq, parent_seq FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 AND id = ?3",
+            params![thread.as_str(), root.as_str(), id_bytes(head)],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .during("finding the branch's head")?;
+    let Some(mut row) = first else {
+        return Err(CheckpointError::NotFound {
+            thread: thread.clone(),
+            ns: root,
+            id: head,
+        });
+    };
+    let mut rows = vec![row];
+    while let Some(parent) = row.1 {
+        row = conn
+            .query_row(
+                "SELECT seq, parent_seq FROM sg_checkpoints WHERE seq = ?1",
+                [parent],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .during("walking a branch to its root")?;
+        rows.push(row);
+    }
+    rows.reverse();
+    Ok(rows)
 }
 
 /// Delete the checkpoints of `thread` that `retention` does not keep, in every namespace

@@ -342,6 +342,21 @@ impl Saver for SqliteSaver {
         let fut = self.submit(Op::CopyThread {
             from: from.clone(),
             to: to.clone(),
+            head: None,
+        });
+        Box::pin(async move { fut.await.map(|_| ()) })
+    }
+
+    fn copy_branch<'a>(
+        &'a self,
+        from: &'a ThreadId,
+        to: &'a ThreadId,
+        head: CheckpointId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let fut = self.submit(Op::CopyThread {
+            from: from.clone(),
+            to: to.clone(),
+            head: Some(head),
         });
         Box::pin(async move { fut.await.map(|_| ()) })
     }

@@ -936,6 +936,109 @@ pub async fn copy_into_a_thread_that_has_checkpoints_is_refused(s: Subject) -> T
     Ok(())
 }
 
+pub async fn copying_a_branch_copies_that_branch_only(s: Subject) -> TestResult {
+    let (from, to) = (thread("from"), thread("to"));
+    let root = Namespace::root();
+    // a → b → c, and b → d (a second branch), with a pending write on d and one on c.
+    let a = step(
+        &s.saver,
+        &from,
+        &root,
+        None,
+        Source::Input,
+        vec![tail("log", "[1]")],
+    )
+    .await?;
+    let b = step(
+        &s.saver,
+        &from,
+        &root,
+        Some(a),
+        Source::Loop,
+        vec![tail("log", "[2]")],
+    )
+    .await?;
+    let c = step(
+        &s.saver,
+        &from,
+        &root,
+        Some(b),
+        Source::Loop,
+        vec![tail("log", "[3]")],
+    )
+    .await?;
+    let d = step(
+        &s.saver,
+        &from,
+        &root,
+        Some(b),
+        Source::Fork,
+        vec![whole("i", "7")],
+    )
+    .await?;
+    let pending = |node: &str| PendingWrite {
+        task_id: TaskId::derive(&[node.as_bytes()]),
+        node: node.to_owned(),
+        kind: WriteKind::Error("boom".to_owned()),
+    };
+    s.saver
+        .put_writes(&from, &root, d, vec![pending("on-d")])
+        .await?;
+    s.saver
+        .put_writes(&from, &root, c, vec![pending("on-c")])
+        .await?;
+    s.saver.copy_branch(&from, &to, d).await?;
+    let ids: Vec<CheckpointId> = s
+        .saver
+        .list(&to, &root, ListOptions::default())
+        .await?
+        .iter()
+        .map(|h| h.id)
+        .collect();
+    assert_eq!(ids, [d, b, a], "the branch ending at d, not c");
+    let head = s
+        .saver
+        .get(&to, &root, None)
+        .await?
+        .ok_or("copy has no head")?;
+    assert_eq!(head.checkpoint.parent, Some(b));
+    assert_eq!(value(&head, "log"), serde_json::json!([1, 2]));
+    assert_eq!(value(&head, "i"), serde_json::json!(7));
+    let nodes: Vec<&str> = head.pending.iter().map(|w| w.node.as_str()).collect();
+    assert_eq!(nodes, ["on-d"]);
+    // The copy goes on by itself; the original keeps both branches.
+    let e = step(
+        &s.saver,
+        &to,
+        &root,
+        Some(d),
+        Source::Loop,
+        vec![tail("log", "[9]")],
+    )
+    .await?;
+    let copied = s.saver.get(&to, &root, Some(e)).await?.ok_or("e")?;
+    assert_eq!(value(&copied, "log"), serde_json::json!([1, 2, 9]));
+    let original = s.saver.get(&from, &root, Some(c)).await?.ok_or("c")?;
+    assert_eq!(value(&original, "log"), serde_json::json!([1, 2, 3]));
+    // An unknown head is not found, and an existing target is refused.
+    let unknown = CheckpointId::generate();
+    let err = s
+        .saver
+        .copy_branch(&from, &thread("other"), unknown)
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(CheckpointError::NotFound { id, .. }) if id == unknown),
+        "{err:?}"
+    );
+    let err = s.saver.copy_branch(&from, &to, c).await.err();
+    assert!(
+        matches!(err, Some(CheckpointError::StaleParent { .. })),
+        "{err:?}"
+    );
+    Ok(())
+}
+
 pub async fn prune_keeps_the_last_n_loadable_and_resumable(s: Subject) -> TestResult {
     let t = thread("t");
     let root = Namespace::root();

@@ -87,6 +87,7 @@ macro_rules! all_clauses {
             list_threads_reports_counts_steps_and_status,
             a_copied_thread_has_the_same_history_and_diverges_independently,
             copy_into_a_thread_that_has_checkpoints_is_refused,
+            copying_a_branch_copies_that_branch_only,
             prune_keeps_the_last_n_loadable_and_resumable,
             prune_keeps_checkpoints_newer_than_a_time,
             many_threads_written_concurrently_all_land,

@@ -285,7 +285,9 @@ fn run_op(
         Op::DeleteThread(thread) => {
             maintain::delete_thread(conn, records, thread).map(|()| Reply::Done)
         }
-        Op::CopyThread { from, to } => maintain::copy_thread(conn, from, to).map(|()| Reply::Done),
+        Op::CopyThread { from, to, head } => {
+            maintain::copy_thread(conn, from, to, *head).map(|()| Reply::Done)
+        }
         Op::Flush => Ok(Reply::Done),
         Op::PutRun(run) => runs::put_run(conn, run).map(|()| Reply::Done),
         Op::PutReceipt { run, receipt } => runs::put_receipt(conn, run, receipt).map(Reply::Stored),

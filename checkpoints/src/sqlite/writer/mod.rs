@@ -28,9 +28,11 @@ pub(crate) enum Op {
         writes: Vec<PendingWrite>,
     },
     DeleteThread(ThreadId),
+    /// Copy a thread, or with `head` one branch of it.
     CopyThread {
         from: ThreadId,
         to: ThreadId,
+        head: Option<CheckpointId>,
     },
     Prune {
         thread: ThreadId,
