@@ -11,8 +11,9 @@
 //! - runs ([`RunRecord`], [`RunStatus`]) and their [`DeliveryReceipt`]s, kept by every saver
 //!   next to the thread's checkpoints;
 //! - [`diff`]: field-by-field state diffs over the stored JSON; [`inspect`]: what the
-//!   `stategraph` command-line inspector builds on; [`fork`]: a new thread branching from a
-//!   checkpoint, with changed values; [`envelope`]: how every stored value is framed and
+//!   `stategraph` command-line inspector builds on; [`fork`]: a new branch from a
+//!   checkpoint, in its thread or a new one, with changed values; [`tree`]: a thread's
+//!   history as a tree of branches; [`envelope`]: how every stored value is framed and
 //!   hash-checked.
 //!
 //! ```
@@ -36,6 +37,7 @@ mod run_book;
 mod saver;
 mod sqlite;
 pub mod sync;
+pub mod tree;
 
 pub use channel::{ChannelName, BRANCH_PREFIX, JOIN_PREFIX};
 pub use checkpoint::{
