@@ -252,6 +252,15 @@ pub enum RunError {
     /// Checkpoint storage failed.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// A fork could not be made.
+    #[error(transparent)]
+    Fork(Box<stategraph_checkpoints::fork::ForkError>),
+}
+
+impl From<stategraph_checkpoints::fork::ForkError> for RunError {
+    fn from(e: stategraph_checkpoints::fork::ForkError) -> Self {
+        RunError::Fork(Box::new(e))
+    }
 }
 
 /// The umbrella error of the crate.

@@ -7,7 +7,8 @@
 //! level's `CheckpointPipeline` (`persist`). `open` starts or resumes a level; `control` is
 //! its control state; `pending` what a failed or interrupted step keeps; `thread` the
 //! thread API ([`CompiledGraph::update_state`], [`CompiledGraph::get_state`],
-//! [`CompiledGraph::get_state_history`]).
+//! [`CompiledGraph::get_state_history`]); `branch` a thread's branches
+//! ([`CompiledGraph::fork`], [`CompiledGraph::history_tree`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +23,7 @@ use crate::stream::RunStream;
 use crate::{Command, Interrupt, RunError, State};
 
 mod apply;
+mod branch;
 mod config;
 mod control;
 mod decode;
@@ -35,7 +37,8 @@ mod task;
 mod thread;
 
 pub use config::{Durability, RunConfig, DEFAULT_RECURSION_LIMIT, MAX_INFLIGHT};
-pub(crate) use superstep::RunLoop;
+pub(crate) use pending::{input_task, INPUT_NODE};
+pub(crate) use superstep::{is_static_interrupt, RunLoop};
 
 /// What a run starts from.
 pub enum Input<S: State> {
@@ -109,6 +112,8 @@ pub(crate) struct RunShared {
     pub(crate) metadata: BTreeMap<String, serde_json::Value>,
     pub(crate) interrupt_before: Vec<String>,
     pub(crate) interrupt_after: Vec<String>,
+    /// Replay: the root level ends (as done) before planning a step after this one.
+    pub(crate) until_step: Option<i64>,
 }
 
 /// One graph level of a run (the root graph, or a subgraph run by a task of its parent):
@@ -159,6 +164,7 @@ impl<S: State> CompiledGraph<S> {
             metadata: config.metadata.clone(),
             interrupt_before: config.interrupt_before.clone(),
             interrupt_after: config.interrupt_after.clone(),
+            until_step: config.until_step,
         }))
     }
 
