@@ -95,6 +95,7 @@ pub async fn run_node<S: State>(
         metadata: BTreeMap::new(),
         interrupt_before: Vec::new(),
         interrupt_after: Vec::new(),
+        until_step: None,
     });
     let ctx = NodeContext {
         inner: Arc::new(TaskInfo {

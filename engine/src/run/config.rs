@@ -40,6 +40,8 @@ pub struct RunConfig {
     pub(crate) cancel: CancelToken,
     pub(crate) interrupt_before: Vec<String>,
     pub(crate) interrupt_after: Vec<String>,
+    /// Replay: end the run (as done) before planning a step after this one.
+    pub(crate) until_step: Option<i64>,
 }
 
 impl Default for RunConfig {
@@ -53,6 +55,7 @@ impl Default for RunConfig {
             cancel: CancelToken::new(),
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
+            until_step: None,
         }
     }
 }

@@ -97,6 +97,7 @@ impl<S: State> RunLoop<S> {
             stop: 0,
             pending: Vec::new(),
             input_writes: Vec::new(),
+            answers: Arc::default(),
             poisoned: false,
             steps_run: 0,
         }

@@ -15,13 +15,13 @@ use crate::graph::TaskOutput;
 use crate::{Interrupt, RunError, State};
 
 /// The node name recorded for a resuming command's update.
-pub(super) const INPUT_NODE: &str = "__input__";
+pub(crate) const INPUT_NODE: &str = "__input__";
 
 /// The node name recorded for an error applying a step.
 pub(super) const APPLY_NODE: &str = "__apply__";
 
 /// The task id under which a resuming command's update is recorded.
-pub(super) fn input_task() -> TaskId {
+pub(crate) fn input_task() -> TaskId {
     TaskId::derive(&[b"input"])
 }
 

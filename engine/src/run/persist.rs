@@ -9,13 +9,15 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use stategraph_checkpoints::{
     Checkpoint, CheckpointError, CheckpointId, FieldPart, FieldWrite, PendingWrite, PutCheckpoint,
-    Saver, Source,
+    Saver, Source, WriteKind,
 };
 use stategraph_reducers::{Change, Stored};
 
 use super::config::{Durability, MAX_INFLIGHT};
+use super::pending::input_task;
 use super::superstep::RunLoop;
 use crate::event::{EventKind, Shared};
+use crate::replay::RESUMED_KEY;
 use crate::state::Field;
 use crate::{RunError, State};
 use stategraph_checkpoints::sync::Unpoisoned;
@@ -337,6 +339,30 @@ impl<S: State> RunLoop<S> {
         })
     }
 
+    /// What a step that commits took from outside: the resume values its tasks consumed and
+    /// the resuming command's update and routing, as the `resumed` metadata entry (see
+    /// [`RESUMED_KEY`]); `None` for a step that resumed nothing. Both are cleared.
+    fn take_resumed(&mut self) -> Option<serde_json::Value> {
+        let mut answers = std::mem::take(&mut *self.answers.lock().unpoisoned());
+        let command = self.input_writes.drain(..).find_map(|w| match w.kind {
+            WriteKind::Output(v) if w.task_id == input_task() => Some(v),
+            _ => None,
+        });
+        if answers.is_empty() && command.is_none() {
+            return None;
+        }
+        answers.sort_by(|a, b| a.0.cmp(&b.0));
+        let tasks: Vec<serde_json::Value> = answers
+            .into_iter()
+            .map(|(node, values)| serde_json::json!({ "node": node, "values": values }))
+            .collect();
+        let mut entry = serde_json::json!({ "tasks": tasks });
+        if let Some(command) = command {
+            entry["command"] = command;
+        }
+        Some(entry)
+    }
+
     /// Write a checkpoint at `step` (or, under durability exit, only advance the head).
     pub(super) async fn put(
         &mut self,
@@ -351,10 +377,12 @@ impl<S: State> RunLoop<S> {
         let parent = self.persist.advance_head(id, source, step);
         self.step = step;
         self.pending.clear();
-        if source == Source::Loop {
+        let resumed = if source == Source::Loop {
             // The resuming command's update is now part of the committed state.
-            self.input_writes.clear();
-        }
+            self.take_resumed()
+        } else {
+            None
+        };
         let (Some(_), Some(thread)) = (&self.level.saver, &self.shared.thread) else {
             return Ok(());
         };
@@ -367,10 +395,14 @@ impl<S: State> RunLoop<S> {
         } else {
             parent
         };
+        let mut checkpoint = self.checkpoint_header(id, parent, step, source)?;
+        if let Some(resumed) = resumed {
+            checkpoint.metadata.insert(RESUMED_KEY.to_owned(), resumed);
+        }
         let put = PutCheckpoint {
             thread: thread.clone(),
             ns: self.level.ns.clone(),
-            checkpoint: self.checkpoint_header(id, parent, step, source)?,
+            checkpoint,
             writes,
         };
         self.persist.stored_head = Some(id);

@@ -1,7 +1,7 @@
 //! The superstep loop of one graph level: plan, check static interrupts, execute, apply,
 //! checkpoint, until nothing is left to run.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use stategraph_checkpoints::PendingWrite;
 
@@ -38,7 +38,13 @@ pub(crate) struct RunLoop<S: State> {
     /// be stored.
     pub(super) poisoned: bool,
     pub(super) steps_run: usize,
+    /// Resume values the root level's finished tasks of this step consumed (node, values):
+    /// recorded with the step's checkpoint, so a replay can answer the same questions.
+    pub(super) answers: Answers,
 }
+
+/// Resume values finished tasks consumed in a step: `(node, values)`.
+pub(super) type Answers = Arc<Mutex<Vec<(String, Vec<serde_json::Value>)>>>;
 
 /// Which static interrupt a node can have.
 #[derive(Clone, Copy)]
@@ -57,7 +63,7 @@ impl StaticInterrupt {
 }
 
 /// Whether an interrupt id is a static one (`before:` / `after:` a node).
-pub(super) fn is_static_interrupt(id: &str) -> bool {
+pub(crate) fn is_static_interrupt(id: &str) -> bool {
     id.starts_with("before:") || id.starts_with("after:")
 }
 
@@ -105,6 +111,9 @@ impl<S: State> RunLoop<S> {
                     limit: self.shared.recursion_limit,
                     thread: self.shared.thread.clone(),
                 });
+            }
+            if self.level.is_root && self.shared.until_step.is_some_and(|s| self.step > s) {
+                return Ok(GraphLevelEnd::Done(self.outcome(Vec::new())));
             }
             let tasks = self.plan();
             if tasks.is_empty() {

@@ -58,6 +58,7 @@ impl<S: State> RunLoop<S> {
         let ctx = self.task_ctx(t, resume, resumed);
         let step = self.step;
         let task = t.id;
+        let answers = self.level.is_root.then(|| self.answers.clone());
         async move {
             let mut attempt = 1u32;
             loop {
@@ -65,7 +66,16 @@ impl<S: State> RunLoop<S> {
                 let result = run_attempt(&node, &state, &ctx, options.timeout).await;
                 let consumed = || ctx.inner.cursor.lock().unpoisoned().resume.clone();
                 let failure = match result {
-                    Ok(out) => return TaskResult::Done(out),
+                    Ok(out) => {
+                        let resumes = consumed();
+                        if let (Some(answers), false) = (&answers, resumes.is_empty()) {
+                            answers
+                                .lock()
+                                .unpoisoned()
+                                .push((name.to_string(), resumes));
+                        }
+                        return TaskResult::Done(out);
+                    }
                     Err(AttemptFailure::Interrupted(list)) => {
                         return TaskResult::Interrupted {
                             interrupts: list,

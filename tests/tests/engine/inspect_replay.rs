@@ -264,7 +264,7 @@ async fn replay_with_the_same_code_reaches_the_recorded_states() -> TestResult {
         .rev()
         .find(|h| h.values.value == 2)
         .ok_or("no step")?;
-    let report = g.replay("t", from.checkpoint.id).await?;
+    let report = g.replay("t", from.checkpoint.id, None).await?;
     assert_eq!(report.divergence, None);
     assert_eq!(report.steps_compared, 4);
     let after = g.get_state_history("t", ListOptions::default()).await?;
@@ -289,7 +289,7 @@ async fn replay_with_changed_code_reports_the_first_step_and_field_that_diverged
         .ok_or("no step")?;
     // The new code counts by two.
     let changed = counter(2)?.with_checkpointer(store);
-    let report = changed.replay("t", from.checkpoint.id).await?;
+    let report = changed.replay("t", from.checkpoint.id, None).await?;
     let d = report.divergence.ok_or("expected a divergence")?;
     assert_eq!(d.step, from.checkpoint.step + 1);
     assert_eq!(d.field(), Some("value"));
@@ -340,7 +340,7 @@ async fn a_divergence_names_the_field_its_step_changed_first_not_the_first_by_na
     let input = history.last().ok_or("no history")?;
     let report = pair(2)?
         .with_checkpointer(store)
-        .replay("t", input.checkpoint.id)
+        .replay("t", input.checkpoint.id, None)
         .await?;
     let d = report.divergence.ok_or("expected a divergence")?;
     let fields: Vec<&str> = d.diff.fields.iter().map(|f| f.field.as_str()).collect();

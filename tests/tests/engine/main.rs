@@ -8,6 +8,7 @@ mod durability_modes;
 mod inspect_replay;
 mod interrupt_resume;
 mod mermaid_export;
+mod replay_branches;
 mod sqlite_threads;
 mod stream_events;
 mod subgraph_checkpointing;
