@@ -60,7 +60,8 @@ pub(crate) enum Command {
         /// The checkpoint file.
         file: PathBuf,
     },
-    /// A thread's checkpoints, newest first, with what each step wrote.
+    /// A thread's checkpoints, newest first, with their branch and what each step wrote;
+    /// with --tree, as the tree of its branches.
     History {
         /// The checkpoint file.
         file: PathBuf,
@@ -68,8 +69,12 @@ pub(crate) enum Command {
         #[arg(long, short = 't')]
         thread: String,
         /// Show at most this many checkpoints.
-        #[arg(long, short = 'n')]
+        #[arg(long, short = 'n', conflicts_with = "tree")]
         limit: Option<usize>,
+        /// Draw the branches: each checkpoint under its parent, oldest first, a fork or an
+        /// edit of an older checkpoint indented as a branch of its own.
+        #[arg(long)]
+        tree: bool,
         /// A namespace as `threads` lists it (`(root)` for the root graph, the default).
         #[arg(long, default_value = "", hide_default_value = true)]
         ns: String,
@@ -114,10 +119,11 @@ pub(crate) enum Command {
         #[arg(long, default_value = "", hide_default_value = true)]
         ns: String,
     },
-    /// Start a new thread that branches from a checkpoint, optionally with changed values.
+    /// Start a new branch from a checkpoint, optionally with changed values.
     ///
-    /// The new thread gets a copy of the thread's history and one `fork` checkpoint whose
-    /// parent is the given checkpoint. The original thread is not changed.
+    /// A `fork` checkpoint whose parent is the given checkpoint starts a new branch: in the
+    /// thread itself, or with --to in a new thread that gets a copy of the forked branch
+    /// (that branch only). The forked branch is not changed.
     Fork {
         /// The checkpoint file.
         file: PathBuf,
@@ -127,9 +133,10 @@ pub(crate) enum Command {
         /// The checkpoint to branch from (id, unique start or end of one, step:N, step:N@REF).
         #[arg(long, short = 'c')]
         checkpoint: String,
-        /// The new thread (must not exist yet).
+        /// A new thread for the branch (must not exist yet); without it, the branch is made
+        /// in the forked thread.
         #[arg(long)]
-        to: String,
+        to: Option<String>,
         /// Change a value in the new branch: a JSON pointer to a field (or into it), `=`,
         /// and JSON, e.g. --set /count=3 or --set '/log/0="edited"'. Repeatable.
         #[arg(long = "set", value_name = "PATH=JSON")]

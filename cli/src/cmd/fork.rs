@@ -1,6 +1,7 @@
-//! `stategraph fork FILE -t THREAD -c CHECKPOINT --to NEW [--set PATH=JSON]...`: a new
-//! thread branching from a checkpoint, made by the library's
-//! [`ForkPlan`](stategraph_checkpoints::fork::ForkPlan).
+//! `stategraph fork FILE -t THREAD -c CHECKPOINT [--to NEW] [--set PATH=JSON]...`: a new
+//! branch from a checkpoint, in the thread or in a new thread holding a copy of that branch,
+//! made by the library's [`ForkPlan`](stategraph_checkpoints::fork::ForkPlan) (the fork
+//! `CompiledGraph::fork` makes too).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -14,13 +15,14 @@ use crate::failure::{Failure, Outcome};
 use crate::file::{file_error, headers, load, open, resolve, thread_id};
 use crate::output::{emit, json_text, short, Output};
 
-/// Fork `thread` at `checkpoint` into the new thread `to`, with the `--set` edits `sets`.
+/// Fork `thread` at `checkpoint` into a new branch (in the new thread `to`, if given), with
+/// the `--set` edits `sets`.
 pub(super) async fn run(
     out: Output,
     file: &Path,
     thread: &str,
     checkpoint: &str,
-    to: &str,
+    to: Option<&str>,
     sets: &[String],
 ) -> Outcome {
     // Everything the user typed is checked before the file is touched.
@@ -29,20 +31,25 @@ pub(super) async fn run(
         .map(|s| parse_set(s))
         .collect::<Result<_, _>>()?;
     let from = thread_id(thread)?;
-    let to = thread_id(to)?;
-    if from == to {
+    let to_given = to.is_some();
+    let to = match to {
+        Some(to) => thread_id(to)?,
+        None => from.clone(),
+    };
+    if to == from && to_given {
         return Err(Failure::usage(
-            "--to must name a new thread, not the one forked",
+            "--to must name a new thread; leave it out to branch inside the forked thread",
         ));
     }
     let saver = open(file)?;
     let root = Namespace::root();
     let list = headers(&saver, file, &from, &root).await?;
     let c = resolve(&list, checkpoint, &from, &root)?;
-    let taken = inspect::namespaces(file)
-        .map_err(|e| file_error(file, e))?
-        .iter()
-        .any(|(t, _, _)| t == to.as_str());
+    let taken = to != from
+        && inspect::namespaces(file)
+            .map_err(|e| file_error(file, e))?
+            .iter()
+            .any(|(t, _, _)| t == to.as_str());
     if taken {
         return Err(Failure::runtime(format!(
             "thread {to} already exists in {}; fork needs a new thread",
@@ -127,8 +134,13 @@ fn report(
         });
         return json_text(&doc);
     }
+    let into = if to == from {
+        format!("a new branch of thread {to}")
+    } else {
+        format!("thread {to} (a copy of the forked branch)")
+    };
     let mut text = format!(
-        "forked thread {from} at {c} into thread {to}\nnew checkpoint {}\n",
+        "forked thread {from} at {c} into {into}\nnew checkpoint {}\n",
         out.style.yellow(&id.to_string())
     );
     for e in edits {

@@ -1,5 +1,5 @@
-//! `stategraph history FILE -t THREAD`: a thread's checkpoints, newest first, with what each
-//! step wrote.
+//! `stategraph history FILE -t THREAD [--tree]`: a thread's checkpoints, newest first (or
+//! as the tree of their branches), with their branch and what each step wrote.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 use stategraph_checkpoints::diff::parts_to_json;
 use stategraph_checkpoints::inspect::{short_suffix, short_suffix_len};
+use stategraph_checkpoints::tree::BranchTree;
 use stategraph_checkpoints::{Checkpoint, FieldPart, Saver, Source, StepChanges};
 
 use crate::failure::Outcome;
@@ -22,23 +23,38 @@ struct StepSummary {
     json: Vec<Value>,
 }
 
-/// Print the history of `(thread, ns)`, at most `limit` checkpoints.
-pub(super) async fn run(
-    out: Output,
-    file: &Path,
-    thread: &str,
-    limit: Option<usize>,
-    ns: &str,
-) -> Outcome {
+/// Which checkpoints, in which order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Shape {
+    /// Newest first, at most this many.
+    Newest(Option<usize>),
+    /// Every checkpoint under its parent, oldest first.
+    Tree,
+}
+
+/// Print the history of `(thread, ns)` in `shape`.
+pub(super) async fn run(out: Output, file: &Path, thread: &str, shape: Shape, ns: &str) -> Outcome {
     let saver = open(file)?;
     let thread = thread_id(thread)?;
     let ns = namespace(ns);
     let all = headers(&saver, file, &thread, &ns).await?;
     let len = short_suffix_len(&all.iter().map(|c| c.id).collect::<Vec<_>>());
-    let shown = &all[..limit.unwrap_or(all.len()).min(all.len())];
+    let tree = BranchTree::new(all.clone());
+    // (checkpoint, tree prefix, branch end) in the order shown.
+    let shown: Vec<(&Checkpoint, &str, bool)> = match shape {
+        Shape::Newest(limit) => all[..limit.unwrap_or(all.len()).min(all.len())]
+            .iter()
+            .map(|c| (c, "", false))
+            .collect(),
+        Shape::Tree => tree
+            .rows()
+            .iter()
+            .filter_map(|r| Some((tree.checkpoint(r.id)?, r.prefix.as_str(), r.head)))
+            .collect(),
+    };
     let mut rows = Vec::new();
     let mut text = String::new();
-    for cp in shown {
+    for (cp, prefix, head) in shown {
         let changes = saver.changes(&thread, &ns, cp.id).await?;
         let mut summary = summarize(&changes);
         if cp.source == Source::Input {
@@ -48,13 +64,24 @@ pub(super) async fn run(
                     .insert(0, format!("input {}", short(&send.arg, 40)));
             }
         }
+        let branch = tree.node(cp.id).map_or(0, |n| n.branch);
         if out.json {
             let mut row = header_json(cp);
+            row["branch"] = json!(branch);
             row["writes"] = Value::Array(summary.json);
             row["pending"] = changes.pending.iter().map(pending_json).collect();
+            if matches!(shape, Shape::Tree) {
+                row["branch_end"] = json!(head);
+            }
             rows.push(row);
         } else {
-            history_line(&mut text, cp, len, &summary.text, &changes, out.style);
+            let line = Line {
+                cp,
+                prefix,
+                branch,
+                end: head,
+            };
+            history_line(&mut text, &line, len, &summary.text, &changes, out.style);
         }
     }
     saver.close();
@@ -64,16 +91,27 @@ pub(super) async fn run(
     Ok(emit(&text)?)
 }
 
-/// One line of the text history: short id, step, source, next nodes, what was written and
-/// the pending writes.
+/// What a history line shows of a checkpoint's place.
+struct Line<'a> {
+    cp: &'a Checkpoint,
+    /// The tree drawing before its id (empty when listed newest first).
+    prefix: &'a str,
+    branch: usize,
+    /// A branch ends here (drawn trees only).
+    end: bool,
+}
+
+/// One line of the text history: short id, branch, step, source, next nodes, what was
+/// written and the pending writes.
 fn history_line(
     text: &mut String,
-    cp: &Checkpoint,
+    line: &Line<'_>,
     len: usize,
     summary: &[String],
     changes: &StepChanges,
     s: Style,
 ) {
+    let cp = line.cp;
     let summary = if summary.is_empty() {
         s.dim("(nothing written)")
     } else {
@@ -82,15 +120,24 @@ fn history_line(
     let source = cp.source.as_str();
     let _ = write!(
         text,
-        "{}  step {:>3}  {}{}  next: {}  {summary}",
+        "{}{}  b{:<2} step {:>3}  {}{}  next: {}  {summary}",
+        s.dim(line.prefix),
         s.yellow(&short_suffix(cp.id, len)),
+        line.branch,
         cp.step,
         s.cyan(source),
         " ".repeat(6usize.saturating_sub(source.len())),
         next_text(cp),
     );
-    for line in pending_lines(&changes.pending, s) {
-        let _ = write!(text, "  [{} {}]", line.label, line.text);
+    for p in pending_lines(&changes.pending, s) {
+        let _ = write!(text, "  [{} {}]", p.label, p.text);
+    }
+    if line.end {
+        let _ = write!(
+            text,
+            "  {}",
+            s.dim(&format!("(end of branch {})", line.branch))
+        );
     }
     text.push('\n');
 }

@@ -28,8 +28,15 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
             file,
             thread,
             limit,
+            tree,
             ns,
-        } => history::run(out, file, thread, *limit, ns).await,
+        } => {
+            let shape = match (tree, limit) {
+                (true, _) => history::Shape::Tree,
+                (false, limit) => history::Shape::Newest(*limit),
+            };
+            history::run(out, file, thread, shape, ns).await
+        }
         Command::Show {
             file,
             thread,
@@ -70,7 +77,7 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
             checkpoint,
             to,
             set,
-        } => fork::run(out, file, thread, checkpoint, to, set).await,
+        } => fork::run(out, file, thread, checkpoint, to.as_deref(), set).await,
         Command::Verify { file } => verify::run(out, file).await,
         Command::Prune { file, thread, keep } => prune::run(out, file, thread, *keep).await,
         Command::Runs { file, thread } => runs::run(out, file, thread).await,

@@ -1,6 +1,6 @@
 //! `fork`: a new branch with changed values that the engine continues; bad edits write nothing.
 
-use serde_json::json;
+use serde_json::{json, Value};
 use stategraph::prelude::*;
 
 use crate::support::*;
@@ -151,4 +151,97 @@ fn fork_rejects_bad_paths_values_and_targets_and_writes_nothing() {
         "{unknown:#?}"
     );
     assert_eq!(count_rows(&db, "sg_checkpoints"), rows, "nothing written");
+}
+
+#[test]
+fn fork_without_to_branches_inside_the_thread_and_history_shows_the_branches() {
+    let (_dir, db) = fixture();
+    let before = history(&db, "main");
+    assert!(before.iter().all(|c| c["branch"] == 0), "one branch");
+    let c = before[3]["id"].as_str().unwrap().to_owned();
+    let forked = sg(&[
+        "fork",
+        p(&db),
+        "-t",
+        "main",
+        "-c",
+        &c,
+        "--set",
+        "/count=9",
+        "--json",
+    ])
+    .ok()
+    .json();
+    assert_eq!(forked["thread"], "main");
+    let new_id = forked["checkpoint"].as_str().unwrap().to_owned();
+
+    // Newest first: the fork heads the list, on a branch of its own, under C.
+    let after = history(&db, "main");
+    assert_eq!(after.len(), before.len() + 1);
+    assert_eq!(after[0]["id"], new_id.as_str());
+    assert_eq!(after[0]["parent"], c.as_str());
+    assert_eq!(after[0]["branch"], 1);
+    assert!(after[1..].iter().all(|r| r["branch"] == 0), "{after:#?}");
+    let head = sg(&["show", p(&db), "-t", "main", "--json"]).ok().json();
+    assert_eq!(head["state"]["count"], 9);
+
+    // As a tree: oldest first, C's children split into the trunk and the fork's branch.
+    let tree = sg(&["history", p(&db), "-t", "main", "--tree", "--json"])
+        .ok()
+        .json();
+    let rows = tree.as_array().unwrap();
+    assert_eq!(rows.len(), after.len());
+    assert_eq!(rows[0]["source"], "input");
+    let at = |id: &str| rows.iter().position(|r| r["id"] == id).unwrap();
+    assert_eq!(
+        at(&new_id),
+        rows.len() - 1,
+        "the fork's branch is drawn last"
+    );
+    assert_eq!(
+        rows[at(&c) + 1]["parent"],
+        c.as_str(),
+        "the trunk goes on under C"
+    );
+    let ends: Vec<bool> = rows.iter().map(|r| r["branch_end"] == true).collect();
+    assert_eq!(ends.iter().filter(|e| **e).count(), 2, "{tree:#}");
+    let text = sg(&["history", p(&db), "-t", "main", "--tree"]).ok().stdout;
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), rows.len(), "{text}");
+    assert!(lines[at(&c) + 1].starts_with("├─"), "{text}");
+    assert!(lines.last().unwrap().starts_with("└─"), "{text}");
+    assert!(lines.last().unwrap().contains("fork"), "{text}");
+    assert!(
+        lines.last().unwrap().contains("(end of branch 1)"),
+        "{text}"
+    );
+    assert!(text.contains("(end of branch 0)"), "{text}");
+    sg(&["history", p(&db), "-t", "main", "--tree", "--limit", "2"]).fails(2);
+}
+
+#[test]
+fn fork_into_a_new_thread_copies_the_forked_branch_only() {
+    let (_dir, db) = fixture();
+    let trunk = history(&db, "main");
+    let c = trunk[3]["id"].as_str().unwrap().to_owned();
+    // A second branch of main, then a copy of the first branch's end into a new thread.
+    let side = sg(&["fork", p(&db), "-t", "main", "-c", &c, "--json"])
+        .ok()
+        .json();
+    let end = trunk[0]["id"].as_str().unwrap().to_owned();
+    sg(&["fork", p(&db), "-t", "main", "-c", &end, "--to", "copy"]).ok();
+    let copy = history(&db, "copy");
+    assert_eq!(
+        copy.len(),
+        trunk.len() + 1,
+        "the branch and the fork checkpoint"
+    );
+    assert!(
+        copy.iter().all(|r| r["id"] != side["checkpoint"]),
+        "the other branch stays behind: {copy:#?}"
+    );
+    let ids: Vec<&Value> = copy[1..].iter().map(|r| &r["id"]).collect();
+    let trunk_ids: Vec<&Value> = trunk.iter().map(|r| &r["id"]).collect();
+    assert_eq!(ids, trunk_ids);
+    sg(&["verify", p(&db)]).ok();
 }
