@@ -1,7 +1,8 @@
 //! The stategraph agent runtime: what an agent is assembled from, and the capability
 //! lifecycle a tool passes on its way to a result.
 //!
-//! - [`Message`], [`ChatModel`], [`ScriptedModel`]: conversations and models.
+//! - [`Message`], [`ChatModel`], [`ScriptedModel`]: conversations and models;
+//!   [`RecordedReplies`]: a thread's recorded replies, so a replay calls no model.
 //! - `OpenAiModel` (feature `openai`): a client for OpenAI-compatible chat-completions servers.
 //! - [`Tool`], [`ToolSpec`], [`FnTool`]: tools that return a tool message or a `Command`.
 //! - [`ThreadState`]: the agent's state with every reducer of the runtime.
@@ -52,6 +53,7 @@ pub mod middleware;
 pub mod model;
 #[cfg(feature = "openai")]
 pub mod openai;
+pub mod recorded;
 pub mod sandbox;
 pub mod sandbox_tools;
 pub mod scripted;
@@ -91,6 +93,7 @@ pub use middleware::{
 pub use model::{ChatModel, ModelChunk, ModelError, ModelRequest, ModelResponse, ToolSchema};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiModel};
+pub use recorded::RecordedReplies;
 pub use scripted::ScriptedModel;
 pub use skill::{
     parse_skill_md, PolicyDecision, PolicySource, Skill, SkillParseError, SkillParseErrorKind,

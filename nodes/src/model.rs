@@ -169,6 +169,18 @@ pub enum ModelError {
         /// How many replies the script had.
         scripted: usize,
     },
+    /// A call to a [`RecordedReplies`](crate::RecordedReplies) model that the recording
+    /// cannot answer: a call past the recorded ones, or one that shows the model another
+    /// conversation than the recorded call did.
+    #[error("model {model:?}: call {call} does not match the recording: {detail}")]
+    NotRecorded {
+        /// The model's name.
+        model: String,
+        /// The 1-based number of the call.
+        call: usize,
+        /// What differs.
+        detail: String,
+    },
     /// The provider could not be reached or answered with a transport-level failure.
     #[error("model {model:?}: request failed: {message}")]
     Transport {

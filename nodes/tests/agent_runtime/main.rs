@@ -9,4 +9,5 @@ mod interrupts;
 mod layers;
 mod model_tool_loop;
 mod observers;
+mod replay;
 mod support;
