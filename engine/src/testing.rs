@@ -96,6 +96,7 @@ pub async fn run_node<S: State>(
         interrupt_before: Vec::new(),
         interrupt_after: Vec::new(),
         until_step: None,
+        answers: Mutex::default(),
     });
     let ctx = NodeContext {
         inner: Arc::new(TaskInfo {

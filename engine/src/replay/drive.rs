@@ -1,7 +1,7 @@
 //! Driving a replay along a recorded branch: the scratch thread, re-applying what came from
 //! outside, answering interrupts as recorded, running the steps and comparing each.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, VecDeque};
 
 use futures::StreamExt;
 use stategraph_checkpoints::fork::ForkPlan;
@@ -17,7 +17,8 @@ use crate::diff::{diff_states, StateDiff};
 use crate::run::{input_task, is_static_interrupt, INPUT_NODE};
 use crate::state::Field;
 use crate::{
-    CompiledGraph, Durability, EventKind, Input, Interrupt, RunConfig, RunError, State, StreamMode,
+    Command, CompiledGraph, Durability, EventKind, Input, Interrupt, Resume, RunConfig, RunError,
+    State, StreamMode,
 };
 
 /// The checkpoints of the branch of `thread` that ends at `to`, after `from`, oldest
@@ -128,41 +129,63 @@ impl<'a, S: State> Replay<'a, S> {
             answers_given: 0,
             divergence: None,
         };
-        let mut head = self.start_branch(from).await?;
+        let head = self.start_branch(from).await?;
+        report.divergence = self.walk(head, recorded, &mut report).await?;
+        Ok(report)
+    }
+
+    /// Make each recorded checkpoint again on from `head` and compare it with its twin; the
+    /// first divergence. The last checkpoint a run made is compared once what follows it
+    /// has run: a step that paused shows its final questions only after the recorded
+    /// answers were given, as in the recording.
+    async fn walk(
+        &mut self,
+        mut head: CheckpointId,
+        recorded: &[Checkpoint],
+        report: &mut ReplayReport,
+    ) -> Result<Option<Divergence>, RunError> {
+        let mut held: Option<(&Checkpoint, Checkpoint)> = None;
         let mut i = 0;
-        while i < recorded.len() {
-            let r = &recorded[i];
-            let produced = if r.source == Source::Loop {
-                if let Some(resumed) = r.metadata.get(RESUMED_KEY) {
-                    self.answer(head, resumed).await?;
-                    report.answers_given += 1;
-                }
-                match self.run_stretch(head, &recorded[i..], &mut report).await? {
-                    Stretch::Ran(produced) => produced,
-                    Stretch::Diverged(d) => {
-                        report.divergence = Some(d);
-                        return Ok(report);
-                    }
-                }
+        while let Some(r) = recorded.get(i) {
+            let (produced, failure) = if r.source == Source::Loop {
+                self.run_stretch(head, &recorded[i..], report).await?
             } else {
                 report.inputs_applied += 1;
-                vec![self.copy_input(r, head).await?]
+                (vec![self.copy_input(r, head).await?], None)
             };
-            if produced.is_empty() {
-                report.divergence = Some(ended(r));
-                return Ok(report);
-            }
-            for (r, p) in recorded[i..].iter().zip(&produced) {
+            if let Some((r, p)) = held.take() {
                 report.steps_compared += 1;
-                if let Some(d) = self.compare(r, p).await? {
-                    report.divergence = Some(d);
-                    return Ok(report);
+                if let Some(d) = self.compare(r, &p).await? {
+                    return Ok(Some(d));
                 }
             }
-            i += produced.len();
-            head = produced.last().map_or(head, |p| p.id);
+            let pairs: Vec<(&Checkpoint, Checkpoint)> =
+                recorded[i..].iter().zip(produced).collect();
+            let n = pairs.len();
+            for (k, (r, p)) in pairs.into_iter().enumerate() {
+                if k + 1 == n && failure.is_none() {
+                    head = p.id;
+                    held = Some((r, p));
+                    break;
+                }
+                report.steps_compared += 1;
+                if let Some(d) = self.compare(r, &p).await? {
+                    return Ok(Some(d));
+                }
+            }
+            if let Some(failure) = failure {
+                return Ok(Some(failed(recorded.get(i + n), failure)));
+            }
+            if n == 0 {
+                return Ok(Some(ended(r)));
+            }
+            i += n;
         }
-        Ok(report)
+        if let Some((r, p)) = held {
+            report.steps_compared += 1;
+            return self.compare(r, &p).await;
+        }
+        Ok(None)
     }
 
     /// The replay's first checkpoint: a plain fork of `from` on the scratch thread, so what
@@ -220,79 +243,97 @@ impl<'a, S: State> Replay<'a, S> {
         Ok(checkpoint)
     }
 
-    /// Give the tasks paused at `head` the recorded answers of the step that resumed them
-    /// (matched by node, in order), and the resuming command's update, as pending writes
-    /// the next run picks up. A recorded answer with no paused task to take it is dropped:
-    /// the comparison of the step then shows the difference.
-    async fn answer(
+    /// Store the recorded resuming command's update and routing, if any, as the pending
+    /// write of the input at `head`, which the next run applies with the resumed step.
+    async fn give_command(
         &self,
         head: CheckpointId,
         resumed: &serde_json::Value,
     ) -> Result<(), RunError> {
-        let root = Namespace::root();
-        let Some(loaded) = self.saver.head(&self.scratch, &root).await? else {
+        let Some(command) = resumed.get("command") else {
             return Ok(());
         };
-        let mut writes: Vec<PendingWrite> = Vec::new();
-        let mut used = HashSet::new();
-        let tasks = resumed.get("tasks").and_then(|t| t.as_array());
-        for t in tasks.into_iter().flatten() {
-            let (Some(node), Some(values)) = (
-                t.get("node").and_then(|n| n.as_str()),
-                t.get("values").and_then(|v| v.as_array()),
-            ) else {
-                continue;
-            };
-            let paused = loaded.pending.iter().find(|w| {
-                w.node == node
-                    && !used.contains(&w.task_id)
-                    && matches!(&w.kind, WriteKind::Interrupt { id, .. } if !is_static_interrupt(id))
-            });
-            if let Some(w) = paused {
-                used.insert(w.task_id);
-                writes.push(PendingWrite {
-                    task_id: w.task_id,
-                    node: node.to_owned(),
-                    kind: WriteKind::Resume(values.clone()),
-                });
-            }
-        }
-        if let Some(command) = resumed.get("command") {
-            writes.push(PendingWrite {
-                task_id: input_task(),
-                node: INPUT_NODE.to_owned(),
-                kind: WriteKind::Output(command.clone()),
-            });
-        }
-        if writes.is_empty() || loaded.checkpoint.id != head {
-            return Ok(());
-        }
+        let write = PendingWrite {
+            task_id: input_task(),
+            node: INPUT_NODE.to_owned(),
+            kind: WriteKind::Output(command.clone()),
+        };
         self.saver
-            .put_writes(&self.scratch, &root, head, writes)
+            .put_writes(&self.scratch, &Namespace::root(), head, vec![write])
             .await?;
         Ok(())
     }
 
+    /// The next run's input: a resume with the next recorded answer for each interrupt
+    /// pending at the scratch thread's head (matched by node), or `Continue` when none
+    /// matches.
+    async fn next_input(&self, answers: &mut Answers) -> Result<Input<S>, RunError> {
+        let Some(head) = self.saver.head(&self.scratch, &Namespace::root()).await? else {
+            return Ok(Input::Continue);
+        };
+        let mut map = BTreeMap::new();
+        for w in &head.pending {
+            if let WriteKind::Interrupt { id, .. } = &w.kind {
+                if is_static_interrupt(id) || map.contains_key(id) {
+                    continue;
+                }
+                if let Some(value) = answers.next(&w.node) {
+                    map.insert(id.clone(), value);
+                }
+            }
+        }
+        Ok(if map.is_empty() {
+            Input::Continue
+        } else {
+            Input::Command(Command::resume(Resume::Map(map)))
+        })
+    }
+
     /// Run the graph on from `head` through the recorded stretch of steps that starts
-    /// `rest`, noting what each step wrote; the checkpoints it made, oldest first.
+    /// `rest`, giving the recorded answers of its first step (resuming again while a task
+    /// asks once more before that step commits): the checkpoints it made, oldest first, and
+    /// the failure the replayed code caused, if it failed.
     async fn run_stretch(
         &mut self,
         head: CheckpointId,
         rest: &[Checkpoint],
         report: &mut ReplayReport,
-    ) -> Result<Stretch, RunError> {
+    ) -> Result<(Vec<Checkpoint>, Option<Failure>), RunError> {
         let until = rest
             .iter()
             .take_while(|c| c.source == Source::Loop)
             .last()
             .map_or(i64::MAX, |c| c.step);
+        let resumed = rest.first().and_then(|r| r.metadata.get(RESUMED_KEY));
+        let mut answers = Answers::of(resumed);
+        if let Some(resumed) = resumed {
+            self.give_command(head, resumed).await?;
+        }
+        let mut input = self.next_input(&mut answers).await?;
+        loop {
+            if matches!(input, Input::Command(_)) {
+                report.answers_given += 1;
+            }
+            let failed = self.run_once(input, until).await?;
+            let produced = self.produced_after(head).await?;
+            if failed.is_none() && produced.is_empty() && !answers.is_empty() {
+                input = self.next_input(&mut answers).await?;
+                if matches!(input, Input::Command(_)) {
+                    continue;
+                }
+            }
+            return Ok((produced, failed));
+        }
+    }
+
+    /// One run on the scratch thread, bounded to step `until`, noting what each step wrote;
+    /// the failure the replayed code caused, if it failed.
+    async fn run_once(&mut self, input: Input<S>, until: i64) -> Result<Option<Failure>, RunError> {
         let mut config = RunConfig::new()
             .thread(self.scratch.as_str())
             .durability(Durability::Sync);
         config.until_step = Some(until);
-        let mut stream = self
-            .graph
-            .stream(Input::Continue, &config, StreamMode::updates());
+        let mut stream = self.graph.stream(input, &config, StreamMode::updates());
         while let Some(event) = stream.next().await {
             if let (true, EventKind::Updates { node, update }) = (event.ns.is_root(), &event.kind) {
                 if let Some(u) = update.get::<S::Update>() {
@@ -301,32 +342,10 @@ impl<'a, S: State> Replay<'a, S> {
                 }
             }
         }
-        let failed = match stream.outcome().await {
-            Ok(_) => None,
-            Err(e) => Some(failure_of(&e).ok_or(e)?),
-        };
-        let produced = self.produced_after(head).await?;
-        let Some(failure) = failed else {
-            return Ok(Stretch::Ran(produced));
-        };
-        // What ran before the failure is compared first: a difference there came earlier.
-        for (r, p) in rest.iter().zip(&produced) {
-            report.steps_compared += 1;
-            if let Some(d) = self.compare(r, p).await? {
-                return Ok(Stretch::Diverged(d));
-            }
+        match stream.outcome().await {
+            Ok(_) => Ok(None),
+            Err(e) => Ok(Some(failure_of(&e).ok_or(e)?)),
         }
-        let r = rest.get(produced.len());
-        Ok(Stretch::Diverged(Divergence {
-            step: failure.step.or(r.map(|r| r.step)).unwrap_or(-1),
-            node: failure.node,
-            recorded: r.map(|r| r.id),
-            replayed: None,
-            kind: DivergenceKind::Failed {
-                error: failure.error,
-            },
-            diff: StateDiff::default(),
-        }))
     }
 
     /// The scratch thread's checkpoints after `head`, oldest first.
@@ -394,12 +413,54 @@ impl<'a, S: State> Replay<'a, S> {
     }
 }
 
-/// What running a stretch of recorded steps gave.
-enum Stretch {
-    /// The checkpoints it made, oldest first.
-    Ran(Vec<Checkpoint>),
-    /// It failed, or a step before the failure differed.
-    Diverged(Divergence),
+/// The recorded answers of a resumed step, by node, in the order they were given.
+#[derive(Debug, Default)]
+struct Answers(BTreeMap<String, VecDeque<serde_json::Value>>);
+
+impl Answers {
+    /// The answers in a step's `resumed` metadata (none without it).
+    fn of(resumed: Option<&serde_json::Value>) -> Self {
+        let mut out = Answers::default();
+        let tasks = resumed
+            .and_then(|r| r.get("tasks"))
+            .and_then(|t| t.as_array());
+        for t in tasks.into_iter().flatten() {
+            let (Some(node), Some(values)) = (
+                t.get("node").and_then(|n| n.as_str()),
+                t.get("values").and_then(|v| v.as_array()),
+            ) else {
+                continue;
+            };
+            out.0
+                .entry(node.to_owned())
+                .or_default()
+                .extend(values.iter().cloned());
+        }
+        out
+    }
+
+    /// The next answer for `node`.
+    fn next(&mut self, node: &str) -> Option<serde_json::Value> {
+        self.0.get_mut(node)?.pop_front()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.values().all(VecDeque::is_empty)
+    }
+}
+
+/// A replayed step failed where the recording made `r`.
+fn failed(r: Option<&Checkpoint>, failure: Failure) -> Divergence {
+    Divergence {
+        step: failure.step.or(r.map(|r| r.step)).unwrap_or(-1),
+        node: failure.node,
+        recorded: r.map(|r| r.id),
+        replayed: None,
+        kind: DivergenceKind::Failed {
+            error: failure.error,
+        },
+        diff: StateDiff::default(),
+    }
 }
 
 /// The recording goes on at `r` where the replay made nothing.

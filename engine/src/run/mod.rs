@@ -114,6 +114,10 @@ pub(crate) struct RunShared {
     pub(crate) interrupt_after: Vec<String>,
     /// Replay: the root level ends (as done) before planning a step after this one.
     pub(crate) until_step: Option<i64>,
+    /// Resume values that finished tasks of any level consumed in the root's current step,
+    /// as `(node, values)`: recorded with the root step's checkpoint, so a replay can give
+    /// the same answers.
+    pub(crate) answers: Mutex<Vec<(String, Vec<serde_json::Value>)>>,
 }
 
 /// One graph level of a run (the root graph, or a subgraph run by a task of its parent):
@@ -165,6 +169,7 @@ impl<S: State> CompiledGraph<S> {
             interrupt_before: config.interrupt_before.clone(),
             interrupt_after: config.interrupt_after.clone(),
             until_step: config.until_step,
+            answers: Mutex::default(),
         }))
     }
 

@@ -97,7 +97,6 @@ impl<S: State> RunLoop<S> {
             stop: 0,
             pending: Vec::new(),
             input_writes: Vec::new(),
-            answers: Arc::default(),
             poisoned: false,
             steps_run: 0,
         }

@@ -343,7 +343,12 @@ impl<S: State> RunLoop<S> {
     /// the resuming command's update and routing, as the `resumed` metadata entry (see
     /// [`RESUMED_KEY`]); `None` for a step that resumed nothing. Both are cleared.
     fn take_resumed(&mut self) -> Option<serde_json::Value> {
-        let mut answers = std::mem::take(&mut *self.answers.lock().unpoisoned());
+        if !self.level.is_root {
+            // A subgraph's answers are the root step's: it records them when it commits.
+            self.input_writes.clear();
+            return None;
+        }
+        let mut answers = std::mem::take(&mut *self.shared.answers.lock().unpoisoned());
         let command = self.input_writes.drain(..).find_map(|w| match w.kind {
             WriteKind::Output(v) if w.task_id == input_task() => Some(v),
             _ => None,

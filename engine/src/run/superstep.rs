@@ -1,7 +1,7 @@
 //! The superstep loop of one graph level: plan, check static interrupts, execute, apply,
 //! checkpoint, until nothing is left to run.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use stategraph_checkpoints::PendingWrite;
 
@@ -38,13 +38,7 @@ pub(crate) struct RunLoop<S: State> {
     /// be stored.
     pub(super) poisoned: bool,
     pub(super) steps_run: usize,
-    /// Resume values the root level's finished tasks of this step consumed (node, values):
-    /// recorded with the step's checkpoint, so a replay can answer the same questions.
-    pub(super) answers: Answers,
 }
-
-/// Resume values finished tasks consumed in a step: `(node, values)`.
-pub(super) type Answers = Arc<Mutex<Vec<(String, Vec<serde_json::Value>)>>>;
 
 /// Which static interrupt a node can have.
 #[derive(Clone, Copy)]

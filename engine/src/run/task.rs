@@ -58,7 +58,7 @@ impl<S: State> RunLoop<S> {
         let ctx = self.task_ctx(t, resume, resumed);
         let step = self.step;
         let task = t.id;
-        let answers = self.level.is_root.then(|| self.answers.clone());
+        let shared = self.shared.clone();
         async move {
             let mut attempt = 1u32;
             loop {
@@ -68,11 +68,9 @@ impl<S: State> RunLoop<S> {
                 let failure = match result {
                     Ok(out) => {
                         let resumes = consumed();
-                        if let (Some(answers), false) = (&answers, resumes.is_empty()) {
-                            answers
-                                .lock()
-                                .unpoisoned()
-                                .push((name.to_string(), resumes));
+                        if !resumes.is_empty() {
+                            let mut answers = shared.answers.lock().unpoisoned();
+                            answers.push((name.to_string(), resumes));
                         }
                         return TaskResult::Done(out);
                     }

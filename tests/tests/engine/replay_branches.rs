@@ -335,3 +335,74 @@ async fn a_replay_from_a_checkpoint_off_the_chosen_branch_is_not_found() -> Test
     assert_eq!(g.replay("t", edit, Some(r.edited)).await?.divergence, None);
     Ok(())
 }
+
+#[derive(State, Clone, Default, Debug, PartialEq)]
+struct Log {
+    #[reduce(append)]
+    log: Vec<String>,
+}
+
+/// `ask` asks twice in one task; the subgraph `sub` asks once inside. `flip` swaps `ask`'s
+/// two answers (the changed code).
+fn asking(
+    flip: bool,
+    saver: Arc<SqliteSaver>,
+) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    let inner = StateGraph::<Log>::new()
+        .add_node("inner", |_s: Arc<Log>, c: NodeContext| async move {
+            let b: String = c.interrupt("third?")?;
+            Ok::<_, BoxError>(Log::update().log(vec![b]))
+        })
+        .add_edge(START, "inner")
+        .add_edge("inner", END)
+        .compile()?;
+    let g = StateGraph::<Log>::new()
+        .add_node("ask", move |_s: Arc<Log>, c: NodeContext| async move {
+            let a1: String = c.interrupt("first?")?;
+            let a2: String = c.interrupt("second?")?;
+            let answers = if flip { vec![a2, a1] } else { vec![a1, a2] };
+            Ok::<_, BoxError>(Log::update().log(answers))
+        })
+        .add_subgraph(
+            "sub",
+            inner,
+            stategraph::Checkpointing::Inherit,
+            |_p: &Log| Log::update(),
+            |c: &Log| Log::update().log(c.log.clone()),
+        )
+        .add_edge(START, "ask")
+        .add_edge("ask", "sub")
+        .add_edge("sub", END)
+        .compile()?;
+    Ok(g.with_checkpointer(saver))
+}
+
+#[tokio::test]
+async fn answers_given_inside_a_subgraph_and_several_per_task_are_given_again() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let saver = Arc::new(SqliteSaver::open(dir.path().join("threads.db"))?);
+    let g = asking(false, saver.clone())?;
+    let cfg = RunConfig::new().thread("t");
+    let answer = |v: &str| Command::<Log>::resume(Resume::value(v));
+    assert!(g.invoke(Log::update(), &cfg).await?.is_interrupted());
+    assert!(g.invoke(answer("A1"), &cfg).await?.is_interrupted());
+    assert!(g.invoke(answer("A2"), &cfg).await?.is_interrupted());
+    // The subgraph's question, answered with a command that also writes.
+    let last = answer("B").update(Log::update().log(vec!["cmd".to_owned()]));
+    let done = g.invoke(last, &cfg).await?;
+    assert_eq!(done.state.log, ["A1", "A2", "cmd", "B"]);
+    let tree = g.history_tree("t").await?;
+    let first = tree.rows().first().ok_or("empty")?.id;
+
+    let report = g.replay("t", first, None).await?;
+    assert_eq!(report.divergence, None);
+    assert_eq!(
+        report.answers_given, 3,
+        "A1, A2 (one task, asked twice), then B"
+    );
+
+    let flipped = asking(true, saver)?.replay("t", first, None).await?;
+    let d = flipped.divergence.ok_or("expected a divergence")?;
+    assert_eq!((d.node.as_deref(), d.field()), (Some("ask"), Some("log")));
+    Ok(())
+}
