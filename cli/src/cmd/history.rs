@@ -64,6 +64,7 @@ pub(super) async fn run(out: Output, file: &Path, thread: &str, shape: Shape, ns
                     .insert(0, format!("input {}", short(&send.arg, 40)));
             }
         }
+        summary.text.splice(0..0, answers(cp));
         let branch = tree.node(cp.id).map_or(0, |n| n.branch);
         if out.json {
             let mut row = header_json(cp);
@@ -140,6 +141,24 @@ fn history_line(
         );
     }
     text.push('\n');
+}
+
+/// The answers a resumed step was given (its `resumed` metadata), as short text.
+fn answers(cp: &Checkpoint) -> Vec<String> {
+    let tasks = cp
+        .metadata
+        .get("resumed")
+        .and_then(|r| r.get("tasks"))
+        .and_then(Value::as_array);
+    tasks
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let node = t.get("node").and_then(Value::as_str).unwrap_or("?");
+            let values = t.get("values").cloned().unwrap_or(Value::Null);
+            format!("answered {node}: {}", short(&values, 40))
+        })
+        .collect()
 }
 
 /// What a step wrote.
