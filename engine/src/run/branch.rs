@@ -39,9 +39,10 @@ impl<S: State> CompiledGraph<S> {
     ///     .with_checkpointer(Arc::new(MemorySaver::new()));
     /// let config = RunConfig::new().thread("t");
     /// graph.invoke(Doc::update().score(1), &config).await?;
-    /// let first = graph.get_state_history("t", Default::default()).await?.pop().unwrap();
-    /// // A branch of the same thread, from the input checkpoint, with another score.
-    /// let fork = graph.fork("t", first.checkpoint.id, None, Doc::update().score(40)).await?;
+    /// let history = graph.get_state_history("t", Default::default()).await?;
+    /// let started = history.iter().find(|s| s.checkpoint.step == 0).unwrap(); // input applied
+    /// // A branch of the same thread from there, with another score; `grade` runs next.
+    /// let fork = graph.fork("t", started.checkpoint.id, None, Doc::update().score(40)).await?;
     /// let out = graph.invoke(Input::Continue, &config).await?;
     /// assert_eq!(out.state.score, 41);
     /// // The history is a tree: two branches, the fork's the newer.
