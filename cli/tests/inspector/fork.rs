@@ -216,7 +216,7 @@ fn fork_without_to_branches_inside_the_thread_and_history_shows_the_branches() {
         "{text}"
     );
     assert!(text.contains("(end of branch 0)"), "{text}");
-    assert!(text.contains("answered review: [\"yes\"]"), "{text}");
+    assert!(text.contains("answered ask: [\"yes\"]"), "{text}");
     sg(&["history", p(&db), "-t", "main", "--tree", "--limit", "2"]).fails(2);
 }
 

@@ -110,6 +110,16 @@ async fn loop_step(
         .ok_or_else(|| format!("no loop checkpoint at step {step}").into())
 }
 
+/// The divergence of a replay of `t` from `from` to `to` (an error if there is none).
+async fn diverged(
+    g: &CompiledGraph<Doc>,
+    from: CheckpointId,
+    to: CheckpointId,
+) -> Result<stategraph::replay::Divergence, Box<dyn std::error::Error + Send + Sync>> {
+    let report = g.replay("t", from, Some(to)).await?;
+    Ok(report.divergence.ok_or("expected a divergence")?)
+}
+
 async fn record() -> Result<Recorded, Box<dyn std::error::Error + Send + Sync>> {
     let dir = tempfile::tempdir()?;
     let saver = Arc::new(SqliteSaver::open(dir.path().join("threads.db"))?);
@@ -242,11 +252,7 @@ async fn changed_code_is_reported_at_the_step_node_and_field_it_changed() -> Tes
     let step_of = |id| tree.checkpoint(id).map_or(-9, |c| c.step);
     for end in [r.original, r.edited, r.forked] {
         let grade_step = step_of(end);
-        let d = bonus
-            .replay("t", r.first, Some(end))
-            .await?
-            .divergence
-            .ok_or("expected a divergence")?;
+        let d = diverged(&bonus, r.first, end).await?;
         assert_eq!(d.kind, DivergenceKind::State);
         assert_eq!(
             (d.step, d.node.as_deref(), d.field()),
@@ -260,11 +266,7 @@ async fn changed_code_is_reported_at_the_step_node_and_field_it_changed() -> Tes
         },
         r.saver.clone(),
     )?;
-    let d = wordy
-        .replay("t", r.first, Some(r.edited))
-        .await?
-        .divergence
-        .ok_or("expected a divergence")?;
+    let d = diverged(&wordy, r.first, r.edited).await?;
     let draft_step = step_of(r.edited) - 2;
     assert_eq!(
         (d.step, d.node.as_deref(), d.field()),
@@ -283,11 +285,7 @@ async fn a_replay_that_stops_asking_or_fails_is_a_divergence_not_an_error() -> T
         },
         r.saver.clone(),
     )?;
-    let d = silent
-        .replay("t", r.first, Some(r.original))
-        .await?
-        .divergence
-        .ok_or("expected a divergence")?;
+    let d = diverged(&silent, r.first, r.original).await?;
     match &d.kind {
         DivergenceKind::Interrupts { recorded, replayed } => {
             assert_eq!(recorded.len(), 1);
@@ -304,11 +302,7 @@ async fn a_replay_that_stops_asking_or_fails_is_a_divergence_not_an_error() -> T
         },
         r.saver.clone(),
     )?;
-    let d = failing
-        .replay("t", r.first, Some(r.original))
-        .await?
-        .divergence
-        .ok_or("expected a divergence")?;
+    let d = diverged(&failing, r.first, r.original).await?;
     assert_eq!((d.step, d.node.as_deref()), (4, Some("grade")));
     assert!(
         matches!(&d.kind, DivergenceKind::Failed { error } if error.contains("grader unavailable")),
