@@ -239,7 +239,7 @@ impl PendingRun {
             _ => Checked::Done(&receipt),
         };
         delivered::record(&core.trace, &presented, checked);
-        core.trace.enter_run(None);
+        core.trace.enter_run(None, None);
         let settlement = Settlement {
             run_id,
             status,
