@@ -288,9 +288,9 @@ impl CapabilityTrace {
             .unpoisoned()
             .entries
             .iter()
-            .filter(|e| match (&e.run_id, &e.thread_id) {
-                (None, _) => true,
-                (Some(_), t) => t.as_deref() == Some(thread),
+            .filter(|e| match e.thread_id.as_deref() {
+                Some(t) => t == thread,
+                None => e.run_id.is_none(),
             })
             .cloned()
             .collect()

@@ -15,8 +15,9 @@ use crate::state::ThreadState;
 use crate::trace::CapabilityTrace;
 
 mod admission;
+mod as_node;
 mod assemble;
-mod batches;
+pub(crate) mod batches;
 mod builder;
 mod delivered;
 mod graph;
@@ -26,6 +27,7 @@ mod outputs;
 mod record;
 mod run;
 
+pub use as_node::AgentNode;
 pub use builder::AgentBuilder;
 use node::AgentCore;
 pub use outcome::{
@@ -137,6 +139,13 @@ impl Agent {
     /// [`AgentOutcome::settlement`]'s `run_id` names it.
     pub fn run_trace(&self, run: &stategraph::checkpoints::RunId) -> Vec<crate::TraceEntry> {
         self.core.trace.for_run(run.as_str())
+    }
+
+    /// The capability trace of one thread (with the assembly's): the entries of every run of
+    /// the agent on `thread`, through [`Agent::invoke`] or [`Agent::as_node`], and none of
+    /// another thread's.
+    pub fn thread_trace(&self, thread: &str) -> Vec<crate::TraceEntry> {
+        self.core.trace.for_thread(thread)
     }
 
     /// The run context the agent was assembled for.
