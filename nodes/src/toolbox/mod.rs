@@ -185,7 +185,8 @@ impl Toolbox {
     }
 
     /// Who runs the nodes (user, role, attributes) as tools, layers and policies see it. Its
-    /// thread is replaced by the thread of the graph run executing the node.
+    /// thread is always the thread of the graph run executing the node (none when the run has
+    /// none), whatever `context` names.
     pub fn context(mut self, context: RunContext) -> Self {
         self.context = context;
         self
