@@ -268,6 +268,14 @@ impl CapabilityTrace {
     }
 
     /// Append `entries` as they are (their run and thread kept), in order.
+    ///
+    /// ```
+    /// use stategraph_nodes::{CapabilityTrace, Stage, TraceEntry, Verdict};
+    ///
+    /// let trace = CapabilityTrace::new();
+    /// trace.extend([TraceEntry::new("search", Stage::Available, Verdict::Passed)]);
+    /// assert_eq!(trace.len(), 1);
+    /// ```
     pub fn extend(&self, entries: impl IntoIterator<Item = TraceEntry>) {
         self.log.lock().unpoisoned().entries.extend(entries);
     }
@@ -282,6 +290,18 @@ impl CapabilityTrace {
 
     /// The entries recorded on thread `thread`, with the assembly's (recorded before any
     /// run), in order: what one thread's runs did, whatever other threads ran the same agent.
+    ///
+    /// ```
+    /// use stategraph_nodes::{CapabilityTrace, Stage};
+    ///
+    /// let trace = CapabilityTrace::new();
+    /// trace.pass("search", Stage::Available); // the assembly's: in every thread's trace
+    /// let t1 = CapabilityTrace::scoped(Some("r1"), Some("t1"));
+    /// t1.pass("search", Stage::Executed);
+    /// trace.extend(t1.entries());
+    /// assert_eq!(trace.for_thread("t1").len(), 2);
+    /// assert_eq!(trace.for_thread("t2").len(), 1);
+    /// ```
     pub fn for_thread(&self, thread: &str) -> Vec<TraceEntry> {
         self.log
             .lock()

@@ -18,6 +18,25 @@ type InputFn<P> = dyn Fn(&P) -> ThreadStateUpdate + Send + Sync;
 type OutputFn<P> = dyn Fn(&ThreadState) -> <P as State>::Update + Send + Sync;
 
 /// An [`Agent`] as a node of a graph over `P` (build it with [`Agent::as_node`]).
+///
+/// ```
+/// use stategraph::{StateGraph, END, START};
+/// use stategraph_nodes::prelude::*;
+/// use stategraph_nodes::AgentNode;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let agent = AgentBuilder::new(ScriptedModel::new("m", Vec::<AiMessage>::new()))
+///     .assemble(RunContext::default()).await?;
+/// // Over the agent's own state type, the mappings can be the identity.
+/// let node: AgentNode<ThreadState> = agent.as_node(
+///     |s: &ThreadState| ThreadState::update().messages(s.messages.to_vec().into()),
+///     |s: &ThreadState| ThreadState::update().title(s.title.clone()),
+/// );
+/// let graph = StateGraph::new().add_node("agent", node).add_edge(START, "agent").add_edge("agent", END);
+/// assert!(graph.compile().is_ok());
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// # }).unwrap();
+/// ```
 pub struct AgentNode<P: State> {
     graph: CompiledGraph<ThreadState>,
     core: Arc<AgentCore>,

@@ -144,6 +144,22 @@ impl Agent {
     /// The capability trace of one thread (with the assembly's): the entries of every run of
     /// the agent on `thread`, through [`Agent::invoke`] or [`Agent::as_node`], and none of
     /// another thread's.
+    ///
+    /// ```
+    /// use stategraph_nodes::prelude::*;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let model = ScriptedModel::new("m", [AiMessage::text("a"), AiMessage::text("b")]);
+    /// let agent = AgentBuilder::new(model.clone()).assemble(RunContext::default()).await?;
+    /// for thread in ["t1", "t2"] {
+    ///     let config = agent.run_config().thread(thread);
+    ///     agent.invoke(ThreadState::human_input("hi"), &config).await?;
+    /// }
+    /// let t1 = agent.thread_trace("t1");
+    /// assert!(t1.iter().all(|e| e.thread_id.as_deref() != Some("t2")));
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn thread_trace(&self, thread: &str) -> Vec<crate::TraceEntry> {
         self.core.trace.for_thread(thread)
     }

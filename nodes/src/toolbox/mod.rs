@@ -78,6 +78,10 @@ pub use tools::{tool_node, ToolNode, ToolNodeError};
 
 /// The name [`tools_condition`] routes to when the last AI message calls tools: name your
 /// tool node so.
+///
+/// ```
+/// assert_eq!(stategraph_nodes::toolbox::TOOLS, "tools");
+/// ```
 pub const TOOLS: &str = "tools";
 
 /// Route after a model node: to [`TOOLS`] when the last message is an AI message with tool

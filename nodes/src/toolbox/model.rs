@@ -18,6 +18,16 @@ use crate::trace::CapabilityTrace;
 /// A node calling a model on the conversation of a state `S` and appending its AI message
 /// (build it with [`model_node`]). It routes nowhere itself: follow it with
 /// [`tools_condition`](super::tools_condition).
+///
+/// ```
+/// use stategraph::{StateGraph, END, START};
+/// use stategraph_nodes::toolbox::{model_node, ModelNode, Toolbox};
+/// use stategraph_nodes::{ScriptedModel, ThreadState};
+///
+/// let node: ModelNode<ThreadState> = model_node(ScriptedModel::new("m", Vec::<stategraph_nodes::AiMessage>::new()), &Toolbox::new());
+/// let graph = StateGraph::new().add_node("agent", node).add_edge(START, "agent").add_edge("agent", END);
+/// assert!(graph.compile().is_ok());
+/// ```
 pub struct ModelNode<S> {
     inner: Arc<ModelInner>,
     _state: PhantomData<fn(S) -> S>,

@@ -20,6 +20,13 @@ use crate::tool::{ToolContext, ToolError, ToolOutput};
 use crate::trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
 
 /// A tool node could not turn the last AI message's calls into an update.
+///
+/// ```
+/// use stategraph_nodes::toolbox::ToolNodeError;
+///
+/// let e = ToolNodeError::NoToolCalls { node: "tools".into() };
+/// assert!(e.to_string().contains("not an AI message with tool calls"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ToolNodeError {
@@ -30,9 +37,11 @@ pub enum ToolNodeError {
         /// The node.
         node: String,
     },
-    /// A tool returned a `Command` writing fields of [`ThreadState`] other than `messages`,
-    /// which a user's state does not have.
-    #[error("tool {tool:?} (call {call_id:?}) wrote {fields:?}; over a user's state a tool may write only `messages`")]
+    /// A tool returned a `Command` writing fields of [`ThreadState`] other than `messages`:
+    /// a tool node carries a command's messages and routing only (the calls of one message
+    /// answer with one update of the node's state), so the write would be lost. Tools that
+    /// write other fields (`present_files`, `task`, ...) need the assembled agent.
+    #[error("tool {tool:?} (call {call_id:?}) wrote {fields:?}; a tool node carries only `messages` and routing from a tool's command")]
     UnmappedUpdate {
         /// The tool.
         tool: String,
@@ -53,6 +62,16 @@ pub enum ToolNodeError {
 
 /// A node running the tool calls of the last AI message of a state `S` (build it with
 /// [`tool_node`]). See the [module docs](super) for what its chain carries.
+///
+/// ```
+/// use stategraph::{StateGraph, END, START};
+/// use stategraph_nodes::toolbox::{tool_node, ToolNode, Toolbox, TOOLS};
+/// use stategraph_nodes::ThreadState;
+///
+/// let node: ToolNode<ThreadState> = tool_node(&Toolbox::new());
+/// let graph = StateGraph::new().add_node(TOOLS, node).add_edge(START, TOOLS).add_edge(TOOLS, END);
+/// assert!(graph.compile().is_ok());
+/// ```
 pub struct ToolNode<S> {
     inner: Arc<ToolInner>,
     _state: PhantomData<fn(S) -> S>,
