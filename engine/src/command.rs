@@ -227,6 +227,22 @@ impl<S: State> Command<S> {
     pub fn gotos(&self) -> &[Goto] {
         &self.goto
     }
+
+    /// Whether the command carries a command for the parent graph
+    /// ([`Command::to_parent`]).
+    ///
+    /// ```
+    /// use stategraph::{Command, State};
+    ///
+    /// #[derive(State, Clone, Default, Debug)]
+    /// struct S { n: i64 }
+    ///
+    /// assert!(Command::<S>::to_parent(Command::<S>::new().goto("x")).has_parent());
+    /// assert!(!Command::<S>::new().goto("x").has_parent());
+    /// ```
+    pub fn has_parent(&self) -> bool {
+        self.parent.is_some()
+    }
 }
 
 /// A pending interrupt: the value a node paused with, and the id to resume it by.

@@ -8,7 +8,7 @@ use stategraph_checkpoints::WriteKind;
 use crate::command::ParentCommand;
 use crate::graph::{CompiledGraph, NodeRun, TaskOutput};
 use crate::node::NodeResult;
-use crate::run::{GraphLevel, GraphLevelEnd, Input, RunLoop};
+use crate::run::{GraphLevel, GraphLevelEnd, Input, RunLoop, RunOutcome};
 use crate::{Command, NodeContext, RunError, State};
 
 /// How a subgraph's steps are checkpointed.
@@ -103,6 +103,77 @@ impl<S: State, C: State> NodeRun<S> for SubgraphNode<S, C> {
                 Err(e) => NodeResult::Child(e),
             }
         })
+    }
+}
+
+impl<C: State> CompiledGraph<C> {
+    /// Run this graph as the child of the running task `ctx`, as a node added with
+    /// [`StateGraph::add_subgraph`](crate::StateGraph::add_subgraph) runs its graph: on the
+    /// task's thread and run (its resume values, cancellation and event stream), checkpointed
+    /// as `mode` says in a namespace under the task's, and re-entered where it stopped when
+    /// the task runs again after an interrupt inside it (`input` is then not called).
+    ///
+    /// This is for a node that wraps a graph with code of its own around it. The child's
+    /// interrupts come back in the outcome: return them as [`Interrupted`](crate::Interrupted)
+    /// to pause the parent (the next run resumes them through this same call).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stategraph::{Checkpointing, Interrupted, NodeContext, State, StateGraph, END, START};
+    ///
+    /// #[derive(State, Clone, Default, Debug)]
+    /// struct Inner { n: i64 }
+    /// #[derive(State, Clone, Default, Debug)]
+    /// struct Outer { total: i64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let inner = StateGraph::<Inner>::new()
+    ///     .add_node("double", |s: Arc<Inner>, _cx: NodeContext| async move {
+    ///         Ok::<_, stategraph::BoxError>(Inner::update().n(s.n * 2))
+    ///     })
+    ///     .add_edge(START, "double")
+    ///     .add_edge("double", END)
+    ///     .compile()?;
+    /// let outer = StateGraph::<Outer>::new()
+    ///     .add_node("wrap", move |s: Arc<Outer>, cx: NodeContext| {
+    ///         let inner = inner.clone();
+    ///         async move {
+    ///             let out = inner
+    ///                 .run_in_task(&cx, Checkpointing::Inherit, || Inner::update().n(s.total + 1))
+    ///                 .await?;
+    ///             if out.is_interrupted() {
+    ///                 return Err(Interrupted { interrupts: out.interrupts }.into());
+    ///             }
+    ///             Ok::<_, stategraph::BoxError>(Outer::update().total(out.state.n))
+    ///         }
+    ///     })
+    ///     .add_edge(START, "wrap")
+    ///     .add_edge("wrap", END)
+    ///     .compile()?;
+    /// let out = outer.invoke(Outer::update().total(4), &Default::default()).await?;
+    /// assert_eq!(out.state.total, 10);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// The child run's [`RunError`]; [`RunError::ParentCommand`] when a task of the child sent
+    /// a command to the parent graph (only a node added with `add_subgraph` applies those).
+    pub async fn run_in_task(
+        &self,
+        ctx: &NodeContext,
+        mode: Checkpointing,
+        input: impl FnOnce() -> C::Update,
+    ) -> Result<RunOutcome<C>, RunError> {
+        match run_child(self, mode, ctx, || Ok(input())).await? {
+            GraphLevelEnd::Done(outcome) => Ok(outcome),
+            GraphLevelEnd::ToParent(_) => Err(RunError::ParentCommand {
+                node: ctx.node().to_owned(),
+                reason: "the graph runs inside the node's code (`run_in_task`), which cannot \
+                         apply it; add the graph with `add_subgraph`"
+                    .to_owned(),
+            }),
+        }
     }
 }
 

@@ -7,7 +7,10 @@
 //! - [`Tool`], [`ToolSpec`], [`FnTool`]: tools that return a tool message or a `Command`.
 //! - [`ThreadState`]: the agent's state with every reducer of the runtime.
 //! - [`Observer`], [`ModelLayer`], [`ToolLayer`], [`ToolPolicy`]: the extension points.
-//! - [`AgentBuilder`]: model node + tool node + routing, assembled per run.
+//! - [`AgentBuilder`]: model node + tool node + routing, assembled per run; an assembled
+//!   [`Agent`] is a node of any graph with [`Agent::as_node`].
+//! - [`toolbox`]: a model node, a tool node and [`tools_condition`] for your own state
+//!   ([`MessagesState`], implemented with [`impl_messages_state!`]).
 //! - [`CapabilityTrace`]: every tool through Available, Authorized, Visible, Executed,
 //!   Returned (and Delivered).
 //! - [`sandbox`], [`sandbox_tools`]: a thread's files behind virtual paths, the agent's
@@ -63,14 +66,15 @@ pub mod state;
 pub mod subagent;
 pub mod subagent_tools;
 pub mod tool;
+pub mod toolbox;
 pub mod trace;
 
 pub use stategraph;
 pub use stategraph::BoxError;
 
 pub use agent::{
-    Agent, AgentBuilder, AgentError, AgentOutcome, AgentRunError, DeliveryFailure, OutputsError,
-    Recorded, Settlement, TurnLimitReached, DROPPED_REASON, RECEIPT_NOT_STORED,
+    Agent, AgentBuilder, AgentError, AgentNode, AgentOutcome, AgentRunError, DeliveryFailure,
+    OutputsError, Recorded, Settlement, TurnLimitReached, DROPPED_REASON, RECEIPT_NOT_STORED,
     RECEIPT_RETRY_DELAYS, TURN_CAPPED,
 };
 pub use authz::{Authorization, AuthorizationProvider, FailMode, RoleTable};
@@ -99,8 +103,11 @@ pub use skill::{
     parse_skill_md, PolicyDecision, PolicySource, Skill, SkillParseError, SkillParseErrorKind,
     SkillRegistry, SkillStore, SkillToolPolicy, FRAMEWORK_TOOLS,
 };
-pub use state::{ThreadState, ThreadStateField, ThreadStateUpdate};
+pub use state::{MessagesState, ThreadState, ThreadStateField, ThreadStateUpdate};
 pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
+pub use toolbox::{
+    model_node, tool_node, tools_condition, ModelNode, ToolNode, ToolNodeError, Toolbox, TOOLS,
+};
 pub use trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
 
 /// The items most agent code uses.

@@ -336,3 +336,92 @@ impl ThreadState {
         }
     }
 }
+
+/// A state with a conversation: a messages field merged by the add-messages reducer (an
+/// upsert by id replaces a message in place, a removal by id or of all messages removes), as
+/// [`ThreadState::messages`] is. The composable nodes — [`model_node`](crate::toolbox::model_node),
+/// [`tool_node`](crate::toolbox::tool_node), [`tools_condition`](crate::toolbox::tools_condition)
+/// and [`Agent::as_node`](crate::Agent::as_node)'s mappings — work over any such state.
+///
+/// Implement it for a `#[derive(State)]` struct with one line,
+/// [`impl_messages_state!`](crate::impl_messages_state): the macro only compiles when the
+/// field is a `List<Message>` with `#[reduce(add_messages)]`, because the update it writes is
+/// a [`MessagesUpdate`](stategraph::reducers::MessagesUpdate) (another reducer's update type
+/// does not fit the field's setter).
+///
+/// ```
+/// use stategraph::{List, State};
+/// use stategraph_nodes::{impl_messages_state, Message, MessagesState};
+///
+/// #[derive(State, Clone, Default, Debug)]
+/// struct Research {
+///     topic: String,
+///     #[reduce(add_messages)]
+///     chat: List<Message>,
+/// }
+/// impl_messages_state!(Research, chat);
+///
+/// let update = Research::append_messages([Message::human("find sources")]);
+/// assert!(update.chat.is_some() && update.topic.is_none());
+/// ```
+pub trait MessagesState: stategraph::State {
+    /// The conversation, oldest first (shared: a clone does not copy the messages).
+    fn messages(&self) -> &List<Message>;
+
+    /// An update that writes `update` into the messages field (and nothing else).
+    fn messages_update(update: stategraph::reducers::MessagesUpdate<Message>) -> Self::Update;
+
+    /// An update appending `messages` (a message with the id of one already there replaces
+    /// it in place).
+    fn append_messages(messages: impl IntoIterator<Item = Message>) -> Self::Update {
+        Self::messages_update(messages.into_iter().collect::<Vec<_>>().into())
+    }
+
+    /// The last message, if it is an AI message.
+    fn last_ai_message(&self) -> Option<&crate::AiMessage> {
+        self.messages().last().and_then(Message::as_ai)
+    }
+}
+
+/// Implement [`MessagesState`] for a `#[derive(State)]` struct whose field `$field` holds its
+/// conversation (`#[reduce(add_messages)]` on a `List<Message>`).
+///
+/// ```
+/// use stategraph::{List, State};
+/// use stategraph_nodes::{impl_messages_state, Message, MessagesState};
+///
+/// #[derive(State, Clone, Default, Debug)]
+/// struct Review {
+///     #[reduce(add_messages)]
+///     messages: List<Message>,
+///     approved: bool,
+/// }
+/// impl_messages_state!(Review, messages);
+/// assert!(Review::default().messages().is_empty());
+/// ```
+#[macro_export]
+macro_rules! impl_messages_state {
+    ($state:ty, $field:ident) => {
+        impl $crate::MessagesState for $state {
+            fn messages(&self) -> &$crate::stategraph::List<$crate::Message> {
+                &self.$field
+            }
+
+            fn messages_update(
+                update: $crate::stategraph::reducers::MessagesUpdate<$crate::Message>,
+            ) -> <$state as $crate::stategraph::State>::Update {
+                <$state>::update().$field(update)
+            }
+        }
+    };
+}
+
+impl MessagesState for ThreadState {
+    fn messages(&self) -> &List<Message> {
+        &self.messages
+    }
+
+    fn messages_update(update: stategraph::reducers::MessagesUpdate<Message>) -> ThreadStateUpdate {
+        ThreadState::update().messages(update)
+    }
+}

@@ -96,6 +96,9 @@ pub struct TraceEntry {
     /// The run it was recorded in (`None`: at assembly, before any run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<Arc<str>>,
+    /// The thread of that run (`None`: at assembly, or a run without a thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<Arc<str>>,
 }
 
 impl Verdict {
@@ -128,6 +131,7 @@ impl TraceEntry {
             path: None,
             parent_call: None,
             run_id: None,
+            thread_id: None,
         }
     }
 
@@ -209,11 +213,13 @@ pub struct CapabilityTrace {
     log: Arc<Mutex<TraceLog>>,
 }
 
-/// The entries, and the run that entries recorded now belong to (one lock for both).
+/// The entries, and the run and thread that entries recorded now belong to (one lock for
+/// all).
 #[derive(Default)]
 struct TraceLog {
     entries: Vec<TraceEntry>,
     run: Option<Arc<str>>,
+    thread: Option<Arc<str>>,
 }
 
 impl fmt::Debug for CapabilityTrace {
@@ -228,19 +234,103 @@ impl CapabilityTrace {
         Self::default()
     }
 
-    /// Record an entry (in the current run, unless it names one).
+    /// A trace whose entries are recorded in `run` on `thread` (unless an entry names its
+    /// own): what a node records into while it runs for one thread, before its entries join
+    /// a shared trace with [`CapabilityTrace::extend`].
+    ///
+    /// ```
+    /// use stategraph_nodes::{CapabilityTrace, Stage};
+    ///
+    /// let shared = CapabilityTrace::new();
+    /// let task = CapabilityTrace::scoped(Some("run-1"), Some("t1"));
+    /// task.pass("search", Stage::Executed);
+    /// shared.extend(task.entries());
+    /// assert_eq!(shared.for_thread("t1").len(), 1);
+    /// assert!(shared.for_thread("t2").is_empty());
+    /// ```
+    pub fn scoped(run: Option<&str>, thread: Option<&str>) -> Self {
+        let trace = CapabilityTrace::new();
+        trace.enter_run(run, thread);
+        trace
+    }
+
+    /// Record an entry (in the current run and thread, unless it names its own).
     pub fn record(&self, mut entry: TraceEntry) {
         tracing::debug!(tool = %entry.tool, stage = %entry.stage, verdict = ?entry.verdict, "capability");
         let mut log = self.log.lock().unpoisoned();
         if entry.run_id.is_none() {
             entry.run_id.clone_from(&log.run);
+            if entry.thread_id.is_none() {
+                entry.thread_id.clone_from(&log.thread);
+            }
         }
         log.entries.push(entry);
     }
 
-    /// Entries recorded from now on belong to `run` (`None`: to no run).
-    pub(crate) fn enter_run(&self, run: Option<&str>) {
-        self.log.lock().unpoisoned().run = run.map(Arc::from);
+    /// Append `entries` as they are (their run and thread kept), in order.
+    ///
+    /// ```
+    /// use stategraph_nodes::{CapabilityTrace, Stage, TraceEntry, Verdict};
+    ///
+    /// let trace = CapabilityTrace::new();
+    /// trace.extend([TraceEntry::new("search", Stage::Available, Verdict::Passed)]);
+    /// assert_eq!(trace.len(), 1);
+    /// ```
+    pub fn extend(&self, entries: impl IntoIterator<Item = TraceEntry>) {
+        self.log.lock().unpoisoned().entries.extend(entries);
+    }
+
+    /// Entries recorded from now on belong to `run` on `thread` (`None`: to no run, no
+    /// thread).
+    pub(crate) fn enter_run(&self, run: Option<&str>, thread: Option<&str>) {
+        let mut log = self.log.lock().unpoisoned();
+        log.run = run.map(Arc::from);
+        log.thread = thread.map(Arc::from);
+    }
+
+    /// The entries recorded on thread `thread`, with the assembly's (recorded before any
+    /// run), in order: what one thread's runs did, whatever other threads ran the same agent.
+    ///
+    /// ```
+    /// use stategraph_nodes::{CapabilityTrace, Stage};
+    ///
+    /// let trace = CapabilityTrace::new();
+    /// trace.pass("search", Stage::Available); // the assembly's: in every thread's trace
+    /// let t1 = CapabilityTrace::scoped(Some("r1"), Some("t1"));
+    /// t1.pass("search", Stage::Executed);
+    /// trace.extend(t1.entries());
+    /// assert_eq!(trace.for_thread("t1").len(), 2);
+    /// assert_eq!(trace.for_thread("t2").len(), 1);
+    /// ```
+    pub fn for_thread(&self, thread: &str) -> Vec<TraceEntry> {
+        self.log
+            .lock()
+            .unpoisoned()
+            .entries
+            .iter()
+            .filter(|e| match e.thread_id.as_deref() {
+                Some(t) => t == thread,
+                None => e.run_id.is_none(),
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// A separate trace holding `entries` (to query a run's or a thread's entries with
+    /// [`CapabilityTrace::reached`], [`CapabilityTrace::visible_on`], ...).
+    ///
+    /// ```
+    /// use stategraph_nodes::{CapabilityTrace, Stage};
+    ///
+    /// let all = CapabilityTrace::scoped(Some("run-1"), Some("t1"));
+    /// all.pass("search", Stage::Returned);
+    /// assert!(CapabilityTrace::of(all.for_thread("t1")).reached("search", Stage::Returned));
+    /// assert!(!CapabilityTrace::of(all.for_thread("t2")).reached("search", Stage::Returned));
+    /// ```
+    pub fn of(entries: impl IntoIterator<Item = TraceEntry>) -> Self {
+        let trace = CapabilityTrace::new();
+        trace.extend(entries);
+        trace
     }
 
     /// The entries of run `run_id`, with the assembly's (recorded before any run), in order.
@@ -351,7 +441,9 @@ impl CapabilityTrace {
         best.cloned()
     }
 
-    /// The tools shown to the model on model call `n` (1-based), in order.
+    /// The tools shown to the model on model call `n` (1-based; calls are numbered per run,
+    /// so for an agent that ran more than once, ask a run's or a thread's trace:
+    /// `CapabilityTrace::of(agent.run_trace(&run_id))`), in order.
     pub fn visible_on(&self, n: u32) -> Vec<String> {
         self.log
             .lock()

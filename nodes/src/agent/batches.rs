@@ -10,7 +10,7 @@ use crate::message::{Message, ToolCall};
 use crate::state::ThreadState;
 
 /// The batches of `calls`, in the order they run: indices into `calls`.
-pub(super) fn batches(
+pub(crate) fn batches(
     calls: &[ToolCall],
     read_only: impl Fn(&ToolCall) -> bool,
 ) -> Vec<Vec<usize>> {

@@ -15,8 +15,9 @@ use crate::state::ThreadState;
 use crate::trace::CapabilityTrace;
 
 mod admission;
+mod as_node;
 mod assemble;
-mod batches;
+pub(crate) mod batches;
 mod builder;
 mod delivered;
 mod graph;
@@ -26,6 +27,7 @@ mod outputs;
 mod record;
 mod run;
 
+pub use as_node::AgentNode;
 pub use builder::AgentBuilder;
 use node::AgentCore;
 pub use outcome::{
@@ -137,6 +139,29 @@ impl Agent {
     /// [`AgentOutcome::settlement`]'s `run_id` names it.
     pub fn run_trace(&self, run: &stategraph::checkpoints::RunId) -> Vec<crate::TraceEntry> {
         self.core.trace.for_run(run.as_str())
+    }
+
+    /// The capability trace of one thread (with the assembly's): the entries of every run of
+    /// the agent on `thread`, through [`Agent::invoke`] or [`Agent::as_node`], and none of
+    /// another thread's.
+    ///
+    /// ```
+    /// use stategraph_nodes::prelude::*;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let model = ScriptedModel::new("m", [AiMessage::text("a"), AiMessage::text("b")]);
+    /// let agent = AgentBuilder::new(model.clone()).assemble(RunContext::default()).await?;
+    /// for thread in ["t1", "t2"] {
+    ///     let config = agent.run_config().thread(thread);
+    ///     agent.invoke(ThreadState::human_input("hi"), &config).await?;
+    /// }
+    /// let t1 = agent.thread_trace("t1");
+    /// assert!(t1.iter().all(|e| e.thread_id.as_deref() != Some("t2")));
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn thread_trace(&self, thread: &str) -> Vec<crate::TraceEntry> {
+        self.core.trace.for_thread(thread)
     }
 
     /// The run context the agent was assembled for.

@@ -231,7 +231,9 @@ impl AgentCore {
 
     /// Starts an invocation under `context`: a fresh stop stamp, no artifacts recorded.
     pub(super) fn begin_invocation(&self, context: Arc<RunContext>) {
-        self.trace.enter_run(context.run_id.as_deref());
+        self.trace
+            .enter_run(context.run_id.as_deref(), context.thread_id.as_deref());
+        self.model_calls.store(0, Ordering::Relaxed);
         self.invocation.turns.store(0, Ordering::Relaxed);
         *self.invocation.context.lock().unpoisoned() = Some(context);
         *self.invocation.stop.lock().unpoisoned() = StopStamp::default();

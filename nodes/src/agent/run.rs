@@ -58,8 +58,22 @@ impl RunScope {
         saver: Option<&Arc<dyn Saver>>,
         config: &RunConfig,
     ) -> Result<RunScope, AgentRunError> {
+        Self::begin_as(core, saver, config, None).await
+    }
+
+    /// [`RunScope::begin`] for the run `run` (instead of the run context's id, or a
+    /// generated one).
+    ///
+    /// # Errors
+    /// As [`RunScope::begin`].
+    pub(super) async fn begin_as(
+        core: &Arc<AgentCore>,
+        saver: Option<&Arc<dyn Saver>>,
+        config: &RunConfig,
+        run: Option<RunId>,
+    ) -> Result<RunScope, AgentRunError> {
         let turn = Arc::clone(&core.invocation.turn).lock_owned().await;
-        let (run_id, context) = invocation_context(&core.run, config)?;
+        let (run_id, context) = invocation_context(&core.run, config, run)?;
         core.begin_invocation(context);
         let thread = config.thread_name().and_then(|t| ThreadId::new(t).ok());
         let store = match (saver, thread) {
@@ -132,18 +146,22 @@ impl Drop for RunScope {
 }
 
 /// The run's id and the context its nodes, tools and layers see: the agent's context with the
-/// run's id (the context's, or a generated one) and the thread the config runs on (a context
-/// assembled for another thread, or for none, follows the real thread).
+/// run's id (`run`, else the context's, else a generated one) and the thread the config runs
+/// on (a context assembled for another thread, or for none, follows the real thread).
 fn invocation_context(
     agent: &Arc<RunContext>,
     config: &RunConfig,
+    run: Option<RunId>,
 ) -> Result<(RunId, Arc<RunContext>), AgentRunError> {
-    let run_id = match agent.run_id.as_deref() {
-        Some(id) => RunId::new(id).map_err(AgentRunError::Start)?,
-        None => RunId::generate(),
+    let run_id = match (run, agent.run_id.as_deref()) {
+        (Some(run), _) => run,
+        (None, Some(id)) => RunId::new(id).map_err(AgentRunError::Start)?,
+        (None, None) => RunId::generate(),
     };
     let thread = config.thread_name().map(str::to_owned);
-    if agent.run_id.is_some() && (thread.is_none() || thread == agent.thread_id) {
+    if agent.run_id.as_deref() == Some(run_id.as_str())
+        && (thread.is_none() || thread == agent.thread_id)
+    {
         return Ok((run_id, Arc::clone(agent)));
     }
     let context = RunContext {
@@ -239,7 +257,7 @@ impl PendingRun {
             _ => Checked::Done(&receipt),
         };
         delivered::record(&core.trace, &presented, checked);
-        core.trace.enter_run(None);
+        core.trace.enter_run(None, None);
         let settlement = Settlement {
             run_id,
             status,
