@@ -129,7 +129,9 @@ impl<S: State> RunLoop<S> {
             let name = self.node_name(t);
             for u in &out.updates {
                 S::written(u, &mut |f| writes.writers.push((f, ti)));
-                if want_updates {
+                // The input is no node's update (LangGraph streams none for `__start__`): it
+                // shows as the first values event.
+                if want_updates && t.trigger != TaskTrigger::Start {
                     self.emit(EventKind::Updates {
                         node: name.clone(),
                         update: Shared(Arc::new(u.clone())),
