@@ -14,7 +14,7 @@ use crate::Interrupt;
 pub struct StreamMode {
     /// The whole state after each step.
     pub values: bool,
-    /// Each task's update, per node.
+    /// Each task's update, per node, streamed as the task finishes (none for the input).
     pub updates: bool,
     /// Events emitted by nodes with [`NodeContext::emit`](crate::NodeContext::emit).
     pub custom: bool,
@@ -116,7 +116,9 @@ pub enum TaskStatus {
 pub enum EventKind {
     /// The state after a step: `Shared` holds an `S` (the state type of the graph at `ns`).
     Values(Shared),
-    /// A task's update: `Shared` holds an `S::Update`.
+    /// A task's update: `Shared` holds an `S::Update`. Sent the moment the task finishes
+    /// (finish order; the state still merges in task order), also when its step then fails
+    /// or pauses; never for the input (`__start__`).
     Updates {
         /// The node.
         node: Arc<str>,
@@ -137,7 +139,7 @@ pub enum EventKind {
         /// The task.
         task: TaskId,
     },
-    /// A task ended.
+    /// A task ended (right after its updates).
     TaskEnd {
         /// The node.
         node: Arc<str>,
@@ -153,7 +155,8 @@ pub enum EventKind {
         /// Why.
         source: Source,
     },
-    /// The run paused.
+    /// The run paused, on these interrupts (a static pause as `before:<node>` or
+    /// `after:<node>`).
     Interrupt(Vec<Interrupt>),
 }
 

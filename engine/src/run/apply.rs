@@ -10,7 +10,6 @@ use super::control::ScheduledSend;
 use super::plan::{PlannedTask, TaskTrigger};
 use super::superstep::RunLoop;
 use crate::command::{Goto, END};
-use crate::event::{EventKind, Shared};
 use crate::graph::{GraphInner, TaskOutput};
 use crate::state::Field;
 use crate::{RunError, State};
@@ -46,7 +45,7 @@ struct StepWrites<S: State> {
 
 impl<S: State> RunLoop<S> {
     /// Apply the outputs of a step's tasks (by task position).
-    pub(super) async fn apply(
+    pub(super) fn apply(
         &mut self,
         tasks: &[PlannedTask],
         outputs: Vec<(usize, TaskOutput<S>)>,
@@ -55,9 +54,7 @@ impl<S: State> RunLoop<S> {
         let version = self.control.max_version + 1;
         let mut next = NextSchedule::new(g.nodes.len());
         self.consume_triggers(&g, tasks);
-        let writes = self
-            .gather_writes(&g, tasks, outputs, version, &mut next)
-            .await?;
+        let writes = self.gather_writes(&g, tasks, outputs, version, &mut next)?;
         let mut rctx = ReduceCtx::new(self.step);
         let changes = Arc::make_mut(&mut self.state)
             .apply(writes.updates, &mut rctx)
@@ -108,8 +105,9 @@ impl<S: State> RunLoop<S> {
         }
     }
 
-    /// Gather the outputs' updates (streaming them), follow their edges, joins and `goto`s.
-    async fn gather_writes(
+    /// Gather the outputs' updates (streamed as their tasks finished), follow their edges,
+    /// joins and `goto`s.
+    fn gather_writes(
         &mut self,
         g: &GraphInner<S>,
         tasks: &[PlannedTask],
@@ -117,7 +115,6 @@ impl<S: State> RunLoop<S> {
         version: u64,
         next: &mut NextSchedule,
     ) -> Result<StepWrites<S>, RunError> {
-        let want_updates = self.wants(|m| m.updates);
         let mut writes = StepWrites {
             writers: Vec::new(),
             updates: Vec::new(),
@@ -129,13 +126,6 @@ impl<S: State> RunLoop<S> {
             let name = self.node_name(t);
             for u in &out.updates {
                 S::written(u, &mut |f| writes.writers.push((f, ti)));
-                if want_updates {
-                    self.emit(EventKind::Updates {
-                        node: name.clone(),
-                        update: Shared(Arc::new(u.clone())),
-                    })
-                    .await;
-                }
             }
             let (out_edges, allowed) = match t.node {
                 Some(i) => (&g.nodes[i].out, g.nodes[i].destinations.as_ref()),

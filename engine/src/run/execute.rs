@@ -1,8 +1,10 @@
 //! Executing a superstep's tasks: the determinism guard, reuse of writes an earlier attempt
-//! recorded, running the rest (inline, concurrently, or spawned), and settling the step:
-//! commands for the parent graph, a failure, an interrupt, or the step applied.
+//! recorded, running the rest (inline, concurrently, or spawned) and streaming each one's
+//! update as it finishes, and settling the step: commands for the parent graph, a failure,
+//! an interrupt, or the step applied.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -12,7 +14,7 @@ use super::pending::{apply_error_task, input_task, output_from_json, output_to_j
 use super::plan::{PlannedTask, TaskTrigger};
 use super::superstep::RunLoop;
 use crate::command::ParentCommand;
-use crate::event::{EventKind, TaskStatus};
+use crate::event::{EventKind, Shared, TaskStatus};
 use crate::graph::TaskOutput;
 use crate::{Interrupt, RunError, State};
 
@@ -39,6 +41,13 @@ pub(super) enum StepEnd {
     Interrupted(Vec<Interrupt>),
     /// Its tasks sent commands to the parent graph, which end this level's run.
     ToParent(Vec<ParentCommand>),
+}
+
+/// Which per-task events the step streams (asked once per step).
+#[derive(Clone, Copy)]
+struct StepStream {
+    updates: bool,
+    tasks: bool,
 }
 
 /// A task's result, or why its spawned tokio task did not return one.
@@ -69,19 +78,18 @@ impl<S: State> RunLoop<S> {
     /// Run a step's tasks and settle the step.
     pub(super) async fn execute(&mut self, tasks: &[PlannedTask]) -> Result<StepEnd, RunError> {
         let mut recorded = self.recorded_writes(tasks)?;
+        let stream = StepStream {
+            updates: self.wants(|m| m.updates),
+            tasks: self.wants(|m| m.tasks),
+        };
         let mut results: Vec<Option<TaskResult<S>>> = (0..tasks.len()).map(|_| None).collect();
         let mut to_run = Vec::new();
         for (ti, t) in tasks.iter().enumerate() {
             if let Some(out) = recorded.reused.remove(&ti) {
-                if self.wants(|m| m.tasks) {
-                    self.emit(EventKind::TaskEnd {
-                        node: self.node_name(t),
-                        task: t.id,
-                        status: TaskStatus::Reused,
-                    })
-                    .await;
-                }
-                results[ti] = Some(TaskResult::Done(out));
+                // Finished in an earlier attempt: streamed now, as it is not run again.
+                let r = TaskResult::Done(out);
+                self.stream_finished(t, &r, true, stream).await;
+                results[ti] = Some(r);
             } else if t.trigger == TaskTrigger::Start {
                 let update = self.control.start.take().unwrap_or_default();
                 results[ti] = Some(TaskResult::Done(TaskOutput {
@@ -94,7 +102,7 @@ impl<S: State> RunLoop<S> {
             }
         }
         if !to_run.is_empty() {
-            self.run_tasks(tasks, &to_run, &mut recorded, &mut results)
+            self.run_tasks(tasks, &to_run, &mut recorded, &mut results, stream)
                 .await?;
         }
         self.settle(tasks, results).await
@@ -173,9 +181,9 @@ impl<S: State> RunLoop<S> {
         to_run: &[usize],
         recorded: &mut RecordedWrites<S>,
         results: &mut [Option<TaskResult<S>>],
+        stream: StepStream,
     ) -> Result<(), RunError> {
-        let events = self.wants(|m| m.tasks);
-        if events {
+        if stream.tasks {
             for &ti in to_run {
                 self.emit(EventKind::TaskStart {
                     node: self.node_name(&tasks[ti]),
@@ -194,28 +202,51 @@ impl<S: State> RunLoop<S> {
                 r = fut => r,
                 _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
             };
+            self.stream_finished(&tasks[ti], &r, false, stream).await;
             results[ti] = Some(r);
+            Ok(())
         } else {
-            self.run_concurrently(tasks, to_run, recorded, results)
-                .await?;
+            self.run_concurrently(tasks, to_run, recorded, results, stream)
+                .await
         }
-        if events {
-            for &ti in to_run {
-                let status = match &results[ti] {
-                    Some(TaskResult::Done(_)) => TaskStatus::Succeeded,
-                    Some(TaskResult::Failed { error, .. }) => TaskStatus::Failed(error.to_string()),
-                    Some(TaskResult::Interrupted { .. }) => TaskStatus::Interrupted,
-                    None => continue,
-                };
-                self.emit(EventKind::TaskEnd {
-                    node: self.node_name(&tasks[ti]),
-                    task: tasks[ti].id,
-                    status,
-                })
-                .await;
+    }
+
+    /// Stream what task `t` produced, the moment it finished (LangGraph's order: a slow task
+    /// holds back no sibling's progress; the merge still follows task order): its updates,
+    /// unless they end this level's run as a command for the parent graph, then its end.
+    async fn stream_finished(
+        &self,
+        t: &PlannedTask,
+        r: &TaskResult<S>,
+        reused: bool,
+        stream: StepStream,
+    ) {
+        if let (true, TaskResult::Done(out)) = (stream.updates, r) {
+            if out.parents.is_empty() {
+                let node = self.node_name(t);
+                for u in &out.updates {
+                    self.emit(EventKind::Updates {
+                        node: node.clone(),
+                        update: Shared(Arc::new(u.clone())),
+                    })
+                    .await;
+                }
             }
         }
-        Ok(())
+        if stream.tasks {
+            let status = match r {
+                TaskResult::Done(_) if reused => TaskStatus::Reused,
+                TaskResult::Done(_) => TaskStatus::Succeeded,
+                TaskResult::Failed { error, .. } => TaskStatus::Failed(error.to_string()),
+                TaskResult::Interrupted { .. } => TaskStatus::Interrupted,
+            };
+            self.emit(EventKind::TaskEnd {
+                node: self.node_name(t),
+                task: t.id,
+                status,
+            })
+            .await;
+        }
     }
 
     /// Tasks run concurrently on this task; a node marked `spawn` runs on its own tokio task
@@ -227,6 +258,7 @@ impl<S: State> RunLoop<S> {
         to_run: &[usize],
         recorded: &mut RecordedWrites<S>,
         results: &mut [Option<TaskResult<S>>],
+        stream: StepStream,
     ) -> Result<(), RunError> {
         let mut aborts = AbortOnDrop(Vec::new());
         let mut running: FuturesUnordered<BoxFuture<'static, (usize, TaskJoin<S>)>> =
@@ -266,6 +298,7 @@ impl<S: State> RunLoop<S> {
                 resumes: Vec::new(),
             });
             let failed = matches!(r, TaskResult::Failed { .. });
+            self.stream_finished(&tasks[ti], &r, false, stream).await;
             results[ti] = Some(r);
             if failed {
                 break;
@@ -368,7 +401,7 @@ impl<S: State> RunLoop<S> {
             true => Some(self.output_writes(tasks, &outputs)?),
             false => None,
         };
-        if let Err(e) = self.apply(tasks, outputs).await {
+        if let Err(e) = self.apply(tasks, outputs) {
             // The in-memory state is partly updated: nothing of it may be stored.
             self.poisoned = true;
             if let Some(mut writes) = saved {

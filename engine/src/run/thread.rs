@@ -74,8 +74,7 @@ impl<S: State> CompiledGraph<S> {
             goto: Vec::new(),
             parents: Vec::new(),
         };
-        lp.apply(std::slice::from_ref(&task), vec![(0, out)])
-            .await?;
+        lp.apply(std::slice::from_ref(&task), vec![(0, out)])?;
         let writes = lp.take_unsaved()?;
         lp.put(Source::Update, lp.step, writes).await?;
         lp.flush().await?;

@@ -67,7 +67,6 @@ async fn updates_and_custom_events_name_their_node() -> TestResult {
     assert_eq!(
         updates,
         [
-            ("__start__".to_owned(), None, None),
             ("a".to_owned(), Some(vec!["a".to_owned()]), None),
             ("b".to_owned(), None, Some(7))
         ]
