@@ -54,19 +54,37 @@ pub(super) fn first_odd_node(
 pub(super) struct WriteOrder(pub(super) BTreeMap<i64, Vec<(String, &'static str)>>);
 
 impl WriteOrder {
-    /// Note that `node` wrote `field` in `step` (the first write of a field counts).
+    /// Note that `node` wrote `field` in `step`.
     pub(super) fn note(&mut self, step: i64, node: &str, field: &'static str) {
         let writes = self.0.entry(step).or_default();
-        if !writes.iter().any(|(_, f)| *f == field) {
+        if !writes.iter().any(|(n, f)| *f == field && n == node) {
             writes.push((node.to_owned(), field));
         }
     }
 
     /// Put `diff`'s fields in the order step `step` changed them: those it wrote first, in
-    /// write order, then the rest in the state's declaration order. Returns the node that
-    /// wrote the first of them, if the step wrote it.
-    pub(super) fn sort<S: State>(&self, step: i64, diff: &mut StateDiff) -> Option<String> {
-        let order = self.0.get(&step).map_or(&[][..], Vec::as_slice);
+    /// the order the engine merged them (by writing node in declaration order, `rank`; the
+    /// fields of one update in declaration order), then the rest in the state's declaration
+    /// order. Returns the node that wrote the first of them, if the step wrote it.
+    ///
+    /// Updates stream as tasks finish, so the notes come in finish order; ranking them by
+    /// node makes the report independent of timing.
+    pub(super) fn sort<S: State>(
+        &self,
+        step: i64,
+        diff: &mut StateDiff,
+        rank: impl Fn(&str) -> usize,
+    ) -> Option<String> {
+        let mut order: Vec<(String, &'static str)> =
+            self.0.get(&step).map_or_else(Vec::new, Clone::clone);
+        order.sort_by_key(|(node, _)| rank(node));
+        // The first merged write of a field is the one that changed it first.
+        let mut seen = Vec::new();
+        order.retain(|(_, field)| {
+            let first = !seen.contains(field);
+            seen.push(*field);
+            first
+        });
         let at = |field: &str| order.iter().position(|(_, w)| *w == field);
         diff.fields.sort_by_key(|f| {
             let declared = S::Field::from_name(&f.field).map_or(usize::MAX, Field::index);

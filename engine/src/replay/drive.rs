@@ -387,7 +387,9 @@ impl<'a, S: State> Replay<'a, S> {
             diff,
         };
         if !diff.is_empty() {
-            let node = self.written.sort::<S>(p.step, &mut diff);
+            let index = &self.graph.inner.index;
+            let rank = |node: &str| index.get(node).copied().unwrap_or(usize::MAX);
+            let node = self.written.sort::<S>(p.step, &mut diff, rank);
             return Ok(Some(divergence(DivergenceKind::State, node, diff)));
         }
         let (ra, pa) = (pairs(&a.interrupts), pairs(&b.interrupts));

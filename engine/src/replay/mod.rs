@@ -53,9 +53,9 @@ pub struct Divergence {
     pub kind: DivergenceKind,
     /// How the replayed state differs from the recorded one (empty unless `kind` is
     /// [`DivergenceKind::State`]), its fields in the order the step changed them: first
-    /// those the replayed step wrote, in the order the engine applied its tasks' writes
-    /// (task order, then the fields of each update in declaration order), then the others in
-    /// declaration order.
+    /// those the replayed step wrote, in the order the engine merged its tasks' writes (by
+    /// writing node in declaration order — not the order the tasks finished —, the fields of
+    /// one update in declaration order), then the others in declaration order.
     pub diff: StateDiff,
 }
 

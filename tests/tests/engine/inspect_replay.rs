@@ -311,14 +311,25 @@ struct Pair {
 
 /// `first` writes `zeta` and `second` writes `alpha`, in one step: the engine applies the
 /// tasks' writes in node order, so `zeta` changes first although `alpha` comes first by name
-/// and by declaration.
+/// and by declaration. `first` finishes last (it waits for `second`), so its update also
+/// streams last: the order reported must be the merge order, not the finish order.
 fn pair(bump: i64) -> Result<CompiledGraph<Pair>, stategraph::CompileError> {
+    let done = Arc::new(tokio::sync::Notify::new());
+    let wait = done.clone();
     StateGraph::<Pair>::new()
-        .add_node("first", move |_s: Arc<Pair>, _c: NodeContext| async move {
-            Ok::<_, BoxError>(Pair::update().zeta(bump))
+        .add_node("first", move |_s: Arc<Pair>, _c: NodeContext| {
+            let wait = wait.clone();
+            async move {
+                wait.notified().await;
+                Ok::<_, BoxError>(Pair::update().zeta(bump))
+            }
         })
-        .add_node("second", move |_s: Arc<Pair>, _c: NodeContext| async move {
-            Ok::<_, BoxError>(Pair::update().alpha(bump))
+        .add_node("second", move |_s: Arc<Pair>, _c: NodeContext| {
+            let done = done.clone();
+            async move {
+                done.notify_one();
+                Ok::<_, BoxError>(Pair::update().alpha(bump))
+            }
         })
         .add_edge(START, "first")
         .add_edge(START, "second")
