@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use stategraph::checkpoints::inspect::{short_suffix, short_suffix_len};
+use stategraph::checkpoints::tree::BranchTree;
 use stategraph::checkpoints::{CheckpointId, Saver, SqliteSaver, ThreadId};
 use stategraph::prelude::*;
 use stategraph::replay::ReplayReport;
@@ -92,21 +93,25 @@ pub(crate) struct Summary {
     pub(crate) changed: Option<(i64, String, String)>,
 }
 
-/// Record the thread in `folder/threads.db`, look at it and replay it.
-pub(crate) async fn time_travel(folder: &Path) -> Result<Summary, Error> {
-    std::fs::create_dir_all(folder)?;
-    let db = folder.join("threads.db");
-    let saver = Arc::new(SqliteSaver::open(&db)?);
-    saver.delete_thread(&ThreadId::new(THREAD)?).await?;
-    let g = graph(0, saver.clone())?;
+/// The checkpoints the walk-through names.
+struct Marks {
+    /// The thread's first checkpoint (its input).
+    first: CheckpointId,
+    /// The end of the first run.
+    first_end: CheckpointId,
+    /// The checkpoint after research, where the edit and the fork branch off.
+    after_research: CheckpointId,
+    /// The edit's checkpoint.
+    edit: CheckpointId,
+    /// The fork's checkpoint.
+    fork: CheckpointId,
+}
 
+/// Record the thread: a run answered by a human, an edit of an older step, a fork.
+async fn record(g: &CompiledGraph<Review>) -> Result<Marks, Error> {
     println!("== 1. a run, answered by a human");
-    answer_review(
-        &g,
-        Input::Update(Review::update().topic("pricing".into()).min_score(5)),
-        true,
-    )
-    .await?;
+    let input = Review::update().topic("pricing".into()).min_score(5);
+    answer_review(g, Input::Update(input), true).await?;
     let tree = g.history_tree(THREAD).await?;
     let first_end = *tree.heads().last().ok_or("no checkpoints")?;
     let path = tree.path(first_end).ok_or("no path")?;
@@ -114,31 +119,27 @@ pub(crate) async fn time_travel(folder: &Path) -> Result<Summary, Error> {
     let (first, after_research) = (path[0], path[2]);
 
     println!("== 2. an edit of the step after research: the bar goes up to 8");
+    let bar = Review::update().min_score(8);
     let edit = g
-        .update_state(
-            THREAD,
-            Some(after_research),
-            Review::update().min_score(8),
-            "research",
-        )
+        .update_state(THREAD, Some(after_research), bar, "research")
         .await?;
-    answer_review(&g, Input::Continue, false).await?;
+    answer_review(g, Input::Continue, false).await?;
 
     println!("== 3. a fork of the same step with another topic");
-    let fork = g
-        .fork(
-            THREAD,
-            after_research,
-            None,
-            Review::update().topic("discounts".into()),
-        )
-        .await?;
-    answer_review(&g, Input::Continue, true).await?;
+    let topic = Review::update().topic("discounts".into());
+    let fork = g.fork(THREAD, after_research, None, topic).await?;
+    answer_review(g, Input::Continue, true).await?;
+    Ok(Marks {
+        first,
+        first_end,
+        after_research,
+        edit,
+        fork,
+    })
+}
 
-    let tree = g.history_tree(THREAD).await?;
-    let ids: Vec<CheckpointId> = tree.rows().iter().map(|r| r.id).collect();
-    let len = short_suffix_len(&ids);
-    let short = |id: CheckpointId| short_suffix(id, len);
+/// Print the thread's branches as a tree.
+fn print_tree(tree: &BranchTree, short: &dyn Fn(CheckpointId) -> String) {
     println!("== the history as a tree (`stategraph history --tree`)");
     for row in tree.rows() {
         let Some(cp) = tree.checkpoint(row.id) else {
@@ -158,20 +159,41 @@ pub(crate) async fn time_travel(folder: &Path) -> Result<Summary, Error> {
             cp.next_nodes()
         );
     }
+}
+
+/// Record the thread in `folder/threads.db`, look at it and replay it.
+pub(crate) async fn time_travel(folder: &Path) -> Result<Summary, Error> {
+    std::fs::create_dir_all(folder)?;
+    let db = folder.join("threads.db");
+    let saver = Arc::new(SqliteSaver::open(&db)?);
+    saver.delete_thread(&ThreadId::new(THREAD)?).await?;
+    let g = graph(0, saver.clone())?;
+    let m = record(&g).await?;
+
+    let tree = g.history_tree(THREAD).await?;
+    let ids: Vec<CheckpointId> = tree.rows().iter().map(|r| r.id).collect();
+    let len = short_suffix_len(&ids);
+    let short = |id: CheckpointId| short_suffix(id, len);
+    print_tree(&tree, &short);
 
     println!("== what the edit changed (`stategraph diff --since-parent`)");
-    print!("{}", indent(&g.step_diff(THREAD, edit).await?.to_string()));
+    print!(
+        "{}",
+        indent(&g.step_diff(THREAD, m.edit).await?.to_string())
+    );
 
     println!("== replay every branch with unchanged code");
     let mut unchanged_divergences = 0;
     for end in tree.heads() {
-        let report = g.replay(THREAD, first, Some(end)).await?;
+        let report = g.replay(THREAD, m.first, Some(end)).await?;
         unchanged_divergences += usize::from(report.divergence.is_some());
         println!("   branch ending {}: {}", short(end), describe(&report));
     }
 
     println!("== replay the fork's branch with a changed grader (+1)");
-    let changed = graph(1, saver.clone())?.replay(THREAD, first, None).await?;
+    let changed = graph(1, saver.clone())?
+        .replay(THREAD, m.first, None)
+        .await?;
     println!("   {}", describe(&changed));
     let d = changed.divergence.as_ref();
     if let Some(d) = d {
@@ -181,29 +203,19 @@ pub(crate) async fn time_travel(folder: &Path) -> Result<Summary, Error> {
     let file = db.display();
     println!("== look at the file (`cargo install --path cli` installs `stategraph`)");
     println!("   stategraph history {file} -t {THREAD} --tree");
-    println!(
-        "   stategraph diff {file} -t {THREAD} {} {}",
-        short(edit),
-        short(fork)
-    );
-    println!(
-        "   stategraph show {file} -t {THREAD} -c {} --field draft",
-        short(first_end)
-    );
-    println!(
-        "   stategraph fork {file} -t {THREAD} -c {} --set /min_score=3",
-        short(after_research)
-    );
+    let (edit, fork) = (short(m.edit), short(m.fork));
+    println!("   stategraph diff {file} -t {THREAD} {edit} {fork}");
+    let end = short(m.first_end);
+    println!("   stategraph show {file} -t {THREAD} -c {end} --field draft");
+    let at = short(m.after_research);
+    println!("   stategraph fork {file} -t {THREAD} -c {at} --set /min_score=3");
     saver.close();
     Ok(Summary {
         branches: tree.heads().len(),
         unchanged_divergences,
         changed: d.map(|d| {
-            (
-                d.step,
-                d.node.clone().unwrap_or_default(),
-                d.field().unwrap_or_default().to_owned(),
-            )
+            let field = d.field().unwrap_or_default().to_owned();
+            (d.step, d.node.clone().unwrap_or_default(), field)
         }),
     })
 }
