@@ -1,0 +1,371 @@
+//! The job stategraph exists for: a sales-review agent. The user uploads `sales-notes.pdf` (a
+//! real PDF, converted to text into the thread's uploads); the lead agent reads it, finds the
+//! deferred `web_search` through `tool_search`, searches external evidence, is denied a
+//! destructive `bash` call by a guardrail, delegates an industry-benchmark investigation to an
+//! exploring subagent with `task`, writes `sales-review.md` into its outputs, presents it, and
+//! the run is settled with a delivery receipt. A second run on the same thread asks a
+//! follow-up question and finds the first run's report in the workspace.
+//!
+//! Every step of the thread is checkpointed in `sales-review-data/threads.db` (the sandbox
+//! lives beside it); at the end the example prints the capability trace, the artifact, the
+//! receipt, the thread's step count and the `stategraph` commands to inspect the file.
+//!
+//! Run with `cargo run --release --example sales_review [FOLDER]` (no network, no API key:
+//! the model plays a script that reads its tool results, and `web_search` searches a local
+//! corpus of industry news shipped in `sales_review/corpus/`).
+
+#[path = "sales_review/playbook.rs"]
+mod playbook;
+#[path = "sales_review/progress.rs"]
+mod progress;
+#[path = "sales_review/report.rs"]
+mod report;
+#[path = "sales_review/script.rs"]
+mod script;
+#[path = "sales_review/search.rs"]
+mod search;
+#[path = "sales_review/summary.rs"]
+mod summary;
+#[path = "sales_review/upload.rs"]
+mod upload;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use stategraph::checkpoints::{RunStatus, SqliteSaver};
+use stategraph_nodes::prelude::*;
+use stategraph_nodes::sandbox::{LocalSandboxProvider, SandboxOptions};
+use stategraph_nodes::sandbox_tools::{self, sandbox_tools};
+use stategraph_nodes::skill::SkillRegistry;
+use stategraph_nodes::subagent::{DelegationReport, SubagentSpec, Subagents};
+use stategraph_nodes::subagent_tools::{DelegationLog, TaskTool};
+use stategraph_nodes::{
+    AgentRunError, Authorization, GuardrailDecision, GuardrailProvider, GuardrailRequest,
+    RoleTable, TraceEntry,
+};
+
+pub(crate) use script::Script;
+pub(crate) use upload::UploadError;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The thread every run of the example continues.
+pub(crate) const THREAD: &str = "sales-review";
+const USER: &str = "ana";
+const ROLE: &str = "analyst";
+const SKILL: &str = "/mnt/skills/public/sales-review/SKILL.md";
+/// The upload shipped with the example.
+pub(crate) const PDF: &[u8] = include_bytes!("sales_review/sales-notes.pdf");
+
+/// Where the example keeps its thread: the checkpoint file, the sandboxes beside it, and the
+/// search corpus it reads.
+#[derive(Debug)]
+pub(crate) struct Workspace {
+    /// The folder.
+    pub(crate) folder: PathBuf,
+    /// The SQLite checkpoint file.
+    pub(crate) db: PathBuf,
+    saver: Arc<SqliteSaver>,
+    corpus: Arc<search::CorpusSearch>,
+}
+
+impl Workspace {
+    /// Opens (or creates) the workspace in `folder`.
+    ///
+    /// # Errors
+    /// The folder, the checkpoint file or the corpus cannot be opened.
+    pub(crate) fn open(folder: &Path) -> Result<Self, Error> {
+        std::fs::create_dir_all(folder)?;
+        let db = folder.join("threads.db");
+        let corpus_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sales_review/corpus");
+        Ok(Workspace {
+            folder: folder.to_owned(),
+            saver: Arc::new(SqliteSaver::open(&db)?),
+            db,
+            corpus: Arc::new(search::CorpusSearch::load(&corpus_dir)?),
+        })
+    }
+
+    fn sandboxes(&self) -> LocalSandboxProvider {
+        LocalSandboxProvider::new(self.folder.join("sandboxes"))
+    }
+
+    /// Converts the PDF `bytes` into the thread's uploads as `file` (and its `.md` text).
+    ///
+    /// # Errors
+    /// [`UploadError`]: an unreadable PDF, or the uploads could not be written.
+    pub(crate) async fn upload(&self, file: &str, bytes: &[u8]) -> Result<String, UploadError> {
+        upload::place_pdf(&self.sandboxes(), USER, THREAD, file, bytes).await
+    }
+
+    /// How many checkpoint rows the file holds per (thread, namespace).
+    ///
+    /// # Errors
+    /// The file cannot be read.
+    pub(crate) fn checkpoint_rows(&self) -> Result<Vec<(String, String, i64)>, Error> {
+        let db = rusqlite::Connection::open(&self.db)?;
+        let mut q = db.prepare(
+            "SELECT thread, ns, COUNT(*) FROM sg_checkpoints GROUP BY thread, ns ORDER BY thread",
+        )?;
+        let rows = q
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+}
+
+/// Refuses shell commands that delete or move files; lets every other call through.
+#[derive(Debug)]
+struct NoDeletes;
+
+impl GuardrailProvider for NoDeletes {
+    fn name(&self) -> &str {
+        "no-deletes"
+    }
+
+    fn evaluate<'a>(
+        &'a self,
+        request: &'a GuardrailRequest,
+    ) -> BoxFuture<'a, Result<GuardrailDecision, stategraph::BoxError>> {
+        let command = request.tool_args["command"].as_str().unwrap_or_default();
+        let destructive = ["rm ", "rmdir", "unlink", "shred", "mv ", "truncate"]
+            .iter()
+            .any(|p| command.contains(p));
+        let decision = if request.tool_name == "bash" && destructive {
+            GuardrailDecision::deny(
+                "sales.no_deletes",
+                format!("shell commands may not delete files ({command:?})"),
+            )
+        } else {
+            GuardrailDecision::allow()
+        };
+        Box::pin(async move { Ok(decision) })
+    }
+}
+
+/// What the analyst role may use: everything but emailing reports out.
+fn authorization() -> Authorization {
+    Authorization::new(RoleTable::new().allow(
+        ROLE,
+        [
+            "ls",
+            "read_file",
+            "write_file",
+            "str_replace",
+            "glob",
+            "grep",
+            "present_files",
+            "bash",
+            "web_search",
+            "task",
+        ],
+    ))
+}
+
+/// The exploring industry analyst: its own model, read-only tools, no checkpointer.
+fn subagents(ws: &Workspace, model: playbook::Playbook) -> Subagents {
+    let analyst = SubagentSpec::new(
+        script::ANALYST,
+        "Investigates industry data; reads, never writes",
+        "You compare our figures with industry benchmarks. You only look.",
+    )
+    .model(model)
+    .max_turns(4)
+    .exploring(true)
+    .custom_tool(search::web_search(ws.corpus.clone(), false));
+    let mut subagents = Subagents::new(Arc::new(playbook::Playbook::new("unused", Vec::new())))
+        .sandbox(Arc::new(ws.sandboxes()), SandboxOptions::lazy())
+        .authorization(authorization())
+        .register(analyst);
+    for tool in sandbox_tools() {
+        subagents = subagents.builtin(tool);
+    }
+    subagents
+}
+
+/// The lead agent for one run, with `model` and `analyst` playing their scripts.
+async fn lead(
+    ws: &Workspace,
+    model: playbook::Playbook,
+    analyst: playbook::Playbook,
+    log: &DelegationLog,
+) -> Result<stategraph_nodes::Agent, Error> {
+    let skills = SkillRegistry::from_skill_mds([(
+        SKILL,
+        include_str!("sales_review/skills/sales-review/SKILL.md"),
+        true,
+    )]);
+    let progress = progress::Progress::new();
+    let mut builder = AgentBuilder::new(model)
+        .system_prompt("You review sales material and deliver reports.")
+        .sandbox(ws.sandboxes(), SandboxOptions::lazy())
+        .allow_host_bash(true)
+        .tool(sandbox_tools::bash())
+        .tool(search::web_search(ws.corpus.clone(), true))
+        .tool(TaskTool::new(Arc::new(subagents(ws, analyst)), log.clone()))
+        .tool(email_report())
+        .authorization(authorization())
+        .tool_layer(progress.clone())
+        .model_layer(progress)
+        .guardrail(stategraph_nodes::Guardrail::new(NoDeletes))
+        .skills(skills);
+    for tool in sandbox_tools() {
+        builder = builder.tool_arc(tool);
+    }
+    let agent = builder
+        .assemble(RunContext::new(THREAD, USER).role(ROLE).slash_skill(SKILL))
+        .await?;
+    Ok(agent.with_checkpointer(ws.saver.clone()))
+}
+
+/// A tool the analyst role is not authorized for.
+fn email_report() -> FnTool {
+    FnTool::new(
+        ToolSpec::new(
+            "email_report",
+            "Email a file to a customer",
+            ToolSource::Config,
+        ),
+        |call, _cx| async move { Ok(ToolMessage::new(call.id, "email_report", "sent").into()) },
+    )
+}
+
+/// How one run ended: its settlement, what it left in the state, its trace and delegations.
+#[derive(Debug)]
+pub(crate) struct Review {
+    /// The run.
+    pub(crate) run_id: String,
+    /// Its terminal status.
+    pub(crate) status: RunStatus,
+    /// Why it ended so, if said.
+    pub(crate) reason: Option<String>,
+    /// The delivery receipt, as stored.
+    pub(crate) receipt: serde_json::Value,
+    /// The thread's artifacts after the run.
+    pub(crate) artifacts: Vec<String>,
+    /// The lead's answer.
+    pub(crate) answer: String,
+    /// The run's capability trace (the assembly's entries first).
+    pub(crate) trace: Vec<TraceEntry>,
+    /// The run's delegations.
+    pub(crate) delegations: Vec<DelegationReport>,
+    /// Checkpoints in the thread's history after the run.
+    pub(crate) history: usize,
+    /// The newest step that presented the report, if one did.
+    pub(crate) presented_step: Option<i64>,
+}
+
+/// One run of the lead on the thread: `turns` for the lead, `analyst` for the subagent.
+async fn run(
+    ws: &Workspace,
+    question: &str,
+    turns: Vec<playbook::Turn>,
+    analyst: Vec<playbook::Turn>,
+) -> Result<Review, Error> {
+    let model = playbook::Playbook::new("scripted-sales-lead", turns);
+    let analyst = playbook::Playbook::new("scripted-industry-analyst", analyst);
+    let log = DelegationLog::new();
+    let agent = lead(ws, model.clone(), analyst.clone(), &log).await?;
+    let config = agent.run_config().thread(THREAD);
+    let (settlement, state) = match agent
+        .invoke(ThreadState::human_input(question), &config)
+        .await
+    {
+        Ok(out) => (out.settlement, Some(out.state)),
+        Err(AgentRunError::Delivery { outcome, .. }) => (outcome.settlement, Some(outcome.state)),
+        Err(e) => return Err(e.into()),
+    };
+    model.verify()?;
+    analyst.verify()?;
+    let history = agent
+        .graph()
+        .get_state_history(THREAD, Default::default())
+        .await?;
+    let presented_step = history
+        .iter()
+        .find(|snap| {
+            matches!(snap.values.messages.iter().last(),
+                Some(Message::Tool(t)) if t.name == "present_files" && !t.is_error())
+        })
+        .map(|snap| snap.checkpoint.step);
+    Ok(Review {
+        run_id: settlement.run_id.to_string(),
+        status: settlement.status,
+        reason: settlement.reason.clone(),
+        receipt: settlement.receipt.to_json(),
+        artifacts: state
+            .as_ref()
+            .map(|s| s.artifacts.clone())
+            .unwrap_or_default(),
+        answer: state
+            .as_ref()
+            .and_then(|s| s.last_ai())
+            .map(|a| a.content.clone())
+            .unwrap_or_default(),
+        trace: agent.run_trace(&settlement.run_id),
+        delegations: log.reports(),
+        history: history.len(),
+        presented_step,
+    })
+}
+
+/// The review run: upload the PDF, then the lead plays `script`.
+///
+/// # Errors
+/// An unreadable PDF ([`UploadError`]), a storage or assembly error, or a run that failed
+/// (a run that finished but did not deliver is a [`Review`] with status `error`).
+pub(crate) async fn review(ws: &Workspace, pdf: &[u8], script: Script) -> Result<Review, Error> {
+    ws.upload("sales-notes.pdf", pdf).await?;
+    run(
+        ws,
+        "/sales-review Review FY2026 sales from sales-notes.pdf against industry evidence.",
+        script::review(script),
+        script::analyst(),
+    )
+    .await
+}
+
+/// The follow-up run on the same thread: it reads the report the review left.
+///
+/// # Errors
+/// As [`review`].
+pub(crate) async fn follow_up(ws: &Workspace) -> Result<Review, Error> {
+    run(
+        ws,
+        "/sales-review What did we recommend, and for which regions?",
+        script::follow_up(),
+        Vec::new(),
+    )
+    .await
+}
+
+/// The whole example in `folder`: the review, then the follow-up, each summarised.
+///
+/// # Errors
+/// As [`review`].
+pub(crate) async fn sales_review(folder: &Path) -> Result<(Review, Review), Error> {
+    let ws = Workspace::open(folder)?;
+    println!(
+        "web_search: provider {} over {} documents (offline)",
+        search::SearchProvider::name(ws.corpus.as_ref()),
+        ws.corpus.len()
+    );
+    println!("== run 1: the review (one line per step)");
+    let first = review(&ws, PDF, Script::Deliver).await?;
+    summary::print_run(&ws, &first)?;
+    println!("\n== run 2: a follow-up on the same thread");
+    let second = follow_up(&ws).await?;
+    summary::print_run(&ws, &second)?;
+    summary::print_commands(&ws, &first)?;
+    Ok((first, second))
+}
+
+#[allow(dead_code)] // a test includes this file as a module and calls its entries
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let folder = std::env::args()
+        .nth(1)
+        .map_or_else(|| PathBuf::from("sales-review-data"), Into::into);
+    sales_review(&folder).await.map(|_| ())
+}
