@@ -58,6 +58,15 @@ const SKILL: &str = "/mnt/skills/public/sales-review/SKILL.md";
 /// The upload shipped with the example.
 pub(crate) const PDF: &[u8] = include_bytes!("sales_review/sales-notes.pdf");
 
+/// The text the upload step makes of the PDF `bytes`.
+///
+/// # Errors
+/// [`UploadError`] for a PDF that cannot be read.
+#[cfg_attr(not(test), allow(dead_code))] // the tests compare the report with it
+pub(crate) fn upload_text(bytes: &[u8]) -> Result<String, UploadError> {
+    upload::pdf_to_text("sales-notes.pdf", bytes)
+}
+
 /// Where the example keeps its thread: the checkpoint file, the sandboxes beside it, and the
 /// search corpus it reads.
 #[derive(Debug)]

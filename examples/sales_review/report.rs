@@ -76,7 +76,7 @@ pub(crate) fn notes(text: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The growth a search result gives for `region` (`Region +11.2%`), as printed.
+/// The growth a search result gives for `region` (`Region +N.N%`), as printed.
 pub(crate) fn benchmark<'t>(text: &'t str, region: &str) -> Option<&'t str> {
     let at = text
         .find(&format!("{region} +"))
