@@ -294,7 +294,7 @@ async fn run(
     let presented_step = history
         .iter()
         .find(|snap| {
-            matches!(snap.values.messages.iter().last(),
+            matches!(snap.values.messages.iter().next_back(),
                 Some(Message::Tool(t)) if t.name == "present_files" && !t.is_error())
         })
         .map(|snap| snap.checkpoint.step);

@@ -194,7 +194,7 @@ impl SearchProvider for CorpusSearch {
             .map(|d| (d.score(&terms), d))
             .filter(|(s, _)| s.0 > 0)
             .collect();
-        scored.sort_by(|a, b| b.0.cmp(&a.0));
+        scored.sort_by_key(|s| std::cmp::Reverse(s.0));
         let hits = scored
             .into_iter()
             .take(limit)
