@@ -261,6 +261,8 @@ pub(crate) struct Review {
     pub(crate) delegations: Vec<DelegationReport>,
     /// Checkpoints in the thread's history after the run.
     pub(crate) history: usize,
+    /// The step of the thread's newest checkpoint.
+    pub(crate) last_step: i64,
     /// The newest step that presented the report, if one did.
     pub(crate) presented_step: Option<i64>,
 }
@@ -315,6 +317,7 @@ async fn run(
         trace: agent.run_trace(&settlement.run_id),
         delegations: log.reports(),
         history: history.len(),
+        last_step: history.first().map_or(-1, |s| s.checkpoint.step),
         presented_step,
     })
 }

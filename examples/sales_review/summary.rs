@@ -104,8 +104,9 @@ pub(crate) fn print_run(ws: &Workspace, review: &Review) -> Result<(), Error> {
     );
     println!("receipt {}", serde_json::to_string_pretty(&review.receipt)?);
     println!(
-        "thread {THREAD:?}: {} checkpoints in {}",
+        "thread {THREAD:?}: {} checkpoints, newest at step {}, in {}",
         review.history,
+        review.last_step,
         ws.db.display()
     );
     Ok(())
@@ -122,14 +123,17 @@ pub(crate) fn print_commands(ws: &Workspace, review: &Review) -> Result<(), Erro
         let ns = if ns.is_empty() { "(root)" } else { ns.as_str() };
         println!("  {thread} {ns}: {rows}");
     }
-    println!("\n== inspect it (`cargo install --path cli` installs `stategraph`)");
+    println!(
+        "\n== inspect it (`stategraph` is `cargo run --release --bin stategraph --` here, or \
+         `cargo install --path cli`)"
+    );
     println!("stategraph history {db} -t {THREAD}");
     if let Some(p) = review.presented_step {
         println!(
             "stategraph diff {db} -t {THREAD} step:{} step:{p}   # what presenting the report changed",
             p - 1
         );
-        println!("stategraph fork {db} -t {THREAD} -c step:{p} --to {THREAD}-what-if");
+        println!("stategraph fork {db} -t {THREAD} -c step:{p} --to {THREAD}-from-step-{p}");
     }
     println!(
         "stategraph run {db} {}   # the run and its delivery receipt",

@@ -230,3 +230,19 @@ async fn a_damaged_pdf_is_a_typed_error_not_an_empty_upload() -> Result<(), Erro
     assert!(err.downcast_ref::<UploadError>().is_some(), "{err}");
     Ok(())
 }
+
+#[tokio::test]
+async fn running_the_example_again_continues_the_thread() -> Result<(), Error> {
+    let tmp = tempfile::tempdir()?;
+    let (_, first_follow_up) = example::sales_review(tmp.path()).await?;
+    let (review, follow_up) = example::sales_review(tmp.path()).await?;
+    // The same thread grows by the same steps; the rewritten report is a new output, so the
+    // second review delivers it too.
+    assert_eq!(first_follow_up.history, 26);
+    assert_eq!((review.history, follow_up.history), (45, 52));
+    assert_eq!(review.receipt["stage"], "presented");
+    assert_eq!(follow_up.last_step, 2 * first_follow_up.last_step + 2);
+    let report = std::fs::read_to_string(outputs(tmp.path()).join("sales-review.md"))?;
+    assert!(report.contains("Review 2 of this thread"), "{report}");
+    Ok(())
+}
