@@ -14,6 +14,12 @@
 //! the model plays a script that reads its tool results, and `web_search` searches a local
 //! corpus of industry news shipped in `sales_review/corpus/`).
 
+#[cfg(feature = "live")]
+#[path = "sales_review/http_search.rs"]
+mod http_search;
+#[cfg(feature = "live")]
+#[path = "sales_review/live.rs"]
+mod live;
 #[path = "sales_review/playbook.rs"]
 mod playbook;
 #[path = "sales_review/progress.rs"]
@@ -45,7 +51,12 @@ use stategraph_nodes::{
     RoleTable, TraceEntry,
 };
 
+#[cfg(feature = "live")]
+#[allow(unused_imports)] // the HTTP provider's test uses it directly
+pub(crate) use http_search::HttpSearch;
 pub(crate) use script::Script;
+#[allow(unused_imports)] // the HTTP provider's test names them
+pub(crate) use search::{SearchError, SearchProvider};
 pub(crate) use upload::UploadError;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -62,7 +73,7 @@ pub(crate) const PDF: &[u8] = include_bytes!("sales_review/sales-notes.pdf");
 ///
 /// # Errors
 /// [`UploadError`] for a PDF that cannot be read.
-#[cfg_attr(not(test), allow(dead_code))] // the tests compare the report with it
+#[allow(dead_code)] // the tests compare the report with it
 pub(crate) fn upload_text(bytes: &[u8]) -> Result<String, UploadError> {
     upload::pdf_to_text("sales-notes.pdf", bytes)
 }
@@ -76,23 +87,40 @@ pub(crate) struct Workspace {
     /// The SQLite checkpoint file.
     pub(crate) db: PathBuf,
     saver: Arc<SqliteSaver>,
-    corpus: Arc<search::CorpusSearch>,
+    search: Arc<dyn search::SearchProvider>,
 }
 
 impl Workspace {
-    /// Opens (or creates) the workspace in `folder`.
+    /// Opens (or creates) the workspace in `folder`, searching the shipped corpus.
     ///
     /// # Errors
     /// The folder, the checkpoint file or the corpus cannot be opened.
     pub(crate) fn open(folder: &Path) -> Result<Self, Error> {
+        let corpus_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sales_review/corpus");
+        let corpus = search::CorpusSearch::load(&corpus_dir)?;
+        println!(
+            "web_search: {}, {} documents (offline)",
+            search::SearchProvider::name(&corpus),
+            corpus.len()
+        );
+        Self::open_with(folder, Arc::new(corpus))
+    }
+
+    /// Opens (or creates) the workspace in `folder`, searching with `search`.
+    ///
+    /// # Errors
+    /// The folder or the checkpoint file cannot be opened.
+    pub(crate) fn open_with(
+        folder: &Path,
+        search: Arc<dyn search::SearchProvider>,
+    ) -> Result<Self, Error> {
         std::fs::create_dir_all(folder)?;
         let db = folder.join("threads.db");
-        let corpus_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sales_review/corpus");
         Ok(Workspace {
             folder: folder.to_owned(),
             saver: Arc::new(SqliteSaver::open(&db)?),
             db,
-            corpus: Arc::new(search::CorpusSearch::load(&corpus_dir)?),
+            search,
         })
     }
 
@@ -172,32 +200,58 @@ fn authorization() -> Authorization {
     ))
 }
 
-/// The exploring industry analyst: its own model, read-only tools, no checkpointer.
-fn subagents(ws: &Workspace, model: playbook::Playbook) -> Subagents {
-    let analyst = SubagentSpec::new(
+/// The exploring industry analyst: read-only tools, no checkpointer; its own model when
+/// `analyst` is given, the lead's otherwise.
+fn subagents(
+    ws: &Workspace,
+    lead: Arc<dyn ChatModel>,
+    analyst: Option<playbook::Playbook>,
+) -> Subagents {
+    let mut spec = SubagentSpec::new(
         script::ANALYST,
         "Investigates industry data; reads, never writes",
-        "You compare our figures with industry benchmarks. You only look.",
+        "You compare our figures (in /mnt/user-data/uploads/sales-notes.md) with industry \
+         benchmarks found with web_search, and answer with the numbers and their sources. \
+         You only look.",
     )
-    .model(model)
-    .max_turns(4)
+    .max_turns(6)
     .exploring(true)
-    .custom_tool(search::web_search(ws.corpus.clone(), false));
-    let mut subagents = Subagents::new(Arc::new(playbook::Playbook::new("unused", Vec::new())))
+    .custom_tool(search::web_search(ws.search.clone(), false));
+    if let Some(model) = analyst {
+        spec = spec.model(model);
+    }
+    let mut subagents = Subagents::new(lead)
         .sandbox(Arc::new(ws.sandboxes()), SandboxOptions::lazy())
         .authorization(authorization())
-        .register(analyst);
+        .register(spec);
     for tool in sandbox_tools() {
         subagents = subagents.builtin(tool);
     }
     subagents
 }
 
+/// What the lead is told (a real model needs it; the scripted one follows it anyway).
+const SYSTEM_PROMPT: &str = "You review sales material and deliver reports. The user's upload \
+is converted to text in /mnt/user-data/uploads/sales-notes.md. Read it; find web_search with \
+tool_search and search evidence on the regions that moved most; delegate the industry \
+benchmark comparison to the industry-analyst subagent with task; write the report to \
+/mnt/user-data/outputs/sales-review.md (figures, evidence with sources, the analyst's \
+findings, a recommendation) and present it with present_files. Never delete files.";
+
+/// Who plays the lead and the analyst.
+pub(crate) enum Models {
+    /// The offline playbooks: the lead's turns and the analyst's.
+    Scripted(Vec<playbook::Turn>, Vec<playbook::Turn>),
+    /// One real model for both (the analyst inherits the lead's).
+    #[cfg_attr(not(feature = "live"), allow(dead_code))]
+    Live(Arc<dyn ChatModel>),
+}
+
 /// The lead agent for one run, with `model` and `analyst` playing their scripts.
 async fn lead(
     ws: &Workspace,
-    model: playbook::Playbook,
-    analyst: playbook::Playbook,
+    model: Arc<dyn ChatModel>,
+    analyst: Option<playbook::Playbook>,
     log: &DelegationLog,
 ) -> Result<stategraph_nodes::Agent, Error> {
     let skills = SkillRegistry::from_skill_mds([(
@@ -206,13 +260,14 @@ async fn lead(
         true,
     )]);
     let progress = progress::Progress::new();
-    let mut builder = AgentBuilder::new(model)
-        .system_prompt("You review sales material and deliver reports.")
+    let subagents = Arc::new(subagents(ws, Arc::clone(&model), analyst));
+    let mut builder = AgentBuilder::with_model(model)
+        .system_prompt(SYSTEM_PROMPT)
         .sandbox(ws.sandboxes(), SandboxOptions::lazy())
         .allow_host_bash(true)
         .tool(sandbox_tools::bash())
-        .tool(search::web_search(ws.corpus.clone(), true))
-        .tool(TaskTool::new(Arc::new(subagents(ws, analyst)), log.clone()))
+        .tool(search::web_search(ws.search.clone(), true))
+        .tool(TaskTool::new(subagents, log.clone()))
         .tool(email_report())
         .authorization(authorization())
         .tool_layer(progress.clone())
@@ -267,17 +322,19 @@ pub(crate) struct Review {
     pub(crate) presented_step: Option<i64>,
 }
 
-/// One run of the lead on the thread: `turns` for the lead, `analyst` for the subagent.
-async fn run(
-    ws: &Workspace,
-    question: &str,
-    turns: Vec<playbook::Turn>,
-    analyst: Vec<playbook::Turn>,
-) -> Result<Review, Error> {
-    let model = playbook::Playbook::new("scripted-sales-lead", turns);
-    let analyst = playbook::Playbook::new("scripted-industry-analyst", analyst);
+/// One run of the lead on the thread, asking `question`, played by `models`.
+async fn run(ws: &Workspace, question: &str, models: Models) -> Result<Review, Error> {
+    let (model, playbooks): (Arc<dyn ChatModel>, _) = match models {
+        Models::Scripted(lead, analyst) => {
+            let lead = playbook::Playbook::new("scripted-sales-lead", lead);
+            let analyst = playbook::Playbook::new("scripted-industry-analyst", analyst);
+            (Arc::new(lead.clone()), Some((lead, analyst)))
+        }
+        Models::Live(model) => (model, None),
+    };
     let log = DelegationLog::new();
-    let agent = lead(ws, model.clone(), analyst.clone(), &log).await?;
+    let analyst = playbooks.as_ref().map(|(_, a)| a.clone());
+    let agent = lead(ws, model, analyst, &log).await?;
     let config = agent.run_config().thread(THREAD);
     let (settlement, state) = match agent
         .invoke(ThreadState::human_input(question), &config)
@@ -287,8 +344,10 @@ async fn run(
         Err(AgentRunError::Delivery { outcome, .. }) => (outcome.settlement, Some(outcome.state)),
         Err(e) => return Err(e.into()),
     };
-    model.verify()?;
-    analyst.verify()?;
+    if let Some((lead, analyst)) = &playbooks {
+        lead.verify()?;
+        analyst.verify()?;
+    }
     let history = agent
         .graph()
         .get_state_history(THREAD, Default::default())
@@ -328,28 +387,47 @@ async fn run(
 /// An unreadable PDF ([`UploadError`]), a storage or assembly error, or a run that failed
 /// (a run that finished but did not deliver is a [`Review`] with status `error`).
 pub(crate) async fn review(ws: &Workspace, pdf: &[u8], script: Script) -> Result<Review, Error> {
-    ws.upload("sales-notes.pdf", pdf).await?;
-    run(
+    review_with(
         ws,
-        "/sales-review Review FY2026 sales from sales-notes.pdf against industry evidence.",
-        script::review(script),
-        script::analyst(),
+        pdf,
+        Models::Scripted(script::review(script), script::analyst()),
     )
     .await
 }
+
+/// The review run with `models`: upload the PDF, then ask for the review.
+///
+/// # Errors
+/// As [`review`].
+pub(crate) async fn review_with(
+    ws: &Workspace,
+    pdf: &[u8],
+    models: Models,
+) -> Result<Review, Error> {
+    ws.upload("sales-notes.pdf", pdf).await?;
+    run(ws, REVIEW_QUESTION, models).await
+}
+
+/// The review's question (the slash command activates the skill).
+const REVIEW_QUESTION: &str =
+    "/sales-review Review FY2026 sales from sales-notes.pdf against industry evidence.";
+/// The follow-up's question.
+const FOLLOW_UP_QUESTION: &str = "/sales-review What did we recommend, and for which regions?";
 
 /// The follow-up run on the same thread: it reads the report the review left.
 ///
 /// # Errors
 /// As [`review`].
 pub(crate) async fn follow_up(ws: &Workspace) -> Result<Review, Error> {
-    run(
-        ws,
-        "/sales-review What did we recommend, and for which regions?",
-        script::follow_up(),
-        Vec::new(),
-    )
-    .await
+    follow_up_with(ws, Models::Scripted(script::follow_up(), Vec::new())).await
+}
+
+/// The follow-up run with `models`.
+///
+/// # Errors
+/// As [`review`].
+pub(crate) async fn follow_up_with(ws: &Workspace, models: Models) -> Result<Review, Error> {
+    run(ws, FOLLOW_UP_QUESTION, models).await
 }
 
 /// The whole example in `folder`: the review, then the follow-up, each summarised.
@@ -358,11 +436,6 @@ pub(crate) async fn follow_up(ws: &Workspace) -> Result<Review, Error> {
 /// As [`review`].
 pub(crate) async fn sales_review(folder: &Path) -> Result<(Review, Review), Error> {
     let ws = Workspace::open(folder)?;
-    println!(
-        "web_search: provider {} over {} documents (offline)",
-        search::SearchProvider::name(ws.corpus.as_ref()),
-        ws.corpus.len()
-    );
     println!("== run 1: the review (one line per step)");
     let first = review(&ws, PDF, Script::Deliver).await?;
     summary::print_run(&ws, &first)?;
@@ -379,5 +452,9 @@ async fn main() -> Result<(), Error> {
     let folder = std::env::args()
         .nth(1)
         .map_or_else(|| PathBuf::from("sales-review-data"), Into::into);
+    #[cfg(feature = "live")]
+    if std::env::var_os("OPENAI_MODEL").is_some() {
+        return live::sales_review(&folder).await;
+    }
     sales_review(&folder).await.map(|_| ())
 }

@@ -1,6 +1,7 @@
 //! One progress line per step as the run goes: the engine step, the node, the tool with the
 //! virtual path it names (or the model's turn), and the time since the run began.
 
+use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,7 +35,11 @@ impl Progress {
     fn line(&self, step: Option<i64>, node: &str, what: &str) {
         let ms = self.start.elapsed().as_secs_f64() * 1000.0;
         let step = step.map_or("-".into(), |s| s.to_string());
-        println!("{ms:>8.1} ms  step {step:>3}  {node:<6} {what}");
+        // A closed stdout (`| head`) must not fail the node that reports progress.
+        let _ = writeln!(
+            std::io::stdout().lock(),
+            "{ms:>8.1} ms  step {step:>3}  {node:<6} {what}"
+        );
     }
 }
 

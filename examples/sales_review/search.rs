@@ -20,6 +20,15 @@ pub(crate) enum SearchError {
         #[source]
         source: std::io::Error,
     },
+    /// The search API could not be reached or gave no answer.
+    #[cfg_attr(not(feature = "live"), allow(dead_code))]
+    #[error("search API {url} failed: {reason}")]
+    Http {
+        /// The URL asked.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// A corpus document lacks its front matter.
     #[error("search corpus document {path:?} has no `{field}` in its front matter")]
     Document {
@@ -46,7 +55,7 @@ pub(crate) struct SearchHit {
 }
 
 /// Something that answers a search query.
-pub(crate) trait SearchProvider: Send + Sync + 'static {
+pub(crate) trait SearchProvider: std::fmt::Debug + Send + Sync + 'static {
     /// The provider's name.
     fn name(&self) -> &str;
     /// At most `limit` hits for `query`, best first.
