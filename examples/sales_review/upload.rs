@@ -77,6 +77,18 @@ pub(crate) fn pdf_to_text(file: &str, bytes: &[u8]) -> Result<String, UploadErro
     Ok(out)
 }
 
+/// [`pdf_to_text`] on a blocking thread (parsing is CPU work), where a panic of the PDF
+/// reader on a malformed file becomes [`UploadError::Unreadable`] too.
+async fn convert(file: &str, bytes: &[u8]) -> Result<String, UploadError> {
+    let (name, data) = (file.to_owned(), bytes.to_vec());
+    tokio::task::spawn_blocking(move || pdf_to_text(&name, &data))
+        .await
+        .map_err(|e| UploadError::Unreadable {
+            file: file.to_owned(),
+            reason: format!("the PDF reader failed: {e}"),
+        })?
+}
+
 /// Places the PDF `bytes` as `file` into the uploads of `user`'s `thread`: the original and,
 /// beside it, its text as `<stem>.md`. Returns the text's virtual path.
 ///
@@ -89,7 +101,7 @@ pub(crate) async fn place_pdf(
     file: &str,
     bytes: &[u8],
 ) -> Result<String, UploadError> {
-    let text = pdf_to_text(file, bytes)?;
+    let text = convert(file, bytes).await?;
     let sandbox_error = |e: &dyn std::fmt::Display| UploadError::Sandbox {
         file: file.to_owned(),
         reason: e.to_string(),

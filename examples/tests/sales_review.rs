@@ -217,6 +217,16 @@ async fn a_damaged_pdf_is_a_typed_error_not_an_empty_upload() -> Result<(), Erro
             other => return Err(format!("expected Unreadable, got {other:?}").into()),
         }
     }
+    // Damage anywhere: a conversion or a typed error, never a panic or an empty text.
+    for at in (0..PDF.len()).step_by(97) {
+        let mut damaged = PDF.to_vec();
+        damaged[at] ^= 0x5a;
+        match ws.upload("damaged.pdf", &damaged).await {
+            Ok(path) => assert_eq!(path, "/mnt/user-data/uploads/damaged.md"),
+            Err(UploadError::Unreadable { .. } | UploadError::NoText { .. }) => {}
+            Err(other) => return Err(format!("byte {at}: {other}").into()),
+        }
+    }
     // Nothing was placed: no empty text for the agent to read.
     let uploads = tmp
         .path()
