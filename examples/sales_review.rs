@@ -12,7 +12,10 @@
 //!
 //! Run with `cargo run --release --example sales_review [FOLDER]` (no network, no API key:
 //! the model plays a script that reads its tool results, and `web_search` searches a local
-//! corpus of industry news shipped in `sales_review/corpus/`).
+//! corpus of industry news shipped in `sales_review/corpus/`). `-- --never-present FOLDER`
+//! plays a model that writes the report and never presents it: the run ends in `error` and
+//! its receipt says why. With the `live` feature and `OPENAI_MODEL` set, a real model plays
+//! (see `sales_review/live.rs`).
 
 #[cfg(feature = "live")]
 #[path = "sales_review/http_search.rs"]
@@ -446,12 +449,30 @@ pub(crate) async fn sales_review(folder: &Path) -> Result<(Review, Review), Erro
     Ok((first, second))
 }
 
+/// The review by a model that writes the report and never presents it: the run ends in
+/// `error`, and its receipt (`not_started`) says why.
+///
+/// # Errors
+/// As [`review`].
+pub(crate) async fn never_presented(folder: &Path) -> Result<Review, Error> {
+    let ws = Workspace::open(folder)?;
+    println!("== a review whose model never presents the report");
+    let review = review(&ws, PDF, Script::NeverPresent).await?;
+    summary::print_run(&ws, &review)?;
+    Ok(review)
+}
+
 #[allow(dead_code)] // a test includes this file as a module and calls its entries
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let folder = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let folder = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
         .map_or_else(|| PathBuf::from("sales-review-data"), Into::into);
+    if args.iter().any(|a| a == "--never-present") {
+        return never_presented(&folder).await.map(|_| ());
+    }
     #[cfg(feature = "live")]
     if std::env::var_os("OPENAI_MODEL").is_some() {
         return live::sales_review(&folder).await;

@@ -17,7 +17,6 @@ pub(crate) const REPORT: &str = "/mnt/user-data/outputs/sales-review.md";
 pub(crate) const ANALYST: &str = "industry-analyst";
 
 /// Which review script the lead plays.
-#[allow(dead_code)] // `NeverPresent` is played by the tests
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Script {
     /// Read, search, delegate, write, present.

@@ -185,8 +185,7 @@ fn report_carries_the_sources(dir: &std::path::Path) -> Result<(), Error> {
 #[tokio::test]
 async fn a_report_never_presented_ends_the_run_in_error() -> Result<(), Error> {
     let tmp = tempfile::tempdir()?;
-    let ws = Workspace::open(tmp.path())?;
-    let review = example::review(&ws, PDF, Script::NeverPresent).await?;
+    let review = example::never_presented(tmp.path()).await?;
     assert_eq!(review.status, RunStatus::Error);
     let reason = review.reason.as_deref().unwrap_or_default();
     assert!(reason.contains("delivery incomplete"), "{reason}");
