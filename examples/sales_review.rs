@@ -54,13 +54,13 @@ use stategraph_nodes::{
     RoleTable, TraceEntry,
 };
 
-#[cfg(feature = "live")]
-#[allow(unused_imports)] // the HTTP provider's test uses it directly
-pub(crate) use http_search::HttpSearch;
 pub(crate) use script::Script;
 #[allow(unused_imports)] // the HTTP provider's test names them
 pub(crate) use search::{SearchError, SearchProvider};
 pub(crate) use upload::UploadError;
+#[cfg(feature = "live")]
+#[allow(unused_imports)] // the `live` tests use them directly
+pub(crate) use {http_search::HttpSearch, live::with_model as live_review};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use stategraph_nodes::{ChatModel, OpenAiModel};
 
 use super::http_search::HttpSearch;
-use super::{follow_up_with, review_with, summary, Models, Workspace, PDF};
+use super::{follow_up_with, review_with, summary, Models, Review, Workspace, PDF};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -31,17 +31,29 @@ fn workspace(folder: &Path) -> Result<Workspace, Error> {
 /// The review and the follow-up on the model the environment names.
 ///
 /// # Errors
-/// The model's configuration, an unreadable PDF, storage, or a run that failed (a run that
-/// finished without delivering is printed with its receipt, not returned as an error).
+/// The model's configuration, then as [`with_model`].
 pub(crate) async fn sales_review(folder: &Path) -> Result<(), Error> {
     let model: Arc<dyn ChatModel> = Arc::new(OpenAiModel::from_env()?);
-    println!("model: {} (from OPENAI_MODEL)", model.name());
-    let ws = workspace(folder)?;
+    with_model(&workspace(folder)?, model).await.map(|_| ())
+}
+
+/// The review and the follow-up in `ws` on `model` (the analyst inherits it), printed as the
+/// offline example prints them.
+///
+/// # Errors
+/// An unreadable PDF, storage, or a run that failed (a run that finished without
+/// delivering is a [`Review`] with status `error`, printed with its receipt).
+pub(crate) async fn with_model(
+    ws: &Workspace,
+    model: Arc<dyn ChatModel>,
+) -> Result<(Review, Review), Error> {
+    println!("model: {}", model.name());
     println!("== run 1: the review (one line per step)");
-    let first = review_with(&ws, PDF, Models::Live(Arc::clone(&model))).await?;
-    summary::print_run(&ws, &first)?;
+    let first = review_with(ws, PDF, Models::Live(Arc::clone(&model))).await?;
+    summary::print_run(ws, &first)?;
     println!("\n== run 2: a follow-up on the same thread");
-    let second = follow_up_with(&ws, Models::Live(model)).await?;
-    summary::print_run(&ws, &second)?;
-    summary::print_commands(&ws, &first)
+    let second = follow_up_with(ws, Models::Live(model)).await?;
+    summary::print_run(ws, &second)?;
+    summary::print_commands(ws, &first)?;
+    Ok((first, second))
 }
