@@ -34,9 +34,29 @@ pub(crate) fn tool_lines(entries: &[TraceEntry]) -> Vec<String> {
                 .find(|e| !e.passed() && furthest.is_none_or(|f| e.stage > f))
                 .map(|e| format!("  [stopped at {}: {}]", e.stage, why(&e.verdict)))
                 .unwrap_or_default();
-            format!("{tool:<14} {chain}{stop}")
+            format!("{tool:<14} {chain}{stop}{}", hidden_before(&of))
         })
         .collect()
+}
+
+/// For a tool shown on some model calls and hidden on others: on which, and by whom.
+fn hidden_before(of: &[&TraceEntry]) -> String {
+    let shown = of.iter().any(|e| e.stage == Stage::Visible && e.passed());
+    let hidden: Vec<(u32, &str)> = of
+        .iter()
+        .filter(|e| e.stage == Stage::Visible)
+        .filter_map(|e| match (&e.verdict, e.model_call) {
+            (Verdict::Removed { by, .. }, Some(n)) => Some((n, by.as_str())),
+            _ => None,
+        })
+        .collect();
+    match hidden.first() {
+        Some((_, by)) if shown => {
+            let calls: Vec<String> = hidden.iter().map(|(n, _)| n.to_string()).collect();
+            format!("  [hidden on model calls {} by {by}]", calls.join(", "))
+        }
+        _ => String::new(),
+    }
 }
 
 const STAGES: [Stage; 6] = [

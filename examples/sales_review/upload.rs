@@ -24,6 +24,12 @@ pub(crate) enum UploadError {
         /// Its page count.
         pages: usize,
     },
+    /// The file name is not a plain name (a path, or hidden).
+    #[error("upload name {file:?} is not a plain file name")]
+    BadName {
+        /// The name given.
+        file: String,
+    },
     /// The thread's sandbox could not be opened.
     #[error("the thread's sandbox could not be opened for upload {file:?}: {reason}")]
     Sandbox {
@@ -93,7 +99,8 @@ async fn convert(file: &str, bytes: &[u8]) -> Result<String, UploadError> {
 /// beside it, its text as `<stem>.md`. Returns the text's virtual path.
 ///
 /// # Errors
-/// As [`pdf_to_text`] (nothing is stored then), or the sandbox or the write failed.
+/// [`UploadError::BadName`] for a name that is not a plain file name; as [`pdf_to_text`]
+/// (nothing is stored then); or the sandbox or the write failed.
 pub(crate) async fn place_pdf(
     provider: &LocalSandboxProvider,
     user: &str,
@@ -101,6 +108,12 @@ pub(crate) async fn place_pdf(
     file: &str,
     bytes: &[u8],
 ) -> Result<String, UploadError> {
+    let plain = !file.is_empty() && !file.starts_with('.') && !file.contains(['/', '\\']);
+    if !plain {
+        return Err(UploadError::BadName {
+            file: file.to_owned(),
+        });
+    }
     let text = convert(file, bytes).await?;
     let sandbox_error = |e: &dyn std::fmt::Display| UploadError::Sandbox {
         file: file.to_owned(),

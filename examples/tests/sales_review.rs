@@ -226,6 +226,14 @@ async fn a_damaged_pdf_is_a_typed_error_not_an_empty_upload() -> Result<(), Erro
             Err(other) => return Err(format!("byte {at}: {other}").into()),
         }
     }
+    // A name that is a path is refused before anything is read.
+    for name in ["../escape.pdf", "a/b.pdf", ".hidden.pdf"] {
+        let result = ws.upload(name, PDF).await;
+        assert!(
+            matches!(result, Err(UploadError::BadName { .. })),
+            "{name}: {result:?}"
+        );
+    }
     // Nothing was placed: no empty text for the agent to read.
     let uploads = tmp
         .path()
