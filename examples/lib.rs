@@ -72,6 +72,9 @@ mod docs {
     #[doc = include_str!("../docs/guides/inspecting-and-replaying-threads.md")]
     struct InspectingAndReplaying;
 
+    #[doc = include_str!("../docs/guides/the-sales-review-run.md")]
+    struct TheSalesReviewRun;
+
     #[doc = include_str!("../docs/langgraph-mapping.md")]
     struct LanggraphMapping;
 
