@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `agent_runtime`,
-//! `subagent` and `settlement` (ours only), `--checkpointer
+//! `subagent`, `settlement` and `sales_review` (ours only; `sales_review` times the example's
+//! release binary, built first with `cargo build --release --example sales_review`), `--checkpointer
 //! none|memory|sqlite` (a comma list is accepted: `none,memory`), `--steps 1000`,
 //! `--fanout-k 1000`, `--agent-turns 200`, `--wide-fields 100`, `--wide-steps 100`,
 //! `--repeats 3`, `--durabilities async,sync,exit` (checkpointer runs; default `async,sync`
@@ -43,6 +44,7 @@ mod agent;
 mod agent_runtime;
 mod floor;
 mod report;
+mod sales_review;
 mod settlement;
 mod settlement_run;
 mod sqlite_db;
@@ -67,7 +69,7 @@ use sqlite_db::SqliteDb;
 use wide_state::{WideState, WideVal, WIDE_MAX_FIELDS};
 
 const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 8] = [
+const WORKLOADS: [&str; 9] = [
     "chain",
     "fanout",
     "agent",
@@ -76,6 +78,7 @@ const WORKLOADS: [&str; 8] = [
     "agent_runtime",
     "subagent",
     "settlement",
+    "sales_review",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -164,7 +167,7 @@ impl Args {
     }
 }
 
-const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement] \
+const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review] \
 [--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
@@ -306,7 +309,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
     for w in &args.only {
         if !WORKLOADS.contains(&w.as_str()) {
             return Err(Usage(
-                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor, agent_runtime, subagent, settlement)"),
+                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor, agent_runtime, subagent, settlement, sales_review)"),
                 2,
             ));
         }
@@ -1032,6 +1035,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "agent" => agent::run_agent(&args).await?,
             "agent_runtime" => agent_runtime::run_agent_runtime(&args).await?,
             "subagent" => subagent::run_subagent(&args).await?,
+            "sales_review" => sales_review::run_sales_review(&args)?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;
