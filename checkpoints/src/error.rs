@@ -1,5 +1,6 @@
 //! Errors of checkpoint storage.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::{CheckpointId, Namespace, RunId, RunStatus, ThreadId};
@@ -133,6 +134,37 @@ pub enum CheckpointError {
     Unsupported {
         /// The operation, such as "runs".
         what: &'static str,
+    },
+    /// A non-empty SQLite database that is not a stategraph checkpoint file (another
+    /// application's): the saver refuses it and writes nothing to it.
+    #[error(
+        "{}: not a stategraph checkpoint file (it holds table `{}` and no sg_meta); nothing was written to it",
+        .file.display(),
+        .table.escape_debug()
+    )]
+    ForeignDatabase {
+        /// The file.
+        file: PathBuf,
+        /// A table (or other schema object) the file holds.
+        table: String,
+    },
+    /// The file's format record (`sg_meta.format_version`) is missing or unreadable: the file
+    /// is damaged, and is reported rather than repaired.
+    #[error("{}: the format record sg_meta.format_version {problem}", .file.display())]
+    FormatRecord {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong: "is missing", "is unreadable: \"x\"".
+        problem: String,
+    },
+    /// A path the SQLite saver cannot keep checkpoints at, such as `""` or `:memory:` (a
+    /// private database per connection, which its readers would not see).
+    #[error("`{}` is not a checkpoint file path: {reason}", .path.escape_debug())]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// Why it is refused.
+        reason: &'static str,
     },
     /// The storage backend failed. The SQLite saver puts a [`StorageError`] here (what it
     /// was doing and SQLite's error); other savers may put their own error type.

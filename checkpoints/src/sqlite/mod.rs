@@ -140,7 +140,7 @@ impl SqliteSaver {
     ) -> Result<Self, CheckpointError> {
         let path = path.as_ref().to_path_buf();
         let mut conn = schema::connect(&path, &options)?;
-        let format = retry_busy(|| schema::init(&mut conn), is_busy)?;
+        let format = retry_busy(|| schema::init(&mut conn, &path), is_busy)?;
         let (tx, rx) = mpsc::channel::<Vec<Job>>();
         let cache = Arc::new(Mutex::new(RecordCache::default()));
         let writer = Writer::new(conn, cache.clone(), options.clone(), format);

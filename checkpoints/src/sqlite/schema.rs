@@ -1,5 +1,6 @@
 //! The SQLite schema (format version 1) and connection set-up.
 
+use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension};
@@ -150,13 +151,14 @@ impl Default for SqliteOptions {
 }
 
 /// Open a connection with the pragmas every connection needs.
-pub(crate) fn connect(
-    path: &std::path::Path,
-    options: &SqliteOptions,
-) -> Result<Connection, CheckpointError> {
+pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> Result<Connection, CheckpointError> {
+    check_path(path)?;
     let conn = Connection::open(path).during("opening the database file")?;
     conn.busy_timeout(options.busy_timeout)
         .during("setting the busy timeout")?;
+    // Before anything writes (the journal mode is written into the file): another
+    // application's database is refused untouched.
+    format_of(&conn, path)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .during("setting the WAL journal mode")?;
     conn.pragma_update(None, "synchronous", options.synchronous.as_str())
@@ -178,13 +180,35 @@ pub(crate) fn connect(
     Ok(conn)
 }
 
-/// Create the schema if the file is new, and check its format version; the file's version.
-pub(crate) fn init(conn: &mut Connection) -> Result<u32, CheckpointError> {
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .during("beginning the schema transaction")?;
-    // Check the version before writing anything: a newer file is refused untouched.
-    let has_meta: bool = tx
+/// Refuse a path SQLite would not keep as one shared file: `""` (a private temporary
+/// database) and `:memory:` (a private in-memory one). The saver reads through other
+/// connections than its writer, which would each see an empty database of their own.
+pub(crate) fn check_path(path: &Path) -> Result<(), CheckpointError> {
+    let text = path.as_os_str();
+    let reason = if text.is_empty() {
+        "an empty path opens a private temporary database that the saver's readers cannot see; \
+         use MemorySaver for checkpoints that need no file"
+    } else if text == ":memory:" {
+        "an in-memory database is private to one connection, and the saver reads through \
+         others; use MemorySaver for checkpoints kept in memory"
+    } else {
+        return Ok(());
+    };
+    Err(CheckpointError::InvalidPath {
+        path: text.to_string_lossy().into_owned(),
+        reason,
+    })
+}
+
+/// The file's format version, reading only: `None` for an empty database (a new file).
+///
+/// # Errors
+/// [`CheckpointError::ForeignDatabase`] for a database with objects but no `sg_meta` table
+/// (another application's); [`CheckpointError::FormatRecord`] for an `sg_meta` table
+/// without a readable format record; [`CheckpointError::UnsupportedFormatVersion`] for a
+/// newer format; storage errors.
+pub(crate) fn format_of(conn: &Connection, path: &Path) -> Result<Option<u32>, CheckpointError> {
+    let has_meta: bool = conn
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sg_meta'",
             [],
@@ -192,35 +216,66 @@ pub(crate) fn init(conn: &mut Connection) -> Result<u32, CheckpointError> {
         )
         .during("looking for the format table")?
         > 0;
-    let found: Option<String> = if has_meta {
-        tx.query_row(
+    if !has_meta {
+        let other: Option<String> = conn
+            .query_row(
+                "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+                 ORDER BY type = 'table' DESC, name LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .during("looking for other applications' tables")?;
+        return match other {
+            Some(table) => Err(CheckpointError::ForeignDatabase {
+                file: path.to_path_buf(),
+                table,
+            }),
+            None => Ok(None),
+        };
+    }
+    let row: Option<rusqlite::types::Value> = conn
+        .query_row(
             "SELECT value FROM sg_meta WHERE key = 'format_version'",
             [],
             |r| r.get(0),
         )
         .optional()
-        .during("reading the format version")?
-    } else {
-        None
+        .during("reading the format version")?;
+    let bad = |problem: String| CheckpointError::FormatRecord {
+        file: path.to_path_buf(),
+        problem,
     };
-    let found = match &found {
-        Some(v) => {
-            let found: u32 = v.parse().map_err(|_| CheckpointError::Integrity {
-                thread: "-".to_owned(),
-                checkpoint: "-".to_owned(),
-                blob: "sg_meta.format_version".to_owned(),
-                detail: format!("unreadable format version {v:?}"),
-            })?;
-            if found > FORMAT_VERSION {
-                return Err(CheckpointError::UnsupportedFormatVersion {
-                    found,
-                    supported: FORMAT_VERSION,
-                });
-            }
-            Some(found)
-        }
-        None => None,
+    let text = match row {
+        None => return Err(bad("is missing".to_owned())),
+        Some(rusqlite::types::Value::Text(t)) => t,
+        Some(other) => return Err(bad(format!("is not text: {other:?}"))),
     };
+    let found: u32 = match text.parse() {
+        Ok(v) if v >= 1 => v,
+        _ => return Err(bad(format!("is unreadable: {:?}", text))),
+    };
+    if found > FORMAT_VERSION {
+        return Err(CheckpointError::UnsupportedFormatVersion {
+            found,
+            supported: FORMAT_VERSION,
+        });
+    }
+    Ok(Some(found))
+}
+
+/// Create the schema if the file is new, and check its format version; the file's version.
+///
+/// A file with an `sg_meta` table but no readable format record is refused
+/// ([`CheckpointError::FormatRecord`]), never given a new one: the record is written in the
+/// transaction that creates the tables, so its absence is damage.
+pub(crate) fn init(conn: &mut Connection, path: &Path) -> Result<u32, CheckpointError> {
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .during("beginning the schema transaction")?;
+    // Check the version before writing anything: a newer, damaged or foreign file is
+    // refused untouched.
+    let found = format_of(&tx, path)?;
     tx.execute_batch(SCHEMA).during("creating the schema")?;
     if found.is_none() {
         tx.execute(
@@ -231,4 +286,75 @@ pub(crate) fn init(conn: &mut Connection) -> Result<u32, CheckpointError> {
     }
     tx.commit().during("committing the schema")?;
     Ok(found.unwrap_or(FORMAT_VERSION))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{CheckpointError, SqliteSaver};
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    #[test]
+    fn another_applications_database_is_refused_untouched() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("shop.db");
+        {
+            let conn = rusqlite::Connection::open(&path)?;
+            conn.execute_batch("CREATE TABLE orders (id INTEGER); INSERT INTO orders VALUES (1);")?;
+        }
+        let bytes = std::fs::read(&path)?;
+        let got = SqliteSaver::open(&path);
+        match &got {
+            Err(e @ CheckpointError::ForeignDatabase { table, .. }) => {
+                assert_eq!(table, "orders");
+                let text = e.to_string();
+                assert!(
+                    text.contains("shop.db") && text.contains("`orders`"),
+                    "{text}"
+                );
+                assert!(text.contains("not a stategraph checkpoint file"), "{text}");
+            }
+            other => return Err(format!("expected ForeignDatabase, got {other:?}").into()),
+        }
+        assert!(std::fs::read(&path)? == bytes, "the file changed");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<Result<_, _>>()?;
+        names.sort();
+        assert_eq!(names, ["shop.db"]);
+        Ok(())
+    }
+
+    #[test]
+    fn an_empty_or_in_memory_path_is_a_typed_error() {
+        for path in ["", ":memory:"] {
+            match SqliteSaver::open(path) {
+                Err(e @ CheckpointError::InvalidPath { .. }) => {
+                    assert!(e.to_string().contains("MemorySaver"), "{e}");
+                }
+                other => panic!("{path:?}: expected InvalidPath, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_missing_format_record_is_refused_by_a_writer_too() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("t.db");
+        SqliteSaver::open(&path)?.close();
+        rusqlite::Connection::open(&path)?
+            .execute("DELETE FROM sg_meta WHERE key = 'format_version'", [])?;
+        let got = SqliteSaver::open(&path);
+        assert!(
+            matches!(&got, Err(CheckpointError::FormatRecord { problem, .. }) if problem == "is missing"),
+            "{got:?}"
+        );
+        let rows: i64 = rusqlite::Connection::open(&path)?.query_row(
+            "SELECT count(*) FROM sg_meta",
+            [],
+            |r| r.get(0),
+        )?;
+        assert_eq!(rows, 0, "the format record was written back");
+        Ok(())
+    }
 }
