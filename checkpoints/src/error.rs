@@ -166,6 +166,13 @@ pub enum CheckpointError {
         /// Why it is refused.
         reason: &'static str,
     },
+    /// The saver was opened read-only ([`SqliteSaver::open_read_only`](crate::SqliteSaver::open_read_only)):
+    /// it does not write.
+    #[error("{}: opened read-only, so it cannot be written", .file.display())]
+    ReadOnly {
+        /// The file.
+        file: PathBuf,
+    },
     /// The storage backend failed. The SQLite saver puts a [`StorageError`] here (what it
     /// was doing and SQLite's error); other savers may put their own error type.
     #[error("storage error: {0}")]

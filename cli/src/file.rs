@@ -20,6 +20,13 @@ pub(crate) fn open(file: &Path) -> Result<SqliteSaver, Failure> {
     inspect::open_existing(file).map_err(|e| file_error(file, e))
 }
 
+/// Check that the file exists and open it read-only, for a command that only reads: it
+/// works without write access, writes nothing, and reports a damaged format record.
+pub(crate) fn open_read(file: &Path) -> Result<SqliteSaver, Failure> {
+    exists(file)?;
+    inspect::open_existing_read_only(file).map_err(|e| file_error(file, e))
+}
+
 /// A missing file or a directory is a run-time problem.
 pub(crate) fn exists(file: &Path) -> Outcome {
     if file.is_dir() {
@@ -44,6 +51,10 @@ pub(crate) fn file_error(file: &Path, e: CheckpointError) -> Failure {
             Failure::runtime(format!("{}: {detail}", file.display()))
         }
         CheckpointError::Storage(inner) => Failure::runtime(format!("{}: {inner}", file.display())),
+        // These name the file themselves.
+        e @ (CheckpointError::ForeignDatabase { .. }
+        | CheckpointError::FormatRecord { .. }
+        | CheckpointError::ReadOnly { .. }) => Failure::runtime(e.to_string()),
         other => Failure::runtime(format!("{}: {other}", file.display())),
     }
 }

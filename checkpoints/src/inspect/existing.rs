@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
 use crate::{CheckpointError, SqliteSaver};
 
@@ -20,16 +20,10 @@ fn not_stategraph(detail: &str) -> CheckpointError {
     }
 }
 
-/// Open `path` read-only with SQLite, without creating it.
+/// Open `path` read-only with SQLite, without creating it and without leaving a `-wal` or
+/// `-shm` beside it (see [`SqliteSaver::open_read_only`]).
 pub(super) fn read_only(path: &Path) -> Result<Connection, CheckpointError> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(storage)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(storage)?;
-    Ok(conn)
+    Ok(crate::sqlite::read_only::connect(path, &crate::SqliteOptions::default())?.conn)
 }
 
 /// Whether an error is SQLite's "a hot journal needs a writer to roll it back".
@@ -77,6 +71,17 @@ pub(super) fn check_existing(path: &Path) -> Result<(), CheckpointError> {
 pub fn open_existing(path: &Path) -> Result<SqliteSaver, CheckpointError> {
     check_existing(path)?;
     SqliteSaver::open(path)
+}
+
+/// Open an existing checkpoint file to read it only: [`SqliteSaver::open_read_only`] after
+/// the checks of [`open_existing`]. Nothing is written to the file, and a damaged format
+/// record is reported, never rewritten.
+///
+/// # Errors
+/// As [`open_existing`], and those of [`SqliteSaver::open_read_only`].
+pub fn open_existing_read_only(path: &Path) -> Result<SqliteSaver, CheckpointError> {
+    check_existing(path)?;
+    SqliteSaver::open_read_only(path)
 }
 
 /// Every `(thread, namespace)` pair of the file with its number of checkpoints, ordered by

@@ -25,7 +25,7 @@ mod tables;
 mod time;
 mod verify;
 
-pub use existing::{namespaces, open_existing};
+pub use existing::{namespaces, open_existing, open_existing_read_only};
 pub use lookup::{find_checkpoint, short_suffix, short_suffix_len, LookupError, MIN_REF_LEN};
 pub use prefix::{resolve_prefix, short_id_len, PrefixError, MIN_PREFIX_LEN};
 pub use time::format_utc_ms;

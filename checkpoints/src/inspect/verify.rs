@@ -106,16 +106,17 @@ pub(super) fn cp_key(thread: &str, ns: &str, id: &[u8]) -> String {
 ///   rebuilt from the deltas, every field's blob and log parts read).
 ///
 /// A problem does not stop the check: each is reported with where it is. The file is not
-/// changed (it is opened as a saver to load checkpoints, which writes nothing to an existing
-/// stategraph file).
+/// changed: it is opened read-only ([`SqliteSaver::open_read_only`]).
 ///
 /// # Errors
 /// Only when the file cannot be checked at all: missing, not an SQLite database, not a
-/// stategraph file, or a newer format.
+/// stategraph file, a missing or unreadable format record
+/// ([`CheckpointError::FormatRecord`]), or a newer format.
 pub async fn verify(path: &Path) -> Result<VerifyReport, CheckpointError> {
     check_existing(path)?;
-    // Open as a saver first: a journal left by a crash during creation is rolled back.
-    let saver = SqliteSaver::open(path)?;
+    // Read-only: a verify writes nothing, and reports a damaged format record instead of
+    // repairing it.
+    let saver = SqliteSaver::open_read_only(path)?;
     let mut report = VerifyReport::default();
     let ids = {
         let conn = read_only(path)?;

@@ -27,6 +27,7 @@ mod list;
 mod maintain;
 mod pending;
 mod read;
+pub(crate) mod read_only;
 mod record;
 mod runs;
 mod schema;
@@ -52,6 +53,7 @@ use crate::{
 };
 use cache::RecordCache;
 use read::Reader;
+use read_only::ReadConn;
 use sql::{is_busy, retry_busy, SqlResult};
 use writer::{Job, Op, Reply, StoredPut, Writer};
 
@@ -66,6 +68,8 @@ enum Unavailable {
     NothingSubmitted,
     #[error("the SQLite writer answered with the reply of another kind of operation")]
     WrongReply,
+    #[error("a writer changed the file during each of several reads")]
+    Changing,
 }
 
 impl Unavailable {
@@ -86,8 +90,10 @@ struct Inner {
     /// transactions by the writer waking up in the middle of it.
     tx: Mutex<Option<mpsc::Sender<Vec<Job>>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    readers: Mutex<Vec<Connection>>,
+    readers: Mutex<Vec<ReadConn>>,
     cache: Arc<Mutex<RecordCache>>,
+    /// Opened with [`SqliteSaver::open_read_only`]: no writer, read-only connections.
+    read_only: bool,
 }
 
 /// A [`Saver`] over one SQLite file: the default, embedded store.
@@ -156,6 +162,61 @@ impl SqliteSaver {
                 writer: Mutex::new(Some(writer)),
                 readers: Mutex::new(Vec::new()),
                 cache,
+                read_only: false,
+            }),
+        })
+    }
+
+    /// Open an existing checkpoint file for reading only (SQLite's `SQLITE_OPEN_READ_ONLY`):
+    /// it works without write access to the file or its directory, never creates the file,
+    /// never writes to it, and leaves no `-wal` or `-shm` beside it that was not there (see
+    /// decision 0035). Every write fails with [`CheckpointError::ReadOnly`].
+    ///
+    /// A file whose creation was cut short (a rollback journal beside it) needs a writer to
+    /// roll it back first: opening it read-only fails with a storage error.
+    ///
+    /// ```
+    /// use stategraph_checkpoints::{Namespace, Saver, SqliteSaver, ThreadId};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("threads.db");
+    /// # SqliteSaver::open(&path)?.close();
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let saver = SqliteSaver::open_read_only(&path)?;
+    /// assert!(saver.list_threads().await?.is_empty());
+    /// # Ok::<(), stategraph_checkpoints::CheckpointError>(())
+    /// # }).unwrap();
+    /// # Ok::<(), stategraph_checkpoints::CheckpointError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`CheckpointError::InvalidPath`] for `""` or `:memory:`; a `NotFound` storage error
+    /// for a missing file; [`CheckpointError::Integrity`] naming `sg_meta` for an empty
+    /// database; [`CheckpointError::ForeignDatabase`] for another application's database;
+    /// [`CheckpointError::FormatRecord`] for a missing or unreadable format record;
+    /// [`CheckpointError::UnsupportedFormatVersion`] for a newer format; storage errors.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
+        let path = path.as_ref().to_path_buf();
+        schema::check_path(&path)?;
+        let options = SqliteOptions::default();
+        let first = read_only::connect(&path, &options)?;
+        let format = retry_busy(|| schema::format_of(&first.conn, &path), is_busy)?;
+        if format.is_none() {
+            return Err(CheckpointError::Integrity {
+                thread: "-".to_owned(),
+                checkpoint: "-".to_owned(),
+                blob: "sg_meta".to_owned(),
+                detail: "not a stategraph checkpoint file: it has no sg_meta table".to_owned(),
+            });
+        }
+        Ok(SqliteSaver {
+            inner: Arc::new(Inner {
+                path,
+                options,
+                tx: Mutex::new(None),
+                writer: Mutex::new(None),
+                readers: Mutex::new(vec![first]),
+                cache: Arc::new(Mutex::new(RecordCache::default())),
+                read_only: true,
             }),
         })
     }
@@ -209,10 +270,15 @@ impl SqliteSaver {
             Some(tx) => tx.send(jobs).is_ok(),
             None => false,
         };
+        let read_only = self.inner.read_only.then(|| self.inner.path.clone());
         replies
             .into_iter()
             .map(|rx| -> BoxFuture<'static, Result<Reply, CheckpointError>> {
+                let read_only = read_only.clone();
                 Box::pin(async move {
+                    if let Some(file) = read_only {
+                        return Err(CheckpointError::ReadOnly { file });
+                    }
                     if !sent {
                         return Err(Unavailable::Closed.during_submit());
                     }
@@ -231,23 +297,34 @@ impl SqliteSaver {
     ) -> BoxFuture<'static, Result<T, CheckpointError>> {
         let inner = self.inner.clone();
         let job = move || -> Result<T, CheckpointError> {
-            let conn = match inner.readers.lock().unpoisoned().pop() {
-                Some(c) => c,
-                None => schema::connect(&inner.path, &inner.options)?,
-            };
-            // One read transaction: the statements of a read see one snapshot of the file,
-            // and take the WAL read lock once instead of once per statement.
-            let result = retry_busy(
-                || {
-                    let tx = conn
-                        .unchecked_transaction()
-                        .during("beginning a read transaction")?;
-                    f(&tx, &inner.cache)
-                },
-                is_busy,
-            );
-            inner.readers.lock().unpoisoned().push(conn);
-            result
+            for _ in 0..READ_TRIES {
+                let pooled = inner.readers.lock().unpoisoned().pop();
+                let conn = match pooled {
+                    Some(c) if c.still_valid(&inner.path)? => c,
+                    _ => inner.connect_reader()?,
+                };
+                // One read transaction: the statements of a read see one snapshot of the
+                // file, and take the WAL read lock once instead of once per statement.
+                let result = retry_busy(
+                    || {
+                        let tx = conn
+                            .conn
+                            .unchecked_transaction()
+                            .during("beginning a read transaction")?;
+                        f(&tx, &inner.cache)
+                    },
+                    is_busy,
+                );
+                // An `immutable` connection's read counts only if no writer came meanwhile.
+                if conn.still_valid(&inner.path)? {
+                    inner.readers.lock().unpoisoned().push(conn);
+                    return result;
+                }
+            }
+            Err(
+                StorageError::new("reading a file that kept changing", Unavailable::Changing)
+                    .into(),
+            )
         };
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
@@ -262,7 +339,20 @@ impl SqliteSaver {
     }
 }
 
+/// How many times a read-only saver reads again when a writer changed the file under it.
+const READ_TRIES: usize = 5;
+
 impl Inner {
+    /// A new read connection: read-only for a read-only saver.
+    fn connect_reader(&self) -> Result<ReadConn, CheckpointError> {
+        if self.read_only {
+            read_only::connect(&self.path, &self.options)
+        } else {
+            let conn = schema::connect(&self.path, &self.options)?;
+            Ok(ReadConn { conn, stamp: None })
+        }
+    }
+
     /// Stop the writer after it has committed everything queued (its queue closes, it
     /// drains it and folds the WAL back), and wait for it.
     fn stop_writer(&self) {

@@ -322,6 +322,11 @@ mod tests {
             .collect::<Result<_, _>>()?;
         names.sort();
         assert_eq!(names, ["shop.db"]);
+        let read = SqliteSaver::open_read_only(&path);
+        assert!(
+            matches!(read, Err(CheckpointError::ForeignDatabase { .. })),
+            "{read:?}"
+        );
         Ok(())
     }
 

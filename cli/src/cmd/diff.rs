@@ -11,7 +11,7 @@ use stategraph_checkpoints::{
 };
 
 use crate::failure::{Failure, Outcome};
-use crate::file::{headers, load, open, resolve, state_of, thread_id};
+use crate::file::{headers, load, open_read, resolve, state_of, thread_id};
 use crate::output::{emit, json_text, Output, Style};
 
 /// Which two states `diff` compares.
@@ -41,7 +41,7 @@ pub(super) async fn run(
     comparison: Comparison,
     ns: &str,
 ) -> Outcome {
-    let saver = open(file)?;
+    let saver = open_read(file)?;
     let thread = thread_id(thread)?;
     let ns = crate::file::namespace(ns);
     let list = headers(&saver, file, &thread, &ns).await?;

@@ -11,7 +11,7 @@ use stategraph_checkpoints::tree::BranchTree;
 use stategraph_checkpoints::{Checkpoint, FieldPart, Saver, Source, StepChanges};
 
 use crate::failure::Outcome;
-use crate::file::{headers, namespace, open, thread_id};
+use crate::file::{headers, namespace, open_read, thread_id};
 use crate::output::{
     emit, header_json, json_text, next_text, pending_json, pending_lines, short, Output, Style,
 };
@@ -34,7 +34,7 @@ pub(crate) enum Shape {
 
 /// Print the history of `(thread, ns)` in `shape`.
 pub(super) async fn run(out: Output, file: &Path, thread: &str, shape: Shape, ns: &str) -> Outcome {
-    let saver = open(file)?;
+    let saver = open_read(file)?;
     let thread = thread_id(thread)?;
     let ns = namespace(ns);
     let all = headers(&saver, file, &thread, &ns).await?;

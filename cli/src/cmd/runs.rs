@@ -9,7 +9,7 @@ use stategraph_checkpoints::inspect::format_utc_ms;
 use stategraph_checkpoints::{RunRecord, Saver};
 
 use crate::failure::Outcome;
-use crate::file::{open, thread_id};
+use crate::file::{open_read, thread_id};
 use crate::output::{emit, json_text, run_json, Output, Style};
 
 /// A run with whether it has a receipt.
@@ -22,7 +22,7 @@ struct ListedRun {
 /// List the runs of `thread` in `file`.
 pub(super) async fn run(out: Output, file: &Path, thread: &str) -> Outcome {
     let thread = thread_id(thread)?;
-    let saver = open(file)?;
+    let saver = open_read(file)?;
     let mut listed = Vec::new();
     for run in saver.list_runs(&thread).await? {
         let has_receipt = saver.get_receipt(&run.run_id).await?.is_some();

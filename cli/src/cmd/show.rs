@@ -10,7 +10,7 @@ use stategraph_checkpoints::{CheckpointId, LoadedCheckpoint, Namespace, ThreadId
 
 use crate::failure::{Failure, Outcome};
 use crate::file::{
-    headers, load, open, resolve, state_of, stored_fields, thread_id, unwritten_fields,
+    headers, load, open_read, resolve, state_of, stored_fields, thread_id, unwritten_fields,
 };
 use crate::output::{
     emit, header_json, json_text, next_text, pending_json, pending_lines, visible_len, Output,
@@ -44,7 +44,7 @@ pub(super) async fn run(
             )));
         }
     }
-    let saver = open(file)?;
+    let saver = open_read(file)?;
     let thread = thread_id(thread)?;
     let ns = crate::file::namespace(ns);
     let list = headers(&saver, file, &thread, &ns).await?;

@@ -9,7 +9,7 @@ use stategraph_checkpoints::inspect::{self, format_utc_ms};
 use stategraph_checkpoints::{Saver, ThreadInfo};
 
 use crate::failure::Outcome;
-use crate::file::{file_error, ns_name, open};
+use crate::file::{file_error, ns_name, open_read};
 use crate::output::{emit, json_text, Output, Style};
 
 /// A namespace of a thread with its number of checkpoints.
@@ -22,7 +22,7 @@ struct Space<'a> {
 
 /// List the threads of `file`.
 pub(super) async fn run(out: Output, file: &Path) -> Outcome {
-    let saver = open(file)?;
+    let saver = open_read(file)?;
     let infos = saver.list_threads().await?;
     let namespaces = inspect::namespaces(file).map_err(|e| file_error(file, e))?;
     saver.close();
