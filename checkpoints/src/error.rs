@@ -175,7 +175,10 @@ pub enum CheckpointError {
     },
     /// The storage backend failed. The SQLite saver puts a [`StorageError`] here (what it
     /// was doing and SQLite's error); other savers may put their own error type.
-    #[error("storage error: {0}")]
+    ///
+    /// Its message says `storage error: ` once, also when the backend's error is itself a
+    /// storage error (a saver wrapping another's).
+    #[error("storage error: {}", without_prefix(.0))]
     Storage(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
@@ -243,6 +246,15 @@ impl From<StorageError> for CheckpointError {
 }
 
 impl CheckpointError {
+    /// The message without the leading `storage error: ` of a storage error, for a message
+    /// that wraps this one in another storage error.
+    pub(crate) fn detail(&self) -> String {
+        match self {
+            CheckpointError::Storage(inner) => without_prefix(inner),
+            other => other.to_string(),
+        }
+    }
+
     /// The [`StorageError`] inside a [`CheckpointError::Storage`], if that is what it holds.
     pub fn storage_error(&self) -> Option<&StorageError> {
         match self {
@@ -285,4 +297,54 @@ fn in_namespace(ns: &Namespace) -> String {
 /// A head checkpoint as text: its id, or `none` for an empty thread.
 fn head_text(head: &Option<CheckpointId>) -> String {
     head.map_or_else(|| "none".to_owned(), |id| id.to_string())
+}
+
+/// `inner`'s message without any leading `storage error: ` of its own.
+fn without_prefix(inner: &dyn std::fmt::Display) -> String {
+    let text = inner.to_string();
+    let mut rest = text.as_str();
+    while let Some(r) = rest.strip_prefix("storage error: ") {
+        rest = r;
+    }
+    rest.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_storage_error_inside_a_storage_error_says_storage_error_once() {
+        let full = std::io::Error::other("database or disk is full");
+        let inner = CheckpointError::Storage(Box::new(full));
+        let outer = CheckpointError::Storage(Box::new(inner));
+        assert_eq!(outer.to_string(), "storage error: database or disk is full");
+        let wrapped = StorageError::new("committing", CheckpointError::Storage("full".into()));
+        assert_eq!(
+            CheckpointError::from(wrapped).to_string(),
+            "storage error: committing: storage error: full",
+            "a phrase in between keeps both: they say different things"
+        );
+    }
+
+    #[test]
+    fn a_moved_thread_names_its_heads_as_plain_ids() -> Result<(), CheckpointError> {
+        let id = CheckpointId::from_u128(0xabc);
+        let e = CheckpointError::StaleParent {
+            thread: ThreadId::new("t")?,
+            ns: Namespace::root(),
+            expected: Some(id),
+            found: None,
+        };
+        let text = e.to_string();
+        assert_eq!(
+            text,
+            format!("thread t moved: expected head {id}, found none")
+        );
+        assert!(
+            !text.contains("Some(") && !text.contains("CheckpointId("),
+            "{text}"
+        );
+        Ok(())
+    }
 }

@@ -330,6 +330,38 @@ mod tests {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn a_full_database_says_storage_error_once() -> TestResult {
+        use crate::{RunId, RunRecord, RunStatus, Saver, SqliteOptions, ThreadId};
+        let dir = tempfile::tempdir()?;
+        let options = SqliteOptions {
+            max_page_count: Some(16),
+            ..SqliteOptions::default()
+        };
+        let saver = SqliteSaver::open_with(dir.path().join("t.db"), options)?;
+        let thread = ThreadId::new("t")?;
+        let mut failure = None;
+        for i in 0..10_000 {
+            let mut run = RunRecord::new(
+                RunId::new(format!("r{i}"))?,
+                thread.clone(),
+                RunStatus::Running,
+                1,
+            );
+            run.metadata
+                .insert("pad".to_owned(), "x".repeat(2000).into());
+            if let Err(e) = saver.put_run(run).await {
+                failure = Some(e);
+                break;
+            }
+        }
+        let e = failure.ok_or("the capped database never filled")?;
+        let text = e.to_string();
+        assert!(text.contains("database or disk is full"), "{text}");
+        assert_eq!(text.matches("storage error").count(), 1, "{text}");
+        Ok(())
+    }
+
     #[test]
     fn an_empty_or_in_memory_path_is_a_typed_error() {
         for path in ["", ":memory:"] {

@@ -189,7 +189,7 @@ fn run_in_savepoint(
 
 /// An operation's failure whose partial writes could not be undone.
 #[derive(Debug, thiserror::Error)]
-#[error("{failure}; undoing it failed too: {undo}")]
+#[error("{}; undoing it failed too: {undo}", .failure.detail())]
 struct UndoFailed {
     failure: CheckpointError,
     undo: rusqlite::Error,
