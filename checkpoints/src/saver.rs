@@ -92,7 +92,9 @@ pub trait Saver: Send + Sync + 'static {
         thread: &'a ThreadId,
     ) -> BoxFuture<'a, Result<(), CheckpointError>>;
 
-    /// Every thread with checkpoints in its root namespace, by thread id.
+    /// Every thread with checkpoints in its root namespace, by thread id. A stored name that
+    /// is not a valid [`ThreadId`] (only an edit of the file makes one) is left out rather
+    /// than failing the whole list.
     ///
     /// # Errors
     /// Storage and integrity errors.

@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use super::cache::RecordCache;
 use super::read::{header_query, load_record, HeaderRow, Reader};
 use super::record::StateRecord;
-use super::sql::{id_bytes, integrity, SqlResult};
+use super::sql::{id_bytes, SqlResult};
 use crate::sync::Unpoisoned;
 use crate::{
     validate_filter_key, Checkpoint, CheckpointError, ListOptions, Namespace, ThreadId, ThreadInfo,
@@ -125,7 +125,8 @@ pub(crate) fn list(
         .collect()
 }
 
-/// Every thread with checkpoints in the root namespace, by name.
+/// Every thread with checkpoints in the root namespace, by name; a stored name that is not a
+/// valid thread id is left out.
 pub(crate) fn list_threads(
     conn: &Connection,
     cache: &Mutex<RecordCache>,
@@ -141,8 +142,12 @@ pub(crate) fn list_threads(
     let mut out = Vec::new();
     let root = Namespace::root();
     for (thread, count) in threads {
-        let id = ThreadId::new(thread.clone())
-            .map_err(|_| integrity(&thread, "-", "sg_checkpoints.thread", "invalid thread id"))?;
+        // A stored name that is not a valid id (only an edit of the file makes one) cannot be
+        // named through the saver: it is left out here rather than failing the whole list;
+        // `inspect::namespaces` lists it and `verify` reports it.
+        let Ok(id) = ThreadId::new(thread) else {
+            continue;
+        };
         if let Some(head) = Reader::new(conn, cache, &id, &root).get(None)? {
             out.push(ThreadInfo {
                 thread: id,

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use stategraph_checkpoints::inspect::{self, format_utc_ms};
-use stategraph_checkpoints::{Saver, ThreadInfo};
+use stategraph_checkpoints::{Saver, ThreadId, ThreadInfo};
 
 use crate::failure::Outcome;
 use crate::file::{file_error, ns_name, open_read};
@@ -36,18 +36,53 @@ pub(super) async fn run(out: Output, file: &Path) -> Outcome {
             })
             .collect()
     };
+    let invalid = invalid_ids(&namespaces);
     if out.json {
-        let list: Vec<Value> = infos
+        let mut list: Vec<Value> = infos
             .iter()
             .map(|i| thread_json(i, &spaces(i.thread.as_str())))
             .collect();
+        list.extend(
+            invalid
+                .iter()
+                .map(|(name, n)| json!({ "thread": name, "checkpoints": n, "status": INVALID_ID })),
+        );
         return Ok(emit(&json_text(&Value::Array(list)))?);
     }
-    if infos.is_empty() {
+    if infos.is_empty() && invalid.is_empty() {
         return Ok(emit(&format!("no threads in {}\n", file.display()))?);
     }
     let per_thread: Vec<Vec<Space<'_>>> = infos.iter().map(|i| spaces(i.thread.as_str())).collect();
-    Ok(emit(&table(&infos, &per_thread, out.style))?)
+    let mut text = table(&infos, &per_thread, out.style);
+    for (name, n) in &invalid {
+        let _ = writeln!(
+            text,
+            "{}  {n:>11}  {:>5}  {INVALID_ID}: the name holds a control character or is not a \
+             thread id (verify reports it)",
+            name.escape_debug(),
+            "-"
+        );
+    }
+    Ok(emit(&text)?)
+}
+
+/// The status `threads` gives a thread whose stored name is not a valid thread id.
+const INVALID_ID: &str = "invalid-id";
+
+/// The threads whose stored name is not a valid thread id (an edited or damaged file), with
+/// their checkpoints in every namespace: listed escaped, not failing the whole list.
+fn invalid_ids(namespaces: &[(String, String, usize)]) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for (thread, _, n) in namespaces {
+        if ThreadId::new(thread.as_str()).is_ok() {
+            continue;
+        }
+        match out.last_mut() {
+            Some((name, total)) if name == thread => *total += n,
+            _ => out.push((thread.clone(), *n)),
+        }
+    }
+    out
 }
 
 /// `--json`: the thread's row; `namespaces` lists its subgraph namespaces (`ns` as stored,

@@ -124,3 +124,36 @@ fn a_forked_thread_without_an_interrupt_is_ready_not_interrupted() -> TestResult
     );
     Ok(())
 }
+
+#[test]
+fn a_thread_named_with_an_escape_character_is_listed_escaped() {
+    let (_dir, db) = fixture();
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute(
+            "UPDATE sg_checkpoints SET thread = 'pa\x1b[31mused' WHERE thread = 'paused'",
+            [],
+        )
+        .unwrap();
+    }
+    let text = sg(&["threads", p(&db)]).ok().stdout;
+    assert!(
+        !text.contains('\x1b'),
+        "the escape reached the terminal: {text:?}"
+    );
+    assert!(text.lines().any(|l| l.starts_with("main ")), "{text}");
+    let bad = text
+        .lines()
+        .find(|l| l.starts_with("pa\\u{1b}[31mused "))
+        .unwrap_or_else(|| panic!("the thread is listed escaped: {text}"));
+    assert!(bad.contains("invalid-id"), "{bad}");
+    let list = sg(&["threads", p(&db), "--json"]).ok().json();
+    let list = list.as_array().expect("array");
+    assert_eq!(list.len(), 2, "{list:?}");
+    let bad = list
+        .iter()
+        .find(|t| t["thread"] == "pa\x1b[31mused")
+        .expect("listed in JSON as stored");
+    assert_eq!(bad["status"], "invalid-id", "{bad}");
+    assert!(bad["checkpoints"].as_u64().unwrap() > 0, "{bad}");
+}
