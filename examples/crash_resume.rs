@@ -23,6 +23,7 @@
 //!
 //! Exit codes: 0 done, 1 run or storage error, 2 bad arguments.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -53,21 +54,35 @@ const USAGE: &str = "usage: crash_resume --db FILE --thread ID --steps N \
 
 /// Parsed command line.
 #[derive(Debug)]
-struct Args {
-    db: PathBuf,
+pub(crate) struct Args {
+    pub(crate) db: PathBuf,
     ledger: PathBuf,
     thread: String,
     steps: u64,
     durability: Durability,
 }
 
-fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+/// A flag's value that must be text: not UTF-8 is a clear error, not a panic.
+fn text_value(flag: &str, raw: OsString) -> Result<String, String> {
+    raw.into_string().map_err(|raw| {
+        format!(
+            "{flag} must be valid UTF-8, got {:?}",
+            raw.to_string_lossy()
+        )
+    })
+}
+
+/// The command line after the program name.
+pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args, String> {
     let mut db: Option<PathBuf> = None;
     let mut ledger: Option<PathBuf> = None;
     let mut thread: Option<String> = None;
     let mut steps: Option<u64> = None;
     let mut durability = Durability::Sync;
     while let Some(flag) = it.next() {
+        let Some(flag) = flag.to_str().map(str::to_owned) else {
+            return Err(format!("unknown argument {:?}", flag.to_string_lossy()));
+        };
         if flag == "--help" || flag == "-h" {
             return Err("help".to_owned());
         }
@@ -75,10 +90,21 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         if !known.contains(&flag.as_str()) {
             return Err(format!("unknown argument {flag:?}"));
         }
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let raw = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        // A path may be any bytes the OS allows; every other value is text.
         match flag.as_str() {
-            "--db" => db = Some(PathBuf::from(value)),
-            "--ledger" => ledger = Some(PathBuf::from(value)),
+            "--db" => {
+                db = Some(PathBuf::from(raw));
+                continue;
+            }
+            "--ledger" => {
+                ledger = Some(PathBuf::from(raw));
+                continue;
+            }
+            _ => {}
+        }
+        let value = text_value(&flag, raw)?;
+        match flag.as_str() {
             "--thread" => {
                 if value.is_empty() {
                     return Err("--thread must not be empty".to_owned());
@@ -237,7 +263,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
+    let args = match parse_args(std::env::args_os().skip(1)) {
         Ok(a) => a,
         Err(e) if e == "help" => {
             println!("{USAGE}");
