@@ -5,6 +5,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
+use crate::sqlite::read_only::read_unchanged;
 use crate::{CheckpointError, SqliteSaver};
 
 fn storage(e: rusqlite::Error) -> CheckpointError {
@@ -91,8 +92,7 @@ pub fn open_existing_read_only(path: &Path) -> Result<SqliteSaver, CheckpointErr
 /// Storage errors; a missing file is a `NotFound` storage error.
 pub fn namespaces(path: &Path) -> Result<Vec<(String, String, usize)>, CheckpointError> {
     check_existing(path)?;
-    let conn = read_only(path)?;
-    list_namespaces(&conn).map_err(storage)
+    read_unchanged(path, list_namespaces)?.0.map_err(storage)
 }
 
 fn list_namespaces(conn: &Connection) -> rusqlite::Result<Vec<(String, String, usize)>> {

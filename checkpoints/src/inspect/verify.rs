@@ -7,10 +7,11 @@ use std::path::Path;
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use super::existing::{check_existing, read_only};
+use super::existing::check_existing;
 use super::run_tables;
 use super::tables::{self, ScannedCheckpoint};
 use crate::envelope::hex;
+use crate::sqlite::read_only::read_unchanged;
 use crate::{CheckpointError, Namespace, Saver, SqliteSaver, ThreadId};
 
 /// A problem [`verify`] found.
@@ -117,11 +118,19 @@ pub async fn verify(path: &Path) -> Result<VerifyReport, CheckpointError> {
     // Read-only: a verify writes nothing, and reports a damaged format record instead of
     // repairing it.
     let saver = SqliteSaver::open_read_only(path)?;
-    let mut report = VerifyReport::default();
-    let ids = {
-        let conn = read_only(path)?;
-        scan_tables(&conn, &mut report)
-    };
+    // The scans read the file read-only too, again if a writer changed it meanwhile.
+    let ((mut report, ids), unchanged) = read_unchanged(path, |conn| {
+        let mut report = VerifyReport::default();
+        let ids = scan_tables(conn, &mut report);
+        (report, ids)
+    })?;
+    if !unchanged {
+        report.problem(
+            "sqlite",
+            "-",
+            "a writer kept changing the file during the check; run verify again",
+        );
+    }
     for ScannedCheckpoint { thread, ns, id } in ids {
         let key = cp_key(&thread, &ns, &id.as_u128().to_be_bytes());
         let thread_id = match ThreadId::new(thread.clone()) {

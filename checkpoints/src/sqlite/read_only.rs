@@ -128,6 +128,32 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> Result<ReadConn, 
     })
 }
 
+/// How many times [`read_unchanged`] reads again when a writer changed the file under it.
+const TRIES: usize = 5;
+
+/// Run `scan` on a new read-only connection, again (at most five times in all) while a writer
+/// changed the file during the run: an `immutable` connection sees only what the main file
+/// held when it opened. The last run's result, and whether the file stayed unchanged during it.
+///
+/// # Errors
+/// The errors of [`connect`]; a storage error if the file's metadata cannot be read.
+pub(crate) fn read_unchanged<T>(
+    path: &Path,
+    mut scan: impl FnMut(&Connection) -> T,
+) -> Result<(T, bool), CheckpointError> {
+    let options = SqliteOptions::default();
+    let mut tries = 1;
+    loop {
+        let conn = connect(path, &options)?;
+        let result = scan(&conn.conn);
+        let unchanged = conn.still_valid(path)?;
+        if unchanged || tries == TRIES {
+            return Ok((result, unchanged));
+        }
+        tries += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +197,30 @@ mod tests {
         assert_eq!(ro.list_runs(&thread).await?.len(), 2);
         ro.close();
         writer.close();
+        Ok(())
+    }
+
+    #[test]
+    fn a_scan_during_which_a_writer_came_is_run_again() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("t.db");
+        SqliteSaver::open(&path)?.close();
+        let mut calls = 0;
+        let (rows, unchanged) = read_unchanged(&path, |conn| {
+            calls += 1;
+            let rows = conn.query_row("SELECT count(*) FROM sg_meta", [], |r| r.get::<_, i64>(0));
+            if calls == 1 {
+                // A writer commits while the first scan runs.
+                let writer = Connection::open(&path).map_err(|e| e.to_string())?;
+                writer
+                    .execute("INSERT INTO sg_meta VALUES ('note', 'x')", [])
+                    .map_err(|e| e.to_string())?;
+            }
+            rows.map_err(|e| e.to_string())
+        })?;
+        assert_eq!(calls, 2, "the scan was not run again");
+        assert!(unchanged);
+        assert_eq!(rows?, 2, "the second scan saw the writer's row");
         Ok(())
     }
 
