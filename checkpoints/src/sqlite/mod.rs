@@ -199,7 +199,8 @@ impl SqliteSaver {
         schema::check_path(&path)?;
         let options = SqliteOptions::default();
         let first = read_only::connect(&path, &options)?;
-        let format = retry_busy(|| schema::format_of(&first.conn, &path), is_busy)?;
+        let format = retry_busy(|| schema::format_of(&first.conn, &path), is_busy)
+            .map_err(read_only::cut_short)?;
         if format.is_none() {
             return Err(CheckpointError::Integrity {
                 thread: "-".to_owned(),

@@ -128,6 +128,29 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> Result<ReadConn, 
     })
 }
 
+/// SQLite's "a hot journal needs a writer to roll it back" (`SQLITE_READONLY_ROLLBACK`) said
+/// plainly: a write to the file was cut short, and only a writer may undo it. Any other
+/// error is returned as it is.
+pub(crate) fn cut_short(e: CheckpointError) -> CheckpointError {
+    let rollback = e
+        .storage_error()
+        .and_then(|s| s.cause().downcast_ref::<rusqlite::Error>())
+        .and_then(|e| match e {
+            rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+            _ => None,
+        })
+        == Some(rusqlite::ffi::SQLITE_READONLY_ROLLBACK);
+    match e.storage_error() {
+        Some(s) if rollback => StorageError::new(
+            "reading a file whose last write was cut short: the -journal beside it needs a \
+             writer to roll it back (a write command such as prune, or SqliteSaver::open)",
+            s.clone(),
+        )
+        .into(),
+        _ => e,
+    }
+}
+
 /// How many times [`read_unchanged`] reads again when a writer changed the file under it.
 const TRIES: usize = 5;
 

@@ -224,3 +224,38 @@ fn a_damaged_format_record_is_reported_with_its_value() {
         "{ran:#?}"
     );
 }
+
+#[test]
+fn a_read_of_a_file_whose_write_was_cut_short_says_a_writer_must_roll_it_back() {
+    let (dir, db) = fixture();
+    // A write cut short: a rollback-journal transaction spilled into the file, copied with
+    // its journal while it is open (as a crash would leave them).
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "PRAGMA journal_mode=DELETE; PRAGMA cache_size=1; BEGIN;
+         CREATE TABLE pad (b); INSERT INTO pad VALUES (zeroblob(200000));
+         UPDATE sg_meta SET value = value;",
+    )
+    .unwrap();
+    let cut = dir.path().join("cut.db");
+    std::fs::copy(&db, &cut).unwrap();
+    std::fs::copy(
+        dir.path().join("threads.db-journal"),
+        dir.path().join("cut.db-journal"),
+    )
+    .unwrap();
+    drop(conn);
+    let bytes = std::fs::read(&cut).unwrap();
+    let ran = sg(&["threads", p(&cut)]).fails(1);
+    assert!(
+        ran.stderr.contains("last write was cut short") && ran.stderr.contains("needs a"),
+        "{ran:#?}"
+    );
+    assert!(
+        std::fs::read(&cut).unwrap() == bytes,
+        "a read rolled the file back"
+    );
+    // A writer rolls it back; then reads work.
+    sg(&["prune", p(&cut), "-t", "main", "--keep", "100"]).ok();
+    sg(&["threads", p(&cut)]).ok();
+}
