@@ -9,7 +9,7 @@
 //! and that of every delta built on it; a missing or damaged value or log part fails every
 //! checkpoint whose fields reach it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use rusqlite::Connection;
@@ -17,7 +17,7 @@ use rusqlite::Connection;
 use super::pending::load_writes;
 use super::read::HeaderRow;
 use super::record::{decode_record, StateRecord, StoredRecord, ValueRef};
-use super::sql::integrity;
+use super::sql::{id_from, integrity};
 use crate::envelope::hex;
 use crate::{CheckpointError, CheckpointId, Namespace, ThreadId};
 
@@ -310,6 +310,50 @@ impl Walk {
     }
 }
 
+impl HeaderRow {
+    /// A row from its columns (the inspector's whole-table scan reads them itself).
+    pub(crate) fn new(
+        seq: i64,
+        id: Vec<u8>,
+        parent: Option<Vec<u8>>,
+        step: i64,
+        source: String,
+        created_at: i64,
+        metadata: String,
+    ) -> HeaderRow {
+        HeaderRow {
+            seq,
+            id,
+            parent,
+            step,
+            source,
+            created_at,
+            metadata,
+        }
+    }
+
+    /// Whether [`HeaderRow::checkpoint`] would succeed, without building the checkpoint:
+    /// the same checks (the inspector's whole-file check runs it on every row).
+    pub(crate) fn check(&self, record: &StateRecord, thread: &str) -> Result<(), CheckpointError> {
+        use serde::de::IgnoredAny;
+        let id = id_from(&self.id, thread)?;
+        let fail = |blob: &str, detail: String| integrity(thread, &id.to_string(), blob, detail);
+        if !matches!(self.source.as_str(), "input" | "loop" | "update" | "fork") {
+            let detail = format!("unknown source {:?}", self.source);
+            return Err(fail("sg_checkpoints.source", detail));
+        }
+        serde_json::from_str::<BTreeMap<String, IgnoredAny>>(&self.metadata)
+            .map_err(|e| fail("sg_checkpoints.metadata", e.to_string()))?;
+        for (_, arg) in &record.control.sends {
+            serde_json::from_str::<IgnoredAny>(arg).map_err(|e| fail("control", e.to_string()))?;
+        }
+        if let Some(p) = self.parent.as_deref() {
+            id_from(p, thread)?;
+        }
+        Ok(())
+    }
+}
+
 /// Whether one rebuilt checkpoint loads: its header, its fields, its pending writes.
 fn check_row(
     conn: &Connection,
@@ -427,5 +471,41 @@ fn part_fault(log: i64, state: &LogState) -> ListFault {
         Some(PartFault::Unreadable) => fails(at, "field {field}: unreadable log part"),
         Some(PartFault::Damaged { hash, detail }) => fails(hash.clone(), detail),
         Some(PartFault::NotJson(e)) => ListFault::NotJson(e.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sqlite::sql::id_bytes;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    #[test]
+    fn a_header_check_fails_exactly_where_building_the_checkpoint_does() -> TestResult {
+        let id = id_bytes(CheckpointId::from_u128(7)).to_vec();
+        let header = |source: &str, metadata: &str, parent: Option<Vec<u8>>| {
+            HeaderRow::new(1, id.clone(), parent, 0, source.into(), 0, metadata.into())
+        };
+        let mut sends = StateRecord::default();
+        Arc::make_mut(&mut sends.control).sends = vec![("n".into(), "{not json".into())];
+        let clean = StateRecord::default();
+        let cases = [
+            (header("loop", "{}", None), &clean, true),
+            (
+                header("fork", r#"{"a":[1]}"#, Some(id.clone())),
+                &clean,
+                true,
+            ),
+            (header("sideways", "{}", None), &clean, false),
+            (header("loop", "[1]", None), &clean, false),
+            (header("loop", "{}", Some(vec![1, 2])), &clean, false),
+            (header("loop", "{}", None), &sends, false),
+        ];
+        for (i, (h, record, ok)) in cases.iter().enumerate() {
+            assert_eq!(h.checkpoint(record, "t").is_ok(), *ok, "case {i}");
+            assert_eq!(h.check(record, "t").is_ok(), *ok, "case {i}");
+        }
+        Ok(())
     }
 }

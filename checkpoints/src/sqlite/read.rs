@@ -39,36 +39,15 @@ const NEWEST_HEADER: &str = header_query!("WHERE thread = ?1 AND ns = ?2 ORDER B
 /// A checkpoint row's columns other than its record.
 pub(crate) struct HeaderRow {
     pub(crate) seq: i64,
-    id: Vec<u8>,
-    parent: Option<Vec<u8>>,
-    step: i64,
-    source: String,
-    created_at: i64,
-    metadata: String,
+    pub(super) id: Vec<u8>,
+    pub(super) parent: Option<Vec<u8>>,
+    pub(super) step: i64,
+    pub(super) source: String,
+    pub(super) created_at: i64,
+    pub(super) metadata: String,
 }
 
 impl HeaderRow {
-    /// A row from its columns (the inspector's whole-table scan reads them itself).
-    pub(crate) fn new(
-        seq: i64,
-        id: Vec<u8>,
-        parent: Option<Vec<u8>>,
-        step: i64,
-        source: String,
-        created_at: i64,
-        metadata: String,
-    ) -> HeaderRow {
-        HeaderRow {
-            seq,
-            id,
-            parent,
-            step,
-            source,
-            created_at,
-            metadata,
-        }
-    }
-
     /// The row as [`header_query`] selects it.
     pub(crate) fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HeaderRow> {
         Ok(HeaderRow {
@@ -80,27 +59,6 @@ impl HeaderRow {
             created_at: r.get(5)?,
             metadata: r.get(6)?,
         })
-    }
-
-    /// Whether [`HeaderRow::checkpoint`] would succeed, without building the checkpoint:
-    /// the same checks (the inspector's whole-file check runs it on every row).
-    pub(crate) fn check(&self, record: &StateRecord, thread: &str) -> Result<(), CheckpointError> {
-        use serde::de::IgnoredAny;
-        let id = id_from(&self.id, thread)?;
-        let fail = |blob: &str, detail: String| integrity(thread, &id.to_string(), blob, detail);
-        if !matches!(self.source.as_str(), "input" | "loop" | "update" | "fork") {
-            let detail = format!("unknown source {:?}", self.source);
-            return Err(fail("sg_checkpoints.source", detail));
-        }
-        serde_json::from_str::<BTreeMap<String, IgnoredAny>>(&self.metadata)
-            .map_err(|e| fail("sg_checkpoints.metadata", e.to_string()))?;
-        for (_, arg) in &record.control.sends {
-            serde_json::from_str::<IgnoredAny>(arg).map_err(|e| fail("control", e.to_string()))?;
-        }
-        if let Some(p) = self.parent.as_deref() {
-            id_from(p, thread)?;
-        }
-        Ok(())
     }
 
     /// The checkpoint this row and its record describe.
