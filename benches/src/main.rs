@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `agent_runtime`,
-//! `subagent`, `settlement` and `sales_review` (ours only; `sales_review` times the example's
+//! `subagent`, `settlement`, `verify` (`--verify-steps 10000,100000`: `stategraph verify`
+//! against `PRAGMA integrity_check` on one long thread) and `sales_review` (ours only; `sales_review` times the example's
 //! release binary, built first with `cargo build --release --example sales_review`), `--checkpointer
 //! none|memory|sqlite` (a comma list is accepted: `none,memory`), `--steps 1000`,
 //! `--fanout-k 1000`, `--agent-turns 200`, `--wide-fields 100`, `--wide-steps 100`,
@@ -49,6 +50,7 @@ mod settlement;
 mod settlement_run;
 mod sqlite_db;
 mod subagent;
+mod verify_scan;
 mod wide_state;
 
 use std::path::PathBuf;
@@ -69,7 +71,7 @@ use sqlite_db::SqliteDb;
 use wide_state::{WideState, WideVal, WIDE_MAX_FIELDS};
 
 const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 9] = [
+const WORKLOADS: [&str; 10] = [
     "chain",
     "fanout",
     "agent",
@@ -79,6 +81,7 @@ const WORKLOADS: [&str; 9] = [
     "subagent",
     "settlement",
     "sales_review",
+    "verify",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -140,6 +143,8 @@ struct Args {
     repeats: usize,
     durabilities: Vec<(String, Durability)>,
     fanout_mem_ks: Vec<i64>,
+    /// Thread lengths of the `verify` workload (`--verify-steps`).
+    verify_steps: Vec<usize>,
     /// `synchronous` of the SQLite saver and of the floor.
     sqlite_sync: Synchronous,
     /// The saver's `preallocate_wal` (`--sqlite-preallocate-wal on|off`, default on).
@@ -167,11 +172,11 @@ impl Args {
     }
 }
 
-const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review] \
+const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify] \
 [--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
-[--worker-threads N]";
+[--verify-steps 10000,100000] [--worker-threads N]";
 
 /// A command-line problem: message and exit code.
 struct Usage(String, u8);
@@ -202,6 +207,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
         repeats: 3,
         durabilities: Vec::new(),
         fanout_mem_ks: vec![1000, 10_000],
+        verify_steps: vec![10_000, 100_000],
         sqlite_sync: Synchronous::Full,
         preallocate_wal: true,
         workdir: std::env::temp_dir(),
@@ -291,6 +297,12 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
                     .map(|k| number(&flag, k))
                     .collect::<Result<_, _>>()?;
             }
+            "--verify-steps" => {
+                args.verify_steps = list(&value()?)
+                    .iter()
+                    .map(|k| number(&flag, k))
+                    .collect::<Result<_, _>>()?;
+            }
             "--worker-threads" => args.worker_threads = Some(number(&flag, &value()?)?),
             "--internal-fanout-mem" => {
                 args.internal_fanout_mem = Some(number(&flag, &value()?)?);
@@ -309,7 +321,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
     for w in &args.only {
         if !WORKLOADS.contains(&w.as_str()) {
             return Err(Usage(
-                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor, agent_runtime, subagent, settlement, sales_review)"),
+                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor, agent_runtime, subagent, settlement, sales_review, verify)"),
                 2,
             ));
         }
@@ -1036,6 +1048,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "agent_runtime" => agent_runtime::run_agent_runtime(&args).await?,
             "subagent" => subagent::run_subagent(&args).await?,
             "sales_review" => sales_review::run_sales_review(&args)?,
+            "verify" => verify_scan::run_verify(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;

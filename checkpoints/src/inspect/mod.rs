@@ -24,6 +24,8 @@ mod run_tables;
 mod tables;
 mod time;
 mod verify;
+#[cfg(test)]
+mod verify_long;
 
 pub use existing::{namespaces, open_existing, open_existing_read_only};
 pub use lookup::{find_checkpoint, short_suffix, short_suffix_len, LookupError, MIN_REF_LEN};

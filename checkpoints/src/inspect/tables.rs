@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::verify::{cp_key, VerifyReport};
 use crate::envelope::{hex, open, CODEC_BINCODE, CODEC_JSON};
+use crate::sqlite::{BlobState, HeaderRow, LoadRow, LogState, PartFault};
 use crate::CheckpointId;
 
 pub(super) fn sqlite_check(conn: &Connection, report: &mut VerifyReport) -> rusqlite::Result<()> {
@@ -52,29 +53,47 @@ pub(super) fn meta_check(conn: &Connection, report: &mut VerifyReport) -> rusqli
     Ok(())
 }
 
-/// Check a JSON envelope; `Some(problem)` when it does not open or parse.
-fn json_envelope(data: &[u8], hash: &[u8], array: bool) -> Option<String> {
-    match open(data, CODEC_JSON, hash) {
-        Err(e) => Some(e),
-        Ok(payload) => {
-            if array {
-                serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(payload)
-                    .err()
-                    .map(|e| format!("payload is not a JSON array: {e}"))
-            } else {
-                serde_json::from_slice::<serde::de::IgnoredAny>(payload)
-                    .err()
-                    .map(|e| format!("payload is not JSON: {e}"))
-            }
+/// Why a JSON envelope is not a value.
+enum JsonFault {
+    /// The envelope does not open (its hash, its header).
+    Envelope(String),
+    /// The payload is not JSON (or not the JSON array it must be).
+    NotJson(String),
+}
+
+impl JsonFault {
+    fn detail(self) -> String {
+        match self {
+            JsonFault::Envelope(d) | JsonFault::NotJson(d) => d,
         }
     }
+}
+
+/// Open a JSON envelope and parse its payload (as an array if `array`); `Ok` says whether
+/// the payload is a JSON array.
+fn json_value(data: &[u8], hash: &[u8], array: bool) -> Result<bool, JsonFault> {
+    let payload = open(data, CODEC_JSON, hash).map_err(JsonFault::Envelope)?;
+    if array {
+        serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(payload)
+            .map_err(|e| JsonFault::NotJson(format!("payload is not a JSON array: {e}")))?;
+        return Ok(true);
+    }
+    serde_json::from_slice::<serde::de::IgnoredAny>(payload)
+        .map_err(|e| JsonFault::NotJson(format!("payload is not JSON: {e}")))?;
+    let first = payload.iter().find(|b| !b.is_ascii_whitespace());
+    Ok(first == Some(&b'['))
+}
+
+/// Check a JSON envelope; `Some(problem)` when it does not open or parse.
+fn json_envelope(data: &[u8], hash: &[u8], array: bool) -> Option<String> {
+    json_value(data, hash, array).err().map(JsonFault::detail)
 }
 
 pub(super) fn blob_check(
     conn: &Connection,
     report: &mut VerifyReport,
-) -> rusqlite::Result<HashSet<i64>> {
-    let mut ids = HashSet::new();
+) -> rusqlite::Result<HashMap<i64, BlobState>> {
+    let mut ids = HashMap::new();
     let mut stmt = conn.prepare("SELECT id, hash, data FROM sg_blobs ORDER BY id")?;
     let rows = stmt.query_map([], |r| {
         Ok((
@@ -85,15 +104,26 @@ pub(super) fn blob_check(
     })?;
     for row in rows {
         let (id, hash, data) = row?;
-        ids.insert(id);
         report.counts.blobs += 1;
-        if let Some(detail) = json_envelope(&data, &hash, false) {
-            report.problem(
-                "sg_blobs",
-                format!("blob {id} (hash {})", hex(&hash)),
-                detail,
-            );
-        }
+        let state = match json_value(&data, &hash, false) {
+            Ok(array) => BlobState::Json { array },
+            Err(fault) => {
+                let state = match &fault {
+                    JsonFault::Envelope(d) => BlobState::Damaged {
+                        hash: hex(&hash),
+                        detail: d.clone(),
+                    },
+                    JsonFault::NotJson(d) => BlobState::NotJson(d.clone()),
+                };
+                report.problem(
+                    "sg_blobs",
+                    format!("blob {id} (hash {})", hex(&hash)),
+                    fault.detail(),
+                );
+                state
+            }
+        };
+        ids.insert(id, state);
     }
     Ok(ids)
 }
@@ -101,15 +131,18 @@ pub(super) fn blob_check(
 pub(super) fn log_check(
     conn: &Connection,
     report: &mut VerifyReport,
-) -> rusqlite::Result<HashSet<i64>> {
-    let rows: Vec<(i64, Option<i64>)> = conn
-        .prepare("SELECT id, base_log FROM sg_logs ORDER BY id")?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+) -> rusqlite::Result<HashMap<i64, LogState>> {
+    let rows: Vec<(i64, Option<i64>, i64)> = conn
+        .prepare("SELECT id, base_log, base_parts FROM sg_logs ORDER BY id")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<Result<_, _>>()?;
-    let ids: HashSet<i64> = rows.iter().map(|r| r.0).collect();
-    for (id, base) in rows {
+    let ids: HashMap<i64, LogState> = rows
+        .iter()
+        .map(|&(id, base, parts)| (id, LogState::new(base, parts)))
+        .collect();
+    for (id, base, _) in rows {
         report.counts.logs += 1;
-        if let Some(base) = base.filter(|b| !ids.contains(b)) {
+        if let Some(base) = base.filter(|b| !ids.contains_key(b)) {
             report.problem(
                 "sg_logs",
                 format!("log {id}"),
@@ -132,8 +165,8 @@ struct PartRow {
 pub(super) fn part_check(
     conn: &Connection,
     report: &mut VerifyReport,
-    blobs: &HashSet<i64>,
-    logs: &HashSet<i64>,
+    blobs: &HashMap<i64, BlobState>,
+    logs: &mut HashMap<i64, LogState>,
 ) -> rusqlite::Result<()> {
     let mut stmt =
         conn.prepare("SELECT log, part, blob, hash, data FROM sg_log_parts ORDER BY log, part")?;
@@ -155,36 +188,68 @@ pub(super) fn part_check(
             data,
         } = row?;
         report.counts.log_parts += 1;
-        let mut key = format!("log {log} part {part}");
-        if let Some(h) = &hash {
-            key.push_str(&format!(" (hash {})", hex(h)));
+        // Named only when a problem is reported: a clean file has a great many parts.
+        let key = || match &hash {
+            Some(h) => format!("log {log} part {part} (hash {})", hex(h)),
+            None => format!("log {log} part {part}"),
+        };
+        if !logs.contains_key(&log) {
+            report.problem("sg_log_parts", key(), format!("its log {log} is missing"));
         }
-        if !logs.contains(&log) {
-            report.problem(
-                "sg_log_parts",
-                key.clone(),
-                format!("its log {log} is missing"),
-            );
-        }
-        match (blob, hash, data) {
-            (Some(b), _, _) => {
-                if !blobs.contains(&b) {
-                    report.problem(
-                        "sg_log_parts",
-                        key,
-                        format!("refers to blob {b}, which is missing"),
-                    );
-                }
-            }
-            (None, Some(hash), Some(data)) => {
-                if let Some(detail) = json_envelope(&data, &hash, true) {
-                    report.problem("sg_log_parts", key, detail);
-                }
-            }
-            (None, _, _) => report.problem("sg_log_parts", key, "neither a blob nor inline data"),
+        let read = part_read(report, &key, blob, hash.as_deref(), data.as_deref(), blobs);
+        if let Some(state) = logs.get_mut(&log) {
+            state.part(part, read);
         }
     }
     Ok(())
+}
+
+/// One part as a list read would find it (`Ok(Some(array))`: a whole value), reporting
+/// what is wrong with the row itself.
+fn part_read(
+    report: &mut VerifyReport,
+    key: &dyn Fn() -> String,
+    blob: Option<i64>,
+    hash: Option<&[u8]>,
+    data: Option<&[u8]>,
+    blobs: &HashMap<i64, BlobState>,
+) -> Result<Option<bool>, PartFault> {
+    match (blob, hash, data) {
+        (Some(b), _, _) => match blobs.get(&b) {
+            None => {
+                report.problem(
+                    "sg_log_parts",
+                    key(),
+                    format!("refers to blob {b}, which is missing"),
+                );
+                Err(PartFault::Unreadable)
+            }
+            Some(BlobState::Json { array }) => Ok(Some(*array)),
+            Some(BlobState::Damaged { hash, detail }) => Err(PartFault::Damaged {
+                hash: hash.clone(),
+                detail: detail.clone(),
+            }),
+            Some(BlobState::NotJson(e)) => Err(PartFault::NotJson(e.clone())),
+        },
+        (None, Some(hash), Some(data)) => match json_value(data, hash, true) {
+            Ok(_) => Ok(None),
+            Err(fault) => {
+                let read = match &fault {
+                    JsonFault::Envelope(d) => PartFault::Damaged {
+                        hash: hex(hash),
+                        detail: d.clone(),
+                    },
+                    JsonFault::NotJson(d) => PartFault::NotJson(d.clone()),
+                };
+                report.problem("sg_log_parts", key(), fault.detail());
+                Err(read)
+            }
+        },
+        (None, _, _) => {
+            report.problem("sg_log_parts", key(), "neither a blob nor inline data");
+            Err(PartFault::Unreadable)
+        }
+    }
 }
 
 /// One `sg_checkpoints` row, as the scan reads it.
@@ -195,7 +260,9 @@ struct CpRow {
     id: Vec<u8>,
     parent: Option<Vec<u8>>,
     parent_seq: Option<i64>,
+    step: i64,
     source: String,
+    created_at: i64,
     metadata: String,
     body_hash: Vec<u8>,
     body: Vec<u8>,
@@ -207,16 +274,10 @@ struct CpIndex<'a> {
     by_key: HashSet<(&'a str, &'a str, &'a [u8])>,
 }
 
-/// A checkpoint the raw scan found, to be loaded through the saver next.
-pub(super) struct ScannedCheckpoint {
-    pub(super) thread: String,
-    pub(super) ns: String,
-    pub(super) id: CheckpointId,
-}
-
 fn checkpoint_rows(conn: &Connection) -> rusqlite::Result<Vec<CpRow>> {
     conn.prepare(
-        "SELECT seq, thread, ns, id, parent, parent_seq, source, metadata, body_hash, body
+        "SELECT seq, thread, ns, id, parent, parent_seq, step, source, created_at, metadata,
+                body_hash, body
          FROM sg_checkpoints ORDER BY seq",
     )?
     .query_map([], |r| {
@@ -227,10 +288,12 @@ fn checkpoint_rows(conn: &Connection) -> rusqlite::Result<Vec<CpRow>> {
             id: r.get(3)?,
             parent: r.get(4)?,
             parent_seq: r.get(5)?,
-            source: r.get(6)?,
-            metadata: r.get(7)?,
-            body_hash: r.get(8)?,
-            body: r.get(9)?,
+            step: r.get(6)?,
+            source: r.get(7)?,
+            created_at: r.get(8)?,
+            metadata: r.get(9)?,
+            body_hash: r.get(10)?,
+            body: r.get(11)?,
         })
     })?
     .collect()
@@ -239,7 +302,7 @@ fn checkpoint_rows(conn: &Connection) -> rusqlite::Result<Vec<CpRow>> {
 pub(super) fn checkpoint_check(
     conn: &Connection,
     report: &mut VerifyReport,
-) -> rusqlite::Result<Vec<ScannedCheckpoint>> {
+) -> rusqlite::Result<Vec<LoadRow>> {
     let rows = checkpoint_rows(conn)?;
     let by_seq: HashMap<i64, (&str, &str, &[u8])> = rows
         .iter()
@@ -250,59 +313,88 @@ pub(super) fn checkpoint_check(
     let mut out = Vec::new();
     for r in &rows {
         report.counts.checkpoints += 1;
-        let key = cp_key(&r.thread, &r.ns, &r.id);
+        let key = || cp_key(&r.thread, &r.ns, &r.id);
         let id = match <[u8; 16]>::try_from(r.id.as_slice()) {
             Ok(bytes) => Some(CheckpointId::from_u128(u128::from_be_bytes(bytes))),
             Err(_) => {
                 report.problem(
                     "sg_checkpoints",
-                    key.clone(),
+                    key(),
                     format!("id of {} bytes", r.id.len()),
                 );
                 None
             }
         };
-        record_check(r, &key, report);
+        let payload = record_check(r, &key, report);
         parent_check(r, &index, &key, report);
         if let Some(id) = id {
-            out.push(ScannedCheckpoint {
-                thread: r.thread.clone(),
-                ns: r.ns.clone(),
-                id,
-            });
+            out.push(load_row(r, id, payload));
         }
     }
     Ok(out)
 }
 
-/// The row's record envelope, source and metadata.
-fn record_check(r: &CpRow, key: &str, report: &mut VerifyReport) {
-    if let Err(detail) = open(&r.body, CODEC_BINCODE, &r.body_hash) {
+/// The row as the load check takes it: its header and its decoded record.
+fn load_row(r: &CpRow, id: CheckpointId, payload: Result<&[u8], String>) -> LoadRow {
+    LoadRow {
+        thread: r.thread.clone(),
+        ns: r.ns.clone(),
+        id,
+        parent_seq: r.parent_seq,
+        header: HeaderRow::new(
+            r.seq,
+            r.id.clone(),
+            r.parent.clone(),
+            r.step,
+            r.source.clone(),
+            r.created_at,
+            r.metadata.clone(),
+        ),
+        hash: r.body_hash.clone(),
+        body: LoadRow::decode(payload),
+    }
+}
+
+/// The row's record envelope (its payload, opened once), source and metadata.
+fn record_check<'r>(
+    r: &'r CpRow,
+    key: &dyn Fn() -> String,
+    report: &mut VerifyReport,
+) -> Result<&'r [u8], String> {
+    let payload = open(&r.body, CODEC_BINCODE, &r.body_hash);
+    if let Err(detail) = &payload {
         report.problem(
             "sg_checkpoints",
-            key,
+            key(),
             format!("record body (hash {}): {detail}", hex(&r.body_hash)),
         );
     }
     if !matches!(r.source.as_str(), "input" | "loop" | "update" | "fork") {
         report.problem(
             "sg_checkpoints",
-            key,
+            key(),
             format!("unknown source {:?}", r.source),
         );
     }
-    if let Err(e) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&r.metadata)
-    {
+    if let Err(e) = serde_json::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(
+        &r.metadata,
+    ) {
         report.problem(
             "sg_checkpoints",
-            key,
+            key(),
             format!("metadata is not a JSON object: {e}"),
         );
     }
+    payload
 }
 
 /// The row's parent link: in the same thread and namespace, and `parent_seq` its row.
-fn parent_check(r: &CpRow, index: &CpIndex<'_>, key: &str, report: &mut VerifyReport) {
+fn parent_check(
+    r: &CpRow,
+    index: &CpIndex<'_>,
+    key: &dyn Fn() -> String,
+    report: &mut VerifyReport,
+) {
     match (&r.parent, r.parent_seq) {
         (None, None) => {}
         (Some(p), _)
@@ -312,7 +404,7 @@ fn parent_check(r: &CpRow, index: &CpIndex<'_>, key: &str, report: &mut VerifyRe
         {
             report.problem(
                 "sg_checkpoints",
-                key,
+                key(),
                 format!(
                     "its parent {} is not in the same thread and namespace",
                     hex(p)
@@ -323,19 +415,23 @@ fn parent_check(r: &CpRow, index: &CpIndex<'_>, key: &str, report: &mut VerifyRe
             Some(&(t, n, pid)) if t == r.thread && n == r.ns && pid == p.as_slice() => {}
             Some(_) => report.problem(
                 "sg_checkpoints",
-                key,
+                key(),
                 format!("parent_seq {ps} is not the row of its parent {}", hex(p)),
             ),
-            None => report.problem("sg_checkpoints", key, format!("parent_seq {ps} is missing")),
+            None => report.problem(
+                "sg_checkpoints",
+                key(),
+                format!("parent_seq {ps} is missing"),
+            ),
         },
         (Some(p), None) => report.problem(
             "sg_checkpoints",
-            key,
+            key(),
             format!("has parent {} but no parent_seq", hex(p)),
         ),
         (None, Some(ps)) => report.problem(
             "sg_checkpoints",
-            key,
+            key(),
             format!("has parent_seq {ps} but no parent"),
         ),
     }
@@ -357,7 +453,8 @@ pub(super) fn writes_check(
     conn: &Connection,
     report: &mut VerifyReport,
     known: &HashSet<(String, String, u128)>,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<HashSet<(String, String, u128)>> {
+    let mut with_writes = HashSet::new();
     let mut stmt = conn.prepare(
         "SELECT thread, ns, checkpoint, task, idx, kind, hash, data FROM sg_writes
          ORDER BY thread, ns, checkpoint, ord, idx",
@@ -384,10 +481,12 @@ pub(super) fn writes_check(
             cp_key(&w.thread, &w.ns, &w.checkpoint),
             hex(&w.hash)
         );
-        let exists = <[u8; 16]>::try_from(w.checkpoint.as_slice())
-            .map(|b| known.contains(&(w.thread.clone(), w.ns.clone(), u128::from_be_bytes(b))))
-            .unwrap_or(false);
-        if !exists {
+        let cp = <[u8; 16]>::try_from(w.checkpoint.as_slice())
+            .map(|b| (w.thread.clone(), w.ns.clone(), u128::from_be_bytes(b)));
+        let exists = cp.as_ref().is_ok_and(|k| known.contains(k));
+        if let (true, Ok(k)) = (exists, cp) {
+            with_writes.insert(k);
+        } else {
             report.problem("sg_writes", key.clone(), "its checkpoint is missing");
         }
         if !matches!(w.kind.as_str(), "output" | "error" | "interrupt" | "resume") {
@@ -401,5 +500,5 @@ pub(super) fn writes_check(
             report.problem("sg_writes", key, detail);
         }
     }
-    Ok(())
+    Ok(with_writes)
 }

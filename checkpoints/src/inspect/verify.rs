@@ -1,7 +1,7 @@
-//! Checking a whole checkpoint file: what [`verify`] looked at and found, and the load of
-//! every checkpoint through the saver after the raw table scans.
+//! Checking a whole checkpoint file: what [`verify`] looked at and found, and the proof that
+//! every checkpoint loads (by its delta on its parent's record) after the raw table scans.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use rusqlite::Connection;
@@ -9,10 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use super::existing::check_existing;
 use super::run_tables;
-use super::tables::{self, ScannedCheckpoint};
+use super::tables;
 use crate::envelope::hex;
 use crate::sqlite::read_only::read_unchanged;
-use crate::{CheckpointError, Namespace, Saver, SqliteSaver, ThreadId};
+use crate::sqlite::{load_all, LoadRow, Outcome, Values};
+use crate::{CheckpointError, SqliteSaver};
 
 /// A problem [`verify`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,7 +41,8 @@ pub struct VerifyCounts {
     pub log_parts: usize,
     /// Rows of `sg_checkpoints` (record envelope and parent link checked).
     pub checkpoints: usize,
-    /// Checkpoints that loaded whole through the saver (record rebuilt, every field read).
+    /// Checkpoints proven to load whole (record rebuilt from its parent's by its delta,
+    /// every field's value and log parts found readable, pending writes read).
     pub loaded: usize,
     /// Rows of `sg_writes` (pending writes) whose envelope was checked.
     pub writes: usize,
@@ -103,11 +105,15 @@ pub(super) fn cp_key(thread: &str, ns: &str, id: &[u8]) -> String {
 ///   same thread and namespace) and `parent_seq`, a pending write's checkpoint, a delivery
 ///   receipt's run;
 /// - every run's id, thread, status and metadata, every receipt's JSON;
-/// - every checkpoint of every thread and namespace loads through the saver (its record
-///   rebuilt from the deltas, every field's blob and log parts read).
+/// - every checkpoint of every thread and namespace loads: its record is rebuilt by applying
+///   its delta to its parent's rebuilt record (parent before child, from each whole record
+///   down), its header and control state read, every field's value, and every log part of
+///   its lists, found readable by the scans above, its pending writes read.
 ///
-/// A problem does not stop the check: each is reported with where it is. The file is not
-/// changed: it is opened read-only ([`SqliteSaver::open_read_only`]).
+/// Each row is read and each envelope hashed once, so the check is linear in the file, not
+/// in the sum of the threads' histories (a load of every checkpoint would read each list
+/// whole again). A problem does not stop the check: each is reported with where it is. The
+/// file is not changed: it is opened read-only ([`SqliteSaver::open_read_only`]).
 ///
 /// # Errors
 /// Only when the file cannot be checked at all: missing, not an SQLite database, not a
@@ -119,10 +125,11 @@ pub async fn verify(path: &Path) -> Result<VerifyReport, CheckpointError> {
     // repairing it.
     let saver = SqliteSaver::open_read_only(path)?;
     // The scans read the file read-only too, again if a writer changed it meanwhile.
-    let ((mut report, ids), unchanged) = read_unchanged(path, |conn| {
+    let (mut report, unchanged) = read_unchanged(path, |conn| {
         let mut report = VerifyReport::default();
-        let ids = scan_tables(conn, &mut report);
-        (report, ids)
+        let scanned = scan_tables(conn, &mut report);
+        load_check(conn, scanned, &mut report);
+        report
     })?;
     if !unchanged {
         report.problem(
@@ -131,35 +138,38 @@ pub async fn verify(path: &Path) -> Result<VerifyReport, CheckpointError> {
             "a writer kept changing the file during the check; run verify again",
         );
     }
-    for ScannedCheckpoint { thread, ns, id } in ids {
-        let key = cp_key(&thread, &ns, &id.as_u128().to_be_bytes());
-        let thread_id = match ThreadId::new(thread.clone()) {
-            Ok(t) => t,
-            Err(e) => {
-                report.problem("sg_checkpoints", key, e.to_string());
-                continue;
-            }
-        };
-        match saver
-            .get(&thread_id, &Namespace::parse(&ns), Some(id))
-            .await
-        {
-            Ok(Some(loaded)) => match crate::diff::fields_to_json(&loaded.fields) {
-                Ok(_) => report.counts.loaded += 1,
-                Err(e) => {
-                    report.problem("sg_checkpoints", key, format!("a field is not JSON: {e}"));
-                }
-            },
-            Ok(None) => report.problem("sg_checkpoints", key, "the checkpoint does not load"),
-            Err(e) => report.problem("sg_checkpoints", key, format!("does not load: {e}")),
-        }
-    }
     saver.close();
     Ok(report)
 }
 
-/// The raw table scans; returns the checkpoints to load through the saver.
-fn scan_tables(conn: &Connection, report: &mut VerifyReport) -> Vec<ScannedCheckpoint> {
+/// What the raw scans hand to the load check.
+struct Scanned {
+    rows: Vec<LoadRow>,
+    values: Values,
+    with_writes: HashSet<(String, String, u128)>,
+}
+
+/// Prove every scanned checkpoint loadable; a problem for each that is not.
+fn load_check(conn: &Connection, scanned: Scanned, report: &mut VerifyReport) {
+    let (rows, outcomes) = load_all(conn, scanned.rows, &scanned.values, &scanned.with_writes);
+    for (r, outcome) in rows.iter().zip(outcomes) {
+        let key = || cp_key(&r.thread, &r.ns, &r.id.as_u128().to_be_bytes());
+        match outcome {
+            Outcome::Loaded => report.counts.loaded += 1,
+            Outcome::BadThread(e) => report.problem("sg_checkpoints", key(), e),
+            Outcome::NotJson(e) => {
+                report.problem("sg_checkpoints", key(), format!("a field is not JSON: {e}"));
+            }
+            Outcome::Fails(e) => {
+                report.problem("sg_checkpoints", key(), format!("does not load: {e}"));
+            }
+        }
+    }
+}
+
+/// The raw table scans; returns the checkpoints to prove loadable and what the scans found
+/// of values, logs and pending writes.
+fn scan_tables(conn: &Connection, report: &mut VerifyReport) -> Scanned {
     if let Err(e) = tables::sqlite_check(conn, report) {
         report.problem("sqlite", "integrity_check", e.to_string());
     }
@@ -170,17 +180,17 @@ fn scan_tables(conn: &Connection, report: &mut VerifyReport) -> Vec<ScannedCheck
         Ok(b) => b,
         Err(e) => {
             report.problem("sg_blobs", "-", format!("cannot read the table: {e}"));
-            HashSet::new()
+            HashMap::new()
         }
     };
-    let logs = match tables::log_check(conn, report) {
+    let mut logs = match tables::log_check(conn, report) {
         Ok(l) => l,
         Err(e) => {
             report.problem("sg_logs", "-", format!("cannot read the table: {e}"));
-            HashSet::new()
+            HashMap::new()
         }
     };
-    if let Err(e) = tables::part_check(conn, report, &blobs, &logs) {
+    if let Err(e) = tables::part_check(conn, report, &blobs, &mut logs) {
         report.problem("sg_log_parts", "-", format!("cannot read the table: {e}"));
     }
     let ids = match tables::checkpoint_check(conn, report) {
@@ -194,9 +204,13 @@ fn scan_tables(conn: &Connection, report: &mut VerifyReport) -> Vec<ScannedCheck
         .iter()
         .map(|c| (c.thread.clone(), c.ns.clone(), c.id.as_u128()))
         .collect();
-    if let Err(e) = tables::writes_check(conn, report, &known) {
-        report.problem("sg_writes", "-", format!("cannot read the table: {e}"));
-    }
+    let with_writes = match tables::writes_check(conn, report, &known) {
+        Ok(w) => w,
+        Err(e) => {
+            report.problem("sg_writes", "-", format!("cannot read the table: {e}"));
+            HashSet::new()
+        }
+    };
     match run_tables::runs_check(conn, report) {
         Ok(runs) => {
             if let Err(e) = run_tables::receipts_check(conn, report, &runs) {
@@ -210,5 +224,9 @@ fn scan_tables(conn: &Connection, report: &mut VerifyReport) -> Vec<ScannedCheck
         .map(|(t, n, _)| (t, n))
         .collect::<HashSet<_>>()
         .len();
-    ids
+    Scanned {
+        rows: ids,
+        values: Values { blobs, logs },
+        with_writes,
+    }
 }

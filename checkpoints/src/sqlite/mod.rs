@@ -23,6 +23,7 @@
 //! connection set-up; `wal` the WAL's preallocated room.
 
 mod cache;
+mod check;
 mod list;
 mod maintain;
 mod pending;
@@ -45,6 +46,9 @@ use futures::future::BoxFuture;
 use rusqlite::Connection;
 
 pub use schema::{SqliteOptions, Synchronous, FORMAT_VERSION};
+
+pub(crate) use check::{load_all, BlobState, LoadRow, LogState, Outcome, PartFault, Values};
+pub(crate) use read::HeaderRow;
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,

@@ -39,12 +39,12 @@ const NEWEST_HEADER: &str = header_query!("WHERE thread = ?1 AND ns = ?2 ORDER B
 /// A checkpoint row's columns other than its record.
 pub(crate) struct HeaderRow {
     pub(crate) seq: i64,
-    id: Vec<u8>,
-    parent: Option<Vec<u8>>,
-    step: i64,
-    source: String,
-    created_at: i64,
-    metadata: String,
+    pub(super) id: Vec<u8>,
+    pub(super) parent: Option<Vec<u8>>,
+    pub(super) step: i64,
+    pub(super) source: String,
+    pub(super) created_at: i64,
+    pub(super) metadata: String,
 }
 
 impl HeaderRow {

@@ -1,0 +1,511 @@
+//! Proving every checkpoint of a file loadable in one pass, for the inspector's `verify`:
+//! each record is decoded once and applied on its parent's rebuilt record (walking every
+//! thread's checkpoints from their whole records down, parent before child), and each field
+//! is checked against what the raw scans found of the values and log parts (each opened and
+//! hashed once there). A load through the saver of every checkpoint would rebuild its list
+//! fields from all their parts: quadratic in a thread's length.
+//!
+//! What a load would report is reported the same way: a damaged record fails its own load
+//! and that of every delta built on it; a missing or damaged value or log part fails every
+//! checkpoint whose fields reach it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use rusqlite::Connection;
+
+use super::pending::load_writes;
+use super::read::HeaderRow;
+use super::record::{decode_record, StateRecord, StoredRecord, ValueRef};
+use super::sql::{id_from, integrity};
+use crate::envelope::hex;
+use crate::{CheckpointError, CheckpointId, Namespace, ThreadId};
+
+/// Longest chain of log bases a list check follows (as a load does).
+const MAX_LOG_BASES: usize = 10_000;
+
+/// What the raw scan found of one value row (`sg_blobs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BlobState {
+    /// Its envelope opened and its payload is JSON (`array`: a JSON array).
+    Json { array: bool },
+    /// Its envelope does not open (hash mismatch, bad header): `hash` in hex, what is wrong.
+    Damaged { hash: String, detail: String },
+    /// Its payload is not JSON.
+    NotJson(String),
+}
+
+/// Why a log part cannot be part of a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PartFault {
+    /// Its envelope (or that of the value it refers to) does not open.
+    Damaged { hash: String, detail: String },
+    /// Neither a readable value reference nor inline data.
+    Unreadable,
+    /// Its payload is not JSON, or inline items are not a JSON array.
+    NotJson(String),
+    /// Parts are missing from here on.
+    Gap,
+}
+
+/// One log as the raw scan found it: its base, and how far its own parts are readable.
+#[derive(Debug, Clone)]
+pub(crate) struct LogState {
+    base: Option<i64>,
+    base_parts: i64,
+    /// The first of its own parts that is not readable (or one past its last).
+    next: i64,
+    /// Why part `next` is not readable (`None`: the log ends there).
+    stop: Option<PartFault>,
+    /// Its readable parts that hold a whole value, and whether that value is a JSON array.
+    wholes: Vec<(i64, bool)>,
+}
+
+impl LogState {
+    pub(crate) fn new(base: Option<i64>, base_parts: i64) -> Self {
+        let first = if base.is_some() { base_parts } else { 0 };
+        LogState {
+            base,
+            base_parts,
+            next: first,
+            stop: None,
+            wholes: Vec::new(),
+        }
+    }
+
+    /// Part `part` (parts come in ascending order): `Ok(Some(array))` a whole value,
+    /// `Ok(None)` appended items.
+    pub(crate) fn part(&mut self, part: i64, read: Result<Option<bool>, PartFault>) {
+        if self.stop.is_some() || part < self.next {
+            return;
+        }
+        if part > self.next {
+            self.stop = Some(PartFault::Gap);
+            return;
+        }
+        match read {
+            Ok(whole) => {
+                if let Some(array) = whole {
+                    self.wholes.push((part, array));
+                }
+                self.next += 1;
+            }
+            Err(fault) => self.stop = Some(fault),
+        }
+    }
+}
+
+/// What the raw scans found of values and logs, by row id.
+#[derive(Debug, Default)]
+pub(crate) struct Values {
+    pub(crate) blobs: HashMap<i64, BlobState>,
+    pub(crate) logs: HashMap<i64, LogState>,
+}
+
+/// One checkpoint row to prove loadable.
+pub(crate) struct LoadRow {
+    pub(crate) thread: String,
+    pub(crate) ns: String,
+    pub(crate) id: CheckpointId,
+    pub(crate) parent_seq: Option<i64>,
+    pub(crate) header: HeaderRow,
+    /// The record's hash, for errors.
+    pub(crate) hash: Vec<u8>,
+    /// The decoded record, or what is wrong with its envelope or encoding.
+    pub(crate) body: Result<StoredRecord, String>,
+}
+
+impl LoadRow {
+    /// The row's record from its opened envelope payload (or the envelope's error).
+    pub(crate) fn decode(payload: Result<&[u8], String>) -> Result<StoredRecord, String> {
+        decode_record(payload?)
+    }
+}
+
+/// Whether one checkpoint loads.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Its record, header, fields and pending writes all load.
+    Loaded,
+    /// Its thread name is not a valid thread id.
+    BadThread(String),
+    /// It does not load: what a load would have said.
+    Fails(CheckpointError),
+    /// It loads, but a field's value is not JSON.
+    NotJson(String),
+}
+
+/// Why a record cannot be rebuilt (the row named is the one at fault).
+#[derive(Debug, Clone)]
+struct ChainFault {
+    checkpoint: String,
+    blob: String,
+    detail: String,
+}
+
+/// Why a list cannot be read.
+#[derive(Debug, Clone)]
+enum ListFault {
+    Fails { blob: String, detail: String },
+    NotJson(String),
+}
+
+/// Prove each of `rows` loadable; the rows back, with one outcome per row in order. `with_writes` holds the
+/// `(thread, ns, id)` of checkpoints that have pending writes (read through the saver's own
+/// code, as a load does).
+pub(crate) fn load_all(
+    conn: &Connection,
+    rows: Vec<LoadRow>,
+    values: &Values,
+    with_writes: &HashSet<(String, String, u128)>,
+) -> (Vec<LoadRow>, Vec<Outcome>) {
+    let mut walk = Walk::new(rows);
+    let mut out: Vec<Option<Outcome>> = (0..walk.rows.len()).map(|_| None).collect();
+    let mut lists = HashMap::new();
+    let mut check = |row: &LoadRow, record: &StateRecord| {
+        let outcome = check_row(conn, row, record, values, &mut lists, with_writes);
+        Some(outcome)
+    };
+    walk.down_from_whole(|i, row, record| out[i] = check(row, record));
+    for (i, fault) in walk.unbuilt() {
+        let row = &walk.rows[i];
+        let e = integrity(&row.thread, &fault.checkpoint, fault.blob, fault.detail);
+        out[i] = Some(match ThreadId::new(row.thread.clone()) {
+            Ok(_) => Outcome::Fails(e),
+            Err(t) => Outcome::BadThread(t.to_string()),
+        });
+    }
+    let outcomes = out
+        .into_iter()
+        .map(|o| o.unwrap_or(Outcome::Loaded))
+        .collect();
+    (walk.rows, outcomes)
+}
+
+/// The rows, their records (taken as they are applied) and which rebuilt.
+struct Walk {
+    rows: Vec<LoadRow>,
+    bodies: Vec<Option<StoredRecord>>,
+    /// Delta rows by the index of the row they apply on.
+    children: Vec<Vec<usize>>,
+    by_seq: HashMap<i64, usize>,
+    /// `Some(Ok)`: rebuilt; `Some(Err)`: cannot be; `None`: not yet known.
+    built: Vec<Option<Result<(), ChainFault>>>,
+}
+
+impl Walk {
+    fn new(mut rows: Vec<LoadRow>) -> Self {
+        let by_seq: HashMap<i64, usize> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.header.seq, i))
+            .collect();
+        let mut children = vec![Vec::new(); rows.len()];
+        let mut bodies = Vec::with_capacity(rows.len());
+        let mut built = Vec::with_capacity(rows.len());
+        for (i, row) in rows.iter_mut().enumerate() {
+            let body = std::mem::replace(&mut row.body, Err(String::new()));
+            match body {
+                Ok(stored) => {
+                    if !stored.full {
+                        if let Some(&p) = row.parent_seq.and_then(|ps| by_seq.get(&ps)) {
+                            children[p].push(i);
+                        }
+                    }
+                    bodies.push(Some(stored));
+                    built.push(None);
+                }
+                Err(detail) => {
+                    bodies.push(None);
+                    built.push(Some(Err(ChainFault {
+                        checkpoint: hex(&row.id.as_u128().to_be_bytes()),
+                        blob: hex(&row.hash),
+                        detail,
+                    })));
+                }
+            }
+        }
+        Walk {
+            rows,
+            bodies,
+            children,
+            by_seq,
+            built,
+        }
+    }
+
+    /// Rebuild every record that rests on a whole one, parent before child, and hand each
+    /// to `visit`; a record is kept only until its children are rebuilt.
+    fn down_from_whole(&mut self, mut visit: impl FnMut(usize, &LoadRow, &StateRecord)) {
+        let roots: Vec<usize> = (0..self.rows.len())
+            .filter(|&i| self.bodies[i].as_ref().is_some_and(|b| b.full))
+            .collect();
+        let mut stack: Vec<(usize, Arc<StateRecord>)> = Vec::new();
+        for root in roots {
+            stack.push((root, Arc::new(StateRecord::default())));
+            while let Some((i, parent)) = stack.pop() {
+                let Some(stored) = self.bodies[i].take() else {
+                    continue;
+                };
+                let mut record = Arc::unwrap_or_clone(parent);
+                record.apply(stored);
+                self.built[i] = Some(Ok(()));
+                visit(i, &self.rows[i], &record);
+                let record = Arc::new(record);
+                for &c in &self.children[i] {
+                    stack.push((c, Arc::clone(&record)));
+                }
+            }
+        }
+    }
+
+    /// Every row not rebuilt, with why: its own record, or the first fault up its chain.
+    fn unbuilt(&mut self) -> Vec<(usize, ChainFault)> {
+        let mut out = Vec::new();
+        for start in 0..self.rows.len() {
+            if matches!(self.built[start], Some(Ok(()))) {
+                continue;
+            }
+            let fault = self.fault_of(start);
+            out.push((start, fault));
+        }
+        out
+    }
+
+    /// Why row `start`'s record cannot be rebuilt; records the answer for its whole path.
+    fn fault_of(&mut self, start: usize) -> ChainFault {
+        let mut path = Vec::new();
+        let mut on_path = HashSet::new();
+        let mut cur = start;
+        let fault = loop {
+            if let Some(Err(f)) = &self.built[cur] {
+                break f.clone();
+            }
+            let row = &self.rows[cur];
+            let here = |detail: &str| ChainFault {
+                checkpoint: hex(&row.id.as_u128().to_be_bytes()),
+                blob: hex(&row.hash),
+                detail: detail.to_owned(),
+            };
+            if !on_path.insert(cur) {
+                break here("delta chain does not end");
+            }
+            path.push(cur);
+            let Some(ps) = row.parent_seq else {
+                break here("a delta record without parent");
+            };
+            let Some(&p) = self.by_seq.get(&ps) else {
+                break ChainFault {
+                    checkpoint: "-".to_owned(),
+                    blob: format!("sg_checkpoints row {ps}"),
+                    detail: "a delta record's parent row is missing".to_owned(),
+                };
+            };
+            cur = p;
+        };
+        for i in path {
+            self.built[i] = Some(Err(fault.clone()));
+        }
+        fault
+    }
+}
+
+impl HeaderRow {
+    /// A row from its columns (the inspector's whole-table scan reads them itself).
+    pub(crate) fn new(
+        seq: i64,
+        id: Vec<u8>,
+        parent: Option<Vec<u8>>,
+        step: i64,
+        source: String,
+        created_at: i64,
+        metadata: String,
+    ) -> HeaderRow {
+        HeaderRow {
+            seq,
+            id,
+            parent,
+            step,
+            source,
+            created_at,
+            metadata,
+        }
+    }
+
+    /// Whether [`HeaderRow::checkpoint`] would succeed, without building the checkpoint:
+    /// the same checks (the inspector's whole-file check runs it on every row).
+    pub(crate) fn check(&self, record: &StateRecord, thread: &str) -> Result<(), CheckpointError> {
+        use serde::de::IgnoredAny;
+        let id = id_from(&self.id, thread)?;
+        let fail = |blob: &str, detail: String| integrity(thread, &id.to_string(), blob, detail);
+        if !matches!(self.source.as_str(), "input" | "loop" | "update" | "fork") {
+            let detail = format!("unknown source {:?}", self.source);
+            return Err(fail("sg_checkpoints.source", detail));
+        }
+        serde_json::from_str::<BTreeMap<String, IgnoredAny>>(&self.metadata)
+            .map_err(|e| fail("sg_checkpoints.metadata", e.to_string()))?;
+        for (_, arg) in &record.control.sends {
+            serde_json::from_str::<IgnoredAny>(arg).map_err(|e| fail("control", e.to_string()))?;
+        }
+        if let Some(p) = self.parent.as_deref() {
+            id_from(p, thread)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether one rebuilt checkpoint loads: its header, its fields, its pending writes.
+fn check_row(
+    conn: &Connection,
+    row: &LoadRow,
+    record: &StateRecord,
+    values: &Values,
+    lists: &mut HashMap<(i64, i64), Result<(), ListFault>>,
+    with_writes: &HashSet<(String, String, u128)>,
+) -> Outcome {
+    let thread = match ThreadId::new(row.thread.clone()) {
+        Ok(t) => t,
+        Err(e) => return Outcome::BadThread(e.to_string()),
+    };
+    let t = row.thread.as_str();
+    if let Err(e) = row.header.check(record, t) {
+        return Outcome::Fails(e);
+    }
+    let mut not_json = None;
+    for (name, r) in &record.fields {
+        let fault = match *r {
+            ValueRef::Inline(ref bytes) => serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
+                .err()
+                .map(|e| ListFault::NotJson(e.to_string())),
+            ValueRef::Blob(id) => blob_fault(values, id, name),
+            ValueRef::Log { log, parts } => lists
+                .entry((log, parts))
+                .or_insert_with(|| list_check(values, log, parts))
+                .clone()
+                .err(),
+        };
+        match fault {
+            None => {}
+            Some(ListFault::NotJson(e)) => {
+                not_json.get_or_insert_with(|| format!("field {name:?}: {e}"));
+            }
+            Some(ListFault::Fails { blob, detail }) => {
+                let detail = detail.replace("{field}", &format!("{name:?}"));
+                return Outcome::Fails(integrity(t, &row.id.to_string(), blob, detail));
+            }
+        }
+    }
+    if with_writes.contains(&(row.thread.clone(), row.ns.clone(), row.id.as_u128())) {
+        if let Err(e) = load_writes(conn, &thread, &Namespace::parse(&row.ns), row.id) {
+            return Outcome::Fails(e);
+        }
+    }
+    not_json.map_or(Outcome::Loaded, Outcome::NotJson)
+}
+
+/// What is wrong with a field's value row, if anything.
+fn blob_fault(values: &Values, id: i64, name: &str) -> Option<ListFault> {
+    match values.blobs.get(&id) {
+        None => Some(ListFault::Fails {
+            blob: format!("blob {id}"),
+            detail: format!("field {name:?}: blob is missing"),
+        }),
+        Some(BlobState::Damaged { hash, detail }) => Some(ListFault::Fails {
+            blob: hash.clone(),
+            detail: format!("field {name:?}: {detail}"),
+        }),
+        Some(BlobState::NotJson(e)) => Some(ListFault::NotJson(e.clone())),
+        Some(BlobState::Json { .. }) => None,
+    }
+}
+
+/// Whether the list of the first `parts` parts of log `log` reads (`{field}` in a detail
+/// stands for the field's name, filled in per checkpoint).
+fn list_check(values: &Values, log: i64, parts: i64) -> Result<(), ListFault> {
+    let fails = |blob: String, detail: &str| ListFault::Fails {
+        blob,
+        detail: detail.to_owned(),
+    };
+    let mut segments = Vec::new();
+    let (mut cur, mut upto) = (log, parts);
+    loop {
+        let Some(state) = values.logs.get(&cur) else {
+            return Err(fails(format!("log {cur}"), "field {field}: log is missing"));
+        };
+        segments.push((cur, state, upto));
+        match state.base {
+            None => break,
+            Some(_) if segments.len() >= MAX_LOG_BASES => {
+                return Err(fails(format!("log {log}"), "log bases do not end"));
+            }
+            Some(b) => (cur, upto) = (b, state.base_parts),
+        }
+    }
+    let mut last_whole: Option<(i64, bool)> = None;
+    for (id, state, upto) in segments.into_iter().rev() {
+        if state.next < upto {
+            return Err(part_fault(id, state));
+        }
+        if let Some(&w) = state.wholes.iter().rev().find(|(p, _)| *p < upto) {
+            last_whole = Some(w);
+        }
+    }
+    match last_whole {
+        Some((p, false)) if p + 1 < parts => Err(ListFault::NotJson(
+            "appended items after a value that is not a list".to_owned(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Why log `log`'s part `state.next` cannot be read.
+fn part_fault(log: i64, state: &LogState) -> ListFault {
+    let at = format!("log {log} part {}", state.next);
+    let fails = |blob: String, detail: &str| ListFault::Fails {
+        blob,
+        detail: detail.to_owned(),
+    };
+    match &state.stop {
+        None => fails(at, "field {field}: log is truncated"),
+        Some(PartFault::Gap) => fails(at, "field {field}: log part is missing"),
+        Some(PartFault::Unreadable) => fails(at, "field {field}: unreadable log part"),
+        Some(PartFault::Damaged { hash, detail }) => fails(hash.clone(), detail),
+        Some(PartFault::NotJson(e)) => ListFault::NotJson(e.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sqlite::sql::id_bytes;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    #[test]
+    fn a_header_check_fails_exactly_where_building_the_checkpoint_does() -> TestResult {
+        let id = id_bytes(CheckpointId::from_u128(7)).to_vec();
+        let header = |source: &str, metadata: &str, parent: Option<Vec<u8>>| {
+            HeaderRow::new(1, id.clone(), parent, 0, source.into(), 0, metadata.into())
+        };
+        let mut sends = StateRecord::default();
+        Arc::make_mut(&mut sends.control).sends = vec![("n".into(), "{not json".into())];
+        let clean = StateRecord::default();
+        let cases = [
+            (header("loop", "{}", None), &clean, true),
+            (
+                header("fork", r#"{"a":[1]}"#, Some(id.clone())),
+                &clean,
+                true,
+            ),
+            (header("sideways", "{}", None), &clean, false),
+            (header("loop", "[1]", None), &clean, false),
+            (header("loop", "{}", Some(vec![1, 2])), &clean, false),
+            (header("loop", "{}", None), &sends, false),
+        ];
+        for (i, (h, record, ok)) in cases.iter().enumerate() {
+            assert_eq!(h.checkpoint(record, "t").is_ok(), *ok, "case {i}");
+            assert_eq!(h.check(record, "t").is_ok(), *ok, "case {i}");
+        }
+        Ok(())
+    }
+}
