@@ -43,6 +43,8 @@
 
 mod agent;
 mod agent_runtime;
+mod args;
+mod chain;
 mod floor;
 mod report;
 mod sales_review;
@@ -53,22 +55,22 @@ mod subagent;
 mod verify_scan;
 mod wide_state;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use stategraph::checkpoints::{MemorySaver, SqliteOptions, Synchronous};
+use stategraph::checkpoints::MemorySaver;
 use stategraph::{
-    BoxError, Command, CompiledGraph, Durability, List, NodeContext, NodeOptions, RunConfig, State,
-    StateGraph, END, START,
+    BoxError, Command, CompiledGraph, List, NodeContext, NodeOptions, RunConfig, State, StateGraph,
+    END, START,
 };
 
+use args::{parse_args, Args, Saver, Usage};
 use report::{median, min, peak_rss_mb, round, rss_mb, Record};
 use sqlite_db::SqliteDb;
-use wide_state::{WideState, WideVal, WIDE_MAX_FIELDS};
+use wide_state::{WideState, WideVal};
 
 const ENGINE: &str = "stategraph";
 const WORKLOADS: [&str; 10] = [
@@ -91,7 +93,7 @@ pub(crate) fn pad(n: usize) -> String {
 
 /// The floor's row: the bytes one chain step changes (one message, about 190 B).
 pub(crate) fn floor_row() -> Vec<u8> {
-    serde_json::to_vec(&make_msg("node", 1000)).unwrap_or_default()
+    serde_json::to_vec(&chain::make_msg("node", 1000)).unwrap_or_default()
 }
 
 /// Commits of each floor sample taken next to a SQLite run.
@@ -110,490 +112,6 @@ pub(crate) fn adjacent_floor(args: &Args) -> Result<floor::Adjacent, BoxError> {
 /// The length of `v` as JSON.
 pub(crate) fn json_len<T: Serialize>(v: &T) -> usize {
     serde_json::to_vec(v).map_or(0, |b| b.len())
-}
-
-// ------------------------------------------------------------------------------- arguments
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Saver {
-    None,
-    Memory,
-    Sqlite,
-}
-
-impl Saver {
-    fn name(self) -> &'static str {
-        match self {
-            Saver::None => "none",
-            Saver::Memory => "memory",
-            Saver::Sqlite => "sqlite",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Args {
-    only: Vec<String>,
-    checkpointers: Vec<Saver>,
-    steps: usize,
-    fanout_k: i64,
-    agent_turns: usize,
-    wide_fields: usize,
-    wide_steps: usize,
-    repeats: usize,
-    durabilities: Vec<(String, Durability)>,
-    fanout_mem_ks: Vec<i64>,
-    /// Thread lengths of the `verify` workload (`--verify-steps`).
-    verify_steps: Vec<usize>,
-    /// `synchronous` of the SQLite saver and of the floor.
-    sqlite_sync: Synchronous,
-    /// The saver's `preallocate_wal` (`--sqlite-preallocate-wal on|off`, default on).
-    preallocate_wal: bool,
-    /// Where the SQLite files go (a temporary directory unless `--workdir`).
-    workdir: PathBuf,
-    /// Whether `--workdir` was given.
-    workdir_given: bool,
-    /// Keep the SQLite files.
-    keep_db: bool,
-    /// Tokio worker threads (default: tokio's, one per CPU).
-    worker_threads: Option<usize>,
-    /// Internal: run one fanout of this K in this (fresh) process and report its memory.
-    internal_fanout_mem: Option<i64>,
-}
-
-impl Args {
-    /// The options of every saver the bench opens.
-    fn sqlite_options(&self) -> SqliteOptions {
-        SqliteOptions {
-            synchronous: self.sqlite_sync,
-            preallocate_wal: self.preallocate_wal,
-            ..SqliteOptions::default()
-        }
-    }
-}
-
-const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify] \
-[--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
-[--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
-[--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
-[--verify-steps 10000,100000] [--worker-threads N]";
-
-/// A command-line problem: message and exit code.
-struct Usage(String, u8);
-
-fn list(v: &str) -> Vec<String> {
-    v.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, Usage> {
-    v.trim()
-        .parse()
-        .map_err(|_| Usage(format!("{flag}: not a valid number: {v:?}\n{USAGE}"), 2))
-}
-
-fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
-    let mut args = Args {
-        only: Vec::new(),
-        checkpointers: vec![Saver::None],
-        steps: 1000,
-        fanout_k: 1000,
-        agent_turns: 200,
-        wide_fields: 100,
-        wide_steps: 100,
-        repeats: 3,
-        durabilities: Vec::new(),
-        fanout_mem_ks: vec![1000, 10_000],
-        verify_steps: vec![10_000, 100_000],
-        sqlite_sync: Synchronous::Full,
-        preallocate_wal: true,
-        workdir: std::env::temp_dir(),
-        workdir_given: false,
-        keep_db: false,
-        worker_threads: None,
-        internal_fanout_mem: None,
-    };
-    let mut durabilities: Option<Vec<String>> = None;
-    let mut only: Option<Vec<String>> = None;
-    let mut it = argv.into_iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
-        };
-        if flag == "-h" || flag == "--help" {
-            return Err(Usage(USAGE.to_owned(), 0));
-        }
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| Usage(format!("{flag} needs a value\n{USAGE}"), 2))
-        };
-        match flag.as_str() {
-            "--only" => only = Some(list(&value()?)),
-            "--checkpointer" => {
-                let mut savers = Vec::new();
-                for c in list(&value()?) {
-                    savers.push(match c.as_str() {
-                        "none" => Saver::None,
-                        "memory" => Saver::Memory,
-                        "sqlite" => Saver::Sqlite,
-                        other => {
-                            return Err(Usage(
-                                format!(
-                                    "--checkpointer: unknown checkpointer {other:?} \
-                                     (none, memory, sqlite)"
-                                ),
-                                2,
-                            ))
-                        }
-                    });
-                }
-                args.checkpointers = savers;
-            }
-            "--steps" => args.steps = number(&flag, &value()?)?,
-            "--fanout-k" => args.fanout_k = number(&flag, &value()?)?,
-            "--agent-turns" => args.agent_turns = number(&flag, &value()?)?,
-            "--wide-fields" => args.wide_fields = number(&flag, &value()?)?,
-            "--wide-steps" => args.wide_steps = number(&flag, &value()?)?,
-            "--repeats" => args.repeats = number(&flag, &value()?)?,
-            "--durabilities" => durabilities = Some(list(&value()?)),
-            "--sqlite-synchronous" => {
-                args.sqlite_sync = match value()?.to_ascii_uppercase().as_str() {
-                    "FULL" => Synchronous::Full,
-                    "NORMAL" => Synchronous::Normal,
-                    other => {
-                        return Err(Usage(
-                            format!("--sqlite-synchronous: {other:?} is not FULL or NORMAL"),
-                            2,
-                        ))
-                    }
-                }
-            }
-            "--sqlite-preallocate-wal" => {
-                args.preallocate_wal = match value()?.to_ascii_lowercase().as_str() {
-                    "on" => true,
-                    "off" => false,
-                    other => {
-                        return Err(Usage(
-                            format!("--sqlite-preallocate-wal: {other:?} is not on or off"),
-                            2,
-                        ))
-                    }
-                }
-            }
-            "--workdir" => {
-                args.workdir = PathBuf::from(value()?);
-                args.workdir_given = true;
-            }
-            "--keep-db" => args.keep_db = true,
-            "--fanout-mem-ks" => {
-                args.fanout_mem_ks = list(&value()?)
-                    .iter()
-                    .map(|k| number(&flag, k))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--verify-steps" => {
-                args.verify_steps = list(&value()?)
-                    .iter()
-                    .map(|k| number(&flag, k))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--worker-threads" => args.worker_threads = Some(number(&flag, &value()?)?),
-            "--internal-fanout-mem" => {
-                args.internal_fanout_mem = Some(number(&flag, &value()?)?);
-            }
-            other => return Err(Usage(format!("unknown argument {other:?}\n{USAGE}"), 2)),
-        }
-    }
-    let sqlite = args.checkpointers.contains(&Saver::Sqlite);
-    args.only = only.unwrap_or_else(|| {
-        let mut w = list("chain,fanout,agent,wide");
-        if sqlite {
-            w.insert(0, "floor".to_owned());
-        }
-        w
-    });
-    for w in &args.only {
-        if !WORKLOADS.contains(&w.as_str()) {
-            return Err(Usage(
-                format!("--only: unknown workload {w:?} (chain, fanout, agent, wide, floor, agent_runtime, subagent, settlement, sales_review, verify)"),
-                2,
-            ));
-        }
-    }
-    let durabilities = durabilities.unwrap_or_else(|| {
-        list(if sqlite {
-            "async,sync"
-        } else {
-            "async,sync,exit"
-        })
-    });
-    for d in durabilities {
-        let mode = match d.as_str() {
-            "async" => Durability::Async,
-            "sync" => Durability::Sync,
-            "exit" => Durability::Exit,
-            other => {
-                return Err(Usage(
-                    format!("--durabilities: unknown durability {other:?} (async, sync, exit)"),
-                    2,
-                ))
-            }
-        };
-        args.durabilities.push((d, mode));
-    }
-    if args.repeats == 0 {
-        return Err(Usage("--repeats must be at least 1".to_owned(), 2));
-    }
-    if args.wide_fields < WIDE_NODES || args.wide_fields > WIDE_MAX_FIELDS {
-        return Err(Usage(
-            format!(
-                "--wide-fields must be between {WIDE_NODES} (the writer nodes) and \
-                 {WIDE_MAX_FIELDS} (the fields the typed state declares)"
-            ),
-            2,
-        ));
-    }
-    Ok(args)
-}
-
-// ----------------------------------------------------------------------------------- chain
-
-/// A chain message: `{role, i, content}`, about 190 bytes as JSON.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-struct Msg {
-    role: String,
-    i: i64,
-    content: String,
-}
-
-fn make_msg(kind: &str, i: i64) -> Msg {
-    Msg {
-        role: kind.to_owned(),
-        i,
-        content: pad(160),
-    }
-}
-
-#[derive(State, Clone, Default, Debug)]
-struct ChainState {
-    #[reduce(append)]
-    messages: List<Msg>,
-    counter: i64,
-}
-
-const CHAIN_NODES: usize = 10;
-
-fn build_chain(n_nodes: usize) -> Result<CompiledGraph<ChainState>, BoxError> {
-    let mut b = StateGraph::<ChainState>::new();
-    let mut prev = START.to_owned();
-    for i in 0..n_nodes {
-        let name = format!("n{i}");
-        b = b
-            .add_node(
-                name.clone(),
-                |s: Arc<ChainState>, _ctx: NodeContext| async move {
-                    let c = s.counter + 1;
-                    Ok::<_, BoxError>(
-                        ChainState::update()
-                            .messages(vec![make_msg("node", c)])
-                            .counter(c),
-                    )
-                },
-            )
-            .add_edge(prev, name.clone());
-        prev = name;
-    }
-    Ok(b.add_edge(prev, END).compile()?)
-}
-
-fn fresh_chain_input() -> ChainStateUpdate {
-    ChainState::update().messages(Vec::new()).counter(0)
-}
-
-async fn run_chain(args: &Args) -> Result<(), BoxError> {
-    let invokes = (args.steps / CHAIN_NODES).max(1);
-    let supersteps = invokes * CHAIN_NODES;
-    let engine_steps = invokes * (CHAIN_NODES + 1);
-    let graph = build_chain(CHAIN_NODES)?;
-    let cfg = RunConfig::new();
-
-    // warm-up
-    graph.invoke(fresh_chain_input(), &cfg).await?;
-
-    let per_step = |wall: f64| round(wall * 1000.0 / supersteps as f64, 6);
-    let base = |cp: &str| {
-        Record::new()
-            .kv("engine", ENGINE)
-            .kv("workload", "chain")
-            .kv("checkpointer", cp)
-    };
-
-    if args.checkpointers.contains(&Saver::None) {
-        for mode in ["carry", "fresh"] {
-            // The Python script times one pass; the extra passes only show the spread.
-            let mut walls = Vec::new();
-            let mut final_messages = 0;
-            for _ in 0..args.repeats {
-                let mut state: Option<Arc<ChainState>> = None;
-                let t0 = Instant::now();
-                for _ in 0..invokes {
-                    let input = match (state.take(), mode) {
-                        // Hand the output back as input, as the Python script passes its
-                        // output dict: moved when this is the only reference (no copy).
-                        (Some(s), "carry") => {
-                            let s = Arc::try_unwrap(s).unwrap_or_else(|s| (*s).clone());
-                            ChainState::update()
-                                .messages(s.messages.into_vec())
-                                .counter(s.counter)
-                        }
-                        _ => fresh_chain_input(),
-                    };
-                    let out = graph.invoke(input, &cfg).await?;
-                    final_messages = out.state.messages.len();
-                    state = Some(out.state);
-                }
-                walls.push(t0.elapsed().as_secs_f64());
-            }
-            let wall = walls[0];
-            base("none")
-                .kv("state_mode", mode)
-                .kv("invokes", invokes)
-                .kv("supersteps", supersteps)
-                .kv("engine_supersteps", engine_steps)
-                .kv("final_messages", final_messages)
-                .kv("wall_s", round(wall, 6))
-                .kv("per_step_ms", per_step(wall))
-                .kv(
-                    "per_engine_step_ms",
-                    round(wall * 1000.0 / engine_steps as f64, 6),
-                )
-                .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 6))
-                .kv(
-                    "repeats_per_step_ms",
-                    walls.iter().map(|&w| per_step(w)).collect::<Vec<_>>(),
-                )
-                .kv("peak_rss_mb", peak_rss_mb())
-                .emit();
-        }
-    }
-
-    if args.checkpointers.contains(&Saver::Memory) {
-        for (dname, durability) in &args.durabilities {
-            for thread_mode in ["one_thread", "thread_per_invoke"] {
-                let saver = MemorySaver::new();
-                let g = graph.with_checkpointer(Arc::new(saver.clone()));
-                let mut tid = "chain-1".to_owned();
-                let mut final_messages = 0;
-                let t0 = Instant::now();
-                for k in 0..invokes {
-                    if thread_mode == "thread_per_invoke" {
-                        tid = format!("t-{k}");
-                    }
-                    let input = if k == 0 || thread_mode == "thread_per_invoke" {
-                        fresh_chain_input()
-                    } else {
-                        ChainState::update().messages(Vec::new())
-                    };
-                    let cfg = RunConfig::new().thread(tid.clone()).durability(*durability);
-                    let out = g.invoke(input, &cfg).await?;
-                    final_messages = out.state.messages.len();
-                }
-                let wall = t0.elapsed().as_secs_f64();
-                base("memory")
-                    .kv("durability", dname.as_str())
-                    .kv("state_mode", thread_mode)
-                    .kv("invokes", invokes)
-                    .kv("supersteps", supersteps)
-                    .kv("engine_supersteps", engine_steps)
-                    .kv("final_messages", final_messages)
-                    .kv("wall_s", round(wall, 6))
-                    .kv("per_step_ms", per_step(wall))
-                    .kv(
-                        "per_engine_step_ms",
-                        round(wall * 1000.0 / engine_steps as f64, 6),
-                    )
-                    .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 6))
-                    .kv("checkpoint_rows", saver.checkpoint_count())
-                    .kv("peak_rss_mb", peak_rss_mb())
-                    .emit();
-            }
-        }
-    }
-
-    if args.checkpointers.contains(&Saver::Sqlite) {
-        for (dname, durability) in &args.durabilities {
-            for thread_mode in ["one_thread", "thread_per_invoke"] {
-                let db = SqliteDb::open(
-                    &args.workdir,
-                    &format!("chain-{dname}-{thread_mode}"),
-                    args.sqlite_options(),
-                )?;
-                let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
-                let mut tid = "chain-1".to_owned();
-                let mut last = None;
-                let floor_before = adjacent_floor(args)?;
-                let t0 = Instant::now();
-                for k in 0..invokes {
-                    if thread_mode == "thread_per_invoke" {
-                        tid = format!("t-{k}");
-                    }
-                    let input = if k == 0 || thread_mode == "thread_per_invoke" {
-                        fresh_chain_input()
-                    } else {
-                        ChainState::update().messages(Vec::new())
-                    };
-                    let cfg = RunConfig::new().thread(tid.clone()).durability(*durability);
-                    last = Some(g.invoke(input, &cfg).await?.state);
-                }
-                let wall = t0.elapsed().as_secs_f64();
-                let floor_after = adjacent_floor(args)?;
-                let last = last.ok_or("chain: no invoke ran")?;
-                // Bytes the steps wrote: each appended message, each counter value, the
-                // input's counter (the input's empty message list appends nothing).
-                let written = |s: &ChainState| -> usize {
-                    s.messages.iter().map(json_len).sum::<usize>()
-                        + s.messages.iter().map(|m| json_len(&m.i)).sum::<usize>()
-                };
-                let bytes_written = if thread_mode == "one_thread" {
-                    written(&last) + json_len(&0)
-                } else {
-                    invokes * (written(&last) + json_len(&0))
-                };
-                drop(g);
-                let st = db.close(args.keep_db)?;
-                let rec = base("sqlite")
-                    .kv("durability", dname.as_str())
-                    .kv("sqlite_synchronous", args.sqlite_sync.as_str())
-                    .kv("state_mode", thread_mode)
-                    .kv("invokes", invokes)
-                    .kv("supersteps", supersteps)
-                    .kv("engine_supersteps", engine_steps)
-                    .kv("final_messages", last.messages.len())
-                    .kv("wall_s", round(wall, 6))
-                    .kv("per_step_ms", per_step(wall))
-                    .kv(
-                        "per_engine_step_ms",
-                        round(wall * 1000.0 / engine_steps as f64, 6),
-                    )
-                    .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 6));
-                let commits = st.checkpoint_rows.max(1);
-                let rec = st
-                    .add_to(rec)
-                    .kv("bytes_written_by_steps", bytes_written)
-                    .kv("per_commit_ms", round(wall * 1000.0 / commits as f64, 6));
-                floor::Adjacent::keys(rec, floor_before, floor_after)
-                    .kv("peak_rss_mb", peak_rss_mb())
-                    .emit();
-            }
-        }
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------- fanout
@@ -790,7 +308,7 @@ async fn fanout_mem_child(k: i64, repeats: usize) -> Result<(), BoxError> {
 
 // ------------------------------------------------------------------------------------ wide
 
-const WIDE_NODES: usize = 10;
+pub(crate) const WIDE_NODES: usize = 10;
 
 fn wide_val(iter: i64) -> WideVal {
     WideVal {
@@ -1041,7 +559,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
     for name in &args.only {
         let t0 = Instant::now();
         match name.as_str() {
-            "chain" => run_chain(&args).await?,
+            "chain" => chain::run_chain(&args).await?,
             "fanout" => run_fanout(&args).await?,
             "wide" => run_wide(&args).await?,
             "agent" => agent::run_agent(&args).await?,

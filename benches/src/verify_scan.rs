@@ -12,9 +12,10 @@ use std::time::Instant;
 use stategraph::checkpoints::inspect;
 use stategraph::{BoxError, Durability, RunConfig};
 
+use crate::chain::{build_chain, fresh_chain_input, ChainState, CHAIN_NODES};
 use crate::report::{round, Record};
 use crate::sqlite_db::SqliteDb;
-use crate::{build_chain, fresh_chain_input, Args, ChainState, CHAIN_NODES, ENGINE};
+use crate::{Args, ENGINE};
 
 /// The ratio verify should stay within, against `integrity_check`.
 const TARGET_RATIO: f64 = 3.0;

@@ -1,0 +1,273 @@
+//! The bench's command line: its flags, their defaults and their checks.
+
+use std::path::PathBuf;
+
+use stategraph::checkpoints::{SqliteOptions, Synchronous};
+use stategraph::Durability;
+
+use crate::wide_state::WIDE_MAX_FIELDS;
+use crate::{WIDE_NODES, WORKLOADS};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Saver {
+    None,
+    Memory,
+    Sqlite,
+}
+
+impl Saver {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Saver::None => "none",
+            Saver::Memory => "memory",
+            Saver::Sqlite => "sqlite",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Args {
+    pub(crate) only: Vec<String>,
+    pub(crate) checkpointers: Vec<Saver>,
+    pub(crate) steps: usize,
+    pub(crate) fanout_k: i64,
+    pub(crate) agent_turns: usize,
+    pub(crate) wide_fields: usize,
+    pub(crate) wide_steps: usize,
+    pub(crate) repeats: usize,
+    pub(crate) durabilities: Vec<(String, Durability)>,
+    pub(crate) fanout_mem_ks: Vec<i64>,
+    /// Thread lengths of the `verify` workload (`--verify-steps`).
+    pub(crate) verify_steps: Vec<usize>,
+    /// `synchronous` of the SQLite saver and of the floor.
+    pub(crate) sqlite_sync: Synchronous,
+    /// The saver's `preallocate_wal` (`--sqlite-preallocate-wal on|off`, default on).
+    pub(crate) preallocate_wal: bool,
+    /// Where the SQLite files go (a temporary directory unless `--workdir`).
+    pub(crate) workdir: PathBuf,
+    /// Whether `--workdir` was given.
+    pub(crate) workdir_given: bool,
+    /// Keep the SQLite files.
+    pub(crate) keep_db: bool,
+    /// Tokio worker threads (default: tokio's, one per CPU).
+    pub(crate) worker_threads: Option<usize>,
+    /// Internal: run one fanout of this K in this (fresh) process and report its memory.
+    pub(crate) internal_fanout_mem: Option<i64>,
+}
+
+impl Args {
+    /// The options of every saver the bench opens.
+    pub(crate) fn sqlite_options(&self) -> SqliteOptions {
+        SqliteOptions {
+            synchronous: self.sqlite_sync,
+            preallocate_wal: self.preallocate_wal,
+            ..SqliteOptions::default()
+        }
+    }
+}
+
+pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify] \
+[--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
+[--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
+[--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
+[--verify-steps 10000,100000] [--worker-threads N]";
+
+/// A command-line problem: message and exit code.
+pub(crate) struct Usage(pub(crate) String, pub(crate) u8);
+
+pub(crate) fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, Usage> {
+    v.trim()
+        .parse()
+        .map_err(|_| Usage(format!("{flag}: not a valid number: {v:?}\n{USAGE}"), 2))
+}
+
+/// The defaults, before any flag.
+fn defaults() -> Args {
+    Args {
+        only: Vec::new(),
+        checkpointers: vec![Saver::None],
+        steps: 1000,
+        fanout_k: 1000,
+        agent_turns: 200,
+        wide_fields: 100,
+        wide_steps: 100,
+        repeats: 3,
+        durabilities: Vec::new(),
+        fanout_mem_ks: vec![1000, 10_000],
+        verify_steps: vec![10_000, 100_000],
+        sqlite_sync: Synchronous::Full,
+        preallocate_wal: true,
+        workdir: std::env::temp_dir(),
+        workdir_given: false,
+        keep_db: false,
+        worker_threads: None,
+        internal_fanout_mem: None,
+    }
+}
+
+/// What the flags gave that needs the others to be known first.
+#[derive(Default)]
+struct Pending {
+    only: Option<Vec<String>>,
+    durabilities: Option<Vec<String>>,
+}
+
+/// Parse the command line.
+pub(crate) fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Args, Usage> {
+    let mut args = defaults();
+    let mut pending = Pending::default();
+    let mut it = argv.into_iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        if flag == "-h" || flag == "--help" {
+            return Err(Usage(USAGE.to_owned(), 0));
+        }
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| Usage(format!("{flag} needs a value\n{USAGE}"), 2))
+        };
+        apply_flag(&mut args, &mut pending, &flag, &mut value)?;
+    }
+    finish(args, pending)
+}
+
+/// Apply one flag; `value` takes its value.
+fn apply_flag(
+    args: &mut Args,
+    pending: &mut Pending,
+    flag: &str,
+    value: &mut dyn FnMut() -> Result<String, Usage>,
+) -> Result<(), Usage> {
+    match flag {
+        "--only" => pending.only = Some(list(&value()?)),
+        "--checkpointer" => args.checkpointers = checkpointers(&value()?)?,
+        "--steps" => args.steps = number(flag, &value()?)?,
+        "--fanout-k" => args.fanout_k = number(flag, &value()?)?,
+        "--agent-turns" => args.agent_turns = number(flag, &value()?)?,
+        "--wide-fields" => args.wide_fields = number(flag, &value()?)?,
+        "--wide-steps" => args.wide_steps = number(flag, &value()?)?,
+        "--repeats" => args.repeats = number(flag, &value()?)?,
+        "--durabilities" => pending.durabilities = Some(list(&value()?)),
+        "--sqlite-synchronous" => args.sqlite_sync = synchronous(&value()?)?,
+        "--sqlite-preallocate-wal" => args.preallocate_wal = on_off(flag, &value()?)?,
+        "--workdir" => {
+            args.workdir = PathBuf::from(value()?);
+            args.workdir_given = true;
+        }
+        "--keep-db" => args.keep_db = true,
+        "--fanout-mem-ks" => args.fanout_mem_ks = numbers(flag, &value()?)?,
+        "--verify-steps" => args.verify_steps = numbers(flag, &value()?)?,
+        "--worker-threads" => args.worker_threads = Some(number(flag, &value()?)?),
+        "--internal-fanout-mem" => args.internal_fanout_mem = Some(number(flag, &value()?)?),
+        other => return Err(Usage(format!("unknown argument {other:?}\n{USAGE}"), 2)),
+    }
+    Ok(())
+}
+
+/// `--checkpointer none,memory,sqlite`.
+fn checkpointers(v: &str) -> Result<Vec<Saver>, Usage> {
+    list(v)
+        .iter()
+        .map(|c| match c.as_str() {
+            "none" => Ok(Saver::None),
+            "memory" => Ok(Saver::Memory),
+            "sqlite" => Ok(Saver::Sqlite),
+            other => Err(Usage(
+                format!("--checkpointer: unknown checkpointer {other:?} (none, memory, sqlite)"),
+                2,
+            )),
+        })
+        .collect()
+}
+
+/// `--sqlite-synchronous FULL|NORMAL`.
+fn synchronous(v: &str) -> Result<Synchronous, Usage> {
+    match v.to_ascii_uppercase().as_str() {
+        "FULL" => Ok(Synchronous::Full),
+        "NORMAL" => Ok(Synchronous::Normal),
+        other => Err(Usage(
+            format!("--sqlite-synchronous: {other:?} is not FULL or NORMAL"),
+            2,
+        )),
+    }
+}
+
+/// A flag's `on` or `off`.
+fn on_off(flag: &str, v: &str) -> Result<bool, Usage> {
+    match v.to_ascii_lowercase().as_str() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(Usage(format!("{flag}: {other:?} is not on or off"), 2)),
+    }
+}
+
+/// A comma list of numbers.
+fn numbers<T: std::str::FromStr>(flag: &str, v: &str) -> Result<Vec<T>, Usage> {
+    list(v).iter().map(|k| number(flag, k)).collect()
+}
+
+/// The workloads and durabilities (their defaults depend on the checkpointers), then the
+/// checks across flags.
+fn finish(mut args: Args, pending: Pending) -> Result<Args, Usage> {
+    let sqlite = args.checkpointers.contains(&Saver::Sqlite);
+    args.only = pending.only.unwrap_or_else(|| {
+        let mut w = list("chain,fanout,agent,wide");
+        if sqlite {
+            w.insert(0, "floor".to_owned());
+        }
+        w
+    });
+    if let Some(w) = args.only.iter().find(|w| !WORKLOADS.contains(&w.as_str())) {
+        return Err(Usage(
+            format!("--only: unknown workload {w:?} ({})", WORKLOADS.join(", ")),
+            2,
+        ));
+    }
+    let durabilities = pending.durabilities.unwrap_or_else(|| {
+        list(if sqlite {
+            "async,sync"
+        } else {
+            "async,sync,exit"
+        })
+    });
+    for d in durabilities {
+        let mode = match d.as_str() {
+            "async" => Durability::Async,
+            "sync" => Durability::Sync,
+            "exit" => Durability::Exit,
+            other => {
+                return Err(Usage(
+                    format!("--durabilities: unknown durability {other:?} (async, sync, exit)"),
+                    2,
+                ))
+            }
+        };
+        args.durabilities.push((d, mode));
+    }
+    if args.repeats == 0 {
+        return Err(Usage("--repeats must be at least 1".to_owned(), 2));
+    }
+    if args.wide_fields < WIDE_NODES || args.wide_fields > WIDE_MAX_FIELDS {
+        return Err(Usage(
+            format!(
+                "--wide-fields must be between {WIDE_NODES} (the writer nodes) and \
+                 {WIDE_MAX_FIELDS} (the fields the typed state declares)"
+            ),
+            2,
+        ));
+    }
+    Ok(args)
+}
