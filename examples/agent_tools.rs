@@ -12,6 +12,7 @@ use serde_json::json;
 use stategraph::checkpoints::SqliteSaver;
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::skill::SkillRegistry;
+use stategraph_nodes::{Agent, AgentError};
 use stategraph_nodes::{
     AllowlistProvider, Authorization, Guardrail, RoleTable, Stage, TOOL_SEARCH,
 };
@@ -37,10 +38,9 @@ fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
     ToolCall::new(id, name, args)
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    // The model's side of the conversation, scripted.
-    let model = ScriptedModel::new(
+/// The model's side of the conversation, scripted.
+fn script() -> ScriptedModel {
+    ScriptedModel::new(
         "scripted-sales",
         [
             AiMessage::calls([call(
@@ -62,8 +62,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 "ACME: 3 open deals worth 245,500 in total. I did not delete anything.",
             ),
         ],
-    );
+    )
+}
 
+/// The agent: tools from every source, an authorization table, a guardrail and a
+/// slash-activated skill, assembled for an analyst's run.
+async fn assemble(model: ScriptedModel) -> Result<Agent, AgentError> {
     // Available: config tools, a built-in, and MCP-style tools (deferred behind tool_search).
     let calc = FnTool::typed(
         ToolSpec::new("calc", "Add numbers", ToolSource::Config).read_only(true),
@@ -76,7 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         "---\nname: sales-review\ndescription: Review a customer's pipeline\nallowed-tools: [calc, crm_lookup, crm_delete]\n---\nLook up the account, sum the open deals.\n",
         true,
     )]);
-    let agent = AgentBuilder::new(model.clone())
+    AgentBuilder::new(model)
         .system_prompt("You review sales pipelines.")
         .tool(calc)
         .tool(canned(
@@ -127,32 +131,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 .run("run-1")
                 .slash_skill(SALES_SKILL),
         )
-        .await?;
+        .await
+}
 
-    let dir = std::env::temp_dir().join(format!("stategraph-agent-tools-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let db = dir.join("threads.db");
-    let graph = agent
-        .graph()
-        .with_checkpointer(Arc::new(SqliteSaver::open(&db)?));
-    let config = agent.run_config().thread("sales-acme");
-    let out = graph
-        .invoke(
-            ThreadState::human_input("/sales-review How is ACME doing?"),
-            &config,
-        )
-        .await?;
-    model.verify()?;
-
+/// Print the conversation, what the model saw, the trace and why each tool did not return.
+fn report(
+    agent: &Agent,
+    model: &ScriptedModel,
+    out: &ThreadState,
+    checkpoints: usize,
+    db: &std::path::Path,
+) {
     println!(
-        "== conversation ({} checkpoints in {})",
-        graph
-            .get_state_history("sales-acme", Default::default())
-            .await?
-            .len(),
+        "== conversation ({checkpoints} checkpoints in {})",
         db.display()
     );
-    for m in &out.state.messages {
+    for m in &out.messages {
         match m {
             Message::Ai(ai) if !ai.tool_calls.is_empty() => {
                 let calls: Vec<&str> = ai.tool_calls.iter().map(|c| c.name.as_str()).collect();
@@ -183,6 +177,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             None => println!("{tool}: returned a result"),
         }
     }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let model = script();
+    let agent = assemble(model.clone()).await?;
+    let dir = std::env::temp_dir().join(format!("stategraph-agent-tools-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let db = dir.join("threads.db");
+    let graph = agent
+        .graph()
+        .with_checkpointer(Arc::new(SqliteSaver::open(&db)?));
+    let config = agent.run_config().thread("sales-acme");
+    let out = graph
+        .invoke(
+            ThreadState::human_input("/sales-review How is ACME doing?"),
+            &config,
+        )
+        .await?;
+    model.verify()?;
+
+    let checkpoints = graph
+        .get_state_history("sales-acme", Default::default())
+        .await?
+        .len();
+    report(&agent, &model, &out.state, checkpoints, &db);
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
