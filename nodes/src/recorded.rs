@@ -12,11 +12,13 @@ use crate::model::{ChatModel, ModelError, ModelRequest, ModelResponse};
 use crate::ThreadState;
 use stategraph::checkpoints::sync::Unpoisoned;
 
-/// One recorded model call: what the model had been shown and what it replied.
+/// One recorded model call: how much of the conversation the model had been shown and
+/// what it replied.
 #[derive(Debug, Clone)]
 struct RecordedCall {
-    /// The conversation before the reply, without system messages.
-    shown: Vec<Message>,
+    /// How many messages of the recorded conversation (without system messages) came
+    /// before the reply.
+    shown: usize,
     reply: AiMessage,
 }
 
@@ -49,6 +51,9 @@ struct RecordedCall {
 #[derive(Debug, Clone)]
 pub struct RecordedReplies {
     name: Arc<str>,
+    /// The recorded conversation at the branch's end, without system messages: each call's
+    /// request is compared with a prefix of it.
+    history: Arc<[Message]>,
     calls: Arc<[RecordedCall]>,
     next: Arc<Mutex<usize>>,
 }
@@ -58,20 +63,22 @@ impl RecordedReplies {
     /// at the replay's start and at the recorded branch's end).
     pub fn from_messages(name: &str, before: &[Message], after: &[Message]) -> Self {
         let start = before.len().min(after.len());
-        let calls: Vec<RecordedCall> = after
-            .iter()
-            .enumerate()
-            .skip(start)
-            .filter_map(|(i, m)| match m {
-                Message::Ai(reply) => Some(RecordedCall {
-                    shown: without_system(&after[..i]),
+        let mut history = Vec::with_capacity(after.len());
+        let mut calls = Vec::new();
+        for (i, m) in after.iter().enumerate() {
+            if let (true, Message::Ai(reply)) = (i >= start, m) {
+                calls.push(RecordedCall {
+                    shown: history.len(),
                     reply: reply.clone(),
-                }),
-                _ => None,
-            })
-            .collect();
+                });
+            }
+            if !is_system(m) {
+                history.push(m.clone());
+            }
+        }
         RecordedReplies {
             name: name.into(),
+            history: history.into(),
             calls: calls.into(),
             next: Arc::default(),
         }
@@ -123,13 +130,9 @@ fn not_found(thread: &str, id: CheckpointId) -> RunError {
     }
 }
 
-/// The messages without system messages.
-fn without_system(messages: &[Message]) -> Vec<Message> {
-    messages
-        .iter()
-        .filter(|m| !matches!(m, Message::System { .. }))
-        .cloned()
-        .collect()
+/// Whether `m` is a system message (left out of the comparison).
+fn is_system(m: &Message) -> bool {
+    matches!(m, Message::System { .. })
 }
 
 /// Who speaks in `m`.
@@ -143,11 +146,11 @@ fn role(m: &Message) -> &'static str {
 }
 
 /// Where two conversations first differ, in words.
-fn first_difference(recorded: &[Message], shown: &[Message]) -> String {
+fn first_difference(recorded: &[Message], shown: &[&Message]) -> String {
     let at = recorded
         .iter()
         .zip(shown)
-        .position(|(a, b)| a != b)
+        .position(|(a, b)| a != *b)
         .unwrap_or_else(|| recorded.len().min(shown.len()));
     let describe = |m: Option<&Message>| match m {
         None => "nothing".to_owned(),
@@ -159,7 +162,7 @@ fn first_difference(recorded: &[Message], shown: &[Message]) -> String {
     format!(
         "message {at} of the conversation differs: recorded {}, now {}",
         describe(recorded.get(at)),
-        describe(shown.get(at))
+        describe(shown.get(at).copied())
     )
 }
 
@@ -172,18 +175,21 @@ impl ChatModel for RecordedReplies {
         let result = {
             let mut next = self.next.lock().unpoisoned();
             let call = *next + 1;
-            let shown = without_system(&request.messages.iter().cloned().collect::<Vec<_>>());
+            let shown: Vec<&Message> = request.messages.iter().filter(|m| !is_system(m)).collect();
+            let recorded = |r: &RecordedCall| &self.history[..r.shown];
             match self.calls.get(*next) {
                 None => Err(ModelError::NotRecorded {
                     model: self.name.to_string(),
                     call,
                     detail: format!("the recording has {} model calls", self.calls.len()),
                 }),
-                Some(r) if r.shown != shown => Err(ModelError::NotRecorded {
-                    model: self.name.to_string(),
-                    call,
-                    detail: first_difference(&r.shown, &shown),
-                }),
+                Some(r) if !recorded(r).iter().eq(shown.iter().copied()) => {
+                    Err(ModelError::NotRecorded {
+                        model: self.name.to_string(),
+                        call,
+                        detail: first_difference(recorded(r), &shown),
+                    })
+                }
                 Some(r) => {
                     *next += 1;
                     Ok(ModelResponse::from(r.reply.clone()))
