@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use stategraph_checkpoints::diff::parts_to_json;
 use stategraph_checkpoints::inspect::{short_suffix, short_suffix_len};
 use stategraph_checkpoints::tree::BranchTree;
-use stategraph_checkpoints::{Checkpoint, FieldPart, Saver, Source, StepChanges};
+use stategraph_checkpoints::{Checkpoint, CheckpointId, FieldPart, Saver, Source, StepChanges};
 
 use crate::failure::Outcome;
 use crate::file::{headers, namespace, open_read, thread_id};
@@ -38,13 +38,15 @@ pub(super) async fn run(out: Output, file: &Path, thread: &str, shape: Shape, ns
     let thread = thread_id(thread)?;
     let ns = namespace(ns);
     let all = headers(&saver, file, &thread, &ns).await?;
-    let len = short_suffix_len(&all.iter().map(|c| c.id).collect::<Vec<_>>());
-    let tree = BranchTree::new(all.clone());
+    // Newest first, as the saver lists them.
+    let ids: Vec<CheckpointId> = all.iter().map(|c| c.id).collect();
+    let len = short_suffix_len(&ids);
+    let tree = BranchTree::new(all);
     // (checkpoint, tree prefix, branch end) in the order shown.
     let shown: Vec<(&Checkpoint, &str, bool)> = match shape {
-        Shape::Newest(limit) => all[..limit.unwrap_or(all.len()).min(all.len())]
+        Shape::Newest(limit) => ids[..limit.unwrap_or(ids.len()).min(ids.len())]
             .iter()
-            .map(|c| (c, "", false))
+            .filter_map(|id| Some((tree.checkpoint(*id)?, "", false)))
             .collect(),
         Shape::Tree => tree
             .rows()
