@@ -157,6 +157,10 @@ fn open_ledger(path: &PathBuf) -> Result<Connection, rusqlite::Error> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // A small log, kept small: the ledger must not eat a nearly full disk before the
+    // checkpoint file does (the disk-full tests run this example on a tiny file system).
+    conn.pragma_update(None, "wal_autocheckpoint", 64)?;
+    conn.pragma_update(None, "journal_size_limit", 256 * 1024)?;
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS executions (
              thread    TEXT NOT NULL,
@@ -228,7 +232,29 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
         })?));
     let saver = SqliteSaver::open(&args.db)
         .map_err(|e| format!("cannot open checkpoint file {}: {e}", args.db.display()))?;
-    let graph = build_graph(args.steps, ledger.clone())?.with_checkpointer(Arc::new(saver));
+    let ran = run_thread(&args, &saver, ledger).await;
+    // Closing folds the log into the file; on a full disk it cannot, and says so even when
+    // the run failed first: the main file alone does not hold the thread then.
+    let closed = saver.close().map_err(|e| {
+        format!(
+            "the committed steps are in {} and its -wal, not in the file alone: {e}",
+            args.db.display()
+        )
+    });
+    match (ran, closed) {
+        (Err(run), Err(close)) => Err(format!("{run}; {close}").into()),
+        (Err(e), Ok(())) => Err(e),
+        (Ok(()), closed) => Ok(closed?),
+    }
+}
+
+/// Run the thread to its end (or go on from where it stopped) and print the result line.
+async fn run_thread(
+    args: &Args,
+    saver: &SqliteSaver,
+    ledger: Arc<Mutex<Connection>>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let graph = build_graph(args.steps, ledger.clone())?.with_checkpointer(Arc::new(saver.clone()));
     let config = RunConfig::new()
         .thread(args.thread.clone())
         .durability(args.durability)

@@ -179,7 +179,7 @@ pub(crate) async fn quickstart(folder: &Path) -> Result<Summary, Error> {
     let ids: Vec<_> = tree.rows().iter().map(|r| r.id).collect();
     let approved = short_suffix(head.checkpoint.id, short_suffix_len(&ids));
     println!("  stategraph diff {file} -t {THREAD} --since-parent {approved}");
-    saver.close();
+    saver.close()?;
     Ok(Summary {
         revision: done.state.revision,
         forked_revision: forked.state.revision,

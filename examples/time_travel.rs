@@ -209,7 +209,7 @@ pub(crate) async fn time_travel(folder: &Path) -> Result<Summary, Error> {
     println!("   stategraph show {file} -t {THREAD} -c {end} --field draft");
     let at = short(m.after_research);
     println!("   stategraph fork {file} -t {THREAD} -c {at} --set /min_score=3");
-    saver.close();
+    saver.close()?;
     Ok(Summary {
         branches: tree.heads().len(),
         unchanged_divergences,

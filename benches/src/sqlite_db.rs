@@ -150,7 +150,7 @@ impl SqliteDb {
     /// remove the files unless `keep`.
     pub(crate) fn close(self, keep: bool) -> Result<Stats, BoxError> {
         let wal = file_len(&with_suffix(&self.path, "-wal"));
-        self.saver.close();
+        self.saver.close()?;
         let files = [
             self.path.clone(),
             with_suffix(&self.path, "-wal"),

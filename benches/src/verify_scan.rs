@@ -64,7 +64,7 @@ pub(crate) async fn run_verify(args: &Args) -> Result<(), BoxError> {
         let build_s = t0.elapsed().as_secs_f64();
         let stats = db.stats()?;
         let path = db.path.clone();
-        db.saver.close();
+        db.saver.close()?;
         // Warm the page cache the same way for both: integrity_check reads every page.
         integrity_check_s(&path)?;
         let check = integrity_check_s(&path)?;

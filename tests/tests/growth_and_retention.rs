@@ -109,7 +109,7 @@ async fn an_unchanged_big_value_is_stored_once_and_pruning_collects_exactly_the_
             steps + 1,
             "big, and label 1..=steps (the default, empty, is never written)"
         );
-        saver.close();
+        saver.close()?;
     }
     let size = std::fs::metadata(&path)?.len();
     assert!(
@@ -162,7 +162,7 @@ async fn an_unchanged_big_value_is_stored_once_and_pruning_collects_exactly_the_
     assert_eq!(forked.state.counter, steps + 5);
     assert!(forked.state.items.iter().copied().eq(0..steps + 5));
     assert_eq!(forked.state.big.len(), big.len());
-    saver.close();
+    saver.close()?;
     drop((g, longer));
 
     // VACUUM gives the freed pages back; everything still loads.

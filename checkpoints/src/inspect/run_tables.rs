@@ -81,7 +81,7 @@ mod tests {
         saver.put_run(record).await?;
         let receipt = DeliveryReceipt::new(serde_json::json!({"presented": 0}));
         assert!(saver.put_receipt_if_absent(&run, receipt).await?);
-        saver.close();
+        saver.close()?;
         let clean = verify(&path).await?;
         assert!(clean.is_ok(), "{:?}", clean.problems);
         assert_eq!((clean.counts.runs, clean.counts.receipts), (1, 1));

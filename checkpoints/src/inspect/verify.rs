@@ -138,7 +138,7 @@ pub async fn verify(path: &Path) -> Result<VerifyReport, CheckpointError> {
             "a writer kept changing the file during the check; run verify again",
         );
     }
-    saver.close();
+    saver.close()?;
     Ok(report)
 }
 

@@ -65,7 +65,7 @@ async fn long_thread(dir: &Path) -> Result<PathBuf, Box<dyn std::error::Error + 
     let path = dir.join("long.db");
     let saver = SqliteSaver::open(&path)?;
     saver.put_many((0..STEPS).map(step).collect()).await?;
-    saver.close();
+    saver.close()?;
     Ok(path)
 }
 

@@ -93,7 +93,7 @@ struct Inner {
     /// Jobs go to the writer in batches: a batch sent at once is never split across
     /// transactions by the writer waking up in the middle of it.
     tx: Mutex<Option<mpsc::Sender<Vec<Job>>>>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    writer: Mutex<Option<JoinHandle<Result<(), CheckpointError>>>>,
     readers: Mutex<Vec<ReadConn>>,
     cache: Arc<Mutex<RecordCache>>,
     /// Opened with [`SqliteSaver::open_read_only`]: no writer, read-only connections.
@@ -183,7 +183,7 @@ impl SqliteSaver {
     /// use stategraph_checkpoints::{Namespace, Saver, SqliteSaver, ThreadId};
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let path = dir.path().join("threads.db");
-    /// # SqliteSaver::open(&path)?.close();
+    /// # SqliteSaver::open(&path)?.close()?;
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let saver = SqliteSaver::open_read_only(&path)?;
     /// assert!(saver.list_threads().await?.is_empty());
@@ -233,10 +233,18 @@ impl SqliteSaver {
 
     /// Stop the writer after it has committed everything queued, and checkpoint the WAL into
     /// the main file. Later calls fail with a storage error. Dropping the last clone does the
-    /// same.
-    pub fn close(&self) {
-        self.inner.stop_writer();
+    /// same, without the report.
+    ///
+    /// # Errors
+    /// A storage error if the WAL could not be folded into the main file (a disk too full
+    /// for the main file to grow): every commit is safe in the `-wal` beside the file, which
+    /// SQLite reads at the next open, but the main file alone does not hold them, so copy
+    /// both or open the file again once there is room. The WAL's preallocated room is handed
+    /// back to the disk first. Closing a saver opened read-only, or closing again, is `Ok`.
+    pub fn close(&self) -> Result<(), CheckpointError> {
+        let closed = self.inner.stop_writer();
         self.inner.readers.lock().unpoisoned().clear();
+        closed
     }
 
     fn submit(&self, op: Op) -> BoxFuture<'static, Result<Reply, CheckpointError>> {
@@ -360,18 +368,23 @@ impl Inner {
 
     /// Stop the writer after it has committed everything queued (its queue closes, it
     /// drains it and folds the WAL back), and wait for it.
-    fn stop_writer(&self) {
+    fn stop_writer(&self) -> Result<(), CheckpointError> {
         let tx = self.tx.lock().unpoisoned().take();
         drop(tx);
-        if let Some(handle) = self.writer.lock().unpoisoned().take() {
-            let _ = handle.join();
+        match self.writer.lock().unpoisoned().take().map(JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(_panic)) => {
+                Err(StorageError::new("closing the writer", Unavailable::WriterStopped).into())
+            }
         }
     }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        self.stop_writer();
+        // Nobody is left to hear of a failure here: `SqliteSaver::close` reports it.
+        let _ = self.stop_writer();
     }
 }
 

@@ -200,7 +200,7 @@ mod tests {
         let thread = ThreadId::new("t")?;
         let writer = SqliteSaver::open(&path)?;
         writer.put_run(run("r1")?).await?;
-        writer.close();
+        writer.close()?;
         let bytes = std::fs::read(&path)?;
         let ro = SqliteSaver::open_read_only(&path)?;
         assert_eq!(ro.list_runs(&thread).await?.len(), 1);
@@ -218,8 +218,8 @@ mod tests {
         writer.put_run(run("r2")?).await?;
         assert!(beside(&path, "-wal").exists());
         assert_eq!(ro.list_runs(&thread).await?.len(), 2);
-        ro.close();
-        writer.close();
+        ro.close()?;
+        writer.close()?;
         Ok(())
     }
 
@@ -227,7 +227,7 @@ mod tests {
     fn a_scan_during_which_a_writer_came_is_run_again() -> TestResult {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("t.db");
-        SqliteSaver::open(&path)?.close();
+        SqliteSaver::open(&path)?.close()?;
         let mut calls = 0;
         let (rows, unchanged) = read_unchanged(&path, |conn| {
             calls += 1;

@@ -378,7 +378,7 @@ mod tests {
     fn a_missing_format_record_is_refused_by_a_writer_too() -> TestResult {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("t.db");
-        SqliteSaver::open(&path)?.close();
+        SqliteSaver::open(&path)?.close()?;
         rusqlite::Connection::open(&path)?
             .execute("DELETE FROM sg_meta WHERE key = 'format_version'", [])?;
         let got = SqliteSaver::open(&path);

@@ -34,6 +34,14 @@ pub(crate) fn is_busy(e: &CheckpointError) -> bool {
         .is_some_and(is_busy_sqlite)
 }
 
+/// Whether a checkpoint error is SQLite's "database or disk is full".
+pub(crate) fn is_full(e: &CheckpointError) -> bool {
+    e.storage_error()
+        .and_then(|s| s.cause().downcast_ref::<rusqlite::Error>())
+        .and_then(rusqlite::Error::sqlite_error_code)
+        == Some(ErrorCode::DiskFull)
+}
+
 /// How long an operation is retried while the database stays busy (each try already waits
 /// out the busy timeout).
 pub(crate) const BUSY_RETRY_FOR: Duration = Duration::from_secs(60);

@@ -72,7 +72,7 @@ pub(super) async fn run(
             }
         }
     };
-    saver.close();
+    saver.close()?;
     let d = diff_values(&sides.from, &sides.to);
     if out.json {
         let doc = json!({

@@ -73,7 +73,7 @@ pub(super) async fn run(
         }
     }
     let written = plan.write(&saver).await;
-    saver.close();
+    saver.close()?;
     let id = written.map_err(fork_failure)?;
     Ok(emit(&report(out, &from, c, &to, id, &edits))?)
 }

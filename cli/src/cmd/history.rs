@@ -87,7 +87,7 @@ pub(super) async fn run(out: Output, file: &Path, thread: &str, shape: Shape, ns
             history_line(&mut text, &line, len, &summary.text, &changes, out.style);
         }
     }
-    saver.close();
+    saver.close()?;
     if out.json {
         return Ok(emit(&json_text(&Value::Array(rows)))?);
     }

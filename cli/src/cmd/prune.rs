@@ -22,7 +22,7 @@ pub(super) async fn run(out: Output, file: &Path, thread: &str, keep: u64) -> Ou
         .list(&thread, &root, ListOptions::default())
         .await?
         .len();
-    saver.close();
+    saver.close()?;
     if out.json {
         let doc = json!({
             "thread": thread.as_str(),

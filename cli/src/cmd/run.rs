@@ -17,7 +17,7 @@ pub(super) async fn run(out: Output, file: &Path, run_id: &str) -> Outcome {
     let saver = open_read(file)?;
     let found = saver.get_run(None, &run_id).await?;
     let receipt = saver.get_receipt(&run_id).await?;
-    saver.close();
+    saver.close()?;
     let Some(run) = found else {
         return Err(Failure::runtime(format!(
             "no run {run_id} in {}",

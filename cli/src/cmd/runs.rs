@@ -28,7 +28,7 @@ pub(super) async fn run(out: Output, file: &Path, thread: &str) -> Outcome {
         let has_receipt = saver.get_receipt(&run.run_id).await?.is_some();
         listed.push(ListedRun { run, has_receipt });
     }
-    saver.close();
+    saver.close()?;
     if out.json {
         let list: Vec<Value> = listed
             .iter()

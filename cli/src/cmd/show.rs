@@ -53,7 +53,7 @@ pub(super) async fn run(
         None => list[0].id,
     };
     let loaded = load(&saver, &thread, &ns, id).await?;
-    saver.close();
+    saver.close()?;
     let state = state_of(&loaded)?;
     if let Some(v) = picked(&part, &state, &loaded, id)? {
         return Ok(emit(&json_text(&v))?);

@@ -25,7 +25,7 @@ pub(super) async fn run(out: Output, file: &Path) -> Outcome {
     let saver = open_read(file)?;
     let infos = saver.list_threads().await?;
     let namespaces = inspect::namespaces(file).map_err(|e| file_error(file, e))?;
-    saver.close();
+    saver.close()?;
     let spaces = |t: &str| -> Vec<Space<'_>> {
         namespaces
             .iter()

@@ -255,7 +255,7 @@ pub(crate) fn fixture_with_runs() -> (tempfile::TempDir, PathBuf) {
             .await
             .expect("put receipt");
         assert!(stored);
-        saver.close();
+        saver.close().expect("close");
     });
     (dir, db)
 }

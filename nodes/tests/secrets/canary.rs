@@ -177,7 +177,7 @@ async fn a_canary_reaches_only_the_declaring_tool_and_no_blob_trace_error_or_log
 
     // Nor any byte of the database, its WAL or its shared memory.
     drop(agent);
-    saver.close();
+    saver.close()?;
     let bytes = database_bytes(db.path())?;
     assert!(contains(&bytes, "shape0"), "the database holds no message");
     assert!(

@@ -59,7 +59,7 @@ async fn lead_on_sqlite(
         .invoke(ThreadState::human_input("go"), &config)
         .await?;
     saver.flush().await?;
-    saver.close();
+    saver.close()?;
     parent.verify()?;
     child.verify()?;
     Ok(out.state)

@@ -205,7 +205,7 @@ async fn the_golden_checkpoint_files_keep_loading_and_resuming() -> TestResult {
             g.invoke(NotesV1::update(), &RunConfig::new().thread("golden"))
                 .await?;
         }
-        store.close();
+        store.close()?;
     }
     for format in 1..=stategraph::checkpoints::FORMAT_VERSION {
         golden_file_loads_and_resumes(&golden_path(format))

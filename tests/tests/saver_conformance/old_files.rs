@@ -68,7 +68,7 @@ async fn golden_files_gain_the_run_tables_on_open_and_keep_everything_else() -> 
         let rows = old_rows(&copy)?;
 
         let saver = SqliteSaver::open(&copy)?;
-        saver.close();
+        saver.close()?;
         let after = tables(&copy)?;
         assert!(after.iter().any(|t| t == "sg_runs"), "{name}: {after:?}");
         assert!(
@@ -98,11 +98,11 @@ async fn golden_files_gain_the_run_tables_on_open_and_keep_everything_else() -> 
             .await?;
         let receipt = DeliveryReceipt::new(serde_json::json!({"presented": 0}));
         assert!(saver.put_receipt_if_absent(&run, receipt.clone()).await?);
-        saver.close();
+        saver.close()?;
         let saver = SqliteSaver::open(&copy)?;
         assert_eq!(saver.list_runs(&thread).await?.len(), 1);
         assert_eq!(saver.get_receipt(&run).await?, Some(receipt));
-        saver.close();
+        saver.close()?;
         assert_eq!(old_rows(&copy)?, rows, "{name}: runs touch no older table");
         assert!(verify(&copy).await?.is_ok());
     }

@@ -68,7 +68,7 @@ async fn a_crash_while_storing_a_receipt_leaves_it_whole_or_absent() -> TestResu
             Some(receipt(expected)),
             "{point}"
         );
-        saver.close();
+        saver.close()?;
     }
     Ok(())
 }

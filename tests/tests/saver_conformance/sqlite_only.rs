@@ -136,7 +136,7 @@ async fn populated(
             }],
         )
         .await?;
-    saver.close();
+    saver.close()?;
     Ok((t, ids))
 }
 
@@ -528,10 +528,10 @@ async fn the_wal_gets_room_before_the_first_commit_and_recovery_reads_the_zeros_
             .len(),
         20
     );
-    recovered.close();
+    recovered.close()?;
 
     // Closing folds the WAL back into the main file and truncates it.
-    saver.close();
+    saver.close()?;
     assert_eq!(wal_len(&path), 0);
     Ok(())
 }
@@ -563,7 +563,7 @@ async fn no_wal_room_with_synchronous_normal_or_when_turned_off() -> TestResult 
         put_steps(&saver, &ThreadId::new("t")?, None, 0, 3).await?;
         let len = wal_len(&path);
         assert!(len > 0 && len < 200_000, "{name}: WAL of {len} bytes");
-        saver.close();
+        saver.close()?;
     }
     Ok(())
 }
@@ -593,7 +593,7 @@ async fn a_wal_truncated_by_another_connection_gets_its_room_back_at_the_next_co
         wal_len(&path)
     );
     drop(other);
-    saver.close();
+    saver.close()?;
 
     let reopened = SqliteSaver::open(&path)?;
     let head = head_of(&reopened, &t).await?;
@@ -612,7 +612,7 @@ async fn a_reopened_file_whose_wal_is_only_room_recovers_and_takes_new_checkpoin
     let t = ThreadId::new("t")?;
     let saver = SqliteSaver::open(&path)?;
     let ids = put_steps(&saver, &t, None, 0, 3).await?;
-    saver.close();
+    saver.close()?;
     assert_eq!(wal_len(&path), 0);
 
     let saver = SqliteSaver::open(&path)?;
@@ -628,7 +628,7 @@ async fn a_reopened_file_whose_wal_is_only_room_recovers_and_takes_new_checkpoin
     }
     let copy = dir.path().join("copy.db");
     copy_without_index(&path, &copy)?;
-    saver.close();
+    saver.close()?;
 
     let check: String =
         Connection::open(&copy)?.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
@@ -637,7 +637,7 @@ async fn a_reopened_file_whose_wal_is_only_room_recovers_and_takes_new_checkpoin
     let head = head_of(&recovered, &t).await?;
     assert_eq!(Some(head.checkpoint.id), ids.last().copied());
     let more = put_steps(&recovered, &t, ids.last().copied(), 3, 2).await?;
-    recovered.close();
+    recovered.close()?;
     let reopened = SqliteSaver::open(&copy)?;
     let head = head_of(&reopened, &t).await?;
     assert_eq!(Some(head.checkpoint.id), more.last().copied());
@@ -670,7 +670,7 @@ async fn values_up_to_64_bytes_live_in_the_record_and_larger_ones_in_value_rows(
     );
     saver.put(put).await?;
     assert_eq!(value_rows(&path)?, 1, "only the 65-byte value has a row");
-    saver.close();
+    saver.close()?;
 
     let saver = SqliteSaver::open(&path)?;
     let head = head_of(&saver, &t).await?;
@@ -726,7 +726,7 @@ async fn a_list_that_starts_as_a_small_whole_value_appends_after_it() -> TestRes
 async fn a_format_1_file_stays_format_1_and_keeps_small_values_in_value_rows() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("v1.db");
-    SqliteSaver::open(&path)?.close();
+    SqliteSaver::open(&path)?.close()?;
     Connection::open(&path)?.execute(
         "UPDATE sg_meta SET value = '1' WHERE key = 'format_version'",
         [],
@@ -748,7 +748,7 @@ async fn a_format_1_file_stays_format_1_and_keeps_small_values_in_value_rows() -
     );
     let head = head_of(&saver, &t).await?;
     assert_eq!(head.fields["n"], [FieldPart::Whole(b"7".to_vec())]);
-    saver.close();
+    saver.close()?;
     assert_eq!(format_version(&path)?, "1");
     Ok(())
 }

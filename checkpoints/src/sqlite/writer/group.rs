@@ -4,7 +4,7 @@
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use super::super::schema::SqliteOptions;
-use super::super::sql::{is_busy, is_busy_sqlite, retry_busy, SqlResult};
+use super::super::sql::{is_busy, is_busy_sqlite, is_full, retry_busy, SqlResult};
 use super::super::{maintain, pending, runs, write};
 use super::memory::{GroupRecords, WriterMemory};
 use super::{Op, Reply, Writer};
@@ -21,19 +21,28 @@ enum GroupResult {
     Committed(Replies),
     /// The database was locked: nothing was done; try the same operations again.
     Busy(Vec<Op>, CheckpointError),
-    /// Nothing was committed: every one of the `usize` operations fails with this error.
-    Failed(CheckpointError, usize),
+    /// Nothing was committed: every one of the operations fails with this error.
+    Failed(CheckpointError, Vec<Op>),
 }
 
 impl Writer {
     /// Run a group in one transaction; if the transaction itself cannot start or commit
-    /// because the database is busy, retry the whole group (for up to a minute).
+    /// because the database is busy, retry the whole group (for up to a minute). If the disk
+    /// is full, fold the WAL into the main file to free the log's space and try once more
+    /// (see [`Writer::fold_log`]).
     pub(super) fn commit_group(&mut self, ops: Vec<Op>, more: More<'_>) -> Replies {
         let mut pending = Some(ops);
+        let mut folded = false;
         let outcome = retry_busy(
             || match self.run_group(pending.take().unwrap_or_default(), more) {
                 GroupResult::Committed(replies) => Ok(replies),
-                GroupResult::Failed(e, n) => Ok(each_fails(e, n)),
+                GroupResult::Failed(e, ops) if is_full(&e) && !folded => {
+                    folded = true;
+                    self.fold_log();
+                    pending = Some(ops);
+                    Err(e)
+                }
+                GroupResult::Failed(e, ops) => Ok(each_fails(e, ops.len())),
                 GroupResult::Busy(ops, e) => {
                     pending = Some(ops);
                     Err(e)
@@ -48,6 +57,19 @@ impl Writer {
                 let e = StorageError::new("waiting a minute for the write lock", shared(busy));
                 each_fails(e.into(), n)
             }
+        }
+    }
+
+    /// The disk is full: make no more room in the WAL and fold the log into the main file,
+    /// truncating it (a log holds many versions of the same pages, so the main file grows by
+    /// far less than the log frees). If even that fails, hand the room's zeros back.
+    pub(super) fn fold_log(&mut self) {
+        self.memory.room.give_up();
+        let folded = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        if folded.is_err() {
+            self.memory.give_back_room(&self.conn);
         }
     }
 
@@ -91,6 +113,10 @@ impl Writer {
                     drop(tx);
                     return if is_busy(&e) {
                         Ok(GroupResult::Busy(ops, e))
+                    } else if is_full(&e) {
+                        // Not one op's fault: the group fails whole (and is tried again once
+                        // the log is folded, see `commit_group`).
+                        Ok(GroupResult::Failed(e, ops))
                     } else if n == 1 {
                         // Alone in its transaction: rolling it back isolates the failure.
                         Ok(GroupResult::Committed(vec![Err(e)]))
@@ -116,7 +142,6 @@ impl Writer {
         };
         let mut records = GroupRecords::new(&self.cache, &mut self.memory);
         let mut results = Vec::with_capacity(ops.len());
-        let n = ops.len();
         for op in &ops {
             match run_in_savepoint(&mut tx, &mut records, &self.options, op) {
                 Ok(result) => results.push(result),
@@ -124,7 +149,7 @@ impl Writer {
                     drop(tx);
                     return GroupResult::Busy(ops, e);
                 }
-                Err(Abort::Failed(e)) => return GroupResult::Failed(e, n),
+                Err(Abort::Failed(e)) => return GroupResult::Failed(e, ops),
             }
         }
         commit(tx, records, results, ops)
@@ -170,9 +195,10 @@ fn run_in_savepoint(
     if is_busy(&e) {
         return Err(Abort::Busy(e));
     }
-    if sp.is_autocommit() {
+    if sp.is_autocommit() || is_full(&e) {
         // SQLite rolled the whole transaction back (a full disk, I/O): the ops before this
-        // one are gone too, so the group fails with this error.
+        // one are gone too, so the group fails with this error. A full disk fails the group
+        // even when SQLite kept the transaction: it is no one op's fault.
         return Err(Abort::Failed(e));
     }
     if let Err(undo) = sp.rollback() {
@@ -219,7 +245,7 @@ fn refused(e: CheckpointError, ops: Vec<Op>) -> GroupResult {
     if is_busy(&e) {
         GroupResult::Busy(ops, e)
     } else {
-        GroupResult::Failed(e, ops.len())
+        GroupResult::Failed(e, ops)
     }
 }
 
@@ -244,7 +270,7 @@ fn commit(
             if busy {
                 GroupResult::Busy(ops, e)
             } else {
-                GroupResult::Failed(e, ops.len())
+                GroupResult::Failed(e, ops)
             }
         }
     }

@@ -72,6 +72,18 @@ impl WriterMemory {
         let _ = conn.busy_timeout(options.busy_timeout);
     }
 
+    /// Hand the WAL's room back to the disk (see [`WalRoom::give_back`]), holding the write
+    /// lock in a transaction of its own; not done if another connection holds the lock.
+    pub(crate) fn give_back_room(&mut self, conn: &Connection) {
+        if conn.busy_timeout(std::time::Duration::ZERO).is_err() {
+            return;
+        }
+        if conn.execute_batch("BEGIN IMMEDIATE").is_ok() {
+            self.room.give_back();
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+    }
+
     /// Note the file's data version at the start of a transaction: if another connection
     /// committed since our last one, what we remember may be stale and is forgotten.
     pub(crate) fn note_data_version(&mut self, version: i64) {

@@ -123,7 +123,7 @@ impl Writer {
     }
 
     /// Commit queued operations in groups, one transaction per group, until every sender
-    /// is gone; then fold the WAL back into the main file.
+    /// is gone; then fold the WAL back into the main file (see [`Writer::close`]).
     ///
     /// A group takes every job queued when it starts. If every job says more checkpoints of
     /// its run follow (durability `async` hands each checkpoint over as the run makes it), the
@@ -133,7 +133,7 @@ impl Writer {
     /// group has been open for [`MORE_MAX`], or it holds [`MAX_GROUP`] operations. So a short
     /// run's SQL is done while its steps run, and its end waits only for the commit. A group
     /// of nothing but flushes is answered at once, without taking the write lock.
-    pub(crate) fn run(mut self, rx: mpsc::Receiver<Vec<Job>>) {
+    pub(crate) fn run(mut self, rx: mpsc::Receiver<Vec<Job>>) -> Result<(), CheckpointError> {
         self.memory.make_room(&self.conn, &self.options);
         while let Ok(first) = next_jobs(&rx) {
             let opened = Instant::now();
@@ -173,9 +173,30 @@ impl Writer {
             for (done, result) in dones.into_iter().zip(results) {
                 let _ = done.send(result);
             }
+            if self.memory.room.disk_low() {
+                // The log must not hold the disk's last space (see `wal`).
+                self.fold_log();
+            }
         }
-        // Fold the WAL back into the main file on a clean close.
-        let _ = self.conn.pragma_update(None, "wal_checkpoint", "TRUNCATE");
+        self.close()
+    }
+
+    /// Fold the WAL back into the main file and truncate it. Another connection still
+    /// reading is not a failure (the log stays for a later checkpoint); an error is (a disk
+    /// too full for the main file to grow): the WAL's room, if any, is then handed back to
+    /// the disk, and the error is returned — the data is safe in the WAL, but the main file
+    /// alone does not hold it.
+    fn close(mut self) -> Result<(), CheckpointError> {
+        let folded = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        match folded {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.memory.give_back_room(&self.conn);
+                Err(StorageError::new("folding the log into the main file at close", e).into())
+            }
+        }
     }
 }
 

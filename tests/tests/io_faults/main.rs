@@ -2,7 +2,9 @@
 //! n-th write for every n. Each fault surfaces as a typed storage error, leaves the thread at a
 //! consistent checkpoint (the file passes `integrity_check`, every checkpoint's parent exists,
 //! steps are contiguous), and once the fault clears the thread resumes to exactly the state an
-//! uninterrupted run reaches.
+//! uninterrupted run reaches. `near_full_disk`: the same on a real, tiny file system.
+
+mod near_full_disk;
 
 use std::sync::Arc;
 
@@ -14,7 +16,8 @@ use stategraph::{CompiledGraph, Durability, Input, RunError};
 use stategraph_checkpoints::CheckpointError;
 use stategraph_tests::RecordingSaver;
 
-type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+type BoxedError = Box<dyn std::error::Error + Send + Sync>;
+type TestResult = Result<(), BoxedError>;
 
 const STEPS: u64 = 40;
 
@@ -26,6 +29,11 @@ struct Tally {
 }
 
 fn graph() -> Result<CompiledGraph<Tally>, Box<dyn std::error::Error + Send + Sync>> {
+    graph_of(STEPS)
+}
+
+/// A thread of `steps` steps, each appending a 2 kB item.
+fn graph_of(steps: u64) -> Result<CompiledGraph<Tally>, Box<dyn std::error::Error + Send + Sync>> {
     Ok(StateGraph::<Tally>::new()
         .add_node("step", |s: Arc<Tally>, _ctx: NodeContext| async move {
             let n = s.items.len() as u64;
@@ -38,8 +46,8 @@ fn graph() -> Result<CompiledGraph<Tally>, Box<dyn std::error::Error + Send + Sy
         .add_edge(START, "step")
         .add_conditional_edges(
             "step",
-            |s: &Tally| {
-                if (s.items.len() as u64) < STEPS {
+            move |s: &Tally| {
+                if (s.items.len() as u64) < steps {
                     "step"
                 } else {
                     END
@@ -58,9 +66,13 @@ fn config(thread: &str, durability: Durability) -> RunConfig {
 }
 
 async fn expected() -> Result<Tally, Box<dyn std::error::Error + Send + Sync>> {
-    let out = graph()?
-        .invoke(Tally::update(), &RunConfig::new().recursion_limit(1000))
-        .await?;
+    expected_of(STEPS).await
+}
+
+/// The state an uninterrupted run of `steps` steps ends in.
+async fn expected_of(steps: u64) -> Result<Tally, Box<dyn std::error::Error + Send + Sync>> {
+    let limit = RunConfig::new().recursion_limit(10 * steps as usize);
+    let out = graph_of(steps)?.invoke(Tally::update(), &limit).await?;
     Ok((*out.state).clone())
 }
 
@@ -94,9 +106,7 @@ fn integrity_ok(path: &std::path::Path) -> TestResult {
 }
 
 /// The checkpoint ids of the thread, newest first.
-async fn stored(
-    saver: &dyn Saver,
-) -> Result<Vec<CheckpointId>, Box<dyn std::error::Error + Send + Sync>> {
+async fn stored(saver: &dyn Saver) -> Result<Vec<CheckpointId>, BoxedError> {
     Ok(saver
         .list(
             &ThreadId::new("t")?,
@@ -158,7 +168,7 @@ async fn a_full_disk_is_a_typed_error_and_the_thread_resumes_once_space_is_back(
         );
         assert_linear(&capped, "t").await?;
         drop(g);
-        capped.close();
+        capped.close()?;
         integrity_ok(&path)?;
 
         // Space is back: the same file, no cap.
@@ -174,7 +184,7 @@ async fn a_full_disk_is_a_typed_error_and_the_thread_resumes_once_space_is_back(
             before.iter().all(|id| after.contains(id)),
             "a committed checkpoint is gone"
         );
-        saver.close();
+        saver.close()?;
         integrity_ok(&path)?;
     }
     Ok(())
@@ -239,7 +249,7 @@ async fn a_write_failing_at_any_position_loses_nothing_committed_and_resumes() -
             "put {n}: a checkpoint committed before the fault is gone"
         );
         drop(g);
-        sqlite.close();
+        sqlite.close()?;
         integrity_ok(&path)?;
     }
     Ok(())
