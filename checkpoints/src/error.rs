@@ -166,6 +166,31 @@ pub enum CheckpointError {
         /// Why it is refused.
         reason: &'static str,
     },
+    /// The file lost committed checkpoints: its high-water record (`<file>-highwater`,
+    /// decision 0043) names a newer checkpoint than the file holds. SQLite drops every commit
+    /// after a damaged frame of the `-wal` without an error; this is how that is noticed.
+    /// Restore the file (with its `-wal`) from a copy, or open it with
+    /// [`SqliteOptions::accept_lost_commits`](crate::SqliteOptions::accept_lost_commits) to
+    /// go on from what is left.
+    #[error(
+        "{}: committed checkpoints are missing: the newest committed one, {checkpoint} of thread \
+         {}, was row {recorded}, and the file ends at row {found} (its -wal was damaged or \
+         lost); restore it from a copy, or accept the loss to go on from what is left",
+        .file.display(),
+        .thread.escape_debug()
+    )]
+    LostCommits {
+        /// The file.
+        file: PathBuf,
+        /// The thread of the newest committed checkpoint (`-` when not recorded).
+        thread: String,
+        /// That checkpoint's id (32 hex digits; `-` when not recorded).
+        checkpoint: String,
+        /// Its row (`sg_checkpoints.seq`).
+        recorded: i64,
+        /// The newest row the file holds (0 for none).
+        found: i64,
+    },
     /// The saver was opened read-only ([`SqliteSaver::open_read_only`](crate::SqliteSaver::open_read_only)):
     /// it does not write.
     #[error("{}: opened read-only, so it cannot be written", .file.display())]

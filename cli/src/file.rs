@@ -54,6 +54,7 @@ pub(crate) fn file_error(file: &Path, e: CheckpointError) -> Failure {
         // These name the file themselves.
         e @ (CheckpointError::ForeignDatabase { .. }
         | CheckpointError::FormatRecord { .. }
+        | CheckpointError::LostCommits { .. }
         | CheckpointError::ReadOnly { .. }) => Failure::runtime(e.to_string()),
         other => Failure::runtime(format!("{}: {other}", file.display())),
     }

@@ -11,6 +11,7 @@ use super::existing::check_existing;
 use super::run_tables;
 use super::tables;
 use crate::envelope::hex;
+use crate::sqlite::high_water;
 use crate::sqlite::read_only::read_unchanged;
 use crate::sqlite::{load_all, LoadRow, Outcome, Values};
 use crate::{CheckpointError, SqliteSaver};
@@ -105,6 +106,8 @@ pub(super) fn cp_key(thread: &str, ns: &str, id: &[u8]) -> String {
 ///   same thread and namespace) and `parent_seq`, a pending write's checkpoint, a delivery
 ///   receipt's run;
 /// - every run's id, thread, status and metadata, every receipt's JSON;
+/// - that no committed checkpoint is missing: the file's newest checkpoint row is not below
+///   the one its high-water record (`<file>-highwater`) names;
 /// - every checkpoint of every thread and namespace loads: its record is rebuilt by applying
 ///   its delta to its parent's rebuilt record (parent before child, from each whole record
 ///   down), its header and control state read, every field's value, and every log part of
@@ -129,6 +132,7 @@ pub async fn verify(path: &Path) -> Result<VerifyReport, CheckpointError> {
         let mut report = VerifyReport::default();
         let scanned = scan_tables(conn, &mut report);
         load_check(conn, scanned, &mut report);
+        high_water_check(conn, path, &mut report);
         report
     })?;
     if !unchanged {
@@ -140,6 +144,24 @@ pub async fn verify(path: &Path) -> Result<VerifyReport, CheckpointError> {
     }
     saver.close()?;
     Ok(report)
+}
+
+/// Compare the file with its high-water record: a problem if it lost committed checkpoints.
+fn high_water_check(conn: &Connection, path: &Path, report: &mut VerifyReport) {
+    match high_water::check(conn, path) {
+        Ok(None) => {}
+        Ok(Some(lost)) => report.problem(
+            "sg_checkpoints",
+            format!("checkpoint {} (thread {:?})", lost.checkpoint, lost.thread),
+            format!(
+                "committed but missing: the high-water record names row {} as the newest \
+                 committed checkpoint, and the file ends at row {} (its -wal was damaged or \
+                 lost; every commit after that row is gone)",
+                lost.recorded, lost.found
+            ),
+        ),
+        Err(e) => report.problem("sg_meta", "file_id", e.to_string()),
+    }
 }
 
 /// What the raw scans hand to the load check.

@@ -24,6 +24,7 @@
 
 mod cache;
 mod check;
+pub(crate) mod high_water;
 mod list;
 mod maintain;
 mod pending;
@@ -135,7 +136,9 @@ impl SqliteSaver {
     ///
     /// # Errors
     /// Storage errors; [`CheckpointError::UnsupportedFormatVersion`] for a file written by a
-    /// newer format (nothing is written to it).
+    /// newer format (nothing is written to it); [`CheckpointError::LostCommits`] for a file
+    /// that lost committed checkpoints (its `-wal` damaged or lost, see
+    /// [`SqliteOptions::accept_lost_commits`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
         Self::open_with(path, SqliteOptions::default())
     }
@@ -151,9 +154,16 @@ impl SqliteSaver {
         let path = path.as_ref().to_path_buf();
         let mut conn = schema::connect(&path, &options)?;
         let format = retry_busy(|| schema::init(&mut conn, &path), is_busy)?;
+        let mut high_water = high_water::HighWater::new(&conn, &path);
+        if let Some(lost) = high_water::check(&conn, &path)? {
+            if !options.accept_lost_commits {
+                return Err(lost.into_error(&path));
+            }
+            high_water.reset(&conn)?;
+        }
         let (tx, rx) = mpsc::channel::<Vec<Job>>();
         let cache = Arc::new(Mutex::new(RecordCache::default()));
-        let writer = Writer::new(conn, cache.clone(), options.clone(), format);
+        let writer = Writer::new(conn, cache.clone(), options.clone(), format, high_water);
         let writer = std::thread::Builder::new()
             .name("stategraph-sqlite-writer".to_owned())
             .spawn(move || writer.run(rx))

@@ -135,6 +135,10 @@ pub struct SqliteOptions {
     /// has instead of growing it (about 40% cheaper on the disks we measured). Default `true`;
     /// the WAL is still folded back and truncated when the saver closes. See decision 0017.
     pub preallocate_wal: bool,
+    /// Open a file that lost committed checkpoints (its high-water record names a newer one
+    /// than it holds, see [`CheckpointError::LostCommits`]) and go on from what is left: the
+    /// record is reset to the file as it is. Default `false`: such a file is refused.
+    pub accept_lost_commits: bool,
 }
 
 impl Default for SqliteOptions {
@@ -146,6 +150,7 @@ impl Default for SqliteOptions {
             full_every: 16,
             max_page_count: None,
             preallocate_wal: true,
+            accept_lost_commits: false,
         }
     }
 }
@@ -284,7 +289,13 @@ pub(crate) fn init(conn: &mut Connection, path: &Path) -> Result<u32, Checkpoint
         )
         .during("recording the format version")?;
     }
+    let new_id = super::high_water::ensure_file_id(&tx, path)?;
     tx.commit().during("committing the schema")?;
+    if new_id {
+        // Into the main file at once: the id must not hang on the log the high-water record
+        // watches (best effort; a busy reader leaves it for the next checkpoint).
+        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    }
     Ok(found.unwrap_or(FORMAT_VERSION))
 }
 
@@ -387,7 +398,7 @@ mod tests {
             "{got:?}"
         );
         let rows: i64 = rusqlite::Connection::open(&path)?.query_row(
-            "SELECT count(*) FROM sg_meta",
+            "SELECT count(*) FROM sg_meta WHERE key = 'format_version'",
             [],
             |r| r.get(0),
         )?;

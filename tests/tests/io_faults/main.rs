@@ -3,7 +3,9 @@
 //! consistent checkpoint (the file passes `integrity_check`, every checkpoint's parent exists,
 //! steps are contiguous), and once the fault clears the thread resumes to exactly the state an
 //! uninterrupted run reaches. `near_full_disk`: the same on a real, tiny file system.
+//! `lost_commits`: a damaged `-wal` that silently dropped commits is noticed.
 
+mod lost_commits;
 mod near_full_disk;
 
 use std::sync::Arc;

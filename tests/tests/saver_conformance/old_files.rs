@@ -39,7 +39,13 @@ fn old_rows(path: &Path) -> rusqlite::Result<Vec<String>> {
         "sg_log_parts",
         "sg_writes",
     ] {
-        let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY 1, 2"))?;
+        // The file id is the one row an older file gains (the high-water record's binding).
+        let only_old = if table == "sg_meta" {
+            " WHERE key <> 'file_id'"
+        } else {
+            ""
+        };
+        let mut stmt = conn.prepare(&format!("SELECT * FROM {table}{only_old} ORDER BY 1, 2"))?;
         let n = stmt.column_count();
         let rows: Vec<String> = stmt
             .query_map([], |r| {
@@ -55,7 +61,8 @@ fn old_rows(path: &Path) -> rusqlite::Result<Vec<String>> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn golden_files_gain_the_run_tables_on_open_and_keep_everything_else() -> TestResult {
+async fn golden_files_gain_the_run_tables_and_an_id_on_open_and_keep_everything_else() -> TestResult
+{
     for name in ["notes_v1.db", "notes_v1_format2.db"] {
         let dir = tempfile::tempdir()?;
         let copy = dir.path().join(name);
@@ -71,6 +78,12 @@ async fn golden_files_gain_the_run_tables_on_open_and_keep_everything_else() -> 
         saver.close()?;
         let after = tables(&copy)?;
         assert!(after.iter().any(|t| t == "sg_runs"), "{name}: {after:?}");
+        let id: String = Connection::open(&copy)?.query_row(
+            "SELECT value FROM sg_meta WHERE key = 'file_id'",
+            [],
+            |r| r.get(0),
+        )?;
+        assert_eq!(id.len(), 32, "{name}: file id {id:?}");
         assert!(
             after.iter().any(|t| t == "sg_receipts"),
             "{name}: {after:?}"

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 
 use super::cache::RecordCache;
+use super::high_water::HighWater;
 use super::record::StoredControl;
 use super::schema::SqliteOptions;
 use crate::{
@@ -103,6 +104,7 @@ pub(crate) struct Writer {
     cache: Arc<Mutex<RecordCache>>,
     memory: WriterMemory,
     options: SqliteOptions,
+    high_water: HighWater,
 }
 
 impl Writer {
@@ -112,6 +114,7 @@ impl Writer {
         cache: Arc<Mutex<RecordCache>>,
         options: SqliteOptions,
         format: u32,
+        high_water: HighWater,
     ) -> Writer {
         let memory = WriterMemory::new(&conn, &options, format);
         Writer {
@@ -119,6 +122,7 @@ impl Writer {
             cache,
             memory,
             options,
+            high_water,
         }
     }
 
@@ -169,9 +173,15 @@ impl Writer {
                     }
                 }
             };
+            let adds_rows = ops
+                .iter()
+                .any(|op| matches!(op, Op::Put(_) | Op::CopyThread { .. }));
             let results = self.commit_group(ops, &mut more);
             for (done, result) in dones.into_iter().zip(results) {
                 let _ = done.send(result);
+            }
+            if adds_rows {
+                self.high_water.after_commit(&self.conn);
             }
             if self.memory.room.disk_low() {
                 // The log must not hold the disk's last space (see `wal`).
