@@ -35,6 +35,7 @@ mod memory;
 mod run;
 mod run_book;
 mod saver;
+pub mod shape;
 mod sqlite;
 pub mod sync;
 pub mod tree;

@@ -141,6 +141,10 @@ pub(crate) enum Command {
         /// and JSON, e.g. --set /count=3 or --set '/log/0="edited"'. Repeatable.
         #[arg(long = "set", value_name = "PATH=JSON")]
         set: Vec<String>,
+        /// Fork even when a --set value is of a kind the field never held (the program's
+        /// type then likely fails to load the branch).
+        #[arg(long)]
+        force: bool,
     },
     /// Check the file: every blob's hash, every parent link, SQLite's integrity check, and
     /// that every checkpoint loads.

@@ -136,6 +136,11 @@ impl ForkPlan {
         Ok(retyped)
     }
 
+    /// The value `field` has in the new branch: as edited, else as stored at the base.
+    pub fn value(&self, field: &str) -> Option<&Value> {
+        self.changed.get(field).or_else(|| self.state.get(field))
+    }
+
     /// The fork checkpoint to store, with a new id: parent `base`, with its step and control
     /// state; the edited fields stored whole at one new version; the fork checkpoint as the
     /// anchor; metadata `forked_from` (and `set`: the edits' paths, if any).

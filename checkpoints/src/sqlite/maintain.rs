@@ -28,6 +28,7 @@ pub(crate) fn delete_thread(
     conn.execute("DELETE FROM sg_writes WHERE thread = ?1", [thread.as_str()])
         .during("deleting a thread's pending writes")?;
     super::runs::delete_thread_runs(conn, thread)?;
+    super::shapes::delete_thread(conn, thread.as_str())?;
     records.clear_shared();
     gc(conn)
 }
@@ -64,6 +65,7 @@ pub(crate) fn copy_thread(
         map.insert(seq, conn.last_insert_rowid());
     }
     crate::failpoint::hit("copy.after_checkpoints");
+    super::shapes::copy_thread(conn, from.as_str(), to.as_str())?;
     match head {
         None => {
             conn.execute(

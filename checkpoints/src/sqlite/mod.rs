@@ -33,6 +33,7 @@ pub(crate) mod read_only;
 mod record;
 mod runs;
 mod schema;
+mod shapes;
 mod sql;
 mod wal;
 mod write;
@@ -239,6 +240,22 @@ impl SqliteSaver {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// The recorded shape of each field of `thread` in namespace `ns`: every kind of value
+    /// the graph's steps and typed updates stored there (never a fork's edits; see
+    /// [`crate::shape`]). Empty for a thread written by a build that did not record shapes.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn field_shapes(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+    ) -> Result<std::collections::BTreeMap<String, crate::shape::Shape>, CheckpointError> {
+        let (thread, ns) = (thread.as_str().to_owned(), ns.as_str().to_owned());
+        self.read(move |conn, _| shapes::read_all(conn, &thread, &ns))
+            .await
     }
 
     /// Stop the writer after it has committed everything queued, and checkpoint the WAL into

@@ -17,14 +17,21 @@ pub const FORMAT_VERSION: u32 = 2;
 
 /// Tables of formats 1 and 2. See `docs/design.md` for each column.
 ///
-/// `sg_runs` and `sg_receipts` (runs and their delivery receipts, decision 0022) are in both
-/// formats: added to an older file when this build opens it, in the schema transaction. They
+/// `sg_runs` and `sg_receipts` (runs and their delivery receipts, decision 0022) and
+/// `sg_shapes` (each field's recorded shape, decision 0044) are in both formats: added to an older file when this build opens it, in the schema transaction. They
 /// do not change the format version: no other table's bytes change, and a build without them
 /// opens such a file (its schema statements only create missing tables) and ignores them.
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sg_meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sg_shapes (
+    thread TEXT NOT NULL,
+    ns     TEXT NOT NULL,
+    field  TEXT NOT NULL,
+    shape  TEXT NOT NULL,
+    PRIMARY KEY (thread, ns, field)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sg_checkpoints (
     seq        INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -35,6 +35,7 @@ pub(crate) fn put(
         fields: parent.record.fields.clone(),
     };
     store_values(conn, records.memory, options, &p.writes, &mut record)?;
+    super::shapes::note(conn, records.memory, &key, p)?;
     crate::failpoint::hit("put.after_values");
     let (row_record, depth) = parent.row_record(&record, options);
     let seq = insert_row(conn, p, parent.seq, depth, &row_record)?;

@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use serde_json::{json, Value};
-use stategraph_checkpoints::fork::{EditError, FieldEdit, FieldPath, ForkError, ForkPlan};
+use stategraph_checkpoints::fork::{EditError, FieldEdit, FieldPath, ForkError, ForkPlan, Retyped};
 use stategraph_checkpoints::inspect;
+use stategraph_checkpoints::shape::Fit;
 use stategraph_checkpoints::{CheckpointId, Namespace, ThreadId};
 
 use crate::failure::{Failure, Outcome};
@@ -16,7 +17,8 @@ use crate::file::{file_error, headers, load, open, resolve, thread_id};
 use crate::output::{emit, json_text, short, Output};
 
 /// Fork `thread` at `checkpoint` into a new branch (in the new thread `to`, if given), with
-/// the `--set` edits `sets`.
+/// the `--set` edits `sets`; with `force`, also when an edit does not fit its field's
+/// recorded shape.
 pub(super) async fn run(
     out: Output,
     file: &Path,
@@ -24,6 +26,7 @@ pub(super) async fn run(
     checkpoint: &str,
     to: Option<&str>,
     sets: &[String],
+    force: bool,
 ) -> Outcome {
     // Everything the user typed is checked before the file is touched.
     let edits: Vec<FieldEdit> = sets
@@ -57,25 +60,53 @@ pub(super) async fn run(
         )));
     }
     let loaded = load(&saver, &from, &root, c).await?;
+    let shapes = saver.field_shapes(&from, &root).await?;
     let mut plan = ForkPlan::new(&from, loaded, &to).map_err(fork_failure)?;
     for edit in &edits {
         let retyped = plan
             .edit(edit)
             .map_err(|source| edit_failure(&edit.path, source))?;
-        if let Some(r) = retyped {
-            eprintln!(
-                "stategraph: warning: --set {}: field {} was a {} and is now a {}; the program's type must accept it",
-                r.path,
-                r.path.field(),
-                r.was,
-                r.now
-            );
+        let field = edit.path.field();
+        let fit = shapes
+            .get(field)
+            .zip(plan.value(field))
+            .map(|(shape, value)| shape.fit(value));
+        match fit {
+            Some(Fit::Misfit(why)) if !force => {
+                return Err(Failure::runtime(format!(
+                    "--set {}: field {field}: {why}, so the program's type would fail to load \
+                     the branch; nothing was written (--force forks anyway)",
+                    edit.path
+                )));
+            }
+            Some(Fit::Misfit(why) | Fit::Doubt(why)) => {
+                eprintln!(
+                    "stategraph: warning: --set {}: field {field}: {why}",
+                    edit.path
+                );
+            }
+            Some(Fit::Fits) => {}
+            // No shape recorded (a file from an older build): only the JSON type is known.
+            None => warn_retyped(retyped),
         }
     }
     let written = plan.write(&saver).await;
     saver.close()?;
     let id = written.map_err(fork_failure)?;
     Ok(emit(&report(out, &from, c, &to, id, &edits))?)
+}
+
+/// Warn that an edit changed its field's JSON type.
+fn warn_retyped(retyped: Option<Retyped>) {
+    if let Some(r) = retyped {
+        eprintln!(
+            "stategraph: warning: --set {}: field {} was a {} and is now a {}; the program's type must accept it",
+            r.path,
+            r.path.field(),
+            r.was,
+            r.now
+        );
+    }
 }
 
 /// One `--set PATH=JSON`.

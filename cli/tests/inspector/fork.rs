@@ -154,6 +154,49 @@ fn fork_rejects_bad_paths_values_and_targets_and_writes_nothing() {
 }
 
 #[test]
+fn fork_refuses_a_value_the_field_never_held_and_warns_on_a_doubtful_one() {
+    let (_dir, db) = fixture();
+    let c = history(&db, "main")[2]["id"].as_str().unwrap().to_owned();
+    let rows = count_rows(&db, "sg_checkpoints");
+    let fork = |set: &str, extra: &[&str]| {
+        let mut args = vec!["fork", p(&db), "-t", "main", "-c", &c, "--set", set];
+        args.extend_from_slice(extra);
+        sg(&args)
+    };
+    // `count` is a u64: the file recorded that it only ever held integers ≥ 0.
+    for (set, says) in [
+        ("/count=1.5", "only held integers, and 1.5 is not one"),
+        ("/count=18446744073709551616", "only held integers"),
+        (
+            "/count=\"3\"",
+            "only held integer ≥ 0, and \"3\" is a string",
+        ),
+        ("/log/0=7", "/0 has only held string"),
+    ] {
+        let ran = fork(set, &[]).fails(1);
+        assert!(ran.stderr.contains(says), "{set}: {ran:#?}");
+        assert!(ran.stderr.contains("--force"), "{set}: {ran:#?}");
+    }
+    assert_eq!(count_rows(&db, "sg_checkpoints"), rows, "nothing written");
+
+    // A negative integer may fit a signed type: a warning, and the fork is made.
+    let ran = fork("/count=-1", &[]).ok();
+    assert!(
+        ran.stderr.contains("warning") && ran.stderr.contains("only held integers ≥ 0"),
+        "{ran:#?}"
+    );
+    // --force makes a refused fork, with the reason as a warning.
+    let forced = fork("/count=1.5", &["--force"]).ok();
+    assert!(forced.stderr.contains("warning"), "{forced:#?}");
+    // A fork's own values are the user's, not the program's: they teach the shape nothing.
+    fork("/count=2.5", &[]).fails(1);
+    // A value of a kind the field held passes silently.
+    let fine = fork("/count=40", &[]).ok();
+    assert!(fine.stderr.is_empty(), "{fine:#?}");
+    assert_eq!(count_rows(&db, "sg_checkpoints"), rows + 3);
+}
+
+#[test]
 fn fork_without_to_branches_inside_the_thread_and_history_shows_the_branches() {
     let (_dir, db) = fixture();
     let before = history(&db, "main");

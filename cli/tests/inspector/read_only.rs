@@ -127,7 +127,11 @@ fn read_commands_work_on_a_file_in_a_read_only_directory() {
         list[0]["id"].as_str().unwrap().to_owned(),
     );
     let before = names_in(dir.path());
-    assert_eq!(before, ["threads.db"], "the fixture left side files");
+    assert_eq!(
+        before,
+        ["threads.db", "threads.db-highwater"],
+        "the fixture left side files beyond its high-water record"
+    );
     // Root ignores file permissions, so the directory is made read-only for everyone: a
     // read-only mount, where no process can write or create a file.
     let elsewhere = tempfile::tempdir().unwrap();
@@ -161,7 +165,8 @@ fn read_commands_leave_no_side_files_and_the_file_byte_identical() {
     let bytes = std::fs::read(&db).unwrap();
     let modified = std::fs::metadata(&db).unwrap().modified().unwrap();
     let names = names_in(dir.path());
-    assert_eq!(names, ["threads.db"]);
+    assert_eq!(names, ["threads.db", "threads.db-highwater"]);
+    let high_water = std::fs::read(dir.path().join("threads.db-highwater")).unwrap();
     for args in read_commands(p(&db), &a, &b) {
         sg(&args).ok();
         assert_eq!(names_in(dir.path()), names, "{args:?} left files");
@@ -171,6 +176,11 @@ fn read_commands_leave_no_side_files_and_the_file_byte_identical() {
         std::fs::metadata(&db).unwrap().modified().unwrap(),
         modified,
         "the file was written"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("threads.db-highwater")).unwrap(),
+        high_water,
+        "a read wrote the high-water record"
     );
 }
 
@@ -195,7 +205,7 @@ fn a_missing_format_record_is_reported_by_reads_and_never_written_back() {
         );
     }
     assert!(std::fs::read(&db).unwrap() == bytes, "the file changed");
-    assert_eq!(names_in(dir.path()), ["threads.db"]);
+    assert_eq!(names_in(dir.path()), ["threads.db", "threads.db-highwater"]);
     let conn = rusqlite::Connection::open(&db).unwrap();
     let rows: i64 = conn
         .query_row(

@@ -35,6 +35,8 @@ pub(crate) struct WriterMemory {
     pub(crate) heads: HashMap<(String, String), KnownHead>,
     /// Value hash → its `sg_blobs` row.
     pub(crate) blobs: HashMap<[u8; 32], i64>,
+    /// Each thread's recorded field shapes, as far as this writer knows them.
+    pub(crate) shapes: super::super::shapes::KnownShapes,
     /// Extends the WAL before a transaction writes (see [`WalRoom`]).
     pub(crate) room: WalRoom,
     /// Whether whole values of up to [`INLINE_MAX`](super::super::record::INLINE_MAX) bytes
@@ -52,6 +54,7 @@ impl WriterMemory {
             data_version: None,
             heads: HashMap::new(),
             blobs: HashMap::new(),
+            shapes: HashMap::new(),
             room: WalRoom::new(conn, options),
             inline: format >= 2,
         }
@@ -101,10 +104,11 @@ impl WriterMemory {
         self.blobs.insert(hash, row);
     }
 
-    /// Forget every head and value row.
+    /// Forget every head, value row and shape.
     pub(crate) fn forget(&mut self) {
         self.heads.clear();
         self.blobs.clear();
+        self.shapes.clear();
     }
 }
 
