@@ -102,6 +102,7 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> Result<ReadConn, 
         .into());
     }
     let before = stamp(path)?;
+    refuse_empty_beside_wal(path, &before)?;
     let immutable = !before.side_files;
     let query = if immutable {
         "mode=ro&immutable=1"
@@ -126,6 +127,26 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> Result<ReadConn, 
         conn,
         stamp: immutable.then_some(before),
     })
+}
+
+/// An empty main file with a `-wal` beside it is refused: SQLite deletes the `-wal` of a
+/// database file of zero pages when it opens it, also on a read-only connection, so a read
+/// would destroy what the log holds. A writer never leaves that pair (the file has its first
+/// page before it is in WAL mode); it is damage, such as a main file cut to nothing.
+fn refuse_empty_beside_wal(path: &Path, stamp: &Stamp) -> Result<(), CheckpointError> {
+    let wal = beside(path, "-wal");
+    if stamp.len > 0 || !wal.exists() {
+        return Ok(());
+    }
+    Err(StorageError::new(
+        "opening the file read-only",
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the main file is empty but has a -wal beside it: the file is damaged (cut \
+             short), and SQLite would delete the -wal on opening it, so it is left as it is",
+        ),
+    )
+    .into())
 }
 
 /// SQLite's "a hot journal needs a writer to roll it back" (`SQLITE_READONLY_ROLLBACK`) said
@@ -265,6 +286,27 @@ mod tests {
                 "{path:?}: {got:?}"
             );
         }
+        Ok(())
+    }
+
+    #[test]
+    fn an_empty_file_beside_a_wal_is_refused_and_its_wal_kept() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("t.db");
+        std::fs::write(&path, b"")?;
+        std::fs::write(beside(&path, "-wal"), b"frames of a log")?;
+        let got = SqliteSaver::open_read_only(&path);
+        let text = got
+            .as_ref()
+            .err()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        assert!(
+            text.contains("is empty but has a -wal beside it"),
+            "{got:?}"
+        );
+        assert_eq!(std::fs::read(beside(&path, "-wal"))?, b"frames of a log");
+        assert!(!beside(&path, "-shm").exists(), "a read made a -shm");
         Ok(())
     }
 

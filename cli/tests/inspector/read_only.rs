@@ -269,3 +269,28 @@ fn a_read_of_a_file_whose_write_was_cut_short_says_a_writer_must_roll_it_back() 
     sg(&["prune", p(&cut), "-t", "main", "--keep", "100"]).ok();
     sg(&["threads", p(&cut)]).ok();
 }
+
+#[test]
+fn a_read_of_an_empty_file_beside_a_wal_fails_and_keeps_the_wal() {
+    // SQLite deletes the -wal of a database file of zero pages when it opens it, even
+    // read-only; a main file cut to nothing must not cost its log.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("threads.db");
+    std::fs::write(&db, b"").unwrap();
+    let wal = dir.path().join("threads.db-wal");
+    std::fs::write(&wal, b"frames of a log").unwrap();
+    for args in [
+        vec!["threads", p(&db)],
+        vec!["verify", p(&db)],
+        vec!["history", p(&db), "-t", "main"],
+        vec!["prune", p(&db), "-t", "main", "--keep", "1"],
+    ] {
+        let ran = sg(&args).fails(1);
+        assert!(
+            ran.stderr.contains("is empty but has a -wal beside it"),
+            "{args:?}: {ran:#?}"
+        );
+        assert_eq!(std::fs::read(&wal).unwrap(), b"frames of a log", "{args:?}");
+    }
+    assert_eq!(names_in(dir.path()), ["threads.db", "threads.db-wal"]);
+}
