@@ -12,6 +12,9 @@
 
 mod support;
 
+mod damage;
+mod damaged_files;
+
 mod diff;
 mod errors;
 mod fork;
