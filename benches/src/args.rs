@@ -39,6 +39,8 @@ pub(crate) struct Args {
     pub(crate) fanout_mem_ks: Vec<i64>,
     /// Thread lengths of the `verify` workload (`--verify-steps`).
     pub(crate) verify_steps: Vec<usize>,
+    /// Checkpoints the `prune` workload keeps (`--prune-keep`).
+    pub(crate) prune_keep: usize,
     /// `synchronous` of the SQLite saver and of the floor.
     pub(crate) sqlite_sync: Synchronous,
     /// The saver's `preallocate_wal` (`--sqlite-preallocate-wal on|off`, default on).
@@ -66,11 +68,11 @@ impl Args {
     }
 }
 
-pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify] \
+pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune] \
 [--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
-[--verify-steps 10000,100000] [--worker-threads N]";
+[--verify-steps 10000,100000] [--prune-keep 100] [--worker-threads N]";
 
 /// A command-line problem: message and exit code.
 pub(crate) struct Usage(pub(crate) String, pub(crate) u8);
@@ -103,6 +105,7 @@ fn defaults() -> Args {
         durabilities: Vec::new(),
         fanout_mem_ks: vec![1000, 10_000],
         verify_steps: vec![10_000, 100_000],
+        prune_keep: 100,
         sqlite_sync: Synchronous::Full,
         preallocate_wal: true,
         workdir: std::env::temp_dir(),
@@ -170,6 +173,7 @@ fn apply_flag(
         "--keep-db" => args.keep_db = true,
         "--fanout-mem-ks" => args.fanout_mem_ks = numbers(flag, &value()?)?,
         "--verify-steps" => args.verify_steps = numbers(flag, &value()?)?,
+        "--prune-keep" => args.prune_keep = number(flag, &value()?)?,
         "--worker-threads" => args.worker_threads = Some(number(flag, &value()?)?),
         "--internal-fanout-mem" => args.internal_fanout_mem = Some(number(flag, &value()?)?),
         other => return Err(Usage(format!("unknown argument {other:?}\n{USAGE}"), 2)),
@@ -259,6 +263,9 @@ fn finish(mut args: Args, pending: Pending) -> Result<Args, Usage> {
     }
     if args.repeats == 0 {
         return Err(Usage("--repeats must be at least 1".to_owned(), 2));
+    }
+    if args.prune_keep == 0 {
+        return Err(Usage("--prune-keep must be at least 1".to_owned(), 2));
     }
     if args.wide_fields < WIDE_NODES || args.wide_fields > WIDE_MAX_FIELDS {
         return Err(Usage(

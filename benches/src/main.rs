@@ -11,9 +11,11 @@
 //!
 //! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `agent_runtime`,
 //! `subagent`, `settlement`, `verify` (`--verify-steps 10000,100000`: `stategraph verify`
-//! against `PRAGMA integrity_check` on one long thread) and `sales_review` (ours only; `sales_review` times the example's
-//! release binary, built first with `cargo build --release --example sales_review`), `--checkpointer
-//! none|memory|sqlite` (a comma list is accepted: `none,memory`), `--steps 1000`,
+//! against `PRAGMA integrity_check` on one long thread), `prune` (the same threads pruned to
+//! their newest `--prune-keep 100`, against `integrity_check`) and `sales_review` (ours only;
+//! `sales_review` times the example's release binary, built first with `cargo build --release
+//! --example sales_review`), `--checkpointer none|memory|sqlite` (a comma list is accepted:
+//! `none,memory`), `--steps 1000`,
 //! `--fanout-k 1000`, `--agent-turns 200`, `--wide-fields 100`, `--wide-steps 100`,
 //! `--repeats 3`, `--durabilities async,sync,exit` (checkpointer runs; default `async,sync`
 //! with `sqlite`, else all three), `--sqlite-synchronous FULL|NORMAL` (default FULL),
@@ -46,6 +48,7 @@ mod agent_runtime;
 mod args;
 mod chain;
 mod floor;
+mod prune_scan;
 mod report;
 mod sales_review;
 mod settlement;
@@ -73,7 +76,7 @@ use sqlite_db::SqliteDb;
 use wide_state::{WideState, WideVal};
 
 const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 10] = [
+const WORKLOADS: [&str; 11] = [
     "chain",
     "fanout",
     "agent",
@@ -84,6 +87,7 @@ const WORKLOADS: [&str; 10] = [
     "settlement",
     "sales_review",
     "verify",
+    "prune",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -567,6 +571,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "subagent" => subagent::run_subagent(&args).await?,
             "sales_review" => sales_review::run_sales_review(&args)?,
             "verify" => verify_scan::run_verify(&args).await?,
+            "prune" => prune_scan::run_prune(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;

@@ -20,8 +20,11 @@ use crate::{Args, ENGINE};
 /// The ratio verify should stay within, against `integrity_check`.
 const TARGET_RATIO: f64 = 3.0;
 
+/// The thread [`build`] writes.
+pub(crate) const THREAD: &str = "verify-1";
+
 /// Build a thread of `steps` supersteps in a fresh file; returns the open file.
-async fn build(args: &Args, steps: usize) -> Result<SqliteDb, BoxError> {
+pub(crate) async fn build(args: &Args, steps: usize) -> Result<SqliteDb, BoxError> {
     let graph = build_chain(CHAIN_NODES)?;
     let db = SqliteDb::open(
         &args.workdir,
@@ -30,7 +33,7 @@ async fn build(args: &Args, steps: usize) -> Result<SqliteDb, BoxError> {
     )?;
     let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
     let cfg = RunConfig::new()
-        .thread("verify-1")
+        .thread(THREAD)
         .durability(Durability::Async);
     for k in 0..(steps / CHAIN_NODES).max(1) {
         let input = if k == 0 {
@@ -44,7 +47,7 @@ async fn build(args: &Args, steps: usize) -> Result<SqliteDb, BoxError> {
 }
 
 /// Seconds `PRAGMA integrity_check` takes on the file at `path` (read-only connection).
-fn integrity_check_s(path: &std::path::Path) -> Result<f64, BoxError> {
+pub(crate) fn integrity_check_s(path: &std::path::Path) -> Result<f64, BoxError> {
     let conn =
         rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let t0 = Instant::now();
