@@ -45,6 +45,7 @@ use rusqlite::{Connection, OpenFlags};
 use stategraph::checkpoints::SqliteSaver;
 use stategraph::prelude::*;
 use stategraph::run::MAX_INFLIGHT;
+use stategraph_tests::kill::{self, Job, Report, Rng};
 use stategraph_tests::tally::{self, next_checksum, Tally};
 
 /// Steps per thread under `sync` (each step waits for a commit with `synchronous=FULL`).
@@ -64,30 +65,8 @@ fn reader_graph(db: &Path, steps: u64) -> CompiledGraph<Tally> {
         ))
 }
 
-/// splitmix64: a seeded, reproducible sequence of kill delays.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-}
-
 fn env_u64(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name} must be an integer, got {v:?}")),
-        Err(_) => default,
-    }
+    kill::env_u64(name, default).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Build the example once (same profile as this test) and return its path.
@@ -100,30 +79,9 @@ fn example_binary() -> PathBuf {
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The final JSON line of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Report {
-    steps: u64,
-    items: u64,
-    checksum: u64,
-    executions: u64,
-}
-
+/// The report on the last line of `stdout`.
 fn parse_report(stdout: &str, thread: &str) -> Report {
-    let line = stdout.lines().last().unwrap_or("");
-    let v: serde_json::Value = serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("bad report line {line:?}: {e}\nstdout: {stdout}"));
-    assert_eq!(v["thread"], thread, "report of another thread: {line}");
-    let field = |k: &str| {
-        v[k].as_u64()
-            .unwrap_or_else(|| panic!("report lacks {k}: {line}"))
-    };
-    Report {
-        steps: field("steps"),
-        items: field("items"),
-        checksum: field("checksum"),
-        executions: field("executions"),
-    }
+    kill::parse_report(stdout, thread).unwrap_or_else(|e| panic!("{e}\nstdout: {stdout}"))
 }
 
 fn spawn(bin: &Path, db: &Path, thread: &str, steps: u64, durability: &str) -> std::process::Child {
@@ -138,31 +96,13 @@ fn spawn_env(
     durability: &str,
     env: &[(&str, &str)],
 ) -> std::process::Child {
-    const ETXTBSY: i32 = 26;
-    let mut attempts = 0;
-    loop {
-        let spawned = Process::new(bin)
-            .env_remove("STATEGRAPH_FAILPOINT")
-            .envs(env.iter().copied())
-            .arg("--db")
-            .arg(db)
-            .args(["--thread", thread, "--steps", &steps.to_string()])
-            .args(["--durability", durability])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        match spawned {
-            Ok(child) => return child,
-            // The other test may still hold its fresh copy open for writing in a child
-            // that has forked but not yet exec'd: wait and retry.
-            Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempts < 100 => {
-                attempts += 1;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => panic!("spawn {}: {e}", bin.display()),
-        }
-    }
+    let job = Job {
+        db,
+        thread,
+        steps,
+        durability,
+    };
+    kill::spawn_with(bin, &job, env).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Run to completion without a kill.
