@@ -104,7 +104,9 @@ pub use skill::{
     SkillRegistry, SkillStore, SkillToolPolicy, FRAMEWORK_TOOLS,
 };
 pub use state::{MessagesState, ThreadState, ThreadStateField, ThreadStateUpdate};
-pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
+pub use tool::{
+    FnTool, Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
+};
 pub use toolbox::{
     model_node, tool_node, tools_condition, ModelNode, ToolNode, ToolNodeError, Toolbox, TOOLS,
 };
