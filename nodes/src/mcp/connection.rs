@@ -1,15 +1,17 @@
-//! The connection to a running server: starting the child process, initializing the session,
-//! and the connection the provider and its tools share.
+//! The connection to a running server: starting the child process in a process group of its
+//! own with a minimal environment, initializing the session, and the connection the provider
+//! and its tools share.
 
 use std::collections::VecDeque;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::RunningService;
+use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientCacheConfig, RoleClient, ServiceExt};
+use rmcp::{ClientCacheConfig, ClientHandler, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
 use super::{McpError, McpServerConfig};
@@ -17,9 +19,26 @@ use super::{McpError, McpServerConfig};
 /// How many of a server's last stderr lines are kept for error reports.
 const STDERR_TAIL: usize = 8;
 
+/// The client side of a session: our identity, and a flag the server's
+/// `notifications/tools/list_changed` raises.
+pub(super) struct Client {
+    config: ClientConfig,
+    stale: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.stale.store(true, Ordering::SeqCst);
+    }
+}
+
 /// The session with a running server.
 pub(super) struct Connection {
-    pub(super) service: RunningService<RoleClient, ClientConfig>,
+    pub(super) service: RunningService<RoleClient, Client>,
     pub(super) pid: Option<u32>,
 }
 
@@ -27,12 +46,49 @@ impl Connection {
     pub(super) fn is_alive(&self) -> bool {
         !self.service.is_closed() && !self.service.peer().is_transport_closed()
     }
+
+    /// The server's instructions, from its answer to `initialize`.
+    pub(super) fn instructions(&self) -> Option<String> {
+        self.service.peer().peer_info()?.instructions.clone()
+    }
+
+    /// End the session and kill every process of the server's group.
+    pub(super) fn stop(&self) {
+        self.service.cancellation_token().cancel();
+        kill_group(self.pid);
+    }
 }
 
-/// What the provider and its tools share: the configuration and the current connection.
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // The direct child dies with its handle (`kill_on_drop`); what it started (a server
+        // behind `sh -c` or `npx`) is in its group.
+        kill_group(self.pid);
+    }
+}
+
+/// Kill the process group led by `pid` (the server was started as the leader of a group of its
+/// own). A group that is already gone is no error.
+fn kill_group(pid: Option<u32>) {
+    #[cfg(unix)]
+    {
+        let pid = pid
+            .and_then(|p| i32::try_from(p).ok())
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = pid;
+}
+
+/// What the provider and its tools share: the configuration, the current connection, and
+/// whether the server said its tool list changed.
 pub(super) struct Shared {
     pub(super) config: McpServerConfig,
     pub(super) connection: Mutex<Option<Arc<Connection>>>,
+    pub(super) stale: Arc<AtomicBool>,
 }
 
 impl Shared {
@@ -78,20 +134,35 @@ impl StderrTail {
     }
 }
 
-/// Start the server and initialize the session by `deadline`.
-pub(super) async fn connect(
-    config: &McpServerConfig,
-    deadline: tokio::time::Instant,
-) -> Result<Arc<Connection>, McpError> {
+/// The command starting the server: a minimal environment (the agent's variables the config
+/// lets through, then its own), the leader of a new process group, killed with its handle.
+fn command(config: &McpServerConfig) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(&config.command);
+    command.args(&config.args).env_clear();
+    for (key, value) in std::env::vars_os() {
+        if key.to_str().is_some_and(|k| config.inherits(k)) {
+            command.env(key, value);
+        }
+    }
     command
-        .args(&config.args)
         .envs(&config.env)
         // The child dies with its handle, whatever path drops it.
         .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
     if let Some(dir) = &config.cwd {
         command.current_dir(dir);
     }
+    command
+}
+
+/// Start the server and initialize the session by `deadline`.
+pub(super) async fn connect(
+    config: &McpServerConfig,
+    stale: &Arc<AtomicBool>,
+    deadline: tokio::time::Instant,
+) -> Result<Arc<Connection>, McpError> {
+    let command = command(config);
     let (transport, stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::piped())
         .spawn()
@@ -127,13 +198,17 @@ pub(super) async fn connect(
             }
         });
     }
-    let client = ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("stategraph", env!("CARGO_PKG_VERSION")),
-    );
+    let client = Client {
+        config: ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("stategraph", env!("CARGO_PKG_VERSION")),
+        ),
+        stale: Arc::clone(stale),
+    };
     let service = match tokio::time::timeout_at(deadline, client.serve(transport)).await {
         Ok(Ok(service)) => service,
         Ok(Err(e)) => {
+            kill_group(pid);
             // Give the stderr reader a moment to collect the server's last words.
             tokio::time::sleep(Duration::from_millis(50)).await;
             return Err(McpError::Initialize {
@@ -143,11 +218,12 @@ pub(super) async fn connect(
             });
         }
         Err(_) => {
+            kill_group(pid);
             return Err(McpError::StartupTimeout {
                 server: config.name.clone(),
                 timeout: config.startup_timeout,
                 stderr: tail.render(),
-            })
+            });
         }
     };
     // The provider caches the list itself; the SDK's response cache would only hide a refresh.

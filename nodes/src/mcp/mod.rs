@@ -40,7 +40,7 @@ mod connection;
 mod server;
 mod tool;
 
-pub use config::McpServerConfig;
+pub use config::{HintTrust, McpServerConfig, ToolOverride, ToolPrefix, DEFAULT_INHERITED_ENV};
 pub use server::McpServer;
 
 /// What went wrong with an MCP server. Every variant names the server.
@@ -76,6 +76,19 @@ pub enum McpError {
         message: String,
         /// The last lines the server wrote to stderr (formatted for the message, may be empty).
         stderr: String,
+    },
+    /// The server failed to start a moment ago, and is not started again before its back-off
+    /// ends.
+    #[error("MCP server {server:?}: not started again for {retry_in:?} after {failures} failed start(s); last: {last_error}")]
+    BackingOff {
+        /// The server.
+        server: String,
+        /// How long until the next start is tried.
+        retry_in: Duration,
+        /// The failed starts in a row.
+        failures: u32,
+        /// The last failure.
+        last_error: String,
     },
     /// Listing the tools failed.
     #[error("MCP server {server:?}: listing tools failed: {message}")]

@@ -11,33 +11,58 @@ use rmcp::ServiceError;
 use serde_json::Value;
 
 use crate::message::{ToolCall, ToolMessage};
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
+use crate::tool::{
+    Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
+};
 
+use super::config::{HintTrust, McpServerConfig, ToolOverride};
 use super::connection::{Connection, Shared};
 use super::McpError;
 
-/// The spec of a listed tool.
-pub(super) fn spec_of(server: &str, tool: &rmcp::model::Tool) -> ToolSpec {
+/// The spec of a listed tool: its catalog name, every annotation as sent, and a read-only flag
+/// from the configured override, else from the hint only if the server is trusted.
+pub(super) fn spec_of(config: &McpServerConfig, tool: &rmcp::model::Tool) -> ToolSpec {
+    let title = tool
+        .title
+        .clone()
+        .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone()));
     let description = tool
         .description
         .as_deref()
-        .or(tool.title.as_deref())
+        .or(title.as_deref())
         .unwrap_or_default();
-    let read_only = tool
-        .annotations
-        .as_ref()
-        .and_then(|a| a.read_only_hint)
-        .unwrap_or(false);
-    ToolSpec::new(tool.name.to_string(), description, ToolSource::Mcp)
+    let annotations = tool.annotations.as_ref().map(|a| ToolAnnotations {
+        read_only: a.read_only_hint,
+        destructive: a.destructive_hint,
+        idempotent: a.idempotent_hint,
+        open_world: a.open_world_hint,
+    });
+    let hinted = annotations.as_ref().and_then(|a| a.read_only) == Some(true);
+    let read_only = match config.tool_overrides.get(tool.name.as_ref()) {
+        Some(ToolOverride {
+            read_only: Some(yes),
+        }) => *yes,
+        _ => config.trust == HintTrust::Trusted && hinted,
+    };
+    let mut spec = ToolSpec::new(config.tool_name(&tool.name), description, ToolSource::Mcp)
         .parameters(Value::Object(tool.input_schema.as_ref().clone()))
         .read_only(read_only)
-        .group(server)
-        .deferrable(true)
+        .group(&config.name)
+        .deferrable(true);
+    spec.title = title;
+    spec.annotations = annotations;
+    spec.output_schema = tool
+        .output_schema
+        .as_ref()
+        .map(|s| Value::Object(s.as_ref().clone()));
+    spec
 }
 
 /// One tool of an MCP server, called over the server's shared connection.
 pub(super) struct McpTool {
     pub(super) spec: ToolSpec,
+    /// Its name on the server (the catalog name may carry the server's prefix).
+    pub(super) remote: String,
     pub(super) shared: Arc<Shared>,
 }
 
@@ -53,6 +78,7 @@ impl Tool for McpTool {
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         let shared = Arc::clone(&self.shared);
         let tool = self.spec.name.clone();
+        let remote = self.remote.clone();
         Box::pin(async move {
             let server = shared.config.name.clone();
             let arguments = match call.args {
@@ -71,7 +97,7 @@ impl Tool for McpTool {
                     McpError::NotRunning { server, tool },
                 ));
             };
-            let mut params = CallToolRequestParams::new(tool.clone());
+            let mut params = CallToolRequestParams::new(remote);
             if let Some(arguments) = arguments {
                 params = params.with_arguments(arguments);
             }
@@ -235,19 +261,64 @@ mod tests {
         assert_eq!(message.content, r#"{"sum":3}"#);
     }
 
-    #[test]
-    fn spec_takes_schema_hint_and_group() {
+    fn hinted_tool() -> rmcp::model::Tool {
         let mut schema = serde_json::Map::new();
         schema.insert("type".into(), Value::String("object".into()));
-        let tool = rmcp::model::Tool::new("look", "Look around", schema)
-            .annotate(rmcp::model::ToolAnnotations::new().read_only(true));
-        let spec = spec_of("srv", &tool);
+        let mut tool = rmcp::model::Tool::new("look", "Look around", schema).annotate(
+            rmcp::model::ToolAnnotations::new()
+                .read_only(true)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(true),
+        );
+        tool.title = Some("Look".to_owned());
+        let mut out = serde_json::Map::new();
+        out.insert("type".into(), Value::String("object".into()));
+        tool.output_schema = Some(Arc::new(out));
+        tool
+    }
+
+    #[test]
+    fn spec_keeps_every_annotation_schema_title_and_group() {
+        let spec = spec_of(&McpServerConfig::new("srv", "x"), &hinted_tool());
         assert_eq!(spec.name, "look");
         assert_eq!(spec.description, "Look around");
+        assert_eq!(spec.title.as_deref(), Some("Look"));
         assert_eq!(spec.parameters, serde_json::json!({"type": "object"}));
-        assert!(spec.read_only);
+        assert_eq!(
+            spec.output_schema,
+            Some(serde_json::json!({"type": "object"}))
+        );
+        assert_eq!(
+            spec.annotations,
+            Some(ToolAnnotations {
+                read_only: Some(true),
+                destructive: Some(true),
+                idempotent: Some(false),
+                open_world: Some(true),
+            })
+        );
         assert!(spec.deferrable);
         assert_eq!(spec.source, ToolSource::Mcp);
         assert_eq!(spec.group.as_deref(), Some("srv"));
+    }
+
+    #[test]
+    fn a_read_only_hint_counts_only_from_a_trusted_server_or_an_override() {
+        let tool = hinted_tool();
+        let untrusted = McpServerConfig::new("srv", "x");
+        assert!(!spec_of(&untrusted, &tool).read_only);
+        let trusted = untrusted.clone().trust(HintTrust::Trusted);
+        assert!(spec_of(&trusted, &tool).read_only);
+        let vouched = untrusted.tool_override("look", ToolOverride::read_only(true));
+        assert!(spec_of(&vouched, &tool).read_only);
+        let overruled = trusted.tool_override("look", ToolOverride::read_only(false));
+        assert!(!spec_of(&overruled, &tool).read_only);
+    }
+
+    #[test]
+    fn a_prefixed_server_names_its_tools_server_underscore_underscore_tool() {
+        let config = McpServerConfig::new("srv", "x").prefix(super::super::ToolPrefix::Server);
+        assert_eq!(spec_of(&config, &hinted_tool()).name, "srv__look");
     }
 }
