@@ -51,6 +51,7 @@ pub mod delivery;
 pub mod guardrail;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod mediation;
 pub mod message;
 pub mod middleware;
 pub mod model;

@@ -8,13 +8,15 @@
 //! call time, before a handler runs (what it may execute). An agent turns each policy into one
 //! model layer and one tool layer, so the second check cannot be forgotten.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
 use crate::context::RunContext;
+use crate::deferred::TOOL_SEARCH;
+use crate::mediation::{narrow_search, promoted_names, POLICY_WORDING};
 use crate::message::{ToolCall, ToolMessage};
 use crate::model::{ChatModel, ModelError, ModelRequest, ModelResponse};
 use crate::state::ThreadState;
@@ -338,11 +340,43 @@ impl Denial {
     }
 }
 
-/// A rule about which tools may be used, asked at both ends: which tools the model sees
-/// ([`ToolPolicy::visible`]) and whether a call may run ([`ToolPolicy::check_call`]).
+/// A rule about which tools may be used, asked at every place a tool can reach the model or
+/// run: which tools the model sees ([`ToolPolicy::visible`]), which ones a `tool_search` may
+/// return and promote ([`ToolPolicy::search_visible`], the same answer by default), and
+/// whether a call may run ([`ToolPolicy::check_call`]).
 ///
-/// Both answers must come from the same rule: a tool `visible` would hide must be refused by
+/// The answers must come from the same rule: a tool `visible` would hide must be refused by
 /// `check_call` (the property tests of the crate hold every built-in policy to this).
+///
+/// ```
+/// use stategraph_nodes::{Denial, RunContext, ThreadState, ToolCall, ToolPolicy, ToolSpec};
+///
+/// /// Hides and refuses every tool that is not read-only.
+/// struct ReadOnly;
+///
+/// impl ToolPolicy for ReadOnly {
+///     fn name(&self) -> &str {
+///         "read_only"
+///     }
+///
+///     fn visible(&self, tools: &[&ToolSpec], _: &ThreadState, _: &RunContext) -> Vec<Option<String>> {
+///         tools.iter().map(|t| (!t.read_only).then(|| "writes".to_owned())).collect()
+///     }
+///
+///     fn check_call(
+///         &self,
+///         call: &ToolCall,
+///         spec: Option<&ToolSpec>,
+///         _: &ThreadState,
+///         _: &RunContext,
+///     ) -> Result<(), Denial> {
+///         match spec {
+///             Some(spec) if spec.read_only => Ok(()),
+///             _ => Err(Denial::new("writes", format!("Error: {} may write", call.name))),
+///         }
+///     }
+/// }
+/// ```
 pub trait ToolPolicy: Send + Sync + 'static {
     /// The policy's name (traces name it).
     fn name(&self) -> &str;
@@ -356,16 +390,32 @@ pub trait ToolPolicy: Send + Sync + 'static {
         run: &RunContext,
     ) -> Vec<Option<String>>;
 
-    /// Whether `call` may run now.
+    /// Whether `call` may run now. `spec` is the spec of the tool it calls (`None`: the agent
+    /// has no tool of that name).
     ///
     /// # Errors
     /// A [`Denial`] when it may not; the handler then never runs.
     fn check_call(
         &self,
         call: &ToolCall,
+        spec: Option<&ToolSpec>,
         state: &ThreadState,
         run: &RunContext,
     ) -> Result<(), Denial>;
+
+    /// For each of `found` (the tools a `tool_search` call matched), `None` to let the search
+    /// return its schema and promote it, `Some(reason)` to leave it out. The default is
+    /// [`ToolPolicy::visible`]: what a policy hides from the model, a search does not reveal.
+    /// (The deferred-tool filter answers differently: promoting hidden tools is what a search
+    /// is for.)
+    fn search_visible(
+        &self,
+        found: &[&ToolSpec],
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> Vec<Option<String>> {
+        self.visible(found, state, run)
+    }
 
     /// Post-process the output of an allowed call (the skill policy narrows `tool_search`
     /// results with it). The default returns it unchanged.
@@ -398,10 +448,20 @@ impl<P: ToolPolicy + ?Sized> ToolPolicy for Arc<P> {
     fn check_call(
         &self,
         call: &ToolCall,
+        spec: Option<&ToolSpec>,
         state: &ThreadState,
         run: &RunContext,
     ) -> Result<(), Denial> {
-        (**self).check_call(call, state, run)
+        (**self).check_call(call, spec, state, run)
+    }
+
+    fn search_visible(
+        &self,
+        found: &[&ToolSpec],
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> Vec<Option<String>> {
+        (**self).search_visible(found, state, run)
     }
 
     fn filter_output(
@@ -488,6 +548,59 @@ impl<P: ToolPolicy> ModelLayer for PolicyLayer<P> {
     }
 }
 
+impl<P: ToolPolicy> PolicyLayer<P> {
+    /// A result of the agent's own `tool_search`, narrowed to what the policy lets a search
+    /// reveal (complete mediation); any other output unchanged.
+    fn mediate_search(
+        &self,
+        call: &ToolCall,
+        output: ToolOutput,
+        trace: &CapabilityTrace,
+        (state, run): (&ThreadState, &RunContext),
+    ) -> ToolOutput {
+        let own_search = self
+            .specs
+            .get(TOOL_SEARCH)
+            .is_some_and(|s| s.source == crate::ToolSource::BuiltIn);
+        if call.name != TOOL_SEARCH || !own_search {
+            return output;
+        }
+        let Some(names) = promoted_names(&output) else {
+            return narrow_search(call, output, &|_| false, &POLICY_WORDING);
+        };
+        let found: Vec<&ToolSpec> = names.iter().filter_map(|n| self.specs.get(n)).collect();
+        let verdicts = self.policy.search_visible(&found, state, run);
+        // A name with no spec, or no verdict, is not revealed (fail closed).
+        let mut allowed: HashSet<&str> = HashSet::new();
+        for (i, spec) in found.iter().enumerate() {
+            match verdicts.get(i) {
+                Some(None) => {
+                    allowed.insert(&spec.name);
+                }
+                hidden => trace.record(
+                    TraceEntry::new(
+                        &spec.name,
+                        Stage::Visible,
+                        Verdict::removed(
+                            self.policy.name(),
+                            format!(
+                                "left out of a tool_search result: {}",
+                                hidden.cloned().flatten().unwrap_or_default()
+                            ),
+                        ),
+                    )
+                    .for_call(&call.id),
+                ),
+            }
+        }
+        if allowed.len() == names.len() {
+            return output;
+        }
+        let allowed: HashSet<String> = allowed.into_iter().map(str::to_owned).collect();
+        narrow_search(call, output, &|n| allowed.contains(n), &POLICY_WORDING)
+    }
+}
+
 impl<P: ToolPolicy> ToolLayer for PolicyLayer<P> {
     fn name(&self) -> &str {
         self.policy.name()
@@ -501,11 +614,14 @@ impl<P: ToolPolicy> ToolLayer for PolicyLayer<P> {
         Box::pin(async move {
             let state = Arc::clone(&invocation.cx.state);
             let run = Arc::clone(&invocation.cx.run);
-            if let Err(d) = self.policy.check_call(&invocation.call, &state, &run) {
+            let spec = self.specs.get(&invocation.call.name);
+            if let Err(d) = self.policy.check_call(&invocation.call, spec, &state, &run) {
                 return Ok(invocation.deny(self.policy.name(), d.reason, d.message));
             }
             let call = invocation.call.clone();
+            let trace = invocation.trace.clone();
             let output = next.run(invocation).await?;
+            let output = self.mediate_search(&call, output, &trace, (&state, &run));
             Ok(self.policy.filter_output(&call, output, &state, &run))
         })
     }
