@@ -13,6 +13,7 @@ use stategraph_nodes::{Catalog, ToolError, ToolProvider, ToolStatus};
 mod isolation;
 mod naming;
 mod operations;
+mod reference;
 mod trust;
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_stategraph-mcp-fixture");

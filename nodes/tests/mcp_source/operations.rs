@@ -12,7 +12,7 @@ use super::{call, find, fixture, FIXTURE};
 
 /// Whether `pid` is a live (not zombie) process.
 #[cfg(target_os = "linux")]
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the parenthesised command name.
         Ok(stat) => stat
@@ -24,7 +24,7 @@ fn alive(pid: u32) -> bool {
 
 /// Wait up to ten seconds for `pid` to end.
 #[cfg(target_os = "linux")]
-async fn gone(pid: u32) -> bool {
+pub(crate) async fn gone(pid: u32) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while alive(pid) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
