@@ -5,7 +5,8 @@
 //!   when that is set.
 //! - `add {a, b}`: the sum as text, and `{"sum": ...}` as structured content.
 //! - `fail {message}`: a result with `isError: true`.
-//! - `slow {ms}`: sleeps that long, then answers.
+//! - `slow {ms, progress_ms?}`: sleeps that long, then answers; with `progress_ms`, reports
+//!   progress that often meanwhile (when the request carries a progress token).
 //! - `picture`: a text block and an image block.
 //! - `crash`: the server exits without answering.
 //! - `env {name}`: the value of the server's environment variable `name`, or `(unset)`
@@ -26,8 +27,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -78,7 +79,10 @@ fn tools() -> Vec<Tool> {
             "Sleep, then answer",
             schema(json!({
                 "type": "object",
-                "properties": {"ms": {"type": "integer", "minimum": 0}},
+                "properties": {
+                    "ms": {"type": "integer", "minimum": 0},
+                    "progress_ms": {"type": "integer", "minimum": 0}
+                },
                 "required": ["ms"]
             })),
         ),
@@ -170,13 +174,6 @@ impl Fixture {
                     .unwrap_or("it failed");
                 Ok(CallToolResult::error(vec![ContentBlock::text(message)]))
             }
-            "slow" => {
-                let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-                    "slept {ms} ms"
-                ))]))
-            }
             "picture" => Ok(CallToolResult::success(vec![
                 ContentBlock::text("a red dot"),
                 ContentBlock::image("iVBORw0KGgo=", "image/png"),
@@ -202,6 +199,34 @@ impl Fixture {
             )),
         }
     }
+}
+
+/// `slow`: sleep `ms`, reporting progress every `progress_ms` if asked to and given a token.
+async fn slow_with_progress(
+    args: &JsonObject,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, ErrorData> {
+    let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+    let every = args.get("progress_ms").and_then(Value::as_u64);
+    let token = context.meta.get_progress_token();
+    match (every, token) {
+        (Some(every), Some(token)) if every > 0 => {
+            let mut slept = 0;
+            while slept < ms {
+                let step = every.min(ms - slept);
+                tokio::time::sleep(Duration::from_millis(step)).await;
+                slept += step;
+                let _ = context
+                    .peer
+                    .notify_progress(ProgressNotificationParam::new(token.clone(), slept as f64))
+                    .await;
+            }
+        }
+        _ => tokio::time::sleep(Duration::from_millis(ms)).await,
+    }
+    Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+        "slept {ms} ms"
+    ))]))
 }
 
 impl ServerHandler for Fixture {
@@ -241,6 +266,10 @@ impl ServerHandler for Fixture {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == "slow" {
+            let args = request.arguments.unwrap_or_default();
+            return slow_with_progress(&args, &context).await.map(Into::into);
+        }
         if request.name == "grow" {
             self.tools
                 .lock()

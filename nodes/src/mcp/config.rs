@@ -73,8 +73,10 @@ pub struct McpServerConfig {
     pub cwd: Option<PathBuf>,
     /// How long starting, initializing and listing the tools may take together.
     pub startup_timeout: Duration,
-    /// How long one tool call may take.
+    /// How long one tool call may take without a progress notification from the server.
     pub call_timeout: Duration,
+    /// How long one tool call may take in all, however often the server reports progress.
+    pub max_call_time: Duration,
     /// After a failed start, how long to report the failure again instead of retrying; it
     /// doubles with each further failure, up to [`MAX_RESTART_BACKOFF`](Self::MAX_RESTART_BACKOFF).
     pub restart_backoff: Duration,
@@ -91,6 +93,8 @@ impl McpServerConfig {
     pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
     /// The default [`call_timeout`](Self::call_timeout): 60 seconds.
     pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+    /// The default [`max_call_time`](Self::max_call_time): 10 minutes.
+    pub const DEFAULT_MAX_CALL_TIME: Duration = Duration::from_secs(600);
     /// The default [`restart_backoff`](Self::restart_backoff): 5 seconds.
     pub const DEFAULT_RESTART_BACKOFF: Duration = Duration::from_secs(5);
     /// The longest back-off after repeated failures: 5 minutes.
@@ -108,6 +112,7 @@ impl McpServerConfig {
             cwd: None,
             startup_timeout: Self::DEFAULT_STARTUP_TIMEOUT,
             call_timeout: Self::DEFAULT_CALL_TIMEOUT,
+            max_call_time: Self::DEFAULT_MAX_CALL_TIME,
             restart_backoff: Self::DEFAULT_RESTART_BACKOFF,
             trust: HintTrust::Untrusted,
             tool_overrides: BTreeMap::new(),
@@ -154,6 +159,13 @@ impl McpServerConfig {
     /// Set the call timeout.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
+        self
+    }
+
+    /// Set the overall limit of one call (progress notifications never extend a call past it;
+    /// a limit shorter than the call timeout counts as the call timeout).
+    pub fn max_call_time(mut self, limit: Duration) -> Self {
+        self.max_call_time = limit;
         self
     }
 

@@ -8,22 +8,30 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientCacheConfig, ClientHandler, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
+use super::progress::ProgressRoutes;
 use super::{McpError, McpServerConfig};
 
 /// How many of a server's last stderr lines are kept for error reports.
 const STDERR_TAIL: usize = 8;
 
-/// The client side of a session: our identity, and a flag the server's
-/// `notifications/tools/list_changed` raises.
+/// The client side of a session: our identity, and where the server's notifications go.
 pub(super) struct Client {
     config: ClientConfig,
-    stale: Arc<AtomicBool>,
+    notices: Notices,
+}
+
+/// Where a server's notifications go: a flag `notifications/tools/list_changed` raises, and
+/// the routes of `notifications/progress` to the calls they belong to.
+#[derive(Clone, Default)]
+pub(super) struct Notices {
+    pub(super) stale: Arc<AtomicBool>,
+    pub(super) progress: Arc<ProgressRoutes>,
 }
 
 impl ClientHandler for Client {
@@ -32,7 +40,15 @@ impl ClientHandler for Client {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.stale.store(true, Ordering::SeqCst);
+        self.notices.stale.store(true, Ordering::SeqCst);
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.notices.progress.deliver(params);
     }
 }
 
@@ -84,11 +100,11 @@ fn kill_group(pid: Option<u32>) {
 }
 
 /// What the provider and its tools share: the configuration, the current connection, and
-/// whether the server said its tool list changed.
+/// what the server's notifications said.
 pub(super) struct Shared {
     pub(super) config: McpServerConfig,
     pub(super) connection: Mutex<Option<Arc<Connection>>>,
-    pub(super) stale: Arc<AtomicBool>,
+    pub(super) notices: Notices,
 }
 
 impl Shared {
@@ -159,7 +175,7 @@ fn command(config: &McpServerConfig) -> tokio::process::Command {
 /// Start the server and initialize the session by `deadline`.
 pub(super) async fn connect(
     config: &McpServerConfig,
-    stale: &Arc<AtomicBool>,
+    notices: &Notices,
     deadline: tokio::time::Instant,
 ) -> Result<Arc<Connection>, McpError> {
     let command = command(config);
@@ -203,7 +219,7 @@ pub(super) async fn connect(
             ClientCapabilities::default(),
             Implementation::new("stategraph", env!("CARGO_PKG_VERSION")),
         ),
-        stale: Arc::clone(stale),
+        notices: notices.clone(),
     };
     let service = match tokio::time::timeout_at(deadline, client.serve(transport)).await {
         Ok(Ok(service)) => service,

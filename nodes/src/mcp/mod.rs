@@ -37,6 +37,7 @@ use std::time::Duration;
 
 mod config;
 mod connection;
+mod progress;
 mod server;
 mod tool;
 

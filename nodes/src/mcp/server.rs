@@ -3,7 +3,7 @@
 //! it failed.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use crate::catalog::ToolProvider;
 use crate::tool::{Tool, ToolSource};
 use crate::BoxError;
 
-use super::connection::{connect, Shared};
+use super::connection::{connect, Notices, Shared};
 use super::tool::{spec_of, McpTool};
 use super::{McpError, McpServerConfig};
 
@@ -61,7 +61,7 @@ impl McpServer {
             shared: Arc::new(Shared {
                 config,
                 connection: Mutex::new(None),
-                stale: Arc::new(AtomicBool::new(false)),
+                notices: Notices::default(),
             }),
             cache: tokio::sync::Mutex::new(None),
             failures: Mutex::new(None),
@@ -98,7 +98,7 @@ impl McpServer {
     pub async fn tools(&self) -> Result<Vec<Arc<dyn Tool>>, McpError> {
         let mut cache = self.cache.lock().await;
         if let Some(tools) = cache.as_ref() {
-            if self.shared.live().is_some() && !self.shared.stale.load(Ordering::SeqCst) {
+            if self.shared.live().is_some() && !self.shared.notices.stale.load(Ordering::SeqCst) {
                 return Ok(tools.clone());
             }
         }
@@ -182,13 +182,13 @@ impl McpServer {
                 }
                 // Drop a dead connection before starting anew.
                 self.shared.set(None);
-                let connection = connect(config, &self.shared.stale, deadline).await?;
+                let connection = connect(config, &self.shared.notices, deadline).await?;
                 self.shared.set(Some(Arc::clone(&connection)));
                 connection
             }
         };
         // A change notified from here on is a change after this list.
-        self.shared.stale.store(false, Ordering::SeqCst);
+        self.shared.notices.stale.store(false, Ordering::SeqCst);
         let listed =
             tokio::time::timeout_at(deadline, connection.service.peer().list_all_tools()).await;
         let listed = match listed {

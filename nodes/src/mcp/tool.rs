@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, ErrorCode, ResourceContents,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, ErrorCode,
+    ProgressNotificationParam, ResourceContents, ServerResult,
 };
+use rmcp::service::PeerRequestOptions;
 use rmcp::ServiceError;
 use serde_json::Value;
 
@@ -17,6 +19,7 @@ use crate::tool::{
 
 use super::config::{HintTrust, McpServerConfig, ToolOverride};
 use super::connection::{Connection, Shared};
+use super::progress;
 use super::McpError;
 
 /// The spec of a listed tool: its catalog name, every annotation as sent, and a read-only flag
@@ -74,7 +77,7 @@ impl Tool for McpTool {
     fn call(
         &self,
         call: ToolCall,
-        _cx: ToolContext,
+        cx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         let shared = Arc::clone(&self.shared);
         let tool = self.spec.name.clone();
@@ -101,24 +104,80 @@ impl Tool for McpTool {
             if let Some(arguments) = arguments {
                 params = params.with_arguments(arguments);
             }
-            let timeout = shared.config.call_timeout;
-            let answer =
-                tokio::time::timeout(timeout, connection.service.peer().call_tool(params)).await;
-            match answer {
-                Ok(Ok(result)) => Ok(ToolOutput::Message(tool_message(
+            let shown = Shown {
+                cx: &cx,
+                tool: &tool,
+                server: &server,
+            };
+            match send(&shared, &connection, params, &shown).await {
+                Ok(result) => Ok(ToolOutput::Message(tool_message(
                     &call.id, &tool, &server, result,
                 ))),
-                Ok(Err(e)) => Err(call_error(e, &connection, server, tool)),
-                Err(_) => Err(ToolError::failed(
+                Err(ServiceError::Timeout { .. }) => Err(ToolError::failed(
                     tool.clone(),
                     McpError::CallTimeout {
                         server,
                         tool,
-                        timeout,
+                        timeout: shared.config.call_timeout,
                     },
                 )),
+                Err(e) => Err(call_error(e, &connection, server, tool)),
             }
         })
+    }
+}
+
+/// Send one `tools/call` and wait for its result: at most the call timeout without progress,
+/// at most the overall limit in all (the SDK cancels the request on the server when either
+/// runs out), showing each progress update meanwhile.
+async fn send(
+    shared: &Shared,
+    connection: &Connection,
+    params: CallToolRequestParams,
+    shown: &Shown<'_>,
+) -> Result<CallToolResult, ServiceError> {
+    let config = &shared.config;
+    let mut options = PeerRequestOptions::with_timeout(config.call_timeout);
+    options.reset_timeout_on_progress = true;
+    options.max_total_timeout = Some(config.max_call_time.max(config.call_timeout));
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = connection
+        .service
+        .peer()
+        .send_request_with_option(request, options)
+        .await?;
+    let route = shared.notices.progress.open(&handle.progress_token);
+    let answer = progress::forward(handle.await_response(), route, |update| {
+        shown.progress(update)
+    })
+    .await?;
+    match answer {
+        ServerResult::CallToolResult(result) => Ok(result),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Where a call's progress is shown: a custom stream event of the call's task.
+struct Shown<'a> {
+    cx: &'a ToolContext,
+    tool: &'a str,
+    server: &'a str,
+}
+
+impl Shown<'_> {
+    /// Show one progress update (`{"mcp_progress": {tool, server, progress, total, message}}`).
+    async fn progress(&self, update: ProgressNotificationParam) {
+        tracing::debug!(server = %self.server, tool = %self.tool, progress = update.progress, "MCP progress");
+        if let Some(node) = &self.cx.node {
+            node.emit(serde_json::json!({"mcp_progress": {
+                "tool": self.tool,
+                "server": self.server,
+                "progress": update.progress,
+                "total": update.total,
+                "message": update.message,
+            }}))
+            .await;
+        }
     }
 }
 

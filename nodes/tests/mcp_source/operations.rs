@@ -184,3 +184,88 @@ async fn a_list_changed_notification_makes_the_next_list_fetch_the_new_tools() {
     let b = server.tools().await.expect("list");
     assert!(std::sync::Arc::ptr_eq(&a[0], &b[0]));
 }
+
+#[tokio::test]
+async fn progress_notifications_extend_the_call_timeout_up_to_the_overall_limit() {
+    let server = McpServer::new(
+        fixture("progress")
+            .call_timeout(Duration::from_millis(400))
+            .max_call_time(Duration::from_secs(20)),
+    );
+    let tools = server.tools().await.expect("list");
+    let slow = find(&tools, "slow").expect("slow");
+
+    // Three times the call timeout, with progress every 100 ms: the call goes through.
+    let message = call(&slow, json!({"ms": 1200, "progress_ms": 100}))
+        .await
+        .expect("progress kept the call alive");
+    assert_eq!(message.content, "slept 1200 ms");
+
+    // The same wait without progress times out.
+    let error = call(&slow, json!({"ms": 1200}))
+        .await
+        .expect_err("no progress, no extension");
+    assert!(error.to_string().contains("call timeout"), "{error}");
+
+    // Progress never extends a call past the overall limit.
+    let capped = McpServer::new(
+        fixture("capped")
+            .call_timeout(Duration::from_millis(400))
+            .max_call_time(Duration::from_millis(800)),
+    );
+    let tools = capped.tools().await.expect("list");
+    let slow = find(&tools, "slow").expect("slow");
+    let started = Instant::now();
+    let error = call(&slow, json!({"ms": 5000, "progress_ms": 100}))
+        .await
+        .expect_err("past the overall limit");
+    assert!(error.to_string().contains("call timeout"), "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn progress_updates_are_streamed_as_custom_events_of_the_call() {
+    use futures::StreamExt;
+    use stategraph_nodes::stategraph::{EventKind, StreamMode};
+
+    let model = ScriptedModel::new(
+        "demo",
+        [
+            AiMessage::calls([ToolCall::new(
+                "c1",
+                "slow",
+                json!({"ms": 300, "progress_ms": 100}),
+            )]),
+            AiMessage::text("done"),
+        ],
+    );
+    let agent = AgentBuilder::new(model)
+        .provider(McpServer::new(fixture("progress")))
+        .defer_tools(false)
+        .assemble(RunContext::new("t1", "ana"))
+        .await
+        .expect("assemble");
+    let mut stream = agent.graph().stream(
+        ThreadState::human_input("wait"),
+        &agent.run_config(),
+        StreamMode::default(),
+    );
+    let mut progress = Vec::new();
+    while let Some(event) = stream.next().await {
+        if let EventKind::Custom { payload, .. } = event.kind {
+            if let Some(update) = payload.get("mcp_progress") {
+                progress.push(update.clone());
+            }
+        }
+    }
+    // Three were sent; the last may cross the answer on the way.
+    assert!((2..=3).contains(&progress.len()), "{progress:?}");
+    assert_eq!(progress[0]["tool"], json!("slow"));
+    assert_eq!(progress[0]["server"], json!("progress"));
+    assert_eq!(progress[0]["progress"], json!(100.0));
+    assert_eq!(progress[1]["progress"], json!(200.0));
+}
