@@ -3,32 +3,59 @@
 //!
 //! An [`McpServer`] is a [`ToolProvider`](crate::ToolProvider): on the first [`list`](crate::ToolProvider::list) it starts
 //! the server as a child process, initializes the MCP session, lists every tool (following the
-//! pagination cursor) and caches the list; later lists return the cache while the server runs.
-//! Each tool's spec is tagged [`ToolSource::Mcp`](crate::ToolSource::Mcp), grouped under the server's name and
-//! deferrable; its read-only flag is the server's `readOnlyHint`.
+//! pagination cursor) and caches the list; later lists return the cache while the server runs,
+//! and list again after the server sends `notifications/tools/list_changed`. Each tool's spec
+//! is tagged [`ToolSource::Mcp`](crate::ToolSource::Mcp), grouped under the server's name and deferrable.
+//!
+//! What a server is given, and how far it is believed:
+//!
+//! - **Environment.** A server starts with a minimal environment: the agent's `HOME`,
+//!   `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`, the variables its config passes on
+//!   ([`McpServerConfig::inherit_env`]) and the ones it sets ([`McpServerConfig::env`]) —
+//!   never the agent's other variables, so never its secrets.
+//! - **Annotations.** Every annotation (`readOnlyHint`, `destructiveHint`, `idempotentHint`,
+//!   `openWorldHint`), the title and the output schema are kept in the spec as sent
+//!   ([`ToolSpec::annotations`](crate::ToolSpec::annotations)); the server's instructions are
+//!   [`McpServer::instructions`]. They are claims: a tool is
+//!   [`read_only`](crate::ToolSpec::read_only) for policy (an exploring subagent's pool, the
+//!   read-only batch) only when its server is [`HintTrust::Trusted`] or a [`ToolOverride`]
+//!   says so.
+//! - **Names.** [`ToolPrefix::Server`] names tools `server__tool`, so two servers with one tool
+//!   name can coexist; calls reach the server under the tool's own name.
 //!
 //! Failures never take other sources down: a server that cannot start, exits, or does not
 //! answer within its startup timeout makes `list` fail with an error naming the server, which
-//! [`Catalog::assemble`](crate::Catalog::assemble) reports and skips. A call on a server that
-//! is gone, or that takes longer than the call timeout, fails with a [`ToolError::Failed`](crate::ToolError::Failed)
-//! naming the tool and the server.
+//! [`Catalog::assemble`](crate::Catalog::assemble) reports and skips (and an agent's capability
+//! trace shows as `server/*`, removed at Available). After a failed start the server is not
+//! started again before its [`restart_backoff`](McpServerConfig::restart_backoff) ends: lists
+//! fail at once with [`McpError::BackingOff`]. A call on a server that is gone, or that waits
+//! longer than the call timeout without a progress notification (or longer than
+//! [`max_call_time`](McpServerConfig::max_call_time) in all), fails with a
+//! [`ToolError::Failed`](crate::ToolError::Failed) naming the tool and the server; progress
+//! notifications are streamed as custom events (`{"mcp_progress": ...}`).
 //!
-//! The child process lives as long as the provider or any of its tools: when the last of them
-//! is dropped the session is closed and the process is killed.
+//! The server runs as the leader of a process group of its own; it lives as long as the
+//! provider or any of its tools: when the last of them is dropped, or on
+//! [`McpServer::shutdown`], the session is closed and the whole group is killed (so a server
+//! started through `sh -c` or `npx` goes with its wrapper).
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use stategraph_nodes::mcp::{McpServer, McpServerConfig};
+//! use stategraph_nodes::mcp::{HintTrust, McpServer, McpServerConfig, ToolOverride, ToolPrefix};
 //! use stategraph_nodes::ToolProvider;
 //!
 //! # async fn demo() -> Result<(), stategraph_nodes::BoxError> {
 //! let files = McpServer::new(
 //!     McpServerConfig::new("files", "mcp-server-filesystem")
 //!         .arg("/srv/data")
+//!         .inherit_env("NODE_OPTIONS")
+//!         .prefix(ToolPrefix::Server)
+//!         .trust(HintTrust::Untrusted)
+//!         .tool_override("read_text_file", ToolOverride::read_only(true))
 //!         .startup_timeout(Duration::from_secs(10)),
 //! );
 //! let tools = files.list().await?;
-//! # let _ = tools;
+//! assert!(tools.iter().all(|t| t.spec().name.starts_with("files__")));
 //! # Ok(())
 //! # }
 //! ```
