@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientCacheConfig, ClientHandler, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use super::progress::ProgressRoutes;
+use super::sniff::{Sniffer, TaskOnly};
 use super::{McpError, McpServerConfig};
 
 /// How many of a server's last stderr lines are kept for error reports.
@@ -32,6 +33,8 @@ pub(super) struct Client {
 pub(super) struct Notices {
     pub(super) stale: Arc<AtomicBool>,
     pub(super) progress: Arc<ProgressRoutes>,
+    /// What the server's list answers said that the SDK drops: the task-only tools.
+    pub(super) task_only: TaskOnly,
 }
 
 impl ClientHandler for Client {
@@ -56,6 +59,8 @@ impl ClientHandler for Client {
 pub(super) struct Connection {
     pub(super) service: RunningService<RoleClient, Client>,
     pub(super) pid: Option<u32>,
+    /// The server's process, killed when the connection is dropped.
+    _child: tokio::process::Child,
 }
 
 impl Connection {
@@ -172,48 +177,79 @@ fn command(config: &McpServerConfig) -> tokio::process::Command {
     command
 }
 
+/// A started server: its process, and its end of the session's pipes.
+struct Spawned {
+    child: tokio::process::Child,
+    pid: Option<u32>,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+}
+
+/// Start the server's process, its stderr drained into `tail`.
+fn spawn(config: &McpServerConfig, tail: &StderrTail) -> Result<Spawned, McpError> {
+    let spawn_error = |source| McpError::Spawn {
+        server: config.name.clone(),
+        command: config.command.clone(),
+        source,
+    };
+    let mut child = command(config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_error)?;
+    let pipe = |what| spawn_error(std::io::Error::other(format!("no {what} pipe")));
+    let stdin = child.stdin.take().ok_or_else(|| pipe("stdin"))?;
+    let stdout = child.stdout.take().ok_or_else(|| pipe("stdout"))?;
+    if let Some(stderr) = child.stderr.take() {
+        drain(stderr, tail.clone(), config.name.clone());
+    }
+    let pid = child.id();
+    Ok(Spawned {
+        child,
+        pid,
+        stdin,
+        stdout,
+    })
+}
+
+/// Keep draining whatever the server writes to stderr (so it never blocks on a full pipe),
+/// keeping the last lines: lines are cut at 8 KiB and read lossily, so neither a huge line nor
+/// bad UTF-8 stops the reader.
+fn drain(stderr: ChildStderr, tail: StderrTail, server: String) {
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(stderr);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match (&mut reader)
+                .take(8 << 10)
+                .read_until(b'\n', &mut buf)
+                .await
+            {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let line = String::from_utf8_lossy(&buf).trim_end().to_owned();
+            tracing::debug!(server = %server, "MCP server stderr: {line}");
+            tail.push(line);
+        }
+    });
+}
+
 /// Start the server and initialize the session by `deadline`.
 pub(super) async fn connect(
     config: &McpServerConfig,
     notices: &Notices,
     deadline: tokio::time::Instant,
 ) -> Result<Arc<Connection>, McpError> {
-    let command = command(config);
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| McpError::Spawn {
-            server: config.name.clone(),
-            command: config.command.clone(),
-            source,
-        })?;
-    let pid = transport.id();
     let tail = StderrTail::default();
-    if let Some(stderr) = stderr {
-        let tail = tail.clone();
-        let server = config.name.clone();
-        tokio::spawn(async move {
-            // Keep draining whatever the server writes (so it never blocks on a full pipe):
-            // lines are cut at 8 KiB and read lossily, so neither a huge line nor bad UTF-8
-            // stops the reader.
-            let mut reader = tokio::io::BufReader::new(stderr);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                match (&mut reader)
-                    .take(8 << 10)
-                    .read_until(b'\n', &mut buf)
-                    .await
-                {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                let line = String::from_utf8_lossy(&buf).trim_end().to_owned();
-                tracing::debug!(server = %server, "MCP server stderr: {line}");
-                tail.push(line);
-            }
-        });
-    }
+    let Spawned {
+        child,
+        pid,
+        stdin,
+        stdout,
+    } = spawn(config, &tail)?;
     let client = Client {
         config: ClientConfig::new(
             ClientCapabilities::default(),
@@ -221,6 +257,7 @@ pub(super) async fn connect(
         ),
         notices: notices.clone(),
     };
+    let transport = (Sniffer::new(stdout, notices.task_only.clone()), stdin);
     let service = match tokio::time::timeout_at(deadline, client.serve(transport)).await {
         Ok(Ok(service)) => service,
         Ok(Err(e)) => {
@@ -248,5 +285,9 @@ pub(super) async fn connect(
         .set_response_cache_config(ClientCacheConfig::disabled())
         .await;
     tracing::debug!(server = %config.name, pid, "MCP server started");
-    Ok(Arc::new(Connection { service, pid }))
+    Ok(Arc::new(Connection {
+        service,
+        pid,
+        _child: child,
+    }))
 }

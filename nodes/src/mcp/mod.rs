@@ -22,6 +22,9 @@
 //!   says so.
 //! - **Names.** [`ToolPrefix::Server`] names tools `server__tool`, so two servers with one tool
 //!   name can coexist; calls reach the server under the tool's own name.
+//! - **Task-only tools.** A tool marked `execution.taskSupport: "required"` can only be called
+//!   as a task, which this client does not do; it is left out of the list
+//!   ([`McpServer::task_only_tools`]).
 //!
 //! Failures never take other sources down: a server that cannot start, exits, or does not
 //! answer within its startup timeout makes `list` fail with an error naming the server, which
@@ -66,6 +69,7 @@ mod config;
 mod connection;
 mod progress;
 mod server;
+mod sniff;
 mod tool;
 
 pub use config::{HintTrust, McpServerConfig, ToolOverride, ToolPrefix, DEFAULT_INHERITED_ENV};

@@ -89,6 +89,13 @@ impl McpServer {
         self.shared.live().and_then(|c| c.pid)
     }
 
+    /// The tools the server listed that are left out because they can only be called as
+    /// tasks (`execution.taskSupport: "required"`; task augmentation is not supported, so
+    /// every call of them would fail), by their names on the server, sorted.
+    pub fn task_only_tools(&self) -> Vec<String> {
+        self.shared.notices.task_only.names()
+    }
+
     /// The server's tools: the cached list while the server runs and has not said its list
     /// changed, else the server is started (again) if needed and listed.
     ///
@@ -208,8 +215,17 @@ impl McpServer {
             }
         };
         tracing::debug!(server = %config.name, tools = listed.len(), "MCP server listed");
+        let task_only = &self.shared.notices.task_only;
         Ok(listed
             .into_iter()
+            .filter(|tool| {
+                // Callable only as a task, which this client does not do: every call would fail.
+                let hidden = task_only.contains(&tool.name);
+                if hidden {
+                    tracing::info!(server = %config.name, tool = %tool.name, "MCP tool requires task augmentation; left out");
+                }
+                !hidden
+            })
             .map(|tool| {
                 Arc::new(McpTool {
                     spec: spec_of(config, &tool),

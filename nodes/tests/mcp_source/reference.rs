@@ -277,3 +277,30 @@ async fn tool_search_on_the_filesystem_server_returns_and_promotes_no_hidden_too
     let shown = requests[1].tool_names();
     assert!(shown.iter().all(|n| !writes(n)), "{shown:?}");
 }
+
+#[tokio::test]
+async fn a_tool_that_requires_task_augmentation_is_left_out() {
+    let Some(config) = reference("everything", "mcp-server-everything") else {
+        return;
+    };
+    let server = McpServer::new(config);
+    // The server registers its task tool once the session is initialized, and says its list
+    // changed; the next lists see it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let tools = loop {
+        let tools = server.tools().await.expect("list");
+        if server
+            .task_only_tools()
+            .contains(&"simulate-research-query".to_owned())
+        {
+            break tools;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the task tool was never listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(find(&tools, "simulate-research-query").is_none());
+    assert!(find(&tools, "echo").is_some());
+}
