@@ -90,7 +90,9 @@ pub use guardrail::{
 };
 #[cfg(feature = "mcp")]
 pub use mcp::{McpError, McpServer, McpServerConfig};
-pub use message::{AiMessage, FinishReason, Message, ToolCall, ToolMessage, ToolStatus, Usage};
+pub use message::{
+    AiMessage, FinishReason, ImagePart, Message, ToolCall, ToolMessage, ToolStatus, Usage,
+};
 pub use middleware::{
     Denial, ModelCall, ModelLayer, ModelNext, Observer, PolicyLayer, ToolErrorHandling,
     ToolInvocation, ToolLayer, ToolNext, ToolPolicy,

@@ -77,6 +77,11 @@ pub struct McpServerConfig {
     pub call_timeout: Duration,
     /// How long one tool call may take in all, however often the server reports progress.
     pub max_call_time: Duration,
+    /// The largest image (decoded bytes) of a result passed on to the model; a larger one is
+    /// only described in the text.
+    pub max_image_bytes: usize,
+    /// The most images of one result passed on to the model; the rest are only described.
+    pub max_images: usize,
     /// After a failed start, how long to report the failure again instead of retrying; it
     /// doubles with each further failure, up to [`MAX_RESTART_BACKOFF`](Self::MAX_RESTART_BACKOFF).
     pub restart_backoff: Duration,
@@ -95,6 +100,10 @@ impl McpServerConfig {
     pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
     /// The default [`max_call_time`](Self::max_call_time): 10 minutes.
     pub const DEFAULT_MAX_CALL_TIME: Duration = Duration::from_secs(600);
+    /// The default [`max_image_bytes`](Self::max_image_bytes): 5 MiB.
+    pub const DEFAULT_MAX_IMAGE_BYTES: usize = 5 << 20;
+    /// The default [`max_images`](Self::max_images): 4.
+    pub const DEFAULT_MAX_IMAGES: usize = 4;
     /// The default [`restart_backoff`](Self::restart_backoff): 5 seconds.
     pub const DEFAULT_RESTART_BACKOFF: Duration = Duration::from_secs(5);
     /// The longest back-off after repeated failures: 5 minutes.
@@ -113,6 +122,8 @@ impl McpServerConfig {
             startup_timeout: Self::DEFAULT_STARTUP_TIMEOUT,
             call_timeout: Self::DEFAULT_CALL_TIMEOUT,
             max_call_time: Self::DEFAULT_MAX_CALL_TIME,
+            max_image_bytes: Self::DEFAULT_MAX_IMAGE_BYTES,
+            max_images: Self::DEFAULT_MAX_IMAGES,
             restart_backoff: Self::DEFAULT_RESTART_BACKOFF,
             trust: HintTrust::Untrusted,
             tool_overrides: BTreeMap::new(),
@@ -166,6 +177,14 @@ impl McpServerConfig {
     /// a limit shorter than the call timeout counts as the call timeout).
     pub fn max_call_time(mut self, limit: Duration) -> Self {
         self.max_call_time = limit;
+        self
+    }
+
+    /// Set the largest image (decoded bytes) and the most images of one result passed on to
+    /// the model (`0` images: none; every image is then only described in the text).
+    pub fn image_limits(mut self, max_bytes: usize, max_images: usize) -> Self {
+        self.max_image_bytes = max_bytes;
+        self.max_images = max_images;
         self
     }
 

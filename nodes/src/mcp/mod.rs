@@ -22,6 +22,9 @@
 //!   says so.
 //! - **Names.** [`ToolPrefix::Server`] names tools `server__tool`, so two servers with one tool
 //!   name can coexist; calls reach the server under the tool's own name.
+//! - **Images.** An image in a result is kept in
+//!   [`ToolMessage::images`](crate::ToolMessage::images) for models that accept images (the
+//!   text still describes it), within [`McpServerConfig::image_limits`].
 //! - **Task-only tools.** A tool marked `execution.taskSupport: "required"` can only be called
 //!   as a task, which this client does not do; it is left out of the list
 //!   ([`McpServer::task_only_tools`]).

@@ -12,7 +12,7 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::ServiceError;
 use serde_json::Value;
 
-use crate::message::{ToolCall, ToolMessage};
+use crate::message::{ImagePart, ToolCall, ToolMessage};
 use crate::tool::{
     Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
 };
@@ -111,7 +111,9 @@ impl Tool for McpTool {
             };
             match send(&shared, &connection, params, &shown).await {
                 Ok(result) => Ok(ToolOutput::Message(tool_message(
-                    &call.id, &tool, &server, result,
+                    (&call.id, &tool),
+                    &shared.config,
+                    result,
                 ))),
                 Err(ServiceError::Timeout { .. }) => Err(ToolError::failed(
                     tool.clone(),
@@ -213,9 +215,28 @@ fn call_error(
 }
 
 /// The tool message for a call's result: its text blocks joined, other blocks summarised,
-/// structured content kept in the metadata; `isError` makes it an error message.
-fn tool_message(call_id: &str, tool: &str, server: &str, result: CallToolResult) -> ToolMessage {
-    let mut parts: Vec<String> = result.content.iter().map(describe_block).collect();
+/// images within the server's limits attached, structured content kept in the metadata;
+/// `isError` makes it an error message.
+fn tool_message(
+    (call_id, tool): (&str, &str),
+    config: &McpServerConfig,
+    result: CallToolResult,
+) -> ToolMessage {
+    let mut images = Vec::new();
+    let mut parts: Vec<String> = Vec::with_capacity(result.content.len());
+    for block in &result.content {
+        let mut text = describe_block(block);
+        if let ContentBlock::Image(image) = block {
+            match image_refusal(image.data.len(), images.len(), config) {
+                None => images.push(ImagePart::new(&image.mime_type, &image.data)),
+                Some(why) => {
+                    text.pop();
+                    text.push_str(&format!("; not passed on: {why}]"));
+                }
+            }
+        }
+        parts.push(text);
+    }
     if parts.is_empty() {
         if let Some(structured) = &result.structured_content {
             parts.push(structured.to_string());
@@ -227,15 +248,32 @@ fn tool_message(call_id: &str, tool: &str, server: &str, result: CallToolResult)
     } else {
         ToolMessage::new(call_id, tool, content)
     };
+    message.images = images;
     message
         .metadata
-        .insert("mcp_server".to_owned(), Value::String(server.to_owned()));
+        .insert("mcp_server".to_owned(), Value::String(config.name.clone()));
     if let Some(structured) = result.structured_content {
         message
             .metadata
             .insert("structured_content".to_owned(), structured);
     }
     message
+}
+
+/// Why an image of `base64_len` base64 bytes is not passed on when `kept` already are
+/// (`None`: it is).
+fn image_refusal(base64_len: usize, kept: usize, config: &McpServerConfig) -> Option<String> {
+    let bytes = base64_len / 4 * 3;
+    if bytes > config.max_image_bytes {
+        Some(format!(
+            "about {bytes} bytes, over the limit of {}",
+            config.max_image_bytes
+        ))
+    } else if kept >= config.max_images {
+        Some(format!("more than {} images", config.max_images))
+    } else {
+        None
+    }
 }
 
 /// One content block as text for the model.
@@ -287,11 +325,12 @@ mod tests {
             ContentBlock::text("two"),
         ]);
         result.structured_content = Some(serde_json::json!({"n": 1}));
-        let message = tool_message("c1", "t", "srv", result);
+        let message = tool_message(("c1", "t"), &McpServerConfig::new("srv", "x"), result);
         assert_eq!(
             message.content,
             "one\n[image: image/png, 4 bytes of base64]\ntwo"
         );
+        assert_eq!(message.images, [ImagePart::new("image/png", "AAAA")]);
         assert!(!message.is_error());
         assert_eq!(
             message.metadata.get("structured_content"),
@@ -304,11 +343,27 @@ mod tests {
     }
 
     #[test]
+    fn images_past_the_count_limit_are_only_described() {
+        let result = CallToolResult::success(vec![
+            ContentBlock::image("AAAA", "image/png"),
+            ContentBlock::image("BBBB", "image/gif"),
+        ]);
+        let config = McpServerConfig::new("srv", "x").image_limits(1 << 20, 1);
+        let message = tool_message(("c1", "t"), &config, result);
+        assert_eq!(message.images, [ImagePart::new("image/png", "AAAA")]);
+        assert_eq!(
+            message.content,
+            "[image: image/png, 4 bytes of base64]\n\
+             [image: image/gif, 4 bytes of base64; not passed on: more than 1 images]"
+        );
+    }
+
+    #[test]
     fn error_results_become_error_messages_and_empty_text_falls_back_to_structured() {
+        let config = McpServerConfig::new("srv", "x");
         let message = tool_message(
-            "c1",
-            "t",
-            "srv",
+            ("c1", "t"),
+            &config,
             CallToolResult::error(vec![ContentBlock::text("bad")]),
         );
         assert!(message.is_error());
@@ -316,7 +371,7 @@ mod tests {
 
         let mut result = CallToolResult::success(Vec::new());
         result.structured_content = Some(serde_json::json!({"sum": 3}));
-        let message = tool_message("c2", "t", "srv", result);
+        let message = tool_message(("c2", "t"), &config, result);
         assert_eq!(message.content, r#"{"sum":3}"#);
     }
 

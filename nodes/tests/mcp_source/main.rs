@@ -10,6 +10,7 @@ use stategraph_nodes::mcp::{HintTrust, McpError, McpServer, McpServerConfig};
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::{Catalog, ToolError, ToolProvider, ToolStatus};
 
+mod content;
 mod isolation;
 mod naming;
 mod operations;

@@ -304,3 +304,22 @@ async fn a_tool_that_requires_task_augmentation_is_left_out() {
     assert!(find(&tools, "simulate-research-query").is_none());
     assert!(find(&tools, "echo").is_some());
 }
+
+#[tokio::test]
+async fn everything_servers_tiny_image_is_passed_on_as_an_image() {
+    let Some(config) = reference("everything", "mcp-server-everything") else {
+        return;
+    };
+    let server = McpServer::new(config);
+    let tools = server.tools().await.expect("list");
+    let image = find(&tools, "get-tiny-image").expect("get-tiny-image");
+    let message = call(&image, json!({})).await.expect("get-tiny-image");
+    assert_eq!(message.images.len(), 1, "{message:?}");
+    assert_eq!(message.images[0].mime_type, "image/png");
+    assert!(message.images[0].data.starts_with("iVBORw0KGgo"), "a PNG");
+    assert!(
+        message.content.contains("[image: image/png"),
+        "{}",
+        message.content
+    );
+}
