@@ -52,17 +52,23 @@ pub enum ToolPrefix {
 /// (the set the MCP TypeScript SDK passes on Unix).
 pub const DEFAULT_INHERITED_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 
-/// How to start one MCP server that speaks over stdio.
+/// How to reach one MCP server: a program started as a child process speaking over stdio
+/// ([`McpServerConfig::new`]), or a URL speaking Streamable HTTP ([`McpServerConfig::http`],
+/// crate feature `mcp-http`).
 ///
-/// A server starts with a minimal environment: the variables of [`DEFAULT_INHERITED_ENV`] that
+/// A stdio server starts with a minimal environment: the variables of [`DEFAULT_INHERITED_ENV`] that
 /// the agent has, the ones [`inherit_env`](Self::inherit_env) names, and the ones
 /// [`env`](Self::env) sets — never the rest of the agent's environment.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct McpServerConfig {
     /// The server's name: reports name it, and its tools are grouped under it.
     pub name: String,
-    /// The program to run.
+    /// The program to run (stdio; empty for an HTTP server).
     pub command: String,
+    /// The endpoint of a Streamable HTTP server (`None`: a stdio server).
+    pub url: Option<String>,
+    /// HTTP headers sent with every request to an HTTP server (e.g. `Authorization`).
+    pub headers: BTreeMap<String, String>,
     /// Its arguments.
     pub args: Vec<String>,
     /// Environment variables set for it.
@@ -115,6 +121,8 @@ impl McpServerConfig {
         McpServerConfig {
             name: name.into(),
             command: command.into(),
+            url: None,
+            headers: BTreeMap::new(),
             args: Vec::new(),
             env: BTreeMap::new(),
             inherit_env: Vec::new(),
@@ -129,6 +137,22 @@ impl McpServerConfig {
             tool_overrides: BTreeMap::new(),
             prefix: ToolPrefix::Off,
         }
+    }
+
+    /// A server called `name` at the Streamable HTTP endpoint `url` (crate feature
+    /// `mcp-http`; without it, starting the server fails with
+    /// [`McpError::Transport`](super::McpError::Transport)).
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        McpServerConfig {
+            url: Some(url.into()),
+            ..McpServerConfig::new(name, "")
+        }
+    }
+
+    /// Send the HTTP header `name: value` with every request (HTTP servers).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
     }
 
     /// Add an argument.
@@ -242,5 +266,33 @@ impl McpServerConfig {
     /// ```
     pub fn inherits(&self, key: &str) -> bool {
         DEFAULT_INHERITED_ENV.contains(&key) || self.inherit_env.iter().any(|k| k == key)
+    }
+}
+
+impl std::fmt::Debug for McpServerConfig {
+    /// Every field, with the values of `env` and `headers` redacted (they hold credentials).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = |map: &BTreeMap<String, String>| -> Vec<String> {
+            map.keys().map(|k| format!("{k}=<redacted>")).collect()
+        };
+        f.debug_struct("McpServerConfig")
+            .field("name", &self.name)
+            .field("command", &self.command)
+            .field("url", &self.url)
+            .field("headers", &redacted(&self.headers))
+            .field("args", &self.args)
+            .field("env", &redacted(&self.env))
+            .field("inherit_env", &self.inherit_env)
+            .field("cwd", &self.cwd)
+            .field("startup_timeout", &self.startup_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .field("max_call_time", &self.max_call_time)
+            .field("max_image_bytes", &self.max_image_bytes)
+            .field("max_images", &self.max_images)
+            .field("restart_backoff", &self.restart_backoff)
+            .field("trust", &self.trust)
+            .field("tool_overrides", &self.tool_overrides)
+            .field("prefix", &self.prefix)
+            .finish()
     }
 }

@@ -59,8 +59,8 @@ impl ClientHandler for Client {
 pub(super) struct Connection {
     pub(super) service: RunningService<RoleClient, Client>,
     pub(super) pid: Option<u32>,
-    /// The server's process, killed when the connection is dropped.
-    _child: tokio::process::Child,
+    /// The server's process (stdio), killed when the connection is dropped.
+    _child: Option<tokio::process::Child>,
 }
 
 impl Connection {
@@ -237,19 +237,12 @@ fn drain(stderr: ChildStderr, tail: StderrTail, server: String) {
     });
 }
 
-/// Start the server and initialize the session by `deadline`.
+/// Start (or reach) the server and initialize the session by `deadline`.
 pub(super) async fn connect(
     config: &McpServerConfig,
     notices: &Notices,
     deadline: tokio::time::Instant,
 ) -> Result<Arc<Connection>, McpError> {
-    let tail = StderrTail::default();
-    let Spawned {
-        child,
-        pid,
-        stdin,
-        stdout,
-    } = spawn(config, &tail)?;
     let client = Client {
         config: ClientConfig::new(
             ClientCapabilities::default(),
@@ -257,8 +250,22 @@ pub(super) async fn connect(
         ),
         notices: notices.clone(),
     };
-    let transport = (Sniffer::new(stdout, notices.task_only.clone()), stdin);
-    let service = match tokio::time::timeout_at(deadline, client.serve(transport)).await {
+    let tail = StderrTail::default();
+    let (served, child, pid) = match &config.url {
+        Some(url) => (serve_http(client, config, url, deadline).await?, None, None),
+        None => {
+            let Spawned {
+                child,
+                pid,
+                stdin,
+                stdout,
+            } = spawn(config, &tail)?;
+            let transport = (Sniffer::new(stdout, notices.task_only.clone()), stdin);
+            let served = tokio::time::timeout_at(deadline, client.serve(transport)).await;
+            (served, Some(child), pid)
+        }
+    };
+    let service = match served {
         Ok(Ok(service)) => service,
         Ok(Err(e)) => {
             kill_group(pid);
@@ -290,4 +297,38 @@ pub(super) async fn connect(
         pid,
         _child: child,
     }))
+}
+
+/// What serving a session by the deadline gives.
+type Served = Result<
+    Result<RunningService<RoleClient, Client>, rmcp::service::ClientInitializeError>,
+    tokio::time::error::Elapsed,
+>;
+
+/// Initialize a session with the Streamable HTTP server at `url` by `deadline`.
+#[cfg(feature = "mcp-http")]
+async fn serve_http(
+    client: Client,
+    config: &McpServerConfig,
+    url: &str,
+    deadline: tokio::time::Instant,
+) -> Result<Served, McpError> {
+    let transport = super::http::transport(config, url)?;
+    Ok(tokio::time::timeout_at(deadline, client.serve(transport)).await)
+}
+
+/// Without the `mcp-http` feature, an HTTP server cannot be reached.
+#[cfg(not(feature = "mcp-http"))]
+async fn serve_http(
+    _client: Client,
+    config: &McpServerConfig,
+    url: &str,
+    _deadline: tokio::time::Instant,
+) -> Result<Served, McpError> {
+    Err(McpError::Transport {
+        server: config.name.clone(),
+        message: format!(
+            "{url} speaks Streamable HTTP, which needs the `mcp-http` feature of stategraph-nodes"
+        ),
+    })
 }

@@ -1,5 +1,7 @@
-//! MCP servers as a tool source: a stdio server's tools, listed once and called over one shared
-//! connection (through the official Rust SDK, `rmcp`).
+//! MCP servers as a tool source: a server's tools, listed once and called over one shared
+//! connection (through the official Rust SDK, `rmcp`). A server is a program speaking over
+//! stdio, or (crate feature `mcp-http`) a URL speaking Streamable HTTP
+//! ([`McpServerConfig::http`], with headers from its config).
 //!
 //! An [`McpServer`] is a [`ToolProvider`](crate::ToolProvider): on the first [`list`](crate::ToolProvider::list) it starts
 //! the server as a child process, initializes the MCP session, lists every tool (following the
@@ -70,6 +72,8 @@ use std::time::Duration;
 
 mod config;
 mod connection;
+#[cfg(feature = "mcp-http")]
+mod http;
 mod progress;
 mod server;
 mod sniff;
@@ -91,6 +95,15 @@ pub enum McpError {
         command: String,
         /// Why.
         source: std::io::Error,
+    },
+    /// The server's transport could not be set up (an HTTP server without the `mcp-http`
+    /// feature, or a header that is not valid HTTP).
+    #[error("MCP server {server:?}: {message}")]
+    Transport {
+        /// The server.
+        server: String,
+        /// Why.
+        message: String,
     },
     /// Starting, initializing and listing took longer than the startup timeout.
     #[error("MCP server {server:?}: no answer within the startup timeout of {timeout:?}{stderr}")]

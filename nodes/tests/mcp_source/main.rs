@@ -11,6 +11,8 @@ use stategraph_nodes::prelude::*;
 use stategraph_nodes::{Catalog, ToolError, ToolProvider, ToolStatus};
 
 mod content;
+#[cfg(feature = "mcp-http")]
+mod http;
 mod isolation;
 mod naming;
 mod operations;

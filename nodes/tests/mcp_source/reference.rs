@@ -27,10 +27,10 @@ fn servers_dir() -> PathBuf {
     }
 }
 
-/// The reference server `bin` (`mcp-server-everything`, ...) as a config named `name`, or
-/// `None` (with the reason on stderr) when it is not installed. Under `CI=true` a missing
-/// server is a failure, never a silent skip.
-fn reference(name: &str, bin: &str) -> Option<McpServerConfig> {
+/// The program of the reference server `bin` (`mcp-server-everything`, ...), or `None` (with
+/// the reason on stderr) when it is not installed. Under `CI=true` a missing server is a
+/// failure, never a silent skip.
+pub(crate) fn reference_bin(bin: &str) -> Option<PathBuf> {
     let path = servers_dir().join("node_modules/.bin").join(bin);
     if !path.exists() {
         let why = format!(
@@ -41,6 +41,14 @@ fn reference(name: &str, bin: &str) -> Option<McpServerConfig> {
         eprintln!("skipped: {why}");
         return None;
     }
+    Some(path)
+}
+
+/// The reference server `bin` (`mcp-server-everything`, ...) as a config named `name`, or
+/// `None` (with the reason on stderr) when it is not installed. Under `CI=true` a missing
+/// server is a failure, never a silent skip.
+fn reference(name: &str, bin: &str) -> Option<McpServerConfig> {
+    let path = reference_bin(bin)?;
     Some(
         McpServerConfig::new(name, path.to_string_lossy())
             .startup_timeout(Duration::from_secs(60))
