@@ -1,4 +1,4 @@
-//! [`McpServer`]: one stdio MCP server as a tool provider, its tools listed once and cached,
+//! [`McpServer`]: one MCP server as a tool provider, its tools listed once and cached,
 //! listed again when the server says they changed, and not restarted at every assembly after
 //! it failed.
 
@@ -19,7 +19,8 @@ use super::connection::{connect, Notices, Shared};
 use super::tool::{spec_of, McpTool};
 use super::{McpError, McpServerConfig};
 
-/// One MCP server over stdio, as a [`ToolProvider`] with source [`ToolSource::Mcp`].
+/// One MCP server (over stdio, or Streamable HTTP with the `mcp-http` feature), as a
+/// [`ToolProvider`] with source [`ToolSource::Mcp`].
 ///
 /// The first [`list`](ToolProvider::list) starts the server and caches its tools; later ones
 /// return the cache while the server runs, and list again after the server sent
@@ -194,8 +195,10 @@ impl McpServer {
                 connection
             }
         };
-        // A change notified from here on is a change after this list.
+        // A change notified from here on is a change after this list, and this list's answer
+        // alone says which tools are task-only.
         self.shared.notices.stale.store(false, Ordering::SeqCst);
+        self.shared.notices.task_only.clear();
         let listed =
             tokio::time::timeout_at(deadline, connection.service.peer().list_all_tools()).await;
         let listed = match listed {

@@ -29,6 +29,14 @@ impl TaskOnly {
             .contains(name)
     }
 
+    /// Forget every name (before listing anew: the new answer decides).
+    pub(super) fn clear(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
     /// The names, sorted.
     pub(super) fn names(&self) -> Vec<String> {
         let names = self.0.lock().unwrap_or_else(PoisonError::into_inner);
