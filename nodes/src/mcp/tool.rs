@@ -226,9 +226,9 @@ fn tool_message(
     let mut parts: Vec<String> = Vec::with_capacity(result.content.len());
     for block in &result.content {
         let mut text = describe_block(block);
-        if let ContentBlock::Image(image) = block {
-            match image_refusal(image.data.len(), images.len(), config) {
-                None => images.push(ImagePart::new(&image.mime_type, &image.data)),
+        if let Some((mime_type, data)) = image_of(block) {
+            match image_refusal(data.len(), images.len(), config) {
+                None => images.push(ImagePart::new(mime_type, data)),
                 Some(why) => {
                     text.pop();
                     text.push_str(&format!("; not passed on: {why}]"));
@@ -258,6 +258,23 @@ fn tool_message(
             .insert("structured_content".to_owned(), structured);
     }
     message
+}
+
+/// The media type and base64 data of an image block, or of an embedded resource whose blob is
+/// an image.
+fn image_of(block: &ContentBlock) -> Option<(&str, &str)> {
+    match block {
+        ContentBlock::Image(image) => Some((&image.mime_type, &image.data)),
+        ContentBlock::Resource(embedded) => match &embedded.resource {
+            ResourceContents::BlobResourceContents {
+                mime_type: Some(mime_type),
+                blob,
+                ..
+            } if mime_type.starts_with("image/") => Some((mime_type, blob)),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Why an image of `base64_len` base64 bytes is not passed on when `kept` already are
@@ -339,6 +356,28 @@ mod tests {
         assert_eq!(
             message.metadata.get("mcp_server"),
             Some(&serde_json::json!("srv"))
+        );
+    }
+
+    #[test]
+    fn an_embedded_image_resource_is_passed_on_as_an_image_and_other_blobs_are_described() {
+        let blob = |uri: &str, mime: &str| {
+            serde_json::from_value::<ContentBlock>(serde_json::json!({
+                "type": "resource",
+                "resource": {"uri": uri, "mimeType": mime, "blob": "AAAA"}
+            }))
+            .unwrap()
+        };
+        let result = CallToolResult::success(vec![
+            blob("file:///chart.png", "image/png"),
+            blob("file:///data.gz", "application/gzip"),
+        ]);
+        let message = tool_message(("c1", "t"), &McpServerConfig::new("srv", "x"), result);
+        assert_eq!(message.images, [ImagePart::new("image/png", "AAAA")]);
+        assert_eq!(
+            message.content,
+            "[resource file:///chart.png: image/png, 4 bytes of base64]\n\
+             [resource file:///data.gz: application/gzip, 4 bytes of base64]"
         );
     }
 
