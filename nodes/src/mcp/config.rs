@@ -97,6 +97,9 @@ pub struct McpServerConfig {
     pub tool_overrides: BTreeMap<String, ToolOverride>,
     /// How its tools are named in the catalog.
     pub prefix: ToolPrefix,
+    /// Whether to add a `read_resource` tool (named like the server's tools) when the server
+    /// offers resources, so a model can read the resources its tools link to.
+    pub read_resources: bool,
 }
 
 impl McpServerConfig {
@@ -136,6 +139,7 @@ impl McpServerConfig {
             trust: HintTrust::Untrusted,
             tool_overrides: BTreeMap::new(),
             prefix: ToolPrefix::Off,
+            read_resources: false,
         }
     }
 
@@ -230,6 +234,12 @@ impl McpServerConfig {
         self
     }
 
+    /// Add a `read_resource` tool when the server offers resources (off by default).
+    pub fn read_resources(mut self, yes: bool) -> Self {
+        self.read_resources = yes;
+        self
+    }
+
     /// Set how the server's tools are named in the catalog.
     pub fn prefix(mut self, prefix: ToolPrefix) -> Self {
         self.prefix = prefix;
@@ -293,6 +303,7 @@ impl std::fmt::Debug for McpServerConfig {
             .field("trust", &self.trust)
             .field("tool_overrides", &self.tool_overrides)
             .field("prefix", &self.prefix)
+            .field("read_resources", &self.read_resources)
             .finish()
     }
 }

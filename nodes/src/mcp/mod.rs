@@ -27,6 +27,8 @@
 //! - **Images.** An image in a result is kept in
 //!   [`ToolMessage::images`](crate::ToolMessage::images) for models that accept images (the
 //!   text still describes it), within [`McpServerConfig::image_limits`].
+//! - **Resources.** With [`McpServerConfig::read_resources`], a server that offers resources
+//!   also gets a `read_resource` tool, so a model can read what a resource link names.
 //! - **Task-only tools.** A tool marked `execution.taskSupport: "required"` can only be called
 //!   as a task, which this client does not do; it is left out of the list
 //!   ([`McpServer::task_only_tools`]).
@@ -75,6 +77,7 @@ mod connection;
 #[cfg(feature = "mcp-http")]
 mod http;
 mod progress;
+mod resource;
 mod server;
 mod sniff;
 mod tool;

@@ -16,6 +16,7 @@ use crate::tool::{Tool, ToolSource};
 use crate::BoxError;
 
 use super::connection::{connect, Notices, Shared};
+use super::resource::ResourceReader;
 use super::tool::{spec_of, McpTool};
 use super::{McpError, McpServerConfig};
 
@@ -219,7 +220,14 @@ impl McpServer {
         };
         tracing::debug!(server = %config.name, tools = listed.len(), "MCP server listed");
         let task_only = &self.shared.notices.task_only;
-        Ok(listed
+        let offers_resources = connection
+            .service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.capabilities.resources.is_some());
+        let reader = (config.read_resources && offers_resources)
+            .then(|| Arc::new(ResourceReader::new(Arc::clone(&self.shared))) as Arc<dyn Tool>);
+        let tools = listed
             .into_iter()
             .filter(|tool| {
                 // Callable only as a task, which this client does not do: every call would fail.
@@ -236,7 +244,9 @@ impl McpServer {
                     shared: Arc::clone(&self.shared),
                 }) as Arc<dyn Tool>
             })
-            .collect())
+            .chain(reader)
+            .collect();
+        Ok(tools)
     }
 }
 

@@ -184,7 +184,7 @@ impl Shown<'_> {
 }
 
 /// A failed call, as the tool node sees it.
-fn call_error(
+pub(super) fn call_error(
     error: ServiceError,
     connection: &Connection,
     server: String,
@@ -217,7 +217,7 @@ fn call_error(
 /// The tool message for a call's result: its text blocks joined, other blocks summarised,
 /// images within the server's limits attached, structured content kept in the metadata;
 /// `isError` makes it an error message.
-fn tool_message(
+pub(super) fn tool_message(
     (call_id, tool): (&str, &str),
     config: &McpServerConfig,
     result: CallToolResult,

@@ -15,7 +15,7 @@ use serde_json::json;
 use stategraph_nodes::deferred::TOOL_SEARCH;
 use stategraph_nodes::mcp::{HintTrust, McpServer, McpServerConfig, ToolPrefix};
 use stategraph_nodes::prelude::*;
-use stategraph_nodes::{Catalog, Denial, ToolAnnotations, ToolPolicy, ToolProvider};
+use stategraph_nodes::{Catalog, Denial, ToolAnnotations, ToolError, ToolPolicy, ToolProvider};
 
 use super::{call, find};
 
@@ -330,4 +330,49 @@ async fn everything_servers_tiny_image_is_passed_on_as_an_image() {
         "{}",
         message.content
     );
+}
+
+#[tokio::test]
+async fn a_resource_a_tool_links_to_is_read_on_request() {
+    let Some(config) = reference("everything", "mcp-server-everything") else {
+        return;
+    };
+    let plain = McpServer::new(config.clone());
+    let tools = plain.tools().await.expect("list");
+    assert!(find(&tools, "read_resource").is_none(), "off by default");
+    plain.shutdown().await;
+
+    let server = McpServer::new(config.read_resources(true));
+    let tools = server.tools().await.expect("list");
+    let links = call(
+        &find(&tools, "get-resource-links").expect("get-resource-links"),
+        json!({"count": 2}),
+    )
+    .await
+    .expect("links");
+    // Resource 2 is a text resource.
+    let uri = "demo://resource/dynamic/text/2";
+    assert!(links.content.contains(uri), "{}", links.content);
+    let read = find(&tools, "read_resource").expect("read_resource");
+    assert!(read.spec().read_only);
+    let message = call(&read, json!({ "uri": uri })).await.expect("read");
+    assert!(!message.is_error());
+    assert!(
+        message.content.starts_with(&format!(
+            "[resource {uri}]\nResource 2: This is a plaintext resource"
+        )),
+        "{}",
+        message.content
+    );
+    // An unknown resource is refused as an invalid argument, naming the server and the URI.
+    match call(&read, json!({"uri": "demo://no/such/resource"})).await {
+        Err(ToolError::InvalidArgs { tool, message }) => {
+            assert_eq!(tool, "read_resource");
+            assert!(
+                message.contains("\"everything\"") && message.contains("demo://no/such/resource"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a refused URI, got {other:?}"),
+    }
 }
