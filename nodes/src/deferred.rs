@@ -105,7 +105,7 @@ fn write_canonical(value: &serde_json::Value, out: &mut String) {
 }
 
 /// Escape `&`, `<`, `>`, `"` and `'` for HTML.
-fn html_escape(text: &str) -> String {
+pub(crate) fn html_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

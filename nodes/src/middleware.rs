@@ -8,15 +8,14 @@
 //! call time, before a handler runs (what it may execute). An agent turns each policy into one
 //! model layer and one tool layer, so the second check cannot be forgotten.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
 use crate::context::RunContext;
-use crate::deferred::TOOL_SEARCH;
-use crate::mediation::{narrow_search, promoted_names, POLICY_WORDING};
+use crate::mediation::{mediate_prompt, mediate_search};
 use crate::message::{ToolCall, ToolMessage};
 use crate::model::{ChatModel, ModelError, ModelRequest, ModelResponse};
 use crate::state::ThreadState;
@@ -544,60 +543,8 @@ impl<P: ToolPolicy> ModelLayer for PolicyLayer<P> {
             }
         }
         call.request.tools = kept;
+        mediate_prompt(&self.policy, &self.specs, &mut call);
         next.run(call)
-    }
-}
-
-impl<P: ToolPolicy> PolicyLayer<P> {
-    /// A result of the agent's own `tool_search`, narrowed to what the policy lets a search
-    /// reveal (complete mediation); any other output unchanged.
-    fn mediate_search(
-        &self,
-        call: &ToolCall,
-        output: ToolOutput,
-        trace: &CapabilityTrace,
-        (state, run): (&ThreadState, &RunContext),
-    ) -> ToolOutput {
-        let own_search = self
-            .specs
-            .get(TOOL_SEARCH)
-            .is_some_and(|s| s.source == crate::ToolSource::BuiltIn);
-        if call.name != TOOL_SEARCH || !own_search {
-            return output;
-        }
-        let Some(names) = promoted_names(&output) else {
-            return narrow_search(call, output, &|_| false, &POLICY_WORDING);
-        };
-        let found: Vec<&ToolSpec> = names.iter().filter_map(|n| self.specs.get(n)).collect();
-        let verdicts = self.policy.search_visible(&found, state, run);
-        // A name with no spec, or no verdict, is not revealed (fail closed).
-        let mut allowed: HashSet<&str> = HashSet::new();
-        for (i, spec) in found.iter().enumerate() {
-            match verdicts.get(i) {
-                Some(None) => {
-                    allowed.insert(&spec.name);
-                }
-                hidden => trace.record(
-                    TraceEntry::new(
-                        &spec.name,
-                        Stage::Visible,
-                        Verdict::removed(
-                            self.policy.name(),
-                            format!(
-                                "left out of a tool_search result: {}",
-                                hidden.cloned().flatten().unwrap_or_default()
-                            ),
-                        ),
-                    )
-                    .for_call(&call.id),
-                ),
-            }
-        }
-        if allowed.len() == names.len() {
-            return output;
-        }
-        let allowed: HashSet<String> = allowed.into_iter().map(str::to_owned).collect();
-        narrow_search(call, output, &|n| allowed.contains(n), &POLICY_WORDING)
     }
 }
 
@@ -621,7 +568,13 @@ impl<P: ToolPolicy> ToolLayer for PolicyLayer<P> {
             let call = invocation.call.clone();
             let trace = invocation.trace.clone();
             let output = next.run(invocation).await?;
-            let output = self.mediate_search(&call, output, &trace, (&state, &run));
+            let output = mediate_search(
+                (&self.policy, &self.specs),
+                &call,
+                output,
+                &trace,
+                (&state, &run),
+            );
             Ok(self.policy.filter_output(&call, output, &state, &run))
         })
     }

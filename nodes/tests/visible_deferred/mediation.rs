@@ -115,6 +115,12 @@ async fn a_hidden_tool_is_neither_returned_nor_promoted_by_tool_search() -> Test
     assert_eq!(promoted.names, ["read_file"]);
     let requests = model.requests();
     assert_eq!(requests[1].tool_names(), ["read_file", TOOL_SEARCH]);
+    // The system prompt names only the deferred tool the policy lets the model see.
+    let system = requests[0].system.clone().unwrap_or_default();
+    assert!(
+        system.contains("<available-deferred-tools>\nread_file\n</available-deferred-tools>"),
+        "{system}"
+    );
     assert_eq!(requests[2].tool_names(), ["read_file", TOOL_SEARCH]);
     // The trace says who left it out.
     let why = agent.trace().for_tool("write_file");
