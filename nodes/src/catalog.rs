@@ -31,6 +31,28 @@ pub struct SkippedDuplicate {
     pub skipped: ToolSource,
     /// The source of the tool kept.
     pub kept: ToolSource,
+    /// The provider that listed the tool skipped (`None`: registered directly).
+    pub skipped_provider: Option<String>,
+    /// The provider that listed the tool kept (`None`: registered directly).
+    pub kept_provider: Option<String>,
+}
+
+impl fmt::Display for SkippedDuplicate {
+    /// `duplicate name: the mcp tool of "a" was kept, this mcp one of "b" skipped`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let of = |provider: &Option<String>| match provider {
+            Some(p) => format!(" of {p:?}"),
+            None => String::new(),
+        };
+        write!(
+            f,
+            "duplicate name: the {} tool{} was kept, this {} one{} skipped",
+            self.kept,
+            of(&self.kept_provider),
+            self.skipped,
+            of(&self.skipped_provider)
+        )
+    }
 }
 
 /// A provider that failed to list its tools.
@@ -110,6 +132,9 @@ pub struct Rejection {
     pub reason: String,
 }
 
+/// A candidate: its source, the provider that listed it (`None`: registered directly), the tool.
+type Candidate = (ToolSource, Option<String>, Arc<dyn Tool>);
+
 /// An admission rule: `Ok(())` admits a candidate, `Err(rejection)` keeps it out.
 pub type Admit<'a> = &'a (dyn Fn(&crate::ToolSpec) -> Result<(), Rejection> + Sync);
 
@@ -164,12 +189,17 @@ impl Catalog {
         admit: Admit<'_>,
     ) -> Catalog {
         let listed = futures::future::join_all(providers.iter().map(|p| p.list())).await;
-        let mut candidates: Vec<(ToolSource, Arc<dyn Tool>)> =
-            tools.into_iter().map(|t| (t.spec().source, t)).collect();
+        let mut candidates: Vec<Candidate> = tools
+            .into_iter()
+            .map(|t| (t.spec().source, None, t))
+            .collect();
         let mut failures = Vec::new();
         for (provider, result) in providers.iter().zip(listed) {
             match result {
-                Ok(list) => candidates.extend(list.into_iter().map(|t| (provider.source(), t))),
+                Ok(list) => candidates.extend(
+                    list.into_iter()
+                        .map(|t| (provider.source(), Some(provider.name().to_owned()), t)),
+                ),
                 Err(e) => {
                     tracing::warn!(provider = provider.name(), error = %e, "tool source failed; skipped");
                     failures.push(SourceFailure {
@@ -180,9 +210,9 @@ impl Catalog {
             }
         }
         // Stable: registration order within one source.
-        candidates.sort_by_key(|(source, _)| *source);
+        candidates.sort_by_key(|(source, _, _)| *source);
         let mut filtered = Vec::new();
-        candidates.retain(|(source, tool)| match admit(tool.spec()) {
+        candidates.retain(|(source, _, tool)| match admit(tool.spec()) {
             Ok(()) => true,
             Err(Rejection { by, reason }) => {
                 filtered.push(FilteredTool {
@@ -194,24 +224,27 @@ impl Catalog {
                 false
             }
         });
-        // The source each kept name came from.
-        let mut kept: HashMap<String, ToolSource> = HashMap::new();
+        // The source and provider each kept name came from.
+        let mut kept: HashMap<String, (ToolSource, Option<String>)> = HashMap::new();
         let mut catalog = Catalog {
             failures,
             filtered,
             ..Catalog::default()
         };
-        for (source, tool) in candidates {
+        for (source, provider, tool) in candidates {
             let name = tool.spec().name.clone();
-            if let Some(&kept) = kept.get(&name) {
-                tracing::warn!(tool = %name, skipped = %source, kept = %kept, "duplicate tool name skipped");
-                catalog.skipped.push(SkippedDuplicate {
+            if let Some((kept, kept_provider)) = kept.get(&name) {
+                let skipped = SkippedDuplicate {
                     name,
                     skipped: source,
-                    kept,
-                });
+                    kept: *kept,
+                    skipped_provider: provider,
+                    kept_provider: kept_provider.clone(),
+                };
+                tracing::warn!(tool = %skipped.name, "{skipped}");
+                catalog.skipped.push(skipped);
             } else {
-                kept.insert(name, source);
+                kept.insert(name, (source, provider));
                 catalog.tools.push(tool);
             }
         }

@@ -105,7 +105,7 @@ fn write_canonical(value: &serde_json::Value, out: &mut String) {
 }
 
 /// Escape `&`, `<`, `>`, `"` and `'` for HTML.
-fn html_escape(text: &str) -> String {
+pub(crate) fn html_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -401,6 +401,17 @@ impl ToolPolicy for DeferredToolFilter {
         "deferred_tool_filter"
     }
 
+    /// Everything: finding and promoting the deferred tools this filter hides is what
+    /// `tool_search` is for.
+    fn search_visible(
+        &self,
+        found: &[&ToolSpec],
+        _state: &ThreadState,
+        _run: &RunContext,
+    ) -> Vec<Option<String>> {
+        vec![None; found.len()]
+    }
+
     fn visible(
         &self,
         tools: &[&ToolSpec],
@@ -421,6 +432,7 @@ impl ToolPolicy for DeferredToolFilter {
     fn check_call(
         &self,
         call: &ToolCall,
+        _spec: Option<&ToolSpec>,
         state: &ThreadState,
         _run: &RunContext,
     ) -> Result<(), Denial> {

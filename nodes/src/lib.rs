@@ -51,6 +51,7 @@ pub mod delivery;
 pub mod guardrail;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod mediation;
 pub mod message;
 pub mod middleware;
 pub mod model;
@@ -89,7 +90,9 @@ pub use guardrail::{
 };
 #[cfg(feature = "mcp")]
 pub use mcp::{McpError, McpServer, McpServerConfig};
-pub use message::{AiMessage, FinishReason, Message, ToolCall, ToolMessage, ToolStatus, Usage};
+pub use message::{
+    AiMessage, FinishReason, ImagePart, Message, ToolCall, ToolMessage, ToolStatus, Usage,
+};
 pub use middleware::{
     Denial, ModelCall, ModelLayer, ModelNext, Observer, PolicyLayer, ToolErrorHandling,
     ToolInvocation, ToolLayer, ToolNext, ToolPolicy,
@@ -104,7 +107,9 @@ pub use skill::{
     SkillRegistry, SkillStore, SkillToolPolicy, FRAMEWORK_TOOLS,
 };
 pub use state::{MessagesState, ThreadState, ThreadStateField, ThreadStateUpdate};
-pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
+pub use tool::{
+    FnTool, Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
+};
 pub use toolbox::{
     model_node, tool_node, tools_condition, ModelNode, ToolNode, ToolNodeError, Toolbox, TOOLS,
 };

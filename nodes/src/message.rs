@@ -138,6 +138,41 @@ pub struct ToolMessage {
     /// Structured data for programs, not for the model (DeerFlow's `additional_kwargs`).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Images the tool returned, for models that accept them (`content` still describes each
+    /// one in text, for models that do not).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImagePart>,
+}
+
+/// An image in a message: its media type and its bytes, base64-encoded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImagePart {
+    /// The media type (`image/png`, `image/jpeg`, ...).
+    pub mime_type: String,
+    /// The bytes, base64-encoded (standard alphabet, padded).
+    pub data: String,
+}
+
+impl ImagePart {
+    /// An image of type `mime_type` whose base64-encoded bytes are `data`.
+    pub fn new(mime_type: impl Into<String>, data: impl Into<String>) -> Self {
+        ImagePart {
+            mime_type: mime_type.into(),
+            data: data.into(),
+        }
+    }
+
+    /// The image as a `data:` URL (`data:image/png;base64,...`).
+    ///
+    /// ```
+    /// use stategraph_nodes::ImagePart;
+    ///
+    /// let dot = ImagePart::new("image/png", "iVBORw0KGgo=");
+    /// assert_eq!(dot.data_url(), "data:image/png;base64,iVBORw0KGgo=");
+    /// ```
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime_type, self.data)
+    }
 }
 
 impl ToolMessage {
@@ -165,6 +200,12 @@ impl ToolMessage {
             status: ToolStatus::Error,
             ..ToolMessage::new(tool_call_id, name, content)
         }
+    }
+
+    /// The same message with `image` attached.
+    pub fn with_image(mut self, image: ImagePart) -> Self {
+        self.images.push(image);
+        self
     }
 
     /// Whether this reports an error.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use crate::context::RunContext;
+use crate::mediation::{mediate_prompt, mediate_search};
 use crate::message::{ToolCall, ToolMessage};
 use crate::model::{ChatModel, ModelError, ModelRequest, ModelResponse};
 use crate::state::ThreadState;
@@ -338,11 +339,43 @@ impl Denial {
     }
 }
 
-/// A rule about which tools may be used, asked at both ends: which tools the model sees
-/// ([`ToolPolicy::visible`]) and whether a call may run ([`ToolPolicy::check_call`]).
+/// A rule about which tools may be used, asked at every place a tool can reach the model or
+/// run: which tools the model sees ([`ToolPolicy::visible`]), which ones a `tool_search` may
+/// return and promote ([`ToolPolicy::search_visible`], the same answer by default), and
+/// whether a call may run ([`ToolPolicy::check_call`]).
 ///
-/// Both answers must come from the same rule: a tool `visible` would hide must be refused by
+/// The answers must come from the same rule: a tool `visible` would hide must be refused by
 /// `check_call` (the property tests of the crate hold every built-in policy to this).
+///
+/// ```
+/// use stategraph_nodes::{Denial, RunContext, ThreadState, ToolCall, ToolPolicy, ToolSpec};
+///
+/// /// Hides and refuses every tool that is not read-only.
+/// struct ReadOnly;
+///
+/// impl ToolPolicy for ReadOnly {
+///     fn name(&self) -> &str {
+///         "read_only"
+///     }
+///
+///     fn visible(&self, tools: &[&ToolSpec], _: &ThreadState, _: &RunContext) -> Vec<Option<String>> {
+///         tools.iter().map(|t| (!t.read_only).then(|| "writes".to_owned())).collect()
+///     }
+///
+///     fn check_call(
+///         &self,
+///         call: &ToolCall,
+///         spec: Option<&ToolSpec>,
+///         _: &ThreadState,
+///         _: &RunContext,
+///     ) -> Result<(), Denial> {
+///         match spec {
+///             Some(spec) if spec.read_only => Ok(()),
+///             _ => Err(Denial::new("writes", format!("Error: {} may write", call.name))),
+///         }
+///     }
+/// }
+/// ```
 pub trait ToolPolicy: Send + Sync + 'static {
     /// The policy's name (traces name it).
     fn name(&self) -> &str;
@@ -356,16 +389,32 @@ pub trait ToolPolicy: Send + Sync + 'static {
         run: &RunContext,
     ) -> Vec<Option<String>>;
 
-    /// Whether `call` may run now.
+    /// Whether `call` may run now. `spec` is the spec of the tool it calls (`None`: the agent
+    /// has no tool of that name).
     ///
     /// # Errors
     /// A [`Denial`] when it may not; the handler then never runs.
     fn check_call(
         &self,
         call: &ToolCall,
+        spec: Option<&ToolSpec>,
         state: &ThreadState,
         run: &RunContext,
     ) -> Result<(), Denial>;
+
+    /// For each of `found` (the tools a `tool_search` call matched), `None` to let the search
+    /// return its schema and promote it, `Some(reason)` to leave it out. The default is
+    /// [`ToolPolicy::visible`]: what a policy hides from the model, a search does not reveal.
+    /// (The deferred-tool filter answers differently: promoting hidden tools is what a search
+    /// is for.)
+    fn search_visible(
+        &self,
+        found: &[&ToolSpec],
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> Vec<Option<String>> {
+        self.visible(found, state, run)
+    }
 
     /// Post-process the output of an allowed call (the skill policy narrows `tool_search`
     /// results with it). The default returns it unchanged.
@@ -398,10 +447,20 @@ impl<P: ToolPolicy + ?Sized> ToolPolicy for Arc<P> {
     fn check_call(
         &self,
         call: &ToolCall,
+        spec: Option<&ToolSpec>,
         state: &ThreadState,
         run: &RunContext,
     ) -> Result<(), Denial> {
-        (**self).check_call(call, state, run)
+        (**self).check_call(call, spec, state, run)
+    }
+
+    fn search_visible(
+        &self,
+        found: &[&ToolSpec],
+        state: &ThreadState,
+        run: &RunContext,
+    ) -> Vec<Option<String>> {
+        (**self).search_visible(found, state, run)
     }
 
     fn filter_output(
@@ -484,6 +543,7 @@ impl<P: ToolPolicy> ModelLayer for PolicyLayer<P> {
             }
         }
         call.request.tools = kept;
+        mediate_prompt(&self.policy, &self.specs, &mut call);
         next.run(call)
     }
 }
@@ -501,11 +561,20 @@ impl<P: ToolPolicy> ToolLayer for PolicyLayer<P> {
         Box::pin(async move {
             let state = Arc::clone(&invocation.cx.state);
             let run = Arc::clone(&invocation.cx.run);
-            if let Err(d) = self.policy.check_call(&invocation.call, &state, &run) {
+            let spec = self.specs.get(&invocation.call.name);
+            if let Err(d) = self.policy.check_call(&invocation.call, spec, &state, &run) {
                 return Ok(invocation.deny(self.policy.name(), d.reason, d.message));
             }
             let call = invocation.call.clone();
+            let trace = invocation.trace.clone();
             let output = next.run(invocation).await?;
+            let output = mediate_search(
+                (&self.policy, &self.specs),
+                &call,
+                output,
+                &trace,
+                (&state, &run),
+            );
             Ok(self.policy.filter_output(&call, output, &state, &run))
         })
     }

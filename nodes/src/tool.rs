@@ -78,6 +78,39 @@ pub struct ToolSpec {
     /// [`crate::secret`]): a secret it does not name here never reaches it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// A human-readable title (an MCP tool's `title`, or its annotations' title).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What the tool's source says about its behaviour, as it said it (hints: see
+    /// [`ToolAnnotations`]; policies read [`read_only`](Self::read_only)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+    /// JSON Schema of the tool's structured result, if its source declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+}
+
+/// What a tool's source says about its behaviour: the hints of an MCP tool's annotations, kept
+/// as the source sent them (`None`: not said).
+///
+/// Hints are claims, not facts: a source that is not trusted may claim anything. They never
+/// decide policy by themselves; [`ToolSpec::read_only`] does, and an MCP server sets it from
+/// `read_only` only when it is trusted or configured to (see
+/// [`HintTrust`](crate::mcp::HintTrust) with the `mcp` feature).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolAnnotations {
+    /// The tool does not modify its environment (MCP `readOnlyHint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// The tool may destroy or overwrite (MCP `destructiveHint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    /// Repeating a call with the same arguments has no further effect (MCP `idempotentHint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    /// The tool reaches an open world of outside entities (MCP `openWorldHint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
 }
 
 impl ToolSpec {
@@ -96,7 +129,28 @@ impl ToolSpec {
             group: None,
             deferrable: source == ToolSource::Mcp,
             secrets: Vec::new(),
+            title: None,
+            annotations: None,
+            output_schema: None,
         }
+    }
+
+    /// Set the title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Set the annotations (hints; they do not change [`read_only`](Self::read_only)).
+    pub fn annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.annotations = Some(annotations);
+        self
+    }
+
+    /// Set the schema of the tool's structured result.
+    pub fn output_schema(mut self, schema: serde_json::Value) -> Self {
+        self.output_schema = Some(schema);
+        self
     }
 
     /// Set the parameter schema.

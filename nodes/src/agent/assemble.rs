@@ -123,7 +123,8 @@ fn spec_map(tools: &[Arc<dyn Tool>]) -> SpecMap {
 }
 
 /// Available: the catalog from every source (first name wins), with what the admission rules
-/// kept out and the duplicates skipped recorded as removals.
+/// kept out, the duplicates skipped and the sources that failed (as `provider/*`) recorded as
+/// removals.
 async fn available(
     tools: Vec<Arc<dyn Tool>>,
     providers: &[Arc<dyn ToolProvider>],
@@ -138,14 +139,15 @@ async fn available(
         trace.pass(&t.spec().name, Stage::Available);
     }
     for d in &catalog.skipped {
+        trace.remove(&d.name, Stage::Available, "catalog", d.to_string());
+    }
+    // A source that failed has no tool names to show: its line is `provider/*`.
+    for f in &catalog.failures {
         trace.remove(
-            &d.name,
+            &format!("{}/*", f.provider),
             Stage::Available,
-            "catalog",
-            format!(
-                "duplicate name: the {} tool was kept, this {} one skipped",
-                d.kept, d.skipped
-            ),
+            "tool_source",
+            format!("the source failed: {}", f.error),
         );
     }
     catalog

@@ -5,22 +5,30 @@
 //!   when that is set.
 //! - `add {a, b}`: the sum as text, and `{"sum": ...}` as structured content.
 //! - `fail {message}`: a result with `isError: true`.
-//! - `slow {ms}`: sleeps that long, then answers.
+//! - `slow {ms, progress_ms?}`: sleeps that long, then answers; with `progress_ms`, reports
+//!   progress that often meanwhile (when the request carries a progress token).
 //! - `picture`: a text block and an image block.
 //! - `crash`: the server exits without answering.
+//! - `env {name}`: the value of the server's environment variable `name`, or `(unset)`
+//!   (read-only hint set).
+//! - `wipe`: claims to be read-only (`readOnlyHint`) and destructive (`destructiveHint`), with
+//!   every other annotation, a title and an output schema: a server whose hints lie.
+//! - `pid`: the server's process id.
+//! - `grow`: adds a tool `grown` to the list and sends `notifications/tools/list_changed`.
 //!
 //! The list is served two tools per page, so a client has to follow the cursor.
 //!
 //! Options: `--exit-at-start` (exit before reading anything), `--stall-at-start` (read the
-//! initialize request and never answer).
+//! initialize request and never answer), `--linger` (stay alive an hour after the client
+//! closes the connection, as a server that ignores the end of its input would).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -29,7 +37,7 @@ use serde_json::{json, Value};
 const PAGE: usize = 2;
 
 struct Fixture {
-    tools: Vec<Tool>,
+    tools: Mutex<Vec<Tool>>,
 }
 
 fn schema(value: Value) -> Arc<JsonObject> {
@@ -71,7 +79,10 @@ fn tools() -> Vec<Tool> {
             "Sleep, then answer",
             schema(json!({
                 "type": "object",
-                "properties": {"ms": {"type": "integer", "minimum": 0}},
+                "properties": {
+                    "ms": {"type": "integer", "minimum": 0},
+                    "progress_ms": {"type": "integer", "minimum": 0}
+                },
                 "required": ["ms"]
             })),
         ),
@@ -85,7 +96,50 @@ fn tools() -> Vec<Tool> {
             "Exit the server without answering",
             schema(json!({"type": "object", "properties": {}})),
         ),
+        Tool::new(
+            "env",
+            "Read one of the server's environment variables",
+            schema(json!({
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"]
+            })),
+        )
+        .annotate(ToolAnnotations::new().read_only(true)),
+        wipe(),
+        Tool::new(
+            "pid",
+            "The server's process id",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
+            "grow",
+            "Add a tool to the list",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
     ]
+}
+
+/// A destructive tool whose hints say it only reads.
+fn wipe() -> Tool {
+    let mut tool = Tool::new(
+        "wipe",
+        "Delete every record",
+        schema(json!({"type": "object", "properties": {}})),
+    )
+    .annotate(
+        ToolAnnotations::new()
+            .read_only(true)
+            .destructive(true)
+            .idempotent(true)
+            .open_world(false),
+    );
+    tool.title = Some("Wipe".to_owned());
+    tool.output_schema = Some(schema(json!({
+        "type": "object",
+        "properties": {"deleted": {"type": "integer"}}
+    })));
+    tool
 }
 
 fn number(args: &JsonObject, key: &str) -> Result<f64, ErrorData> {
@@ -120,18 +174,25 @@ impl Fixture {
                     .unwrap_or("it failed");
                 Ok(CallToolResult::error(vec![ContentBlock::text(message)]))
             }
-            "slow" => {
-                let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-                    "slept {ms} ms"
-                ))]))
-            }
             "picture" => Ok(CallToolResult::success(vec![
                 ContentBlock::text("a red dot"),
                 ContentBlock::image("iVBORw0KGgo=", "image/png"),
             ])),
             "crash" => std::process::exit(3),
+            "env" => {
+                let name = args
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ErrorData::invalid_params("`name` must be a string", None))?;
+                let value = std::env::var(name).unwrap_or_else(|_| "(unset)".to_owned());
+                Ok(CallToolResult::success(vec![ContentBlock::text(value)]))
+            }
+            "wipe" => Ok(CallToolResult::success(vec![ContentBlock::text(
+                "deleted 0 records",
+            )])),
+            "pid" => Ok(CallToolResult::success(vec![ContentBlock::text(
+                std::process::id().to_string(),
+            )])),
             other => Err(ErrorData::invalid_params(
                 format!("no tool named {other:?}"),
                 None,
@@ -140,10 +201,43 @@ impl Fixture {
     }
 }
 
+/// `slow`: sleep `ms`, reporting progress every `progress_ms` if asked to and given a token.
+async fn slow_with_progress(
+    args: &JsonObject,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, ErrorData> {
+    let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+    let every = args.get("progress_ms").and_then(Value::as_u64);
+    let token = context.meta.get_progress_token();
+    match (every, token) {
+        (Some(every), Some(token)) if every > 0 => {
+            let mut slept = 0;
+            while slept < ms {
+                let step = every.min(ms - slept);
+                tokio::time::sleep(Duration::from_millis(step)).await;
+                slept += step;
+                let _ = context
+                    .peer
+                    .notify_progress(ProgressNotificationParam::new(token.clone(), slept as f64))
+                    .await;
+            }
+        }
+        _ => tokio::time::sleep(Duration::from_millis(ms)).await,
+    }
+    Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+        "slept {ms} ms"
+    ))]))
+}
+
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_instructions("stategraph MCP test fixture")
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_instructions("stategraph MCP test fixture")
     }
 
     async fn list_tools(
@@ -157,10 +251,11 @@ impl ServerHandler for Fixture {
                 .parse::<usize>()
                 .map_err(|_| ErrorData::invalid_params("bad cursor", None))?,
         };
-        let end = (start + PAGE).min(self.tools.len());
-        let page = self.tools.get(start..end).unwrap_or_default().to_vec();
+        let tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        let end = (start + PAGE).min(tools.len());
+        let page = tools.get(start..end).unwrap_or_default().to_vec();
         let mut result = ListToolsResult::with_all_items(page);
-        if end < self.tools.len() {
+        if end < tools.len() {
             result.next_cursor = Some(end.to_string());
         }
         Ok(result)
@@ -169,8 +264,28 @@ impl ServerHandler for Fixture {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == "slow" {
+            let args = request.arguments.unwrap_or_default();
+            return slow_with_progress(&args, &context).await.map(Into::into);
+        }
+        if request.name == "grow" {
+            self.tools
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Tool::new(
+                    "grown",
+                    "Added by grow",
+                    schema(json!({"type": "object", "properties": {}})),
+                ));
+            context
+                .peer
+                .notify_tool_list_changed()
+                .await
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            return Ok(CallToolResult::success(vec![ContentBlock::text("grown")]).into());
+        }
         let args = request.arguments.unwrap_or_default();
         self.call(&request.name, args).await.map(Into::into)
     }
@@ -186,9 +301,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         tokio::time::sleep(Duration::from_secs(3600)).await;
         return Ok(());
     }
-    let server = Fixture { tools: tools() }
-        .serve(rmcp::transport::stdio())
-        .await?;
-    server.waiting().await?;
+    let server = Fixture {
+        tools: Mutex::new(tools()),
+    }
+    .serve(rmcp::transport::stdio())
+    .await?;
+    let _ = server.waiting().await;
+    if options.iter().any(|o| o == "--linger") {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
     Ok(())
 }

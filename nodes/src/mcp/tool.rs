@@ -5,39 +5,67 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, ErrorCode, ResourceContents,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, ErrorCode,
+    ProgressNotificationParam, ResourceContents, ServerResult,
 };
+use rmcp::service::PeerRequestOptions;
 use rmcp::ServiceError;
 use serde_json::Value;
 
-use crate::message::{ToolCall, ToolMessage};
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
+use crate::message::{ImagePart, ToolCall, ToolMessage};
+use crate::tool::{
+    Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
+};
 
+use super::config::{HintTrust, McpServerConfig, ToolOverride};
 use super::connection::{Connection, Shared};
+use super::progress;
 use super::McpError;
 
-/// The spec of a listed tool.
-pub(super) fn spec_of(server: &str, tool: &rmcp::model::Tool) -> ToolSpec {
+/// The spec of a listed tool: its catalog name, every annotation as sent, and a read-only flag
+/// from the configured override, else from the hint only if the server is trusted.
+pub(super) fn spec_of(config: &McpServerConfig, tool: &rmcp::model::Tool) -> ToolSpec {
+    let title = tool
+        .title
+        .clone()
+        .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone()));
     let description = tool
         .description
         .as_deref()
-        .or(tool.title.as_deref())
+        .or(title.as_deref())
         .unwrap_or_default();
-    let read_only = tool
-        .annotations
-        .as_ref()
-        .and_then(|a| a.read_only_hint)
-        .unwrap_or(false);
-    ToolSpec::new(tool.name.to_string(), description, ToolSource::Mcp)
+    let annotations = tool.annotations.as_ref().map(|a| ToolAnnotations {
+        read_only: a.read_only_hint,
+        destructive: a.destructive_hint,
+        idempotent: a.idempotent_hint,
+        open_world: a.open_world_hint,
+    });
+    let hinted = annotations.as_ref().and_then(|a| a.read_only) == Some(true);
+    let read_only = match config.tool_overrides.get(tool.name.as_ref()) {
+        Some(ToolOverride {
+            read_only: Some(yes),
+        }) => *yes,
+        _ => config.trust == HintTrust::Trusted && hinted,
+    };
+    let mut spec = ToolSpec::new(config.tool_name(&tool.name), description, ToolSource::Mcp)
         .parameters(Value::Object(tool.input_schema.as_ref().clone()))
         .read_only(read_only)
-        .group(server)
-        .deferrable(true)
+        .group(&config.name)
+        .deferrable(true);
+    spec.title = title;
+    spec.annotations = annotations;
+    spec.output_schema = tool
+        .output_schema
+        .as_ref()
+        .map(|s| Value::Object(s.as_ref().clone()));
+    spec
 }
 
 /// One tool of an MCP server, called over the server's shared connection.
 pub(super) struct McpTool {
     pub(super) spec: ToolSpec,
+    /// Its name on the server (the catalog name may carry the server's prefix).
+    pub(super) remote: String,
     pub(super) shared: Arc<Shared>,
 }
 
@@ -49,10 +77,11 @@ impl Tool for McpTool {
     fn call(
         &self,
         call: ToolCall,
-        _cx: ToolContext,
+        cx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         let shared = Arc::clone(&self.shared);
         let tool = self.spec.name.clone();
+        let remote = self.remote.clone();
         Box::pin(async move {
             let server = shared.config.name.clone();
             let arguments = match call.args {
@@ -71,33 +100,91 @@ impl Tool for McpTool {
                     McpError::NotRunning { server, tool },
                 ));
             };
-            let mut params = CallToolRequestParams::new(tool.clone());
+            let mut params = CallToolRequestParams::new(remote);
             if let Some(arguments) = arguments {
                 params = params.with_arguments(arguments);
             }
-            let timeout = shared.config.call_timeout;
-            let answer =
-                tokio::time::timeout(timeout, connection.service.peer().call_tool(params)).await;
-            match answer {
-                Ok(Ok(result)) => Ok(ToolOutput::Message(tool_message(
-                    &call.id, &tool, &server, result,
+            let shown = Shown {
+                cx: &cx,
+                tool: &tool,
+                server: &server,
+            };
+            match send(&shared, &connection, params, &shown).await {
+                Ok(result) => Ok(ToolOutput::Message(tool_message(
+                    (&call.id, &tool),
+                    &shared.config,
+                    result,
                 ))),
-                Ok(Err(e)) => Err(call_error(e, &connection, server, tool)),
-                Err(_) => Err(ToolError::failed(
+                Err(ServiceError::Timeout { .. }) => Err(ToolError::failed(
                     tool.clone(),
                     McpError::CallTimeout {
                         server,
                         tool,
-                        timeout,
+                        timeout: shared.config.call_timeout,
                     },
                 )),
+                Err(e) => Err(call_error(e, &connection, server, tool)),
             }
         })
     }
 }
 
+/// Send one `tools/call` and wait for its result: at most the call timeout without progress,
+/// at most the overall limit in all (the SDK cancels the request on the server when either
+/// runs out), showing each progress update meanwhile.
+async fn send(
+    shared: &Shared,
+    connection: &Connection,
+    params: CallToolRequestParams,
+    shown: &Shown<'_>,
+) -> Result<CallToolResult, ServiceError> {
+    let config = &shared.config;
+    let mut options = PeerRequestOptions::with_timeout(config.call_timeout);
+    options.reset_timeout_on_progress = true;
+    options.max_total_timeout = Some(config.max_call_time.max(config.call_timeout));
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = connection
+        .service
+        .peer()
+        .send_request_with_option(request, options)
+        .await?;
+    let route = shared.notices.progress.open(&handle.progress_token);
+    let answer = progress::forward(handle.await_response(), route, |update| {
+        shown.progress(update)
+    })
+    .await?;
+    match answer {
+        ServerResult::CallToolResult(result) => Ok(result),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Where a call's progress is shown: a custom stream event of the call's task.
+struct Shown<'a> {
+    cx: &'a ToolContext,
+    tool: &'a str,
+    server: &'a str,
+}
+
+impl Shown<'_> {
+    /// Show one progress update (`{"mcp_progress": {tool, server, progress, total, message}}`).
+    async fn progress(&self, update: ProgressNotificationParam) {
+        tracing::debug!(server = %self.server, tool = %self.tool, progress = update.progress, "MCP progress");
+        if let Some(node) = &self.cx.node {
+            node.emit(serde_json::json!({"mcp_progress": {
+                "tool": self.tool,
+                "server": self.server,
+                "progress": update.progress,
+                "total": update.total,
+                "message": update.message,
+            }}))
+            .await;
+        }
+    }
+}
+
 /// A failed call, as the tool node sees it.
-fn call_error(
+pub(super) fn call_error(
     error: ServiceError,
     connection: &Connection,
     server: String,
@@ -128,9 +215,28 @@ fn call_error(
 }
 
 /// The tool message for a call's result: its text blocks joined, other blocks summarised,
-/// structured content kept in the metadata; `isError` makes it an error message.
-fn tool_message(call_id: &str, tool: &str, server: &str, result: CallToolResult) -> ToolMessage {
-    let mut parts: Vec<String> = result.content.iter().map(describe_block).collect();
+/// images within the server's limits attached, structured content kept in the metadata;
+/// `isError` makes it an error message.
+pub(super) fn tool_message(
+    (call_id, tool): (&str, &str),
+    config: &McpServerConfig,
+    result: CallToolResult,
+) -> ToolMessage {
+    let mut images = Vec::new();
+    let mut parts: Vec<String> = Vec::with_capacity(result.content.len());
+    for block in &result.content {
+        let mut text = describe_block(block);
+        if let Some((mime_type, data)) = image_of(block) {
+            match image_refusal(data.len(), images.len(), config) {
+                None => images.push(ImagePart::new(mime_type, data)),
+                Some(why) => {
+                    text.pop();
+                    text.push_str(&format!("; not passed on: {why}]"));
+                }
+            }
+        }
+        parts.push(text);
+    }
     if parts.is_empty() {
         if let Some(structured) = &result.structured_content {
             parts.push(structured.to_string());
@@ -142,15 +248,49 @@ fn tool_message(call_id: &str, tool: &str, server: &str, result: CallToolResult)
     } else {
         ToolMessage::new(call_id, tool, content)
     };
+    message.images = images;
     message
         .metadata
-        .insert("mcp_server".to_owned(), Value::String(server.to_owned()));
+        .insert("mcp_server".to_owned(), Value::String(config.name.clone()));
     if let Some(structured) = result.structured_content {
         message
             .metadata
             .insert("structured_content".to_owned(), structured);
     }
     message
+}
+
+/// The media type and base64 data of an image block, or of an embedded resource whose blob is
+/// an image.
+fn image_of(block: &ContentBlock) -> Option<(&str, &str)> {
+    match block {
+        ContentBlock::Image(image) => Some((&image.mime_type, &image.data)),
+        ContentBlock::Resource(embedded) => match &embedded.resource {
+            ResourceContents::BlobResourceContents {
+                mime_type: Some(mime_type),
+                blob,
+                ..
+            } if mime_type.starts_with("image/") => Some((mime_type, blob)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Why an image of `base64_len` base64 bytes is not passed on when `kept` already are
+/// (`None`: it is).
+fn image_refusal(base64_len: usize, kept: usize, config: &McpServerConfig) -> Option<String> {
+    let bytes = base64_len / 4 * 3;
+    if bytes > config.max_image_bytes {
+        Some(format!(
+            "about {bytes} bytes, over the limit of {}",
+            config.max_image_bytes
+        ))
+    } else if kept >= config.max_images {
+        Some(format!("more than {} images", config.max_images))
+    } else {
+        None
+    }
 }
 
 /// One content block as text for the model.
@@ -202,11 +342,12 @@ mod tests {
             ContentBlock::text("two"),
         ]);
         result.structured_content = Some(serde_json::json!({"n": 1}));
-        let message = tool_message("c1", "t", "srv", result);
+        let message = tool_message(("c1", "t"), &McpServerConfig::new("srv", "x"), result);
         assert_eq!(
             message.content,
             "one\n[image: image/png, 4 bytes of base64]\ntwo"
         );
+        assert_eq!(message.images, [ImagePart::new("image/png", "AAAA")]);
         assert!(!message.is_error());
         assert_eq!(
             message.metadata.get("structured_content"),
@@ -219,11 +360,49 @@ mod tests {
     }
 
     #[test]
+    fn an_embedded_image_resource_is_passed_on_as_an_image_and_other_blobs_are_described() {
+        let blob = |uri: &str, mime: &str| {
+            serde_json::from_value::<ContentBlock>(serde_json::json!({
+                "type": "resource",
+                "resource": {"uri": uri, "mimeType": mime, "blob": "AAAA"}
+            }))
+            .unwrap()
+        };
+        let result = CallToolResult::success(vec![
+            blob("file:///chart.png", "image/png"),
+            blob("file:///data.gz", "application/gzip"),
+        ]);
+        let message = tool_message(("c1", "t"), &McpServerConfig::new("srv", "x"), result);
+        assert_eq!(message.images, [ImagePart::new("image/png", "AAAA")]);
+        assert_eq!(
+            message.content,
+            "[resource file:///chart.png: image/png, 4 bytes of base64]\n\
+             [resource file:///data.gz: application/gzip, 4 bytes of base64]"
+        );
+    }
+
+    #[test]
+    fn images_past_the_count_limit_are_only_described() {
+        let result = CallToolResult::success(vec![
+            ContentBlock::image("AAAA", "image/png"),
+            ContentBlock::image("BBBB", "image/gif"),
+        ]);
+        let config = McpServerConfig::new("srv", "x").image_limits(1 << 20, 1);
+        let message = tool_message(("c1", "t"), &config, result);
+        assert_eq!(message.images, [ImagePart::new("image/png", "AAAA")]);
+        assert_eq!(
+            message.content,
+            "[image: image/png, 4 bytes of base64]\n\
+             [image: image/gif, 4 bytes of base64; not passed on: more than 1 images]"
+        );
+    }
+
+    #[test]
     fn error_results_become_error_messages_and_empty_text_falls_back_to_structured() {
+        let config = McpServerConfig::new("srv", "x");
         let message = tool_message(
-            "c1",
-            "t",
-            "srv",
+            ("c1", "t"),
+            &config,
             CallToolResult::error(vec![ContentBlock::text("bad")]),
         );
         assert!(message.is_error());
@@ -231,23 +410,68 @@ mod tests {
 
         let mut result = CallToolResult::success(Vec::new());
         result.structured_content = Some(serde_json::json!({"sum": 3}));
-        let message = tool_message("c2", "t", "srv", result);
+        let message = tool_message(("c2", "t"), &config, result);
         assert_eq!(message.content, r#"{"sum":3}"#);
     }
 
-    #[test]
-    fn spec_takes_schema_hint_and_group() {
+    fn hinted_tool() -> rmcp::model::Tool {
         let mut schema = serde_json::Map::new();
         schema.insert("type".into(), Value::String("object".into()));
-        let tool = rmcp::model::Tool::new("look", "Look around", schema)
-            .annotate(rmcp::model::ToolAnnotations::new().read_only(true));
-        let spec = spec_of("srv", &tool);
+        let mut tool = rmcp::model::Tool::new("look", "Look around", schema).annotate(
+            rmcp::model::ToolAnnotations::new()
+                .read_only(true)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(true),
+        );
+        tool.title = Some("Look".to_owned());
+        let mut out = serde_json::Map::new();
+        out.insert("type".into(), Value::String("object".into()));
+        tool.output_schema = Some(Arc::new(out));
+        tool
+    }
+
+    #[test]
+    fn spec_keeps_every_annotation_schema_title_and_group() {
+        let spec = spec_of(&McpServerConfig::new("srv", "x"), &hinted_tool());
         assert_eq!(spec.name, "look");
         assert_eq!(spec.description, "Look around");
+        assert_eq!(spec.title.as_deref(), Some("Look"));
         assert_eq!(spec.parameters, serde_json::json!({"type": "object"}));
-        assert!(spec.read_only);
+        assert_eq!(
+            spec.output_schema,
+            Some(serde_json::json!({"type": "object"}))
+        );
+        assert_eq!(
+            spec.annotations,
+            Some(ToolAnnotations {
+                read_only: Some(true),
+                destructive: Some(true),
+                idempotent: Some(false),
+                open_world: Some(true),
+            })
+        );
         assert!(spec.deferrable);
         assert_eq!(spec.source, ToolSource::Mcp);
         assert_eq!(spec.group.as_deref(), Some("srv"));
+    }
+
+    #[test]
+    fn a_read_only_hint_counts_only_from_a_trusted_server_or_an_override() {
+        let tool = hinted_tool();
+        let untrusted = McpServerConfig::new("srv", "x");
+        assert!(!spec_of(&untrusted, &tool).read_only);
+        let trusted = untrusted.clone().trust(HintTrust::Trusted);
+        assert!(spec_of(&trusted, &tool).read_only);
+        let vouched = untrusted.tool_override("look", ToolOverride::read_only(true));
+        assert!(spec_of(&vouched, &tool).read_only);
+        let overruled = trusted.tool_override("look", ToolOverride::read_only(false));
+        assert!(!spec_of(&overruled, &tool).read_only);
+    }
+
+    #[test]
+    fn a_prefixed_server_names_its_tools_server_underscore_underscore_tool() {
+        let config = McpServerConfig::new("srv", "x").prefix(super::super::ToolPrefix::Server);
+        assert_eq!(spec_of(&config, &hinted_tool()).name, "srv__look");
     }
 }

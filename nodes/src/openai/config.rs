@@ -46,6 +46,10 @@ pub struct OpenAiConfig {
     /// Whether the `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` environment variables apply; on by
     /// default.
     pub use_proxy_env: bool,
+    /// Whether images tool messages carry ([`ToolMessage::images`](crate::ToolMessage::images))
+    /// are sent to the model; on by default. The chat-completions format accepts image parts in
+    /// user messages only, so they follow the turn's tool messages as one user message.
+    pub tool_images: bool,
 }
 
 impl OpenAiConfig {
@@ -60,6 +64,7 @@ impl OpenAiConfig {
             extra_body: Map::new(),
             stream_usage: true,
             use_proxy_env: true,
+            tool_images: true,
         }
     }
 
@@ -144,6 +149,12 @@ impl OpenAiConfig {
         self
     }
 
+    /// Whether images of tool messages are sent (off for a model that accepts no images).
+    pub fn with_tool_images(mut self, on: bool) -> Self {
+        self.tool_images = on;
+        self
+    }
+
     /// The URL requests are posted to: the base URL, without trailing slashes, followed by
     /// `/chat/completions` (unless the base URL already ends so).
     pub fn endpoint(&self) -> String {
@@ -172,6 +183,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("extra_body", &self.extra_body)
             .field("stream_usage", &self.stream_usage)
             .field("use_proxy_env", &self.use_proxy_env)
+            .field("tool_images", &self.tool_images)
             .finish()
     }
 }

@@ -12,7 +12,7 @@ pub(super) fn request_body(config: &OpenAiConfig, request: &ModelRequest, stream
     body.insert("model".into(), Value::String(config.model.clone()));
     body.insert(
         "messages".into(),
-        Value::Array(request.all_messages().map(|m| wire_message(&m)).collect()),
+        Value::Array(wire_messages(request, config.tool_images)),
     );
     if request.tools.is_empty() {
         body.remove("tools");
@@ -32,6 +32,43 @@ pub(super) fn request_body(config: &OpenAiConfig, request: &ModelRequest, stream
         body.remove("stream_options");
     }
     Value::Object(body)
+}
+
+/// The request's messages in the wire format. With `images`, the images of each run of tool
+/// messages follow it as one user message (the format accepts image parts in user messages
+/// only, and nothing may come between an assistant turn's tool messages).
+fn wire_messages(request: &ModelRequest, images: bool) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut pending: Vec<Value> = Vec::new();
+    for message in request.all_messages() {
+        if !matches!(*message, Message::Tool(_)) {
+            flush_images(&mut out, &mut pending);
+        }
+        out.push(wire_message(&message));
+        if let (Message::Tool(tool), true) = (&*message, images) {
+            if !tool.images.is_empty() {
+                pending.push(json!({
+                    "type": "text",
+                    "text": format!(
+                        "Images returned by the tool {} (call {}):",
+                        tool.name, tool.tool_call_id
+                    ),
+                }));
+                pending.extend(tool.images.iter().map(
+                    |image| json!({"type": "image_url", "image_url": {"url": image.data_url()}}),
+                ));
+            }
+        }
+    }
+    flush_images(&mut out, &mut pending);
+    out
+}
+
+/// Append the pending image parts as one user message.
+fn flush_images(out: &mut Vec<Value>, pending: &mut Vec<Value>) {
+    if !pending.is_empty() {
+        out.push(json!({"role": "user", "content": std::mem::take(pending)}));
+    }
 }
 
 /// One message in the chat-completions wire format.

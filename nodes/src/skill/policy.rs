@@ -256,6 +256,7 @@ impl ToolPolicy for SkillToolPolicy {
     fn check_call(
         &self,
         call: &ToolCall,
+        _spec: Option<&ToolSpec>,
         state: &ThreadState,
         run: &RunContext,
     ) -> Result<(), Denial> {
@@ -271,6 +272,17 @@ impl ToolPolicy for SkillToolPolicy {
                 ),
             ))
         }
+    }
+
+    /// Everything here: [`filter_output`](ToolPolicy::filter_output) narrows `tool_search`
+    /// results to the active skills' tools itself, with the skill policy's own wording.
+    fn search_visible(
+        &self,
+        found: &[&ToolSpec],
+        _state: &ThreadState,
+        _run: &RunContext,
+    ) -> Vec<Option<String>> {
+        vec![None; found.len()]
     }
 
     fn filter_output(

@@ -26,7 +26,13 @@ impl ToolPolicy for NoDelete {
             .collect()
     }
 
-    fn check_call(&self, call: &ToolCall, _: &ThreadState, _: &RunContext) -> Result<(), Denial> {
+    fn check_call(
+        &self,
+        call: &ToolCall,
+        _: Option<&ToolSpec>,
+        _: &ThreadState,
+        _: &RunContext,
+    ) -> Result<(), Denial> {
         if call.name == "delete" {
             return Err(Denial::new(
                 "deleting is not allowed",

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 use stategraph_nodes::{
-    AiMessage, ChatModel, Message, ModelRequest, OpenAiModel, ToolCall, ToolMessage,
+    AiMessage, ChatModel, ImagePart, Message, ModelRequest, OpenAiModel, ToolCall, ToolMessage,
 };
 
 use crate::server::*;
@@ -130,5 +130,75 @@ async fn a_base_url_ending_in_the_endpoint_is_used_as_is() {
     assert_eq!(
         server.only_request().request_line,
         "POST /v1/chat/completions HTTP/1.1"
+    );
+}
+
+#[tokio::test]
+async fn images_of_tool_messages_follow_the_turns_tool_messages_as_one_user_message() {
+    let request = || ModelRequest {
+        system: None,
+        messages: vec![
+            Message::human("Show me both charts."),
+            Message::Ai(AiMessage::calls([
+                ToolCall::new("call_1", "chart", json!({"n": 1})),
+                ToolCall::new("call_2", "chart", json!({"n": 2})),
+            ])),
+            ToolMessage::new("call_1", "chart", "[image: image/png]")
+                .with_image(ImagePart::new("image/png", "iVBORw0KGgo="))
+                .into(),
+            ToolMessage::new("call_2", "chart", "[image: image/jpeg]")
+                .with_image(ImagePart::new("image/jpeg", "/9j/4AAQ"))
+                .into(),
+            Message::Ai(AiMessage::text("Here they are.")),
+        ]
+        .into(),
+        tools: Vec::new(),
+    };
+    let server = Server::start(vec![
+        Reply::json(text_answer("ok")),
+        Reply::json(text_answer("ok")),
+    ])
+    .await;
+    OpenAiModel::new(config(&server.base_url))
+        .unwrap()
+        .invoke(request())
+        .await
+        .unwrap();
+    OpenAiModel::new(config(&server.base_url).with_tool_images(false))
+        .unwrap()
+        .invoke(request())
+        .await
+        .unwrap();
+    let sent = server.requests();
+    let roles = |body: &Value| -> Vec<String> {
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Nothing comes between the turn's tool messages; the images follow them.
+    assert_eq!(
+        roles(&sent[0].body),
+        ["user", "assistant", "tool", "tool", "user", "assistant"]
+    );
+    assert_eq!(
+        sent[0].body["messages"][4]["content"],
+        json!([
+            {"type": "text", "text": "Images returned by the tool chart (call call_1):"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            {"type": "text", "text": "Images returned by the tool chart (call call_2):"},
+            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}}
+        ])
+    );
+    assert_eq!(
+        sent[0].body["messages"][2]["content"],
+        json!("[image: image/png]")
+    );
+    // Turned off, only the text descriptions go.
+    assert_eq!(
+        roles(&sent[1].body),
+        ["user", "assistant", "tool", "tool", "assistant"]
     );
 }

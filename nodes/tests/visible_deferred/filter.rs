@@ -63,7 +63,7 @@ fn stale_hash_promotes_nothing() {
     let call = ToolCall::new("c", "d1", json!({}));
     assert!(s
         .filter()
-        .check_call(&call, &state, &RunContext::default())
+        .check_call(&call, None, &state, &RunContext::default())
         .is_err());
 }
 
@@ -74,6 +74,7 @@ fn call_to_hidden_deferred_tool_is_refused_with_tool_search_hint() {
         .filter()
         .check_call(
             &ToolCall::new("c", "d1", json!({})),
+            None,
             &ThreadState::default(),
             &RunContext::default(),
         )
@@ -95,15 +96,17 @@ fn non_deferred_and_promoted_calls_pass_the_filter() -> Result<(), Denial> {
     let f = s.filter();
     f.check_call(
         &ToolCall::new("c", "calc", json!({})),
+        None,
         &ThreadState::default(),
         &run,
     )?;
     f.check_call(
         &ToolCall::new("c", TOOL_SEARCH, json!({})),
+        None,
         &ThreadState::default(),
         &run,
     )?;
-    f.check_call(&ToolCall::new("c", "d1", json!({})), &state, &run)?;
+    f.check_call(&ToolCall::new("c", "d1", json!({})), None, &state, &run)?;
     Ok(())
 }
 

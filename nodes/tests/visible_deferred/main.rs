@@ -6,6 +6,7 @@
 
 mod end_to_end;
 mod filter;
+mod mediation;
 mod prompt_section;
 mod properties;
 mod search;

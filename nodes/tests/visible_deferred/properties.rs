@@ -34,7 +34,7 @@ proptest! {
         let verdicts = f.visible(&specs.iter().collect::<Vec<_>>(), &state, &run);
         prop_assert_eq!(verdicts.len(), specs.len());
         for (spec, verdict) in specs.iter().zip(&verdicts) {
-            let allowed = f.check_call(&ToolCall::new("c", spec.name.clone(), json!({})), &state, &run).is_ok();
+            let allowed = f.check_call(&ToolCall::new("c", spec.name.clone(), json!({})), None, &state, &run).is_ok();
             prop_assert_eq!(verdict.is_none(), allowed, "{}", spec.name);
             let expect_hidden = spec.deferrable && (stale || !promoted.contains(&spec.name));
             prop_assert_eq!(verdict.is_some(), expect_hidden);

@@ -60,7 +60,7 @@ proptest! {
         let verdicts = p.visible(&specs.iter().collect::<Vec<_>>(), &state, &run);
         prop_assert_eq!(verdicts.len(), specs.len());
         for (spec, verdict) in specs.iter().zip(&verdicts) {
-            let allowed = p.check_call(&ToolCall::new("c", spec.name.clone(), json!({})), &state, &run).is_ok();
+            let allowed = p.check_call(&ToolCall::new("c", spec.name.clone(), json!({})), None, &state, &run).is_ok();
             prop_assert_eq!(verdict.is_none(), allowed, "{}", spec.name);
             if FRAMEWORK_TOOLS.contains(&spec.name.as_str()) {
                 prop_assert!(allowed, "framework tool {} removed", spec.name);

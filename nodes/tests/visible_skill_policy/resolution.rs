@@ -29,7 +29,7 @@ fn passive_policy_filters_nothing_and_never_reads_the_store() {
     assert_eq!(decision.allowed, None);
     assert_eq!(kept(&p, &["bash", "calc"], &state, &run), ["bash", "calc"]);
     assert!(p
-        .check_call(&ToolCall::new("c", "bash", json!({})), &state, &run)
+        .check_call(&ToolCall::new("c", "bash", json!({})), None, &state, &run)
         .is_ok());
     let out = p.filter_output(
         &ToolCall::new("c", TOOL_SEARCH, json!({})),

@@ -48,14 +48,19 @@ fn disallowed_call_is_refused_with_the_policy_message() -> Result<(), Denial> {
     let state = reading(&["calc"]);
     let run = RunContext::default();
     let denial = p
-        .check_call(&ToolCall::new("c", "bash", json!({})), &state, &run)
+        .check_call(&ToolCall::new("c", "bash", json!({})), None, &state, &run)
         .expect_err("bash is not allowed");
     assert_eq!(
         denial.message,
         "Error: Tool 'bash' is not allowed by the active skill policy."
     );
-    p.check_call(&ToolCall::new("c", "calc", json!({})), &state, &run)?;
-    p.check_call(&ToolCall::new("c", TOOL_SEARCH, json!({})), &state, &run)?;
+    p.check_call(&ToolCall::new("c", "calc", json!({})), None, &state, &run)?;
+    p.check_call(
+        &ToolCall::new("c", TOOL_SEARCH, json!({})),
+        None,
+        &state,
+        &run,
+    )?;
     Ok(())
 }
 
@@ -67,8 +72,10 @@ fn call_time_check_recomputes_from_current_state() {
     ]);
     let call = ToolCall::new("c", "web_search", json!({}));
     let run = RunContext::default();
-    assert!(p.check_call(&call, &reading(&["calc"]), &run).is_err());
     assert!(p
-        .check_call(&call, &reading(&["calc", "web"]), &run)
+        .check_call(&call, None, &reading(&["calc"]), &run)
+        .is_err());
+    assert!(p
+        .check_call(&call, None, &reading(&["calc", "web"]), &run)
         .is_ok());
 }

@@ -1,46 +1,64 @@
-//! The MCP tool source against a real stdio server: the `stategraph-mcp-fixture` binary of
-//! this crate (built with the `mcp` feature).
+//! The MCP tool source against real stdio servers: the `stategraph-mcp-fixture` binary of this
+//! crate (built with the `mcp` feature), and the reference servers `.ci/mcp-servers.sh`
+//! installs (`reference`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use stategraph_nodes::mcp::{McpError, McpServer, McpServerConfig};
+use stategraph_nodes::mcp::{HintTrust, McpError, McpServer, McpServerConfig};
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::{Catalog, ToolError, ToolProvider, ToolStatus};
 
+mod content;
+#[cfg(feature = "mcp-http")]
+mod http;
+mod isolation;
+mod naming;
+mod operations;
+mod reference;
+mod trust;
+
 const FIXTURE: &str = env!("CARGO_BIN_EXE_stategraph-mcp-fixture");
 
+/// The fixture's tools, in its order.
+const FIXTURE_TOOLS: [&str; 10] = [
+    "echo", "add", "fail", "slow", "picture", "crash", "env", "wipe", "pid", "grow",
+];
+
 /// The fixture server under `name`, with generous timeouts (the test machine may be busy).
-fn fixture(name: &str) -> McpServerConfig {
+pub(crate) fn fixture(name: &str) -> McpServerConfig {
     McpServerConfig::new(name, FIXTURE)
         .startup_timeout(Duration::from_secs(20))
         .call_timeout(Duration::from_secs(20))
 }
 
-fn find(tools: &[Arc<dyn Tool>], name: &str) -> Option<Arc<dyn Tool>> {
+pub(crate) fn find(tools: &[Arc<dyn Tool>], name: &str) -> Option<Arc<dyn Tool>> {
     tools.iter().find(|t| t.spec().name == name).cloned()
 }
 
-fn cx() -> stategraph_nodes::ToolContext {
+pub(crate) fn cx() -> stategraph_nodes::ToolContext {
     stategraph_nodes::ToolContext::detached(ThreadState::default(), RunContext::new("t1", "ana"))
 }
 
-async fn call(tool: &Arc<dyn Tool>, args: serde_json::Value) -> Result<ToolMessage, ToolError> {
+pub(crate) async fn call(
+    tool: &Arc<dyn Tool>,
+    args: serde_json::Value,
+) -> Result<ToolMessage, ToolError> {
     let name = tool.spec().name.clone();
     let out = tool.call(ToolCall::new("c1", name, args), cx()).await?;
     Ok(out.message().cloned().unwrap_or_default())
 }
 
 #[tokio::test]
-async fn lists_tools_with_schemas_and_read_only_hints() {
-    let server = McpServer::new(fixture("fx"));
+async fn lists_tools_with_schemas_and_read_only_hints_of_a_trusted_server() {
+    let server = McpServer::new(fixture("fx").trust(HintTrust::Trusted));
     assert_eq!(server.name(), "fx");
     assert_eq!(server.source(), ToolSource::Mcp);
     let tools = server.list().await.expect("list");
-    // The fixture serves two tools per page: all six means the cursor was followed.
+    // The fixture serves two tools per page: all of them means the cursor was followed.
     let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
-    assert_eq!(names, ["echo", "add", "fail", "slow", "picture", "crash"]);
+    assert_eq!(names, FIXTURE_TOOLS);
 
     let echo = find(&tools, "echo").expect("echo").spec().clone();
     assert_eq!(echo.description, "Repeat the text");
@@ -185,10 +203,9 @@ async fn server_that_fails_to_start_is_reported_and_skipped() {
     );
 
     let catalog = Catalog::assemble(vec![Arc::new(local)], &[good, missing, exits]).await;
-    assert_eq!(
-        catalog.names(),
-        ["local", "echo", "add", "fail", "slow", "picture", "crash"]
-    );
+    let mut expected = vec!["local"];
+    expected.extend(FIXTURE_TOOLS);
+    assert_eq!(catalog.names(), expected);
     let failed: Vec<&str> = catalog
         .failures
         .iter()
