@@ -6,7 +6,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension};
 
 use super::sql::SqlResult;
-use crate::CheckpointError;
+use crate::{CheckpointError, StorageError};
 
 /// The newest file format version this build reads, and the one it gives a new file.
 ///
@@ -165,6 +165,7 @@ impl Default for SqliteOptions {
 /// Open a connection with the pragmas every connection needs.
 pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> Result<Connection, CheckpointError> {
     check_path(path)?;
+    refuse_empty_beside_log(path)?;
     let conn = Connection::open(path).during("opening the database file")?;
     conn.busy_timeout(options.busy_timeout)
         .during("setting the busy timeout")?;
@@ -190,6 +191,29 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> Result<Connection
     )
     .during("keeping statement plans")?;
     Ok(conn)
+}
+
+/// Refuse an empty main file with a non-empty `-wal` beside it: SQLite takes a file of zero
+/// pages for a new database and deletes its `-wal`, commits and all. A writer never leaves
+/// that pair (the file has its first page before it is in WAL mode): it is damage, such as a
+/// main file cut to nothing, and both files are left as they are.
+fn refuse_empty_beside_log(path: &Path) -> Result<(), CheckpointError> {
+    let len = |p: &Path| std::fs::metadata(p).map_or(None, |m| Some(m.len()));
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    match (len(path), len(Path::new(&wal))) {
+        (Some(0), Some(logged)) if logged > 0 => Err(StorageError::new(
+            "opening the database file",
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the main file is empty but has a -wal with commits beside it: the file is \
+                 damaged (cut short), and SQLite would delete the -wal on opening it, so both \
+                 are left as they are",
+            ),
+        )
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 /// Refuse a path SQLite would not keep as one shared file: `""` (a private temporary
@@ -390,6 +414,24 @@ mod tests {
                 other => panic!("{path:?}: expected InvalidPath, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn an_empty_file_beside_a_wal_with_commits_is_refused_by_a_writer_and_both_kept() -> TestResult
+    {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("t.db");
+        let wal = dir.path().join("t.db-wal");
+        std::fs::write(&path, b"")?;
+        std::fs::write(&wal, vec![7u8; 4096])?;
+        let got = SqliteSaver::open(&path);
+        let e = got
+            .err()
+            .ok_or("a writer opened an empty file beside a log")?;
+        assert!(e.to_string().contains("is empty but has a -wal"), "{e}");
+        assert_eq!(std::fs::metadata(&wal)?.len(), 4096, "the -wal was touched");
+        assert_eq!(std::fs::metadata(&path)?.len(), 0, "the file was written");
+        Ok(())
     }
 
     #[test]
