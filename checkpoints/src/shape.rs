@@ -92,7 +92,7 @@ pub struct Shape {
     /// The items of the arrays seen (`None`: no item seen, or too deep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<Box<Shape>>,
-    /// The members of the objects seen, by name (empty past [`MAX_MEMBERS`] or too deep).
+    /// The members of the objects seen, by name (empty past 64 members or too deep).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub members: BTreeMap<String, Shape>,
     /// Whether members were left out (too many names, or too deep): an unknown member is

@@ -5,7 +5,7 @@
 //! `tool_search` searches the deferred catalog, which is built before any policy runs; without
 //! this step a tool a policy hides would still have its schema returned, and be promoted, by
 //! a search. Every policy layer therefore narrows what a search returns and promotes with
-//! [`ToolPolicy::search_visible`](crate::ToolPolicy::search_visible).
+//! [`ToolPolicy::search_visible`].
 
 use std::collections::{HashMap, HashSet};
 
