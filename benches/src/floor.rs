@@ -62,14 +62,6 @@ fn give_wal_room(conn: &Connection, path: &Path) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn remove_db(path: &Path) {
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
-    }
-}
-
 /// Floor samples taken next to a workload's timed run (the disk's fsync latency drifts on a
 /// shared machine): ms per one-row commit over `steps` commits, on a plain WAL and on one
 /// given room first.
@@ -108,9 +100,9 @@ pub(crate) fn adjacent(
 ) -> Result<Adjacent, BoxError> {
     let path = workdir.join(format!("floor-adjacent-{}.sqlite", std::process::id()));
     let one = |preallocate| -> Result<f64, BoxError> {
-        remove_db(&path);
+        crate::sqlite_db::remove_files(&path);
         let r = sample(&path, sync, steps, row, preallocate);
-        remove_db(&path);
+        crate::sqlite_db::remove_files(&path);
         r.map(|x| round(x, 6))
     };
     Ok(Adjacent {
@@ -135,7 +127,7 @@ pub(crate) fn run_floor(
         per_step.push(sample(&path, sync, steps, row, false)?);
         file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
         if !keep {
-            remove_db(&path);
+            crate::sqlite_db::remove_files(&path);
         }
     }
     Record::new()

@@ -88,11 +88,7 @@ pub(crate) async fn run_prune(args: &Args) -> Result<(), BoxError> {
             )
             .emit();
         if !args.keep_db {
-            for suffix in ["", "-wal", "-shm"] {
-                let mut p = path.as_os_str().to_owned();
-                p.push(suffix);
-                let _ = std::fs::remove_file(p);
-            }
+            crate::sqlite_db::remove_files(&path);
         }
     }
     Ok(())

@@ -83,6 +83,13 @@ fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).map_or(0, |m| m.len())
 }
 
+/// Remove a checkpoint file and the files SQLite and the saver keep beside it.
+pub(crate) fn remove_files(path: &Path) {
+    for suffix in ["", "-wal", "-shm", "-highwater"] {
+        let _ = std::fs::remove_file(with_suffix(path, suffix));
+    }
+}
+
 fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
     s.push(suffix);
@@ -161,9 +168,7 @@ impl SqliteDb {
         st.wal_bytes_before_close = wal;
         st.db_file_bytes = Some(bytes);
         if !keep {
-            for p in &files {
-                let _ = std::fs::remove_file(p);
-            }
+            remove_files(&self.path);
         }
         Ok(st)
     }

@@ -95,11 +95,7 @@ pub(crate) async fn run_verify(args: &Args) -> Result<(), BoxError> {
             .kv("under_target", verify / check.max(1e-9) <= TARGET_RATIO)
             .emit();
         if !args.keep_db {
-            for suffix in ["", "-wal", "-shm"] {
-                let mut p = path.as_os_str().to_owned();
-                p.push(suffix);
-                let _ = std::fs::remove_file(p);
-            }
+            crate::sqlite_db::remove_files(&path);
         }
     }
     Ok(())

@@ -80,9 +80,7 @@ impl Lost {
 
 /// The high-water file of the checkpoint file at `db`.
 pub(crate) fn path_of(db: &Path) -> PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push("-highwater");
-    PathBuf::from(name)
+    super::read_only::beside(db, "-highwater")
 }
 
 /// The file's id (`sg_meta.file_id`), `None` for a file that has none yet.

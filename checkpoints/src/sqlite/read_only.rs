@@ -30,7 +30,7 @@ pub(crate) struct Stamp {
 }
 
 /// `path` with `suffix` appended to its file name (`t.db` → `t.db-wal`).
-fn beside(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn beside(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
@@ -134,8 +134,7 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> Result<ReadConn, 
 /// would destroy what the log holds. A writer never leaves that pair (the file has its first
 /// page before it is in WAL mode); it is damage, such as a main file cut to nothing.
 fn refuse_empty_beside_wal(path: &Path, stamp: &Stamp) -> Result<(), CheckpointError> {
-    let wal = beside(path, "-wal");
-    if stamp.len > 0 || !wal.exists() {
+    if !empty_beside_wal(path, stamp.len, 0) {
         return Ok(());
     }
     Err(StorageError::new(
@@ -147,6 +146,13 @@ fn refuse_empty_beside_wal(path: &Path, stamp: &Stamp) -> Result<(), CheckpointE
         ),
     )
     .into())
+}
+
+/// Whether the main file at `path`, of `len` bytes, is empty with a `-wal` of at least
+/// `min_wal` bytes beside it: SQLite takes a file of zero pages for a new database and
+/// deletes its `-wal` on opening it, on any connection.
+pub(crate) fn empty_beside_wal(path: &Path, len: u64, min_wal: u64) -> bool {
+    len == 0 && std::fs::metadata(beside(path, "-wal")).is_ok_and(|m| m.len() >= min_wal)
 }
 
 /// SQLite's "a hot journal needs a writer to roll it back" (`SQLITE_READONLY_ROLLBACK`) said

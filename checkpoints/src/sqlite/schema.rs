@@ -198,11 +198,9 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> Result<Connection
 /// that pair (the file has its first page before it is in WAL mode): it is damage, such as a
 /// main file cut to nothing, and both files are left as they are.
 fn refuse_empty_beside_log(path: &Path) -> Result<(), CheckpointError> {
-    let len = |p: &Path| std::fs::metadata(p).map_or(None, |m| Some(m.len()));
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    match (len(path), len(Path::new(&wal))) {
-        (Some(0), Some(logged)) if logged > 0 => Err(StorageError::new(
+    let main = std::fs::metadata(path).map(|m| m.len());
+    match main {
+        Ok(len) if super::read_only::empty_beside_wal(path, len, 1) => Err(StorageError::new(
             "opening the database file",
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
