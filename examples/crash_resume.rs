@@ -152,7 +152,25 @@ pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args,
 }
 
 /// Open the ledger and create its table.
+/// Open the ledger; several processes starting on a new ledger at once race to create its
+/// table, and the loser of that race is told "busy" without waiting (a stale read snapshot
+/// cannot be upgraded to a write), so a busy set-up is tried again for up to 10 s.
 fn open_ledger(path: &PathBuf) -> Result<Connection, rusqlite::Error> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match try_open_ledger(path) {
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn try_open_ledger(path: &PathBuf) -> Result<Connection, rusqlite::Error> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
