@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
 use stategraph_checkpoints::{PendingWrite, TaskId, WriteKind};
 
@@ -176,7 +176,7 @@ impl<S: State> RunLoop<S> {
     /// Run the tasks at positions `to_run`, with task events around them; cancellation ends
     /// the step at once.
     async fn run_tasks(
-        &self,
+        &mut self,
         tasks: &[PlannedTask],
         to_run: &[usize],
         recorded: &mut RecordedWrites<S>,
@@ -253,7 +253,7 @@ impl<S: State> RunLoop<S> {
     /// (in parallel with the others). The first failure stops the step: leaving early
     /// (failure, cancellation) drops the inline futures and aborts the spawned ones.
     async fn run_concurrently(
-        &self,
+        &mut self,
         tasks: &[PlannedTask],
         to_run: &[usize],
         recorded: &mut RecordedWrites<S>,
@@ -282,31 +282,87 @@ impl<S: State> RunLoop<S> {
                 running.push(Box::pin(async move { (ti, Ok(fut.await)) }));
             }
         }
+        // Finished tasks whose writes are not yet recorded (see `record_finished`).
+        let mut unrecorded = Vec::new();
         loop {
             let next = tokio::select! {
                 n = running.next() => n,
                 _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
             };
-            let Some((ti, joined)) = next else { break };
-            let r = joined.unwrap_or_else(|e| TaskResult::Failed {
-                error: RunError::Node {
-                    node: self.node_name(&tasks[ti]).to_string(),
-                    step: self.step,
-                    task: tasks[ti].id,
-                    source: format!("task panicked or was aborted: {e}").into(),
-                },
-                resumes: Vec::new(),
-            });
-            let failed = matches!(r, TaskResult::Failed { .. });
-            self.stream_finished(&tasks[ti], &r, false, stream).await;
-            results[ti] = Some(r);
-            if failed {
-                break;
+            let Some(mut done) = next else { break };
+            // Take every task that has finished by now before recording any writes, so that
+            // tasks finishing together cost one record.
+            loop {
+                let (ti, joined) = done;
+                let r = self.joined_result(&tasks[ti], joined);
+                let failed = matches!(r, TaskResult::Failed { .. });
+                self.stream_finished(&tasks[ti], &r, false, stream).await;
+                results[ti] = Some(r);
+                if failed {
+                    return Ok(());
+                }
+                unrecorded.push(ti);
+                match running.next().now_or_never() {
+                    Some(Some(more)) => done = more,
+                    _ => break,
+                }
+            }
+            if !running.is_empty() {
+                self.record_finished(tasks, results, &mut unrecorded)
+                    .await?;
             }
         }
         drop(running);
         drop(aborts);
         Ok(())
+    }
+
+    /// A finished task's result, or the failure of a spawned task that panicked or was
+    /// aborted.
+    fn joined_result(&self, t: &PlannedTask, joined: TaskJoin<S>) -> TaskResult<S> {
+        joined.unwrap_or_else(|e| TaskResult::Failed {
+            error: RunError::Node {
+                node: self.node_name(t).to_string(),
+                step: self.step,
+                task: t.id,
+                source: format!("task panicked or was aborted: {e}").into(),
+            },
+            resumes: Vec::new(),
+        })
+    }
+
+    /// Record the writes of the tasks in `unrecorded` (finished, while others of the step
+    /// still run) against the head checkpoint, so that a crash before the step commits runs
+    /// only the tasks that had not finished (what a failed or interrupted step keeps anyway).
+    /// Without a stored thread, or under durability exit, nothing is recorded.
+    async fn record_finished(
+        &mut self,
+        tasks: &[PlannedTask],
+        results: &[Option<TaskResult<S>>],
+        unrecorded: &mut Vec<usize>,
+    ) -> Result<(), RunError> {
+        if !self.keeps_pending() {
+            unrecorded.clear();
+            return Ok(());
+        }
+        let mut writes = Vec::with_capacity(unrecorded.len());
+        for ti in unrecorded.drain(..) {
+            if let Some(TaskResult::Done(out)) = &results[ti] {
+                writes.push(PendingWrite {
+                    task_id: tasks[ti].id,
+                    node: self.node_name(&tasks[ti]).to_string(),
+                    kind: WriteKind::Output(output_to_json(out)?),
+                });
+            }
+        }
+        let Some(thread) = self.shared.thread.clone() else {
+            return Ok(());
+        };
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let ns = self.level.ns.clone();
+        self.persist.record_task_writes(&thread, &ns, writes).await
     }
 
     /// Settle a step whose tasks have run: commands for the enclosing graph end this level's
