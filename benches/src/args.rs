@@ -31,6 +31,8 @@ pub(crate) struct Args {
     pub(crate) checkpointers: Vec<Saver>,
     pub(crate) steps: usize,
     pub(crate) fanout_k: i64,
+    /// Fanout workers finish in this many waves 1 ms apart (`--fanout-waves`; 0: at once).
+    pub(crate) fanout_waves: u64,
     pub(crate) agent_turns: usize,
     pub(crate) wide_fields: usize,
     pub(crate) wide_steps: usize,
@@ -69,7 +71,7 @@ impl Args {
 }
 
 pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune] \
-[--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--agent-turns 200] \
+[--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--fanout-waves 0] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
 [--verify-steps 10000,100000] [--prune-keep 100] [--worker-threads N]";
@@ -98,6 +100,7 @@ fn defaults() -> Args {
         checkpointers: vec![Saver::None],
         steps: 1000,
         fanout_k: 1000,
+        fanout_waves: 0,
         agent_turns: 200,
         wide_fields: 100,
         wide_steps: 100,
@@ -159,6 +162,7 @@ fn apply_flag(
         "--checkpointer" => args.checkpointers = checkpointers(&value()?)?,
         "--steps" => args.steps = number(flag, &value()?)?,
         "--fanout-k" => args.fanout_k = number(flag, &value()?)?,
+        "--fanout-waves" => args.fanout_waves = number(flag, &value()?)?,
         "--agent-turns" => args.agent_turns = number(flag, &value()?)?,
         "--wide-fields" => args.wide_fields = number(flag, &value()?)?,
         "--wide-steps" => args.wide_steps = number(flag, &value()?)?,

@@ -134,7 +134,9 @@ struct WorkerIn {
     i: i64,
 }
 
-fn build_fanout() -> Result<CompiledGraph<FanState>, BoxError> {
+/// The fanout graph; with `waves` > 0, worker `i` sleeps `i % waves` ms, so the workers of a
+/// step finish in that many waves (their writes are then recorded as each wave finishes).
+fn build_fanout(waves: u64) -> Result<CompiledGraph<FanState>, BoxError> {
     let g = StateGraph::<FanState>::new()
         .add_node_with(
             "emit",
@@ -147,10 +149,17 @@ fn build_fanout() -> Result<CompiledGraph<FanState>, BoxError> {
             },
             NodeOptions::new().destinations(["worker"]),
         )
-        .add_node("worker", |_s: Arc<FanState>, ctx: NodeContext| async move {
-            let inp: WorkerIn = ctx.arg()?;
-            Ok::<_, BoxError>(FanState::update().results(vec![inp.i * 2]))
-        })
+        .add_node(
+            "worker",
+            move |_s: Arc<FanState>, ctx: NodeContext| async move {
+                let inp: WorkerIn = ctx.arg()?;
+                if waves > 0 {
+                    let wave = inp.i.unsigned_abs() % waves;
+                    tokio::time::sleep(std::time::Duration::from_millis(wave)).await;
+                }
+                Ok::<_, BoxError>(FanState::update().results(vec![inp.i * 2]))
+            },
+        )
         .add_node("reduce", |s: Arc<FanState>, _ctx: NodeContext| async move {
             Ok::<_, BoxError>(FanState::update().total(s.results.iter().sum::<i64>()))
         })
@@ -187,12 +196,13 @@ async fn time_fanout(
     Ok(times)
 }
 
-fn fan_record(cp: &str, k: i64, repeats: usize, times: &[f64]) -> Record {
+fn fan_record(cp: &str, k: i64, waves: u64, repeats: usize, times: &[f64]) -> Record {
     Record::new()
         .kv("engine", ENGINE)
         .kv("workload", "fanout")
         .kv("checkpointer", cp)
         .kv("k", k)
+        .kv("waves", waves)
         .kv("supersteps_per_run", 4) // __start__, emit, K workers, reduce
         .kv("repeats", repeats)
         .kv("wall_s_median", round(median(times), 6))
@@ -205,12 +215,12 @@ fn fan_record(cp: &str, k: i64, repeats: usize, times: &[f64]) -> Record {
 
 async fn run_fanout(args: &Args) -> Result<(), BoxError> {
     let k = args.fanout_k;
-    let graph = build_fanout()?;
+    let graph = build_fanout(args.fanout_waves)?;
     graph.invoke(fan_input(10), &RunConfig::new()).await?; // warm-up
 
     if args.checkpointers.contains(&Saver::None) {
         let times = time_fanout(&graph, k, args.repeats, |_| RunConfig::new()).await?;
-        fan_record("none", k, args.repeats, &times)
+        fan_record("none", k, args.fanout_waves, args.repeats, &times)
             .kv("peak_rss_mb", peak_rss_mb())
             .emit();
 
@@ -247,7 +257,7 @@ async fn run_fanout(args: &Args) -> Result<(), BoxError> {
                     .durability(*durability)
             })
             .await?;
-            fan_record("memory", k, args.repeats, &times)
+            fan_record("memory", k, args.fanout_waves, args.repeats, &times)
                 .kv("durability", dname.as_str())
                 .kv("threads", args.repeats)
                 .kv("checkpoint_rows", saver.checkpoint_count())
@@ -280,7 +290,7 @@ async fn run_fanout(args: &Args) -> Result<(), BoxError> {
             .await?;
             drop(g);
             let st = db.close(args.keep_db)?;
-            let rec = fan_record("sqlite", k, args.repeats, &times)
+            let rec = fan_record("sqlite", k, args.fanout_waves, args.repeats, &times)
                 .kv("durability", dname.as_str())
                 .kv("sqlite_synchronous", args.sqlite_sync.as_str())
                 .kv("threads", args.repeats);
@@ -295,12 +305,12 @@ async fn run_fanout(args: &Args) -> Result<(), BoxError> {
 
 /// The child side of `--fanout-mem-ks`: one K in a fresh process.
 async fn fanout_mem_child(k: i64, repeats: usize) -> Result<(), BoxError> {
-    let graph = build_fanout()?;
+    let graph = build_fanout(0)?;
     graph.invoke(fan_input(10), &RunConfig::new()).await?; // warm-up
     let before = rss_mb();
     let times = time_fanout(&graph, k, repeats, |_| RunConfig::new()).await?;
     let peak = peak_rss_mb();
-    fan_record("none", k, repeats, &times)
+    fan_record("none", k, 0, repeats, &times)
         .kv("variant", "fresh_process")
         .kv("fanout_k", k)
         .kv("rss_before_mb", before)
