@@ -117,10 +117,43 @@ pub enum Fit {
 impl Shape {
     /// The shape of one JSON value's bytes; `None` if they are not JSON.
     pub fn of_json(bytes: &[u8]) -> Option<Shape> {
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let shape = ShapeSeed(0).deserialize(&mut de).ok()?;
-        de.end().ok()?;
+        let mut shape = Shape::default();
+        shape.merge_json(bytes)?;
         Some(shape)
+    }
+
+    /// Add the shape of one JSON value's bytes to this shape, without building the value's
+    /// shape apart (no allocation unless the shape grows): whether it grew, or `None` if the
+    /// bytes are not JSON (what was read before the fault may have been added).
+    ///
+    /// ```
+    /// use stategraph_checkpoints::shape::Shape;
+    /// let mut shape = Shape::of_json(br#"{"n": 1}"#).unwrap();
+    /// assert_eq!(shape.merge_json(br#"{"n": 2}"#), Some(false));
+    /// assert_eq!(shape.merge_json(br#"{"n": 2.5}"#), Some(true));
+    /// assert_eq!(shape.merge_json(b"{"), None);
+    /// ```
+    pub fn merge_json(&mut self, bytes: &[u8]) -> Option<bool> {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let grew = MergeSeed(self, 0).deserialize(&mut de).ok()?;
+        de.end().ok()?;
+        Some(grew)
+    }
+
+    /// Add `kind`; whether it was new.
+    fn add_kind(&mut self, kind: Kind) -> bool {
+        match self.kinds.binary_search(&kind) {
+            Ok(_) => false,
+            Err(at) => {
+                self.kinds.insert(at, kind);
+                true
+            }
+        }
+    }
+
+    /// Mark members as left out; whether that is new.
+    fn open_up(&mut self) -> bool {
+        !std::mem::replace(&mut self.open, true)
     }
 
     /// Add `other`'s kinds, items and members to this shape (a list's appended tail is an
@@ -129,10 +162,7 @@ impl Shape {
     pub fn merge(&mut self, other: &Shape) -> bool {
         let mut grew = false;
         for k in &other.kinds {
-            if let Err(at) = self.kinds.binary_search(k) {
-                self.kinds.insert(at, *k);
-                grew = true;
-            }
+            grew |= self.add_kind(*k);
         }
         if let Some(theirs) = &other.items {
             match &mut self.items {
@@ -143,9 +173,8 @@ impl Shape {
                 }
             }
         }
-        if other.open && !self.open {
-            self.open = true;
-            grew = true;
+        if other.open {
+            grew |= self.open_up();
         }
         for (name, theirs) in &other.members {
             if let Some(mine) = self.members.get_mut(name) {
@@ -153,9 +182,8 @@ impl Shape {
             } else if self.members.len() < MAX_MEMBERS {
                 self.members.insert(name.clone(), theirs.clone());
                 grew = true;
-            } else if !self.open {
-                self.open = true;
-                grew = true;
+            } else {
+                grew |= self.open_up();
             }
         }
         grew
@@ -262,85 +290,90 @@ fn short(value: &Value) -> String {
     }
 }
 
-/// Reads a shape off JSON without building the value.
-struct ShapeSeed(usize);
+/// Reads a JSON value's shape into a shape it may grow (`Shape::merge_json`); its value:
+/// whether the shape grew.
+struct MergeSeed<'a>(&'a mut Shape, usize);
 
-impl<'de> DeserializeSeed<'de> for ShapeSeed {
-    type Value = Shape;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Shape, D::Error> {
-        d.deserialize_any(ShapeVisitor(self.0))
+impl<'de> DeserializeSeed<'de> for MergeSeed<'_> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
     }
 }
 
-struct ShapeVisitor(usize);
-
-impl ShapeVisitor {
-    fn kind(kind: Kind) -> Shape {
-        Shape {
-            kinds: vec![kind],
-            ..Shape::default()
-        }
+impl MergeSeed<'_> {
+    fn kind(self, kind: Kind) -> bool {
+        self.0.add_kind(kind)
     }
 }
 
-impl<'de> Visitor<'de> for ShapeVisitor {
-    type Value = Shape;
+impl<'de> Visitor<'de> for MergeSeed<'_> {
+    type Value = bool;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_unit<E: de::Error>(self) -> Result<Shape, E> {
-        Ok(Self::kind(Kind::Null))
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(self.kind(Kind::Null))
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Shape, E> {
-        Ok(Self::kind(Kind::Bool))
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
+        Ok(self.kind(Kind::Bool))
     }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Shape, E> {
-        Ok(Self::kind(Kind::Unsigned))
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
+        Ok(self.kind(Kind::Unsigned))
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Shape, E> {
-        Ok(Self::kind(if v < 0 {
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<bool, E> {
+        Ok(self.kind(if v < 0 {
             Kind::Negative
         } else {
             Kind::Unsigned
         }))
     }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Shape, E> {
-        Ok(Self::kind(Kind::Float))
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(self.kind(Kind::Float))
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Shape, E> {
-        Ok(Self::kind(Kind::String))
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
+        Ok(self.kind(Kind::String))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape, A::Error> {
-        let mut shape = Self::kind(Kind::Array);
-        if self.0 >= MAX_DEPTH {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let MergeSeed(shape, depth) = self;
+        let mut grew = shape.add_kind(Kind::Array);
+        if depth >= MAX_DEPTH {
             while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-            return Ok(shape);
+            return Ok(grew);
         }
-        let mut items: Option<Shape> = None;
-        while let Some(item) = seq.next_element_seed(ShapeSeed(self.0 + 1))? {
-            match &mut items {
-                Some(all) => {
-                    all.merge(&item);
-                }
-                None => items = Some(item),
-            }
+        let had_items = shape.items.is_some();
+        let items = shape.items.get_or_insert_with(Box::default);
+        let mut seen = false;
+        while let Some(g) = seq.next_element_seed(MergeSeed(items, depth + 1))? {
+            grew |= g;
+            seen = true;
         }
-        shape.items = items.map(Box::new);
-        Ok(shape)
+        if !had_items && !seen {
+            shape.items = None;
+        }
+        Ok(grew)
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape, A::Error> {
-        let mut shape = Self::kind(Kind::Object);
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let MergeSeed(shape, depth) = self;
+        let mut grew = shape.add_kind(Kind::Object);
         while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if self.0 >= MAX_DEPTH || shape.members.len() >= MAX_MEMBERS {
-                map.next_value::<de::IgnoredAny>()?;
-                shape.open = true;
-                continue;
+            if depth < MAX_DEPTH {
+                if let Some(member) = shape.members.get_mut(name.as_ref()) {
+                    grew |= map.next_value_seed(MergeSeed(member, depth + 1))?;
+                    continue;
+                }
+                if shape.members.len() < MAX_MEMBERS {
+                    let member = shape.members.entry(name.into_owned()).or_default();
+                    map.next_value_seed(MergeSeed(member, depth + 1))?;
+                    grew = true;
+                    continue;
+                }
             }
-            let member = map.next_value_seed(ShapeSeed(self.0 + 1))?;
-            shape.members.insert(name.into_owned(), member);
+            map.next_value::<de::IgnoredAny>()?;
+            grew |= shape.open_up();
         }
-        Ok(shape)
+        Ok(grew)
     }
 }
 
@@ -382,6 +415,43 @@ mod tests {
         };
         assert!(why.contains("/tags/0"), "{why}");
         assert!(matches!(s.fit(&json!({"other": 1})), Fit::Doubt(_)));
+    }
+
+    /// JSON values of few members (under the member limit), nested past the depth limit.
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            (-1e6f64..1e6).prop_map(|f| json!(f)),
+            "[a-c]{0,3}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(7, 48, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-d]", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn merging_bytes_in_place_equals_merging_their_shape(
+            values in proptest::collection::vec(json_value(), 1..6)
+        ) {
+            let mut built = Shape::default();
+            let mut in_place = Shape::default();
+            for v in &values {
+                let bytes = v.to_string();
+                let grew_built = built.merge(&shape(v));
+                let grew_in_place = in_place.merge_json(bytes.as_bytes());
+                proptest::prop_assert_eq!(Some(grew_built), grew_in_place);
+                proptest::prop_assert_eq!(&built, &in_place);
+            }
+        }
     }
 
     #[test]

@@ -33,9 +33,6 @@ pub(crate) fn note(
     };
     for w in &p.writes {
         let (FieldPart::Whole(bytes) | FieldPart::Tail(bytes)) = &w.part;
-        let Some(seen) = Shape::of_json(bytes) else {
-            continue;
-        };
         let shape = match known.get_mut(&w.field) {
             Some(shape) => shape,
             None => {
@@ -43,7 +40,7 @@ pub(crate) fn note(
                 known.entry(w.field.clone()).or_insert(stored)
             }
         };
-        if shape.merge(&seen) {
+        if shape.merge_json(bytes) == Some(true) {
             write_one(conn, key, &w.field, shape)?;
         }
     }
