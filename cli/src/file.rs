@@ -51,10 +51,13 @@ pub(crate) fn file_error(file: &Path, e: CheckpointError) -> Failure {
             Failure::runtime(format!("{}: {detail}", file.display()))
         }
         CheckpointError::Storage(inner) => Failure::runtime(format!("{}: {inner}", file.display())),
+        e @ CheckpointError::LostCommits { .. } => Failure::runtime(format!(
+            "{e} (to go on from what is left: stategraph accept-loss {})",
+            file.display()
+        )),
         // These name the file themselves.
         e @ (CheckpointError::ForeignDatabase { .. }
         | CheckpointError::FormatRecord { .. }
-        | CheckpointError::LostCommits { .. }
         | CheckpointError::ReadOnly { .. }) => Failure::runtime(e.to_string()),
         other => Failure::runtime(format!("{}: {other}", file.display())),
     }

@@ -152,6 +152,13 @@ pub(crate) enum Command {
         /// The checkpoint file.
         file: PathBuf,
     },
+    /// Go on from what a file that lost committed checkpoints still holds (a damaged or
+    /// lost -wal, a copy restored over it): every command and program then opens it again.
+    /// A file that lost nothing is left as it is.
+    AcceptLoss {
+        /// The checkpoint file.
+        file: PathBuf,
+    },
     /// Delete a thread's older checkpoints, keeping the newest N of each namespace.
     Prune {
         /// The checkpoint file.

@@ -2,6 +2,7 @@
 //! [`Saver`](stategraph_checkpoints::Saver) API and the library's `inspect` and `fork`
 //! helpers, and prints text or JSON.
 
+mod accept_loss;
 mod diff;
 mod fork;
 mod history;
@@ -80,6 +81,7 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
             force,
         } => fork::run(out, file, thread, checkpoint, to.as_deref(), set, *force).await,
         Command::Verify { file } => verify::run(out, file).await,
+        Command::AcceptLoss { file } => accept_loss::run(out, file).await,
         Command::Prune { file, thread, keep } => prune::run(out, file, thread, *keep).await,
         Command::Runs { file, thread } => runs::run(out, file, thread).await,
         Command::Run { file, run_id } => run::run(out, file, run_id).await,

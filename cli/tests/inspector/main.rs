@@ -12,6 +12,7 @@
 
 mod support;
 
+mod accept_loss;
 mod damage;
 mod damaged_files;
 
