@@ -11,7 +11,7 @@ use crate::sync::Unpoisoned;
 use crate::{
     validate_filter_key, Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, FieldPart,
     FieldWrite, ListOptions, LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention,
-    RunId, RunRecord, Saver, Source, StepChanges, ThreadId, ThreadInfo, ThreadStatus,
+    RunId, RunRecord, Saver, Source, StepChanges, ThreadId, ThreadInfo, ThreadStatus, WriteKind,
 };
 
 type Parts = Vec<Arc<FieldPart>>;
@@ -135,8 +135,16 @@ impl MemorySaver {
             });
         }
         let mut fields = match cp.parent {
-            Some(parent) => match chain.get(&parent) {
-                Some(entry) => entry.fields.clone(),
+            Some(parent) => match chain.get_mut(&parent) {
+                Some(entry) => {
+                    if cp.source == Source::Loop {
+                        // The step's checkpoint holds what its tasks recorded as they finished.
+                        entry
+                            .pending
+                            .retain(|w| !matches!(w.kind, WriteKind::Output(_)));
+                    }
+                    entry.fields.clone()
+                }
                 None => {
                     return Err(CheckpointError::NotFound {
                         thread: put.thread,

@@ -31,6 +31,10 @@ pub struct Head {
 ///   [`CheckpointError::StaleParent`] and stores nothing. `update` and `fork` checkpoints may
 ///   branch from any stored checkpoint.
 /// - A put stores the checkpoint and its field writes atomically.
+/// - A `loop` checkpoint settles its parent's step: the task outputs
+///   ([`WriteKind::Output`](crate::WriteKind::Output)) recorded against the parent while that
+///   step ran are in the new checkpoint and are dropped with its put (the SQLite saver drops
+///   those its own writer recorded); errors, interrupts and resume values stay.
 /// - [`Saver::get`] without an id returns the newest checkpoint (greatest id).
 /// - [`Saver::list`] returns newest first.
 /// - Runs: [`Saver::put_run`] follows [`RunStatus::may_become`](crate::RunStatus::may_become);
@@ -45,9 +49,10 @@ pub trait Saver: Send + Sync + 'static {
     /// [`CheckpointError::StaleParent`] if another writer moved the thread; storage errors.
     fn put(&self, put: PutCheckpoint) -> BoxFuture<'_, Result<(), CheckpointError>>;
 
-    /// Record pending writes of finished tasks against checkpoint `id` (a step that failed or
-    /// was interrupted). The writes given for a task replace all writes recorded for that task
-    /// before; tasks not named keep theirs.
+    /// Record pending writes of finished tasks against checkpoint `id` (tasks that finished
+    /// while their step still runs, or a step that failed or was interrupted). The writes
+    /// given for a task replace all writes recorded for that task before; tasks not named
+    /// keep theirs.
     ///
     /// # Errors
     /// [`CheckpointError::NotFound`] if the checkpoint does not exist; storage errors.

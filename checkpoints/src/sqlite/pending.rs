@@ -103,6 +103,22 @@ pub(crate) fn load_writes(
     Ok(out)
 }
 
+/// Delete the task outputs recorded under checkpoint `id` (its step committed).
+pub(crate) fn drop_outputs(
+    conn: &Connection,
+    thread: &ThreadId,
+    ns: &Namespace,
+    id: CheckpointId,
+) -> Result<(), CheckpointError> {
+    conn.prepare_cached(
+        "DELETE FROM sg_writes WHERE thread = ?1 AND ns = ?2 AND checkpoint = ?3 AND kind = 'output'",
+    )
+    .during("preparing the settled outputs delete")?
+    .execute(params![thread.as_str(), ns.as_str(), id_bytes(id)])
+    .during("deleting a settled step's recorded outputs")?;
+    Ok(())
+}
+
 /// Store `writes` under checkpoint `id`, replacing what their tasks wrote there before.
 pub(crate) fn put_writes(
     conn: &Connection,

@@ -39,6 +39,7 @@ pub(crate) fn put(
     crate::failpoint::hit("put.after_values");
     let (row_record, depth) = parent.row_record(&record, options);
     let seq = insert_row(conn, p, parent.seq, depth, &row_record)?;
+    settle_parent(conn, records.memory, &key, p)?;
     crate::failpoint::hit("put.after_row");
     records.add(seq, Arc::new(record));
     // Remember the new head when it is known to be one (ids are time-ordered).
@@ -369,6 +370,28 @@ fn own_part(
     } else {
         Err(StorageError::new("appending to a new log", PartExists { log, part }).into())
     }
+}
+
+/// A step's checkpoint settles its parent's step: the task outputs this writer recorded
+/// against the parent while the step ran are in the new checkpoint now, and are dropped
+/// (errors, interrupts and resume values stay: they are the step's history).
+fn settle_parent(
+    conn: &Connection,
+    memory: &mut WriterMemory,
+    key: &(String, String),
+    p: &PutCheckpoint,
+) -> Result<(), CheckpointError> {
+    if memory.recorded_outputs.is_empty() || p.checkpoint.source != Source::Loop {
+        return Ok(());
+    }
+    let Some(parent) = p.checkpoint.parent else {
+        return Ok(());
+    };
+    if memory.recorded_outputs.get(key) != Some(&parent) {
+        return Ok(());
+    }
+    memory.recorded_outputs.remove(key);
+    super::pending::drop_outputs(conn, &p.thread, &p.ns, parent)
 }
 
 #[cfg(test)]

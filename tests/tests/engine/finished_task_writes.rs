@@ -1,7 +1,8 @@
 //! Each finished task's writes are recorded against the step's checkpoint while its siblings
 //! still run (grouped: tasks that finish together cost one record), on a saver that does not
-//! queue in call order (in memory) as on one that does (SQLite); nothing is recorded under
-//! durability exit or when every task finishes at once.
+//! queue in call order (in memory) as on one that does (SQLite), and dropped when the step's
+//! checkpoint commits; nothing is recorded under durability exit or when every task finishes
+//! at once.
 
 use std::sync::Arc;
 
@@ -95,6 +96,12 @@ async fn recorded_while_one_task_runs(
     let mut results = done.state.results.clone();
     results.sort_unstable();
     assert_eq!(results, (100..100 + width).collect::<Vec<_>>());
+    if durability != Durability::Exit {
+        // The step's checkpoint holds the outputs now: the records are dropped with it.
+        assert_no_recorded_outputs(&*saver)
+            .await
+            .map_err(|e| -> BoxError { e.to_string().into() })?;
+    }
     Ok(seen)
 }
 

@@ -688,6 +688,80 @@ pub async fn pending_writes_replace_per_task_and_keep_order(s: Subject) -> TestR
     Ok(())
 }
 
+pub async fn a_steps_checkpoint_drops_the_outputs_recorded_while_it_ran(s: Subject) -> TestResult {
+    let ns = Namespace::root();
+    let w = |n: u8, kind: WriteKind| PendingWrite {
+        task_id: task(n),
+        node: format!("n{n}"),
+        kind,
+    };
+    // Tasks 1 and 2 finished while the step ran; an earlier attempt's task 3 failed and
+    // task 4 was answered.
+    let record = |t: ThreadId, at: CheckpointId| {
+        let saver = Arc::clone(&s.saver);
+        async move {
+            saver
+                .put_writes(
+                    &t,
+                    &Namespace::root(),
+                    at,
+                    vec![
+                        w(3, WriteKind::Error("boom".into())),
+                        w(4, WriteKind::Resume(vec![serde_json::json!("yes")])),
+                    ],
+                )
+                .await?;
+            for n in [1, 2] {
+                let out = WriteKind::Output(serde_json::json!({ "updates": [n] }));
+                saver
+                    .put_writes(&t, &Namespace::root(), at, vec![w(n, out)])
+                    .await?;
+            }
+            Ok::<_, CheckpointError>(())
+        }
+    };
+    let kinds =
+        |l: LoadedCheckpoint| -> Vec<WriteKind> { l.pending.into_iter().map(|p| p.kind).collect() };
+
+    // The step's checkpoint (a loop child) drops the outputs, and keeps the rest.
+    let t = thread("t");
+    let ids = chain(&s, &t, 1).await?;
+    record(t.clone(), ids[0]).await?;
+    assert_eq!(load(&s.saver, &t, ids[0]).await?.pending.len(), 4);
+    step(
+        &s.saver,
+        &t,
+        &ns,
+        Some(ids[0]),
+        Source::Loop,
+        vec![whole("x", "1")],
+    )
+    .await?;
+    assert_eq!(
+        kinds(load(&s.saver, &t, ids[0]).await?),
+        [
+            WriteKind::Error("boom".into()),
+            WriteKind::Resume(vec![serde_json::json!("yes")])
+        ]
+    );
+
+    // An edit branching from the checkpoint settles nothing.
+    let u = thread("u");
+    let ids = chain(&s, &u, 1).await?;
+    record(u.clone(), ids[0]).await?;
+    step(
+        &s.saver,
+        &u,
+        &ns,
+        Some(ids[0]),
+        Source::Update,
+        vec![whole("x", "2")],
+    )
+    .await?;
+    assert_eq!(load(&s.saver, &u, ids[0]).await?.pending.len(), 4);
+    Ok(())
+}
+
 pub async fn pending_writes_on_an_unknown_checkpoint_are_rejected(s: Subject) -> TestResult {
     let t = thread("t");
     let err = s

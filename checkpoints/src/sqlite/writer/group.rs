@@ -8,7 +8,7 @@ use super::super::sql::{is_busy, is_busy_sqlite, is_full, retry_busy, SqlResult}
 use super::super::{maintain, pending, runs, write};
 use super::memory::{GroupRecords, WriterMemory};
 use super::{Op, Reply, Writer};
-use crate::{CheckpointError, StorageError};
+use crate::{CheckpointError, StorageError, WriteKind};
 
 /// One reply per operation of a group, in order.
 type Replies = Vec<Result<Reply, CheckpointError>>;
@@ -307,7 +307,17 @@ fn run_op(
             ns,
             id,
             writes,
-        } => pending::put_writes(conn, thread, ns, *id, writes).map(|()| Reply::Done),
+        } => {
+            pending::put_writes(conn, thread, ns, *id, writes)?;
+            if writes
+                .iter()
+                .any(|w| matches!(w.kind, WriteKind::Output(_)))
+            {
+                let key = (thread.as_str().to_owned(), ns.as_str().to_owned());
+                records.memory.recorded_outputs.insert(key, *id);
+            }
+            Ok(Reply::Done)
+        }
         Op::DeleteThread(thread) => {
             maintain::delete_thread(conn, records, thread).map(|()| Reply::Done)
         }

@@ -37,6 +37,9 @@ pub(crate) struct WriterMemory {
     pub(crate) blobs: HashMap<[u8; 32], i64>,
     /// Each thread's recorded field shapes, as far as this writer knows them.
     pub(crate) shapes: super::super::shapes::KnownShapes,
+    /// `(thread, ns)` → the checkpoint against which this writer recorded task outputs of a
+    /// step still running: the step's checkpoint drops them (see `Saver::put`).
+    pub(crate) recorded_outputs: HashMap<(String, String), CheckpointId>,
     /// Extends the WAL before a transaction writes (see [`WalRoom`]).
     pub(crate) room: WalRoom,
     /// Whether whole values of up to [`INLINE_MAX`](super::super::record::INLINE_MAX) bytes
@@ -55,6 +58,7 @@ impl WriterMemory {
             heads: HashMap::new(),
             blobs: HashMap::new(),
             shapes: HashMap::new(),
+            recorded_outputs: HashMap::new(),
             room: WalRoom::new(conn, options),
             inline: format >= 2,
         }
@@ -109,6 +113,7 @@ impl WriterMemory {
         self.heads.clear();
         self.blobs.clear();
         self.shapes.clear();
+        self.recorded_outputs.clear();
     }
 }
 
