@@ -7,7 +7,8 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::verify::{cp_key, VerifyReport};
 use crate::envelope::{hex, open, CODEC_BINCODE, CODEC_JSON};
-use crate::sqlite::{BlobState, HeaderRow, LoadRow, LogState, PartFault};
+use crate::sqlite::StoredRecord;
+use crate::sqlite::{BlobState, HeaderRow, LoadRow, LogState, PartFault, WithWrites};
 use crate::CheckpointId;
 
 pub(super) fn sqlite_check(conn: &Connection, report: &mut VerifyReport) -> rusqlite::Result<()> {
@@ -268,10 +269,39 @@ struct CpRow {
     body: Vec<u8>,
 }
 
-/// Where each checkpoint row is: by its `seq`, and the set of `(thread, ns, id)` keys.
+/// Where each checkpoint row is: by its `seq` (the rows are in `seq` order), and, built only
+/// when a parent link needs it, the set of `(thread, ns, id)` keys.
 struct CpIndex<'a> {
-    by_seq: HashMap<i64, (&'a str, &'a str, &'a [u8])>,
-    by_key: HashSet<(&'a str, &'a str, &'a [u8])>,
+    rows: &'a [CpRow],
+    by_key: std::cell::OnceCell<HashSet<(&'a str, &'a str, &'a [u8])>>,
+}
+
+impl<'a> CpIndex<'a> {
+    /// The row `seq`.
+    fn at(&self, seq: i64) -> Option<&'a CpRow> {
+        let rows = self.rows;
+        rows.binary_search_by_key(&seq, |r| r.seq)
+            .ok()
+            .map(|i| &rows[i])
+    }
+
+    /// Whether checkpoint `id` of `(thread, ns)` has a row.
+    fn has(&self, thread: &str, ns: &str, id: &[u8]) -> bool {
+        let rows = self.rows;
+        self.by_key
+            .get_or_init(|| {
+                rows.iter()
+                    .map(|r| (r.thread.as_str(), r.ns.as_str(), r.id.as_slice()))
+                    .collect()
+            })
+            .contains(&(thread, ns, id))
+    }
+
+    /// Whether row `parent_seq` is the checkpoint `parent` in the thread and namespace of `r`.
+    fn parent_row_is(&self, r: &CpRow, parent: &[u8], parent_seq: i64) -> bool {
+        self.at(parent_seq)
+            .is_some_and(|p| p.thread == r.thread && p.ns == r.ns && p.id == parent)
+    }
 }
 
 fn checkpoint_rows(conn: &Connection) -> rusqlite::Result<Vec<CpRow>> {
@@ -304,13 +334,11 @@ pub(super) fn checkpoint_check(
     report: &mut VerifyReport,
 ) -> rusqlite::Result<Vec<LoadRow>> {
     let rows = checkpoint_rows(conn)?;
-    let by_seq: HashMap<i64, (&str, &str, &[u8])> = rows
-        .iter()
-        .map(|r| (r.seq, (r.thread.as_str(), r.ns.as_str(), r.id.as_slice())))
-        .collect();
-    let by_key = by_seq.values().copied().collect();
-    let index = CpIndex { by_seq, by_key };
-    let mut out = Vec::new();
+    let index = CpIndex {
+        rows: &rows,
+        by_key: std::cell::OnceCell::new(),
+    };
+    let mut checked = Vec::with_capacity(rows.len());
     for r in &rows {
         report.counts.checkpoints += 1;
         let key = || cp_key(&r.thread, &r.ns, &r.id);
@@ -325,33 +353,36 @@ pub(super) fn checkpoint_check(
                 None
             }
         };
-        let payload = record_check(r, &key, report);
+        let body = LoadRow::decode(record_check(r, &key, report));
         parent_check(r, &index, &key, report);
-        if let Some(id) = id {
-            out.push(load_row(r, id, payload));
-        }
+        checked.push(id.map(|id| (id, body)));
     }
-    Ok(out)
+    drop(index);
+    Ok(rows
+        .into_iter()
+        .zip(checked)
+        .filter_map(|(r, checked)| checked.map(|(id, body)| load_row(r, id, body)))
+        .collect())
 }
 
 /// The row as the load check takes it: its header and its decoded record.
-fn load_row(r: &CpRow, id: CheckpointId, payload: Result<&[u8], String>) -> LoadRow {
+fn load_row(r: CpRow, id: CheckpointId, body: Result<StoredRecord, String>) -> LoadRow {
     LoadRow {
-        thread: r.thread.clone(),
-        ns: r.ns.clone(),
+        thread: r.thread,
+        ns: r.ns,
         id,
         parent_seq: r.parent_seq,
         header: HeaderRow::new(
             r.seq,
-            r.id.clone(),
-            r.parent.clone(),
+            r.id,
+            r.parent,
             r.step,
-            r.source.clone(),
+            r.source,
             r.created_at,
-            r.metadata.clone(),
+            r.metadata,
         ),
-        hash: r.body_hash.clone(),
-        body: LoadRow::decode(payload),
+        hash: r.body_hash,
+        body,
     }
 }
 
@@ -397,11 +428,8 @@ fn parent_check(
 ) {
     match (&r.parent, r.parent_seq) {
         (None, None) => {}
-        (Some(p), _)
-            if !index
-                .by_key
-                .contains(&(r.thread.as_str(), r.ns.as_str(), p.as_slice())) =>
-        {
+        (Some(p), Some(ps)) if index.parent_row_is(r, p, ps) => {}
+        (Some(p), _) if !index.has(&r.thread, &r.ns, p) => {
             report.problem(
                 "sg_checkpoints",
                 key(),
@@ -411,8 +439,7 @@ fn parent_check(
                 ),
             );
         }
-        (Some(p), Some(ps)) => match index.by_seq.get(&ps) {
-            Some(&(t, n, pid)) if t == r.thread && n == r.ns && pid == p.as_slice() => {}
+        (Some(p), Some(ps)) => match index.at(ps) {
             Some(_) => report.problem(
                 "sg_checkpoints",
                 key(),
@@ -452,9 +479,11 @@ struct WriteRow {
 pub(super) fn writes_check(
     conn: &Connection,
     report: &mut VerifyReport,
-    known: &HashSet<(String, String, u128)>,
-) -> rusqlite::Result<HashSet<(String, String, u128)>> {
-    let mut with_writes = HashSet::new();
+    checkpoints: &[LoadRow],
+) -> rusqlite::Result<WithWrites> {
+    let mut with_writes = WithWrites::default();
+    // Built at the first write (most files have few pending writes, many have none).
+    let mut known: Option<HashSet<(&str, &str, u128)>> = None;
     let mut stmt = conn.prepare(
         "SELECT thread, ns, checkpoint, task, idx, kind, hash, data FROM sg_writes
          ORDER BY thread, ns, checkpoint, ord, idx",
@@ -481,11 +510,18 @@ pub(super) fn writes_check(
             cp_key(&w.thread, &w.ns, &w.checkpoint),
             hex(&w.hash)
         );
-        let cp = <[u8; 16]>::try_from(w.checkpoint.as_slice())
-            .map(|b| (w.thread.clone(), w.ns.clone(), u128::from_be_bytes(b)));
-        let exists = cp.as_ref().is_ok_and(|k| known.contains(k));
-        if let (true, Ok(k)) = (exists, cp) {
-            with_writes.insert(k);
+        let known = known.get_or_insert_with(|| {
+            checkpoints
+                .iter()
+                .map(|c| (c.thread.as_str(), c.ns.as_str(), c.id.as_u128()))
+                .collect()
+        });
+        let id = <[u8; 16]>::try_from(w.checkpoint.as_slice())
+            .ok()
+            .map(u128::from_be_bytes)
+            .filter(|id| known.contains(&(w.thread.as_str(), w.ns.as_str(), *id)));
+        if let Some(id) = id {
+            with_writes.insert(&w.thread, &w.ns, id);
         } else {
             report.problem("sg_writes", key.clone(), "its checkpoint is missing");
         }

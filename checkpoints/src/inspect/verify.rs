@@ -13,7 +13,7 @@ use super::tables;
 use crate::envelope::hex;
 use crate::sqlite::high_water;
 use crate::sqlite::read_only::read_unchanged;
-use crate::sqlite::{load_all, LoadRow, Outcome, Values};
+use crate::sqlite::{load_all, LoadRow, Outcome, Values, WithWrites};
 use crate::{CheckpointError, SqliteSaver};
 
 /// A problem [`verify`] found.
@@ -129,11 +129,23 @@ pub async fn verify(path: &Path) -> Result<VerifyReport, CheckpointError> {
     let saver = SqliteSaver::open_read_only(path)?;
     // The scans read the file read-only too, again if a writer changed it meanwhile.
     let (mut report, unchanged) = read_unchanged(path, |conn| {
-        let mut report = VerifyReport::default();
-        let scanned = scan_tables(conn, &mut report);
-        load_check(conn, scanned, &mut report);
-        high_water_check(conn, path, &mut report);
-        report
+        // SQLite's own check reads every page again: on a connection of its own, beside ours.
+        std::thread::scope(|scope| {
+            let sqlite = scope.spawn(|| sqlite_report(path));
+            let mut report = VerifyReport::default();
+            let scanned = scan_tables(conn, &mut report);
+            load_check(conn, scanned, &mut report);
+            high_water_check(conn, path, &mut report);
+            let mut first = sqlite.join().unwrap_or_else(|_| {
+                let mut r = VerifyReport::default();
+                r.problem("sqlite", "integrity_check", "the check's thread failed");
+                r
+            });
+            report.counts.sqlite_ok = first.counts.sqlite_ok;
+            first.problems.append(&mut report.problems);
+            report.problems = first.problems;
+            report
+        })
     })?;
     if !unchanged {
         report.problem(
@@ -164,11 +176,37 @@ fn high_water_check(conn: &Connection, path: &Path, report: &mut VerifyReport) {
     }
 }
 
+/// SQLite's `PRAGMA integrity_check` on a read-only connection of its own.
+fn sqlite_report(path: &Path) -> VerifyReport {
+    let mut report = VerifyReport::default();
+    let checked = crate::sqlite::read_only::connect(path, &crate::SqliteOptions::default())
+        .map_err(|e| e.to_string())
+        .and_then(|c| tables::sqlite_check(&c.conn, &mut report).map_err(|e| e.to_string()));
+    if let Err(e) = checked {
+        report.problem("sqlite", "integrity_check", e);
+    }
+    report
+}
+
 /// What the raw scans hand to the load check.
 struct Scanned {
     rows: Vec<LoadRow>,
     values: Values,
-    with_writes: HashSet<(String, String, u128)>,
+    with_writes: WithWrites,
+}
+
+/// Distinct `(thread, namespace)` pairs of `rows` (runs of rows of one pair counted once).
+fn namespaces(rows: &[LoadRow]) -> usize {
+    let mut seen: HashSet<(&str, &str)> = HashSet::new();
+    let mut last: Option<(&str, &str)> = None;
+    for r in rows {
+        let pair = (r.thread.as_str(), r.ns.as_str());
+        if last != Some(pair) {
+            seen.insert(pair);
+            last = Some(pair);
+        }
+    }
+    seen.len()
 }
 
 /// Prove every scanned checkpoint loadable; a problem for each that is not.
@@ -192,9 +230,6 @@ fn load_check(conn: &Connection, scanned: Scanned, report: &mut VerifyReport) {
 /// The raw table scans; returns the checkpoints to prove loadable and what the scans found
 /// of values, logs and pending writes.
 fn scan_tables(conn: &Connection, report: &mut VerifyReport) -> Scanned {
-    if let Err(e) = tables::sqlite_check(conn, report) {
-        report.problem("sqlite", "integrity_check", e.to_string());
-    }
     if let Err(e) = tables::meta_check(conn, report) {
         report.problem("sg_meta", "format_version", e.to_string());
     }
@@ -222,15 +257,11 @@ fn scan_tables(conn: &Connection, report: &mut VerifyReport) -> Scanned {
             Vec::new()
         }
     };
-    let known: HashSet<(String, String, u128)> = ids
-        .iter()
-        .map(|c| (c.thread.clone(), c.ns.clone(), c.id.as_u128()))
-        .collect();
-    let with_writes = match tables::writes_check(conn, report, &known) {
+    let with_writes = match tables::writes_check(conn, report, &ids) {
         Ok(w) => w,
         Err(e) => {
             report.problem("sg_writes", "-", format!("cannot read the table: {e}"));
-            HashSet::new()
+            WithWrites::default()
         }
     };
     match run_tables::runs_check(conn, report) {
@@ -241,11 +272,7 @@ fn scan_tables(conn: &Connection, report: &mut VerifyReport) -> Scanned {
         }
         Err(e) => report.problem("sg_runs", "-", format!("cannot read the table: {e}")),
     }
-    report.counts.namespaces = known
-        .iter()
-        .map(|(t, n, _)| (t, n))
-        .collect::<HashSet<_>>()
-        .len();
+    report.counts.namespaces = namespaces(&ids);
     Scanned {
         rows: ids,
         values: Values { blobs, logs },

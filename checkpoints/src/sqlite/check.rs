@@ -10,7 +10,6 @@
 //! checkpoint whose fields reach it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 
 use rusqlite::Connection;
 
@@ -150,20 +149,51 @@ enum ListFault {
     NotJson(String),
 }
 
-/// Prove each of `rows` loadable; the rows back, with one outcome per row in order. `with_writes` holds the
-/// `(thread, ns, id)` of checkpoints that have pending writes (read through the saver's own
+/// The checkpoints that have pending writes, by id, then thread and namespace (ids repeat
+/// only across threads that were copied), looked up without building a key.
+#[derive(Debug, Default)]
+pub(crate) struct WithWrites(HashMap<u128, Vec<(String, String)>>);
+
+impl WithWrites {
+    /// Note that checkpoint `id` of `(thread, ns)` has pending writes.
+    pub(crate) fn insert(&mut self, thread: &str, ns: &str, id: u128) {
+        let at = self.0.entry(id).or_default();
+        if !at.iter().any(|(t, n)| t == thread && n == ns) {
+            at.push((thread.to_owned(), ns.to_owned()));
+        }
+    }
+
+    /// Whether checkpoint `id` of `(thread, ns)` has pending writes.
+    pub(crate) fn contains(&self, thread: &str, ns: &str, id: u128) -> bool {
+        self.0
+            .get(&id)
+            .is_some_and(|at| at.iter().any(|(t, n)| t == thread && n == ns))
+    }
+}
+
+/// Prove each of `rows` loadable; the rows back, with one outcome per row in order.
+/// `with_writes` holds the checkpoints that have pending writes (read through the saver's own
 /// code, as a load does).
 pub(crate) fn load_all(
     conn: &Connection,
     rows: Vec<LoadRow>,
     values: &Values,
-    with_writes: &HashSet<(String, String, u128)>,
+    with_writes: &WithWrites,
 ) -> (Vec<LoadRow>, Vec<Outcome>) {
     let mut walk = Walk::new(rows);
     let mut out: Vec<Option<Outcome>> = (0..walk.rows.len()).map(|_| None).collect();
     let mut lists = HashMap::new();
+    let mut threads = ThreadIds::default();
     let mut check = |row: &LoadRow, record: &StateRecord| {
-        let outcome = check_row(conn, row, record, values, &mut lists, with_writes);
+        let outcome = check_row(
+            conn,
+            row,
+            record,
+            values,
+            &mut lists,
+            with_writes,
+            &mut threads,
+        );
         Some(outcome)
     };
     walk.down_from_whole(|i, row, record| out[i] = check(row, record));
@@ -186,36 +216,46 @@ pub(crate) fn load_all(
 struct Walk {
     rows: Vec<LoadRow>,
     bodies: Vec<Option<StoredRecord>>,
-    /// Delta rows by the index of the row they apply on.
-    children: Vec<Vec<usize>>,
-    by_seq: HashMap<i64, usize>,
+    /// Delta rows by the row they apply on, as linked lists: the first such row of each row,
+    /// and the next one after each (no list of its own per row).
+    first_child: Vec<Option<usize>>,
+    next_sibling: Vec<Option<usize>>,
     /// `Some(Ok)`: rebuilt; `Some(Err)`: cannot be; `None`: not yet known.
     built: Vec<Option<Result<(), ChainFault>>>,
 }
 
+/// Row `seq`'s index in `rows`, in `seq` order.
+fn index_of(rows: &[LoadRow], seq: i64) -> Option<usize> {
+    rows.binary_search_by_key(&seq, |r| r.header.seq).ok()
+}
+
 impl Walk {
     fn new(mut rows: Vec<LoadRow>) -> Self {
-        let by_seq: HashMap<i64, usize> = rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.header.seq, i))
-            .collect();
-        let mut children = vec![Vec::new(); rows.len()];
-        let mut bodies = Vec::with_capacity(rows.len());
-        let mut built = Vec::with_capacity(rows.len());
-        for (i, row) in rows.iter_mut().enumerate() {
+        // The scan reads rows in `seq` order; sort in case a caller did not.
+        if !rows.is_sorted_by_key(|r| r.header.seq) {
+            rows.sort_by_key(|r| r.header.seq);
+        }
+        let n = rows.len();
+        let mut first_child: Vec<Option<usize>> = vec![None; n];
+        let mut next_sibling: Vec<Option<usize>> = vec![None; n];
+        let mut bodies = Vec::with_capacity(n);
+        let mut built = Vec::with_capacity(n);
+        for i in (0..n).rev() {
+            let row = &mut rows[i];
             let body = std::mem::replace(&mut row.body, Err(String::new()));
+            let parent = row.parent_seq;
             match body {
                 Ok(stored) => {
                     if !stored.full {
-                        if let Some(&p) = row.parent_seq.and_then(|ps| by_seq.get(&ps)) {
-                            children[p].push(i);
+                        if let Some(p) = parent.and_then(|ps| index_of(&rows, ps)) {
+                            next_sibling[i] = first_child[p].replace(i);
                         }
                     }
                     bodies.push(Some(stored));
                     built.push(None);
                 }
                 Err(detail) => {
+                    let row = &rows[i];
                     bodies.push(None);
                     built.push(Some(Err(ChainFault {
                         checkpoint: hex(&row.id.as_u128().to_be_bytes()),
@@ -225,35 +265,47 @@ impl Walk {
                 }
             }
         }
+        bodies.reverse();
+        built.reverse();
         Walk {
             rows,
             bodies,
-            children,
-            by_seq,
+            first_child,
+            next_sibling,
             built,
         }
     }
 
+    /// The delta rows that apply on row `i`, oldest first.
+    fn children(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::successors(self.first_child[i], |&c| self.next_sibling[c])
+    }
+
     /// Rebuild every record that rests on a whole one, parent before child, and hand each
-    /// to `visit`; a record is kept only until its children are rebuilt.
+    /// to `visit`; a record is kept only until its children are rebuilt (moved to its only
+    /// child, copied for each of several).
     fn down_from_whole(&mut self, mut visit: impl FnMut(usize, &LoadRow, &StateRecord)) {
         let roots: Vec<usize> = (0..self.rows.len())
             .filter(|&i| self.bodies[i].as_ref().is_some_and(|b| b.full))
             .collect();
-        let mut stack: Vec<(usize, Arc<StateRecord>)> = Vec::new();
+        let mut stack: Vec<(usize, StateRecord)> = Vec::new();
         for root in roots {
-            stack.push((root, Arc::new(StateRecord::default())));
-            while let Some((i, parent)) = stack.pop() {
+            stack.push((root, StateRecord::default()));
+            while let Some((i, mut record)) = stack.pop() {
                 let Some(stored) = self.bodies[i].take() else {
                     continue;
                 };
-                let mut record = Arc::unwrap_or_clone(parent);
                 record.apply(stored);
                 self.built[i] = Some(Ok(()));
                 visit(i, &self.rows[i], &record);
-                let record = Arc::new(record);
-                for &c in &self.children[i] {
-                    stack.push((c, Arc::clone(&record)));
+                let mut children = self.children(i).peekable();
+                while let Some(c) = children.next() {
+                    if children.peek().is_some() {
+                        stack.push((c, record.clone()));
+                    } else {
+                        stack.push((c, record));
+                        break;
+                    }
                 }
             }
         }
@@ -294,7 +346,7 @@ impl Walk {
             let Some(ps) = row.parent_seq else {
                 break here("a delta record without parent");
             };
-            let Some(&p) = self.by_seq.get(&ps) else {
+            let Some(p) = index_of(&self.rows, ps) else {
                 break ChainFault {
                     checkpoint: "-".to_owned(),
                     blob: format!("sg_checkpoints row {ps}"),
@@ -361,12 +413,12 @@ fn check_row(
     record: &StateRecord,
     values: &Values,
     lists: &mut HashMap<(i64, i64), Result<(), ListFault>>,
-    with_writes: &HashSet<(String, String, u128)>,
+    with_writes: &WithWrites,
+    threads: &mut ThreadIds,
 ) -> Outcome {
-    let thread = match ThreadId::new(row.thread.clone()) {
-        Ok(t) => t,
-        Err(e) => return Outcome::BadThread(e.to_string()),
-    };
+    if let Err(e) = threads.check(&row.thread) {
+        return Outcome::BadThread(e);
+    }
     let t = row.thread.as_str();
     if let Err(e) = row.header.check(record, t) {
         return Outcome::Fails(e);
@@ -395,12 +447,38 @@ fn check_row(
             }
         }
     }
-    if with_writes.contains(&(row.thread.clone(), row.ns.clone(), row.id.as_u128())) {
+    if with_writes.contains(&row.thread, &row.ns, row.id.as_u128()) {
+        let thread = match ThreadId::new(row.thread.clone()) {
+            Ok(t) => t,
+            Err(e) => return Outcome::BadThread(e.to_string()),
+        };
         if let Err(e) = load_writes(conn, &thread, &Namespace::parse(&row.ns), row.id) {
             return Outcome::Fails(e);
         }
     }
     not_json.map_or(Outcome::Loaded, Outcome::NotJson)
+}
+
+/// Whether the thread name of the rows checked last is a valid thread id (rows come thread
+/// by thread): checked once per run of rows of one thread, not once per row.
+#[derive(Default)]
+struct ThreadIds {
+    last: Option<(String, Result<(), String>)>,
+}
+
+impl ThreadIds {
+    fn check(&mut self, name: &str) -> Result<(), String> {
+        match &self.last {
+            Some((n, valid)) if n == name => valid.clone(),
+            _ => {
+                let valid = ThreadId::new(name.to_owned())
+                    .map(drop)
+                    .map_err(|e| e.to_string());
+                self.last = Some((name.to_owned(), valid.clone()));
+                valid
+            }
+        }
+    }
 }
 
 /// What is wrong with a field's value row, if anything.
@@ -478,6 +556,7 @@ fn part_fault(log: i64, state: &LogState) -> ListFault {
 mod tests {
     use super::*;
     use crate::sqlite::sql::id_bytes;
+    use std::sync::Arc;
 
     type TestResult = Result<(), Box<dyn std::error::Error>>;
 

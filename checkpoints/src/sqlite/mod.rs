@@ -49,8 +49,11 @@ use rusqlite::Connection;
 
 pub use schema::{SqliteOptions, Synchronous, FORMAT_VERSION};
 
-pub(crate) use check::{load_all, BlobState, LoadRow, LogState, Outcome, PartFault, Values};
+pub(crate) use check::{
+    load_all, BlobState, LoadRow, LogState, Outcome, PartFault, Values, WithWrites,
+};
 pub(crate) use read::HeaderRow;
+pub(crate) use record::StoredRecord;
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,
