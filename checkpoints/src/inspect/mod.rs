@@ -21,6 +21,7 @@ mod existing;
 mod lookup;
 mod prefix;
 mod run_tables;
+mod scan;
 mod tables;
 mod time;
 mod verify;

@@ -1,19 +1,16 @@
 //! Checking a whole checkpoint file: what [`verify`] looked at and found, and the proof that
 //! every checkpoint loads (by its delta on its parent's record) after the raw table scans.
 
-use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use super::existing::check_existing;
-use super::run_tables;
-use super::tables;
+use super::scan;
 use crate::envelope::hex;
 use crate::sqlite::high_water;
 use crate::sqlite::read_only::read_unchanged;
-use crate::sqlite::{load_all, LoadRow, Outcome, Values, WithWrites};
 use crate::{CheckpointError, SqliteSaver};
 
 /// A problem [`verify`] found.
@@ -70,6 +67,23 @@ impl VerifyReport {
     /// Whether no problem was found.
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// Add what `other` counted and found after what this report holds (each count is kept
+    /// by one scan: they add up).
+    pub(super) fn append(&mut self, other: VerifyReport) {
+        let (c, o) = (&mut self.counts, other.counts);
+        c.sqlite_ok |= o.sqlite_ok;
+        c.blobs += o.blobs;
+        c.logs += o.logs;
+        c.log_parts += o.log_parts;
+        c.checkpoints += o.checkpoints;
+        c.loaded += o.loaded;
+        c.writes += o.writes;
+        c.namespaces += o.namespaces;
+        c.runs += o.runs;
+        c.receipts += o.receipts;
+        self.problems.extend(other.problems);
     }
 
     pub(super) fn problem(
@@ -129,23 +143,9 @@ pub async fn verify(path: &Path) -> Result<VerifyReport, CheckpointError> {
     let saver = SqliteSaver::open_read_only(path)?;
     // The scans read the file read-only too, again if a writer changed it meanwhile.
     let (mut report, unchanged) = read_unchanged(path, |conn| {
-        // SQLite's own check reads every page again: on a connection of its own, beside ours.
-        std::thread::scope(|scope| {
-            let sqlite = scope.spawn(|| sqlite_report(path));
-            let mut report = VerifyReport::default();
-            let scanned = scan_tables(conn, &mut report);
-            load_check(conn, scanned, &mut report);
-            high_water_check(conn, path, &mut report);
-            let mut first = sqlite.join().unwrap_or_else(|_| {
-                let mut r = VerifyReport::default();
-                r.problem("sqlite", "integrity_check", "the check's thread failed");
-                r
-            });
-            report.counts.sqlite_ok = first.counts.sqlite_ok;
-            first.problems.append(&mut report.problems);
-            report.problems = first.problems;
-            report
-        })
+        let mut report = scan::scan_file(conn, path);
+        high_water_check(conn, path, &mut report);
+        report
     })?;
     if !unchanged {
         report.problem(
@@ -173,109 +173,5 @@ fn high_water_check(conn: &Connection, path: &Path, report: &mut VerifyReport) {
             ),
         ),
         Err(e) => report.problem("sg_meta", "file_id", e.to_string()),
-    }
-}
-
-/// SQLite's `PRAGMA integrity_check` on a read-only connection of its own.
-fn sqlite_report(path: &Path) -> VerifyReport {
-    let mut report = VerifyReport::default();
-    let checked = crate::sqlite::read_only::connect(path, &crate::SqliteOptions::default())
-        .map_err(|e| e.to_string())
-        .and_then(|c| tables::sqlite_check(&c.conn, &mut report).map_err(|e| e.to_string()));
-    if let Err(e) = checked {
-        report.problem("sqlite", "integrity_check", e);
-    }
-    report
-}
-
-/// What the raw scans hand to the load check.
-struct Scanned {
-    rows: Vec<LoadRow>,
-    values: Values,
-    with_writes: WithWrites,
-}
-
-/// Distinct `(thread, namespace)` pairs of `rows` (runs of rows of one pair counted once).
-fn namespaces(rows: &[LoadRow]) -> usize {
-    let mut seen: HashSet<(&str, &str)> = HashSet::new();
-    let mut last: Option<(&str, &str)> = None;
-    for r in rows {
-        let pair = (r.thread.as_str(), r.ns.as_str());
-        if last != Some(pair) {
-            seen.insert(pair);
-            last = Some(pair);
-        }
-    }
-    seen.len()
-}
-
-/// Prove every scanned checkpoint loadable; a problem for each that is not.
-fn load_check(conn: &Connection, scanned: Scanned, report: &mut VerifyReport) {
-    let (rows, outcomes) = load_all(conn, scanned.rows, &scanned.values, &scanned.with_writes);
-    for (r, outcome) in rows.iter().zip(outcomes) {
-        let key = || cp_key(&r.thread, &r.ns, &r.id.as_u128().to_be_bytes());
-        match outcome {
-            Outcome::Loaded => report.counts.loaded += 1,
-            Outcome::BadThread(e) => report.problem("sg_checkpoints", key(), e),
-            Outcome::NotJson(e) => {
-                report.problem("sg_checkpoints", key(), format!("a field is not JSON: {e}"));
-            }
-            Outcome::Fails(e) => {
-                report.problem("sg_checkpoints", key(), format!("does not load: {e}"));
-            }
-        }
-    }
-}
-
-/// The raw table scans; returns the checkpoints to prove loadable and what the scans found
-/// of values, logs and pending writes.
-fn scan_tables(conn: &Connection, report: &mut VerifyReport) -> Scanned {
-    if let Err(e) = tables::meta_check(conn, report) {
-        report.problem("sg_meta", "format_version", e.to_string());
-    }
-    let blobs = match tables::blob_check(conn, report) {
-        Ok(b) => b,
-        Err(e) => {
-            report.problem("sg_blobs", "-", format!("cannot read the table: {e}"));
-            HashMap::new()
-        }
-    };
-    let mut logs = match tables::log_check(conn, report) {
-        Ok(l) => l,
-        Err(e) => {
-            report.problem("sg_logs", "-", format!("cannot read the table: {e}"));
-            HashMap::new()
-        }
-    };
-    if let Err(e) = tables::part_check(conn, report, &blobs, &mut logs) {
-        report.problem("sg_log_parts", "-", format!("cannot read the table: {e}"));
-    }
-    let ids = match tables::checkpoint_check(conn, report) {
-        Ok(ids) => ids,
-        Err(e) => {
-            report.problem("sg_checkpoints", "-", format!("cannot read the table: {e}"));
-            Vec::new()
-        }
-    };
-    let with_writes = match tables::writes_check(conn, report, &ids) {
-        Ok(w) => w,
-        Err(e) => {
-            report.problem("sg_writes", "-", format!("cannot read the table: {e}"));
-            WithWrites::default()
-        }
-    };
-    match run_tables::runs_check(conn, report) {
-        Ok(runs) => {
-            if let Err(e) = run_tables::receipts_check(conn, report, &runs) {
-                report.problem("sg_receipts", "-", format!("cannot read the table: {e}"));
-            }
-        }
-        Err(e) => report.problem("sg_runs", "-", format!("cannot read the table: {e}")),
-    }
-    report.counts.namespaces = namespaces(&ids);
-    Scanned {
-        rows: ids,
-        values: Values { blobs, logs },
-        with_writes,
     }
 }
