@@ -2,15 +2,14 @@
 //! log parts no checkpoint refers to any more.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::read::{load_record, newest_id, walk_log, ChainEnd};
-use super::record::{encode_record, StateRecord, ValueRef};
-use super::sql::{id_bytes, SqlResult};
+use super::record::{decode_record, encode_record, ValueRef};
+use super::sql::{id_bytes, integrity, SqlResult};
 use super::writer::memory::GroupRecords;
-use crate::envelope::{seal, CODEC_BINCODE};
+use crate::envelope::{hex, open, seal, CODEC_BINCODE};
 use crate::{CheckpointError, CheckpointId, Namespace, Retention, StorageError, ThreadId};
 
 /// Delete a thread: its checkpoints in every namespace, its pending writes, then the values
@@ -334,38 +333,56 @@ pub(crate) fn gc(conn: &Connection) -> Result<(), CheckpointError> {
     Ok(())
 }
 
-/// Every value row and log part the remaining checkpoints refer to.
+/// Every value row and log part the remaining checkpoints refer to. A checkpoint's own
+/// record (its delta, or a whole record) names the values its step set; every value a
+/// checkpoint holds was set by it or by an ancestor, and ancestors remain (pruning makes a
+/// kept checkpoint whole before its parents go). So the references of each row's own record,
+/// read one row at a time and without rebuilding any state, are what is live; each log is
+/// walked once, to the most parts any row needs.
 fn live_values(conn: &Connection) -> Result<LiveValues, CheckpointError> {
-    let seqs: Vec<(i64, String)> = conn
-        .prepare("SELECT seq, thread FROM sg_checkpoints ORDER BY seq")
-        .during("preparing the checkpoints query")?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .during("reading every checkpoint")?
-        .collect::<Result<_, _>>()
-        .during("reading every checkpoint")?;
-    let mut memo: HashMap<i64, Arc<StateRecord>> = HashMap::new();
     let mut live = LiveValues::default();
-    for (seq, thread) in seqs {
-        let record = load_record(conn, &|s| memo.get(&s).cloned(), seq, &thread)?;
-        for r in record.fields.values() {
-            match *r {
+    let mut logs: HashMap<i64, i64> = HashMap::new();
+    let mut stmt = conn
+        .prepare("SELECT thread, id, body_hash, body FROM sg_checkpoints")
+        .during("preparing the checkpoints query")?;
+    let mut rows = stmt.query([]).during("reading every checkpoint")?;
+    while let Some(row) = rows.next().during("reading every checkpoint")? {
+        let read = |i| row.get_ref(i).and_then(|v| v.as_blob().map_err(Into::into));
+        let thread: String = row.get(0).during("reading a checkpoint's thread")?;
+        let (id, hash, body) = (read(1), read(2), read(3));
+        let (Ok(id), Ok(hash), Ok(body)) = (id, hash, body) else {
+            return Err(integrity(
+                &thread,
+                "-",
+                "sg_checkpoints",
+                "a row's id or record is not bytes",
+            ));
+        };
+        let damaged = |d: String| integrity(&thread, &hex(id), hex(hash), d);
+        let payload = open(body, CODEC_BINCODE, hash).map_err(damaged)?;
+        let stored = decode_record(payload).map_err(damaged)?;
+        for (_, r) in stored.fields {
+            match r {
                 ValueRef::Inline(_) => {}
                 ValueRef::Blob(b) => {
                     live.blobs.insert(b);
                 }
                 ValueRef::Log { log, parts } => {
-                    let chain = walk_log(conn, log, parts)?;
-                    for s in chain.segments {
-                        live.need_log(s.log, s.upto);
-                    }
-                    // A missing log is still noted (nothing of it is there to delete).
-                    if let ChainEnd::Missing { log, upto } = chain.end {
-                        live.need_log(log, upto);
-                    }
+                    let most = logs.entry(log).or_insert(0);
+                    *most = (*most).max(parts);
                 }
             }
         }
-        memo.insert(seq, record);
+    }
+    for (log, parts) in logs {
+        let chain = walk_log(conn, log, parts)?;
+        for s in chain.segments {
+            live.need_log(s.log, s.upto);
+        }
+        // A missing log is still noted (nothing of it is there to delete).
+        if let ChainEnd::Missing { log, upto } = chain.end {
+            live.need_log(log, upto);
+        }
     }
     Ok(live)
 }
