@@ -5,6 +5,7 @@ mod checkpoint_records;
 mod command_routing;
 mod compile_validation;
 mod durability_modes;
+mod graph_shape_storage;
 mod inspect_replay;
 mod interrupt_resume;
 mod mermaid_export;

@@ -37,6 +37,8 @@ pub(crate) struct WriterMemory {
     pub(crate) blobs: HashMap<[u8; 32], i64>,
     /// Each thread's recorded field shapes, as far as this writer knows them.
     pub(crate) shapes: super::super::shapes::KnownShapes,
+    /// Each thread's graph key as this writer last recorded it.
+    pub(crate) graphs: HashMap<String, String>,
     /// Extends the WAL before a transaction writes (see [`WalRoom`]).
     pub(crate) room: WalRoom,
     /// Whether whole values of up to [`INLINE_MAX`](super::super::record::INLINE_MAX) bytes
@@ -55,6 +57,7 @@ impl WriterMemory {
             heads: HashMap::new(),
             blobs: HashMap::new(),
             shapes: HashMap::new(),
+            graphs: HashMap::new(),
             room: WalRoom::new(conn, options),
             inline: format >= 2,
         }
@@ -109,6 +112,7 @@ impl WriterMemory {
         self.heads.clear();
         self.blobs.clear();
         self.shapes.clear();
+        self.graphs.clear();
     }
 }
 
