@@ -183,36 +183,11 @@ pub(crate) fn draw(shape: &GraphShape) -> String {
          markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0L10,5L0,10z\"/></marker></defs>",
         escape(&shape.name)
     );
-    let y = |l: usize| MARGIN + l as f64 * (NODE_H + LAYER_GAP);
-    for (e, (a, b, kind)) in edges.iter().enumerate() {
-        let (pa, pb) = (&nodes[*a], &nodes[*b]);
-        let class = match kind {
-            EdgeKind::Static => "edge static",
-            EdgeKind::Join => "edge join",
-            EdgeKind::Conditional => "edge conditional",
-            EdgeKind::Goto => "edge goto",
-            _ => "edge",
-        };
-        let path = if back[e] || pb.layer <= pa.layer {
-            let (x1, y1) = (pa.x + pa.width, y(pa.layer) + NODE_H / 2.0);
-            let (x2, y2) = (pb.x + pb.width, y(pb.layer) + NODE_H / 2.0);
-            let bulge = x1.max(x2) + LOOP_ROOM * 0.8;
-            format!("M{x1:.1},{y1:.1} C{bulge:.1},{y1:.1} {bulge:.1},{y2:.1} {x2:.1},{y2:.1}")
-        } else {
-            let (x1, y1) = (pa.x + pa.width / 2.0, y(pa.layer) + NODE_H);
-            let (x2, y2) = (pb.x + pb.width / 2.0, y(pb.layer));
-            let mid = (y1 + y2) / 2.0;
-            format!("M{x1:.1},{y1:.1} C{x1:.1},{mid:.1} {x2:.1},{mid:.1} {x2:.1},{y2:.1}")
-        };
-        let _ = write!(
-            svg,
-            "<path class=\"{class}\" data-from=\"{}\" data-to=\"{}\" d=\"{path}\" marker-end=\"url(#arrow)\"/>",
-            escape(&pa.name),
-            escape(&pb.name)
-        );
+    for (e, edge) in edges.iter().enumerate() {
+        edge_svg(&mut svg, &nodes, *edge, back[e]);
     }
     for p in &nodes {
-        let (x, top) = (p.x, y(p.layer));
+        let (x, top) = (p.x, top_of(p.layer));
         let label: String = p.name.chars().take(28).collect();
         let _ = write!(
             svg,
@@ -230,6 +205,49 @@ pub(crate) fn draw(shape: &GraphShape) -> String {
     }
     svg.push_str("</svg>");
     svg
+}
+
+/// The top of layer `l`.
+fn top_of(l: usize) -> f64 {
+    MARGIN + l as f64 * (NODE_H + LAYER_GAP)
+}
+
+/// One edge as a `<path>`: down from its source's bottom to its target's top, or, for a
+/// back edge (a loop), round the right of both.
+fn edge_svg(
+    svg: &mut String,
+    nodes: &[Placed],
+    (a, b, kind): (usize, usize, EdgeKind),
+    back: bool,
+) {
+    let (pa, pb) = (&nodes[a], &nodes[b]);
+    let class = match kind {
+        EdgeKind::Static => "edge static",
+        EdgeKind::Join => "edge join",
+        EdgeKind::Conditional => "edge conditional",
+        EdgeKind::Goto => "edge goto",
+        _ => "edge",
+    };
+    let path = if back || pb.layer <= pa.layer {
+        // A node's loop to itself leaves from its upper right and comes back lower.
+        let own = if a == b { NODE_H / 4.0 } else { 0.0 };
+        let (x1, y1) = (pa.x + pa.width, top_of(pa.layer) + NODE_H / 2.0 - own);
+        let (x2, y2) = (pb.x + pb.width, top_of(pb.layer) + NODE_H / 2.0 + own);
+        let reach = if a == b { 0.5 } else { 0.8 };
+        let bulge = x1.max(x2) + LOOP_ROOM * reach;
+        format!("M{x1:.1},{y1:.1} C{bulge:.1},{y1:.1} {bulge:.1},{y2:.1} {x2:.1},{y2:.1}")
+    } else {
+        let (x1, y1) = (pa.x + pa.width / 2.0, top_of(pa.layer) + NODE_H);
+        let (x2, y2) = (pb.x + pb.width / 2.0, top_of(pb.layer));
+        let mid = (y1 + y2) / 2.0;
+        format!("M{x1:.1},{y1:.1} C{x1:.1},{mid:.1} {x2:.1},{mid:.1} {x2:.1},{y2:.1}")
+    };
+    let _ = write!(
+        svg,
+        "<path class=\"{class}\" data-from=\"{}\" data-to=\"{}\" d=\"{path}\" marker-end=\"url(#arrow)\"/>",
+        escape(&pa.name),
+        escape(&pb.name)
+    );
 }
 
 /// The nodes of each layer, ordered, with their x positions set; returns the layers.
