@@ -4,7 +4,7 @@
 "use strict";
 
 const PAGE = 100;        // checkpoints per history page
-const LIST_PAGE = 50;    // items of a long list shown at a time
+const LIST_PAGE = 100;   // items of a long list shown (and fetched) at a time
 const POLL_MS = 1500;    // how often the open thread is checked for new checkpoints
 
 const S = {
@@ -33,31 +33,41 @@ async function api(path, options) {
 }
 function showError(e) { $("error").textContent = e ? String(e.message || e) : ""; }
 
-// ---- JSON viewer: collapsible, long lists paged ----
-function jsonView(value, key) {
+// ---- JSON viewer: collapsible, long lists paged (the server sends the first items of a
+// long list; the rest are fetched a page at a time) ----
+function jsonView(value, key, path, cutLists, from) {
   const label = key === undefined ? null : el("span", "key", key + ": ");
   if (value !== null && typeof value === "object") {
     const isArr = Array.isArray(value);
     const entries = isArr ? value.map((v, i) => [i, v]) : Object.entries(value);
+    const total = isArr && cutLists && cutLists.has(path) ? cutLists.get(path) : entries.length;
     const d = el("details");
-    d.open = entries.length <= 20 || key === undefined;
+    d.open = total <= 20 || key === undefined;
     const sum = el("summary");
     if (label) sum.appendChild(label);
-    sum.appendChild(el("span", null, isArr ? "[" + entries.length + " items]" : "{" + entries.length + " keys}"));
+    sum.appendChild(el("span", null, isArr ? "[" + total + " items]" : "{" + total + " keys}"));
     d.appendChild(sum);
     let shown = 0;
     const more = el("button", "more");
     more.type = "button";
-    const showMore = () => {
+    const render = () => {
+      if (shown >= total) more.remove();
+      else more.textContent = "show " + Math.min(LIST_PAGE, total - shown) + " more of " + (total - shown);
+    };
+    const showMore = async () => {
+      if (shown >= entries.length && shown < total && from) {
+        const q = "?path=" + encodeURIComponent(path) + "&offset=" + shown + "&limit=" + LIST_PAGE;
+        const page = await api(from + "/list" + q);
+        page.items.forEach((v, i) => entries.push([shown + i, v]));
+      }
       const next = entries.slice(shown, shown + LIST_PAGE);
-      for (const [k, v] of next) d.insertBefore(jsonView(v, k), more);
+      for (const [k, v] of next) d.insertBefore(jsonView(v, k, path + "/" + pointerKey(k), cutLists, from), more);
       shown += next.length;
-      if (shown >= entries.length) more.remove();
-      else more.textContent = "show " + Math.min(LIST_PAGE, entries.length - shown) + " more of " + (entries.length - shown);
+      render();
     };
     d.appendChild(more);
-    more.addEventListener("click", showMore);
-    showMore();
+    more.addEventListener("click", () => showMore().catch(showError));
+    showMore().catch(showError);
     return d;
   }
   const line = el("div", "leaf");
@@ -66,7 +76,10 @@ function jsonView(value, key) {
   line.appendChild(el("span", cls, JSON.stringify(value)));
   return line;
 }
-function showJson(id, value) { const box = $(id); box.replaceChildren(jsonView(value)); }
+function pointerKey(k) { return String(k).replace(/~/g, "~0").replace(/\//g, "~1"); }
+function showJson(id, value, cutLists, from) {
+  $(id).replaceChildren(jsonView(value, undefined, "", cutLists || new Map(), from));
+}
 
 // ---- threads and runs ----
 async function loadThreads() {
@@ -225,7 +238,8 @@ async function select(id) {
   $("detail").hidden = false;
   $("cp-title").textContent = "Checkpoint " + short(h.id) + " · step " + h.step + " · " + h.source;
   $("cp-title").dataset.id = h.id;
-  showJson("state", cp.state);
+  const cutLists = new Map((cp.cut_lists || []).map((c) => [c.path, c.len]));
+  showJson("state", cp.state, cutLists, base + "/checkpoints/" + id);
   showJson("interrupts", cp.interrupts);
   showJson("pending", cp.pending);
   showJson("metadata", { id: h.id, parent: h.parent, created_at: h.created_at, next: h.next, metadata: h.metadata });
@@ -240,8 +254,9 @@ async function showDiff() {
   const d = await api("/api/threads/" + encodeURIComponent(S.thread) + "/diff" + q);
   const pre = $("diff");
   pre.replaceChildren();
-  const head = (d.from ? "--- " + d.from.id + " (step " + d.from.step + ")" : "--- (no parent: empty state)") +
-    "\n+++ " + d.to.id + " (step " + d.to.step + ")\n";
+  const step = (h) => (h.step === undefined ? "" : " (step " + h.step + ")");
+  const head = (d.from ? "--- " + d.from.id + step(d.from) : "--- (no parent: empty state)") +
+    "\n+++ " + d.to.id + step(d.to) + "\n";
   pre.appendChild(document.createTextNode(head));
   if (!d.text) pre.appendChild(el("span", null, "(no changes)\n"));
   for (const line of d.text.split("\n")) {

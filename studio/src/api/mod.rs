@@ -48,6 +48,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             "/api/threads/{thread}/checkpoints/{id}",
             get(checkpoint::show),
         )
+        .route(
+            "/api/threads/{thread}/checkpoints/{id}/list",
+            get(checkpoint::list),
+        )
         .route("/api/threads/{thread}/diff", get(checkpoint::diff))
         .route("/api/threads/{thread}/fork", post(fork::fork))
         .fallback(not_found)
