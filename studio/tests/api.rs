@@ -574,31 +574,9 @@ async fn a_file_from_before_graph_shapes_opens_with_a_note_instead_of_a_graph() 
 
 #[tokio::test]
 async fn a_long_list_comes_cut_to_a_page_and_the_rest_page_by_page() -> R {
-    use stategraph::prelude::*;
-    use std::sync::Arc;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("long.db");
-    let saver = Arc::new(stategraph::checkpoints::SqliteSaver::open(&path)?);
-    let graph = StateGraph::<Counter>::new()
-        .add_node("fill", |_s: Arc<Counter>, _c: NodeContext| async move {
-            Ok::<_, BoxError>(
-                Counter::update().log((0..250).map(|i| format!("item {i}")).collect()),
-            )
-        })
-        .add_node("more", |_s: Arc<Counter>, _c: NodeContext| async move {
-            Ok::<_, BoxError>(
-                Counter::update().log((250..500).map(|i| format!("item {i}")).collect()),
-            )
-        })
-        .add_edge(START, "fill")
-        .add_edge("fill", "more")
-        .add_edge("more", END)
-        .compile()?
-        .with_checkpointer(saver.clone());
-    graph
-        .invoke(Counter::update(), &RunConfig::new().thread("long"))
-        .await?;
-    saver.close()?;
+    run_long(&path).await?;
     let studio = Studio::open(StudioOptions::new(&path).read_only(true))?;
     let f = Fixture {
         _dir: dir,

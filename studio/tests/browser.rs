@@ -311,6 +311,54 @@ async fn an_agent_thread_shows_its_conversation_tool_calls_and_capability_trace(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_list_shows_its_first_page_and_fetches_more_on_demand() -> R {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("long.db");
+    run_long(&path).await?;
+    let bound = Studio::open(StudioOptions::new(&path).read_only(true))?
+        .bind()
+        .await?;
+    let url = bound.url().to_owned();
+    let server = tokio::spawn(async move {
+        let _ = bound.serve().await;
+    });
+    let result = in_browser("long_list", |c| async move {
+        c.goto(&url).await?;
+        text_of(&c, "#mode", "read-only").await?;
+        wait_for(&c, "li.thread[data-thread='long']")
+            .await?
+            .click()
+            .await?;
+        wait_for(&c, "#history .cp.on").await?;
+        text_of(&c, "#state", "[500 items]").await?;
+        // A long list starts folded; unfold it.
+        wait_for(&c, "#state > details > details > summary")
+            .await?
+            .click()
+            .await?;
+        let first = text_of(&c, "#state", "item 99").await?;
+        assert!(!first.contains("item 100"), "more than a page was shown");
+        let more = wait_for(&c, "#state button.more").await?;
+        let label = more.text().await?;
+        assert!(label.contains("400"), "{label}");
+        more.click().await?;
+        text_of(&c, "#state", "item 199").await?;
+        // Forking is off in a read-only studio.
+        c.find(Locator::Css("#tabs button[data-tab='fork']"))
+            .await?
+            .click()
+            .await?;
+        text_of(&c, "#fork-result", "read-only").await?;
+        let go = c.find(Locator::Css("#fork-go")).await?;
+        assert!(!go.is_enabled().await?);
+        Ok(())
+    })
+    .await;
+    server.abort();
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_opened_without_the_token_is_refused() -> R {
     let dir = tempfile::tempdir()?;
     let (_path, url, server) = serve(dir.path()).await?;

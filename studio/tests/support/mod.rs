@@ -86,6 +86,36 @@ pub async fn run_agent(path: &Path) -> R {
     Ok(())
 }
 
+/// The long thread's id.
+pub const LONG: &str = "long";
+
+/// A thread whose `log` grows to 500 items in two steps of 250 (`fill`, then `more`).
+pub async fn run_long(path: &Path) -> R {
+    let saver = Arc::new(SqliteSaver::open(path)?);
+    let graph = StateGraph::<Counter>::new()
+        .add_node("fill", |_s: Arc<Counter>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(
+                Counter::update().log((0..250).map(|i| format!("item {i}")).collect()),
+            )
+        })
+        .add_node("more", |_s: Arc<Counter>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(
+                Counter::update().log((250..500).map(|i| format!("item {i}")).collect()),
+            )
+        })
+        .add_edge(START, "fill")
+        .add_edge("fill", "more")
+        .add_edge("more", END)
+        .compile()?
+        .with_checkpointer(saver.clone());
+    graph
+        .invoke(Counter::update(), &RunConfig::new().thread(LONG))
+        .await?;
+    saver.flush().await?;
+    saver.close()?;
+    Ok(())
+}
+
 /// A file with the counter thread and the agent thread.
 pub async fn write_file(path: &Path) -> R {
     run_counter(path).await?;
