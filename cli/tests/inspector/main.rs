@@ -26,5 +26,6 @@ mod refs;
 mod run;
 mod runs;
 mod show;
+mod studio;
 mod threads;
 mod verify;
