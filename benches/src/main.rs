@@ -12,7 +12,9 @@
 //! Flags (as the Python script's): `--only chain,fanout,agent,wide,floor`, `agent_runtime`,
 //! `subagent`, `settlement`, `verify` (`--verify-steps 10000,100000`: `stategraph verify`
 //! against `PRAGMA integrity_check` on one long thread), `prune` (the same threads pruned to
-//! their newest `--prune-keep 100`, against `integrity_check`) and `sales_review` (ours only;
+//! their newest `--prune-keep 100`, against `integrity_check`), `studio` (the first view of
+//! `stategraph studio` on the same threads: thread list, first history page, head checkpoint,
+//! graph, over HTTP) and `sales_review` (ours only;
 //! `sales_review` times the example's release binary, built first with `cargo build --release
 //! --example sales_review`), `--checkpointer none|memory|sqlite` (a comma list is accepted:
 //! `none,memory`), `--steps 1000`,
@@ -54,6 +56,7 @@ mod sales_review;
 mod settlement;
 mod settlement_run;
 mod sqlite_db;
+mod studio_page;
 mod subagent;
 mod verify_scan;
 mod wide_state;
@@ -76,7 +79,7 @@ use sqlite_db::SqliteDb;
 use wide_state::{WideState, WideVal};
 
 const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 11] = [
+const WORKLOADS: [&str; 12] = [
     "chain",
     "fanout",
     "agent",
@@ -88,6 +91,7 @@ const WORKLOADS: [&str; 11] = [
     "sales_review",
     "verify",
     "prune",
+    "studio",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -581,6 +585,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "subagent" => subagent::run_subagent(&args).await?,
             "sales_review" => sales_review::run_sales_review(&args)?,
             "verify" => verify_scan::run_verify(&args).await?,
+            "studio" => studio_page::run_studio(&args).await?,
             "prune" => prune_scan::run_prune(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;

@@ -14,7 +14,8 @@
 //!   `stategraph` command-line inspector builds on; [`fork`]: a new branch from a
 //!   checkpoint, in its thread or a new one, with changed values; [`tree`]: a thread's
 //!   history as a tree of branches; [`envelope`]: how every stored value is framed and
-//!   hash-checked.
+//!   hash-checked; [`graph_shape`]: the shape of the graph that wrote a thread, stored
+//!   with it so a reader can draw it.
 //!
 //! ```
 //! use stategraph_checkpoints::{MemorySaver, Saver};
@@ -29,6 +30,7 @@ pub mod envelope;
 mod error;
 mod failpoint;
 pub mod fork;
+pub mod graph_shape;
 mod id;
 pub mod inspect;
 mod memory;

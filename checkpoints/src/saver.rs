@@ -1,6 +1,10 @@
 //! The [`Saver`] trait: where a graph's checkpoints go.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
+
+use crate::graph_shape::GraphShape;
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,
@@ -332,5 +336,36 @@ pub trait Saver: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Option<DeliveryReceipt>, CheckpointError>> {
         let _ = run;
         runs_unsupported()
+    }
+
+    /// Record that `thread`'s checkpoints from now on are made by the graph of `shape`: a
+    /// compiled graph calls it when it starts a run on the thread. A saver stores each shape
+    /// once (by [`GraphShape::key`]) and the thread's pointer to it only when the shape
+    /// differs from the one the thread ran last. The default stores nothing.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn put_graph<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        shape: Arc<GraphShape>,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let _ = (thread, shape);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// The shape of the graph that made `checkpoint` of `thread` (in any namespace; the
+    /// newest checkpoint when `None`): the shape recorded last before it was made. `None`
+    /// when none was recorded (a file from an older build, or the default).
+    ///
+    /// # Errors
+    /// Storage and integrity errors.
+    fn graph_of<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        checkpoint: Option<CheckpointId>,
+    ) -> BoxFuture<'a, Result<Option<GraphShape>, CheckpointError>> {
+        let _ = (thread, checkpoint);
+        Box::pin(async { Ok(None) })
     }
 }

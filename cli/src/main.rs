@@ -179,6 +179,25 @@ pub(crate) enum Command {
         #[arg(long, short = 't')]
         thread: String,
     },
+    /// Serve a local web inspector for the file: threads, the graph, the branch tree, states,
+    /// diffs, agent conversations and traces, and fork from a checkpoint.
+    ///
+    /// Listens on 127.0.0.1 unless --bind says otherwise, and prints a URL with a random
+    /// token that every request must carry. The file is read read-only; a fork opens it for
+    /// writing for that request (off with --read-only).
+    Studio {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The port (a free one by default).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: std::net::IpAddr,
+        /// Refuse forks: nothing is ever written to the file.
+        #[arg(long)]
+        read_only: bool,
+    },
     /// One run with its delivery receipt.
     Run {
         /// The checkpoint file.

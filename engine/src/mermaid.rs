@@ -9,6 +9,8 @@ use crate::State;
 /// Something that can draw itself into a Mermaid flowchart.
 pub(crate) trait Render: Send + Sync {
     fn render(&self, out: &mut String, prefix: &str, indent: usize);
+    /// The graph's shape, as stored with its checkpoints.
+    fn shape(&self) -> stategraph_checkpoints::graph_shape::GraphShape;
 }
 
 /// A Mermaid id for a node name: letters and digits stay, `_` doubles, anything else becomes
@@ -30,6 +32,10 @@ fn label(name: &str) -> String {
 }
 
 impl<S: State> Render for CompiledGraph<S> {
+    fn shape(&self) -> stategraph_checkpoints::graph_shape::GraphShape {
+        self.build_shape()
+    }
+
     fn render(&self, out: &mut String, prefix: &str, indent: usize) {
         let g = &self.inner;
         let pad = "    ".repeat(indent);

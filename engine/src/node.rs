@@ -152,6 +152,7 @@ pub struct NodeOptions {
     pub(crate) defer: bool,
     pub(crate) spawn: bool,
     pub(crate) destinations: Option<Vec<String>>,
+    pub(crate) role: Option<String>,
 }
 
 impl NodeOptions {
@@ -191,6 +192,13 @@ impl NodeOptions {
     /// time).
     pub fn destinations<I: IntoIterator<Item = T>, T: Into<String>>(mut self, names: I) -> Self {
         self.destinations = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The part this node plays, for readers of the graph's stored shape (an inspector marks
+    /// an agent's `model` and `tools` nodes); it changes nothing about how the node runs.
+    pub fn role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
         self
     }
 }

@@ -76,7 +76,7 @@ pub use stategraph::BoxError;
 pub use agent::{
     Agent, AgentBuilder, AgentError, AgentNode, AgentOutcome, AgentRunError, DeliveryFailure,
     OutputsError, Recorded, Settlement, TurnLimitReached, DROPPED_REASON, RECEIPT_NOT_STORED,
-    RECEIPT_RETRY_DELAYS, TURN_CAPPED,
+    RECEIPT_RETRY_DELAYS, TRACE_KEY, TURN_CAPPED,
 };
 pub use authz::{Authorization, AuthorizationProvider, FailMode, RoleTable};
 pub use catalog::{

@@ -24,6 +24,7 @@
 
 mod cache;
 mod check;
+mod graphs;
 pub(crate) mod high_water;
 mod list;
 mod maintain;
@@ -43,6 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crate::graph_shape::GraphShape;
 use crate::sync::Unpoisoned;
 use futures::future::BoxFuture;
 use rusqlite::Connection;
@@ -611,6 +613,27 @@ impl Saver for SqliteSaver {
     ) -> BoxFuture<'a, Result<Option<DeliveryReceipt>, CheckpointError>> {
         let run = run.clone();
         self.read(move |conn, _| runs::get_receipt(conn, &run))
+    }
+
+    fn put_graph<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        shape: Arc<GraphShape>,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let fut = self.submit(Op::PutGraph {
+            thread: thread.clone(),
+            shape,
+        });
+        Box::pin(async move { fut.await.map(|_| ()) })
+    }
+
+    fn graph_of<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        checkpoint: Option<CheckpointId>,
+    ) -> BoxFuture<'a, Result<Option<GraphShape>, CheckpointError>> {
+        let thread = thread.clone();
+        self.read(move |conn, _| graphs::graph_of(conn, &thread, checkpoint))
     }
 }
 

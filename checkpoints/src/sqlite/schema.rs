@@ -18,7 +18,8 @@ pub const FORMAT_VERSION: u32 = 2;
 /// Tables of formats 1 and 2. See `docs/design.md` for each column.
 ///
 /// `sg_runs` and `sg_receipts` (runs and their delivery receipts, decision 0022) and
-/// `sg_shapes` (each field's recorded shape, decision 0044) are in both formats: added to an older file when this build opens it, in the schema transaction. They
+/// `sg_shapes` (each field's recorded shape, decision 0044) and `sg_graphs`/`sg_thread_graphs`
+/// (the shape of the graph that wrote a thread, decision 0050) are in both formats: added to an older file when this build opens it, in the schema transaction. They
 /// do not change the format version: no other table's bytes change, and a build without them
 /// opens such a file (its schema statements only create missing tables) and ignores them.
 pub(crate) const SCHEMA: &str = "
@@ -95,6 +96,16 @@ CREATE INDEX IF NOT EXISTS sg_runs_by_thread ON sg_runs (thread, created_at, run
 CREATE TABLE IF NOT EXISTS sg_receipts (
     run_id  TEXT PRIMARY KEY,
     receipt TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sg_graphs (
+    hash  TEXT PRIMARY KEY,
+    shape BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sg_thread_graphs (
+    thread    TEXT NOT NULL,
+    since_seq INTEGER NOT NULL,
+    hash      TEXT NOT NULL,
+    PRIMARY KEY (thread, since_seq)
 ) WITHOUT ROWID;
 ";
 

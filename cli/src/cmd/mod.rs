@@ -10,6 +10,7 @@ mod prune;
 mod run;
 mod runs;
 mod show;
+mod studio;
 mod threads;
 mod verify;
 
@@ -85,5 +86,11 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
         Command::Prune { file, thread, keep } => prune::run(out, file, thread, *keep).await,
         Command::Runs { file, thread } => runs::run(out, file, thread).await,
         Command::Run { file, run_id } => run::run(out, file, run_id).await,
+        Command::Studio {
+            file,
+            port,
+            bind,
+            read_only,
+        } => studio::run(file, *bind, *port, *read_only).await,
     }
 }

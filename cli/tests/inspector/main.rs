@@ -27,5 +27,6 @@ mod refs;
 mod run;
 mod runs;
 mod show;
+mod studio;
 mod threads;
 mod verify;

@@ -60,6 +60,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
             interrupt_before,
             interrupt_after,
             states: std::sync::Mutex::new(HashMap::new()),
+            shape: std::sync::OnceLock::new(),
         }),
         saver: None,
     })

@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+use stategraph_checkpoints::graph_shape::GraphShape;
 use stategraph_checkpoints::{CheckpointId, Namespace, Saver, ThreadId};
 
 use super::control_order::ControlOrder;
@@ -54,6 +55,8 @@ pub(crate) struct GraphInner<S: State> {
     pub(crate) control_order: ControlOrder,
     /// The state each recently run thread was left in, by its head checkpoint.
     pub(crate) states: std::sync::Mutex<RememberedStates<S>>,
+    /// The graph's shape, made on first use (see [`CompiledGraph::shape`]).
+    pub(crate) shape: std::sync::OnceLock<Arc<GraphShape>>,
 }
 
 /// The state each remembered `(thread, namespace)` was left in, with its head checkpoint.

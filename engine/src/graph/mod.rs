@@ -4,6 +4,7 @@ mod compile;
 mod compiled;
 mod control_order;
 mod node_run;
+mod shape;
 mod validate;
 
 use std::sync::Arc;

@@ -181,6 +181,9 @@ impl<S: State> CompiledGraph<S> {
         cancel: CancelToken,
     ) -> Result<RunOutcome<S>, RunError> {
         let shared = self.shared(config, cancel, sink)?;
+        if let (Some(saver), Some(thread)) = (&self.saver, &shared.thread) {
+            self.record_shape(saver, thread).await?;
+        }
         let level = GraphLevel::root(self.saver.clone());
         let lp = RunLoop::start(self, shared, level, input, config.checkpoint).await?;
         match lp.run().await? {

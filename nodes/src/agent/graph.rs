@@ -35,7 +35,9 @@ pub(super) fn build_graph(
                 let core = Arc::clone(&m);
                 async move { core.model_step(s, ctx).await }
             },
-            stategraph::NodeOptions::new().destinations(model_targets),
+            stategraph::NodeOptions::new()
+                .destinations(model_targets)
+                .role(MODEL_NODE),
         )
         .add_node_with(
             TOOL_NODE,
@@ -44,7 +46,9 @@ pub(super) fn build_graph(
                 async move { core.tool_step(s, ctx).await }
             },
             // The last call of a batch sends the turn's next batch, or returns to the model.
-            stategraph::NodeOptions::new().destinations([MODEL_NODE, TOOL_NODE]),
+            stategraph::NodeOptions::new()
+                .destinations([MODEL_NODE, TOOL_NODE])
+                .role(TOOL_NODE),
         );
     let first = if core.observers.is_empty() {
         MODEL_NODE

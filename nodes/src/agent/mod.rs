@@ -34,7 +34,7 @@ pub use outcome::{
     AgentOutcome, AgentRunError, DeliveryFailure, Recorded, Settlement, RECEIPT_NOT_STORED,
 };
 pub use outputs::OutputsError;
-pub use record::RECEIPT_RETRY_DELAYS;
+pub use record::{RECEIPT_RETRY_DELAYS, TRACE_KEY};
 pub use run::DROPPED_REASON;
 
 /// The model node's name.

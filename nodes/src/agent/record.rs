@@ -10,6 +10,10 @@ use stategraph::checkpoints::{
 
 use super::outcome::Recorded;
 use crate::delivery::DeliveryReceipt;
+use crate::trace::TraceEntry;
+
+/// The run metadata key that holds the run's capability trace (a JSON array of entries).
+pub const TRACE_KEY: &str = "capability_trace";
 
 /// The pauses before the second and third attempt to store a receipt.
 pub const RECEIPT_RETRY_DELAYS: [Duration; 2] =
@@ -76,17 +80,22 @@ impl RunStore {
         Err(errors)
     }
 
-    /// Stores the run's terminal status with its reasons; `errors` are the receipt's failed
-    /// attempts.
+    /// Stores the run's terminal status with its reasons and its capability trace (run
+    /// metadata `capability_trace`, read by `stategraph studio`); `errors` are the receipt's
+    /// failed attempts.
     pub(super) async fn finish(
         &self,
         run: &RunId,
         status: RunStatus,
         reasons: (Option<String>, Option<String>),
+        trace: &[TraceEntry],
         mut errors: Vec<CheckpointError>,
     ) -> Recorded {
         let mut record = RunRecord::new(run.clone(), self.thread.clone(), status, now_ms());
         (record.reason, record.stop_reason) = reasons;
+        if let Ok(entries) = serde_json::to_value(trace) {
+            record.metadata.insert(TRACE_KEY.to_owned(), entries);
+        }
         if let Err(e) = self.saver.put_run(record).await {
             errors.push(e);
         }

@@ -233,23 +233,19 @@ impl PendingRun {
                 failure = Some(DeliveryFailure::Incomplete(incomplete));
             }
         }
-        let recorded = match &store {
-            None => Recorded::NotStored,
-            Some(store) => {
-                let errors = match store.put_receipt(&run_id, &receipt).await {
-                    Ok(()) => Vec::new(),
-                    Err(errors) => {
-                        if status == RunStatus::Success && receipt.verdict.is_some() {
-                            status = RunStatus::Error;
-                            reason = Some(RECEIPT_NOT_STORED.to_owned());
-                            failure = Some(DeliveryFailure::ReceiptNotStored);
-                        }
-                        errors
+        let errors = match &store {
+            None => Vec::new(),
+            Some(store) => match store.put_receipt(&run_id, &receipt).await {
+                Ok(()) => Vec::new(),
+                Err(errors) => {
+                    if status == RunStatus::Success && receipt.verdict.is_some() {
+                        status = RunStatus::Error;
+                        reason = Some(RECEIPT_NOT_STORED.to_owned());
+                        failure = Some(DeliveryFailure::ReceiptNotStored);
                     }
-                };
-                let reasons = (reason.clone(), stop_reason.clone());
-                store.finish(&run_id, status, reasons, errors).await
-            }
+                    errors
+                }
+            },
         };
         let checked = match failure {
             _ if !completed => Checked::NotRun(status),
@@ -257,6 +253,14 @@ impl PendingRun {
             _ => Checked::Done(&receipt),
         };
         delivered::record(&core.trace, &presented, checked);
+        let recorded = match &store {
+            None => Recorded::NotStored,
+            Some(store) => {
+                let reasons = (reason.clone(), stop_reason.clone());
+                let trace = core.trace.for_run(run_id.as_str());
+                store.finish(&run_id, status, reasons, &trace, errors).await
+            }
+        };
         core.trace.enter_run(None, None);
         let settlement = Settlement {
             run_id,

@@ -251,6 +251,36 @@ async fn two_produced_and_one_presented_is_a_success() -> R {
 }
 
 #[tokio::test]
+async fn the_stored_run_holds_its_capability_trace_with_the_delivered_entry() -> R {
+    let setup = Setup::new()?;
+    let model = script(vec![
+        write("a", "/mnt/user-data/outputs/a.md"),
+        present("p", &["/mnt/user-data/outputs/a.md"]),
+    ]);
+    let agent = setup.agent(&model, vec![]).await?;
+    let out = agent.ask("go").await?;
+    let stored = setup.stored(&out.settlement.run_id).await?;
+    let trace: Vec<stategraph_nodes::TraceEntry> = serde_json::from_value(
+        stored
+            .metadata
+            .get(stategraph_nodes::TRACE_KEY)
+            .cloned()
+            .ok_or("no trace in the run's metadata")?,
+    )?;
+    assert_eq!(trace, agent.run_trace(&out.settlement.run_id));
+    let delivered = trace
+        .iter()
+        .find(|e| e.stage == stategraph_nodes::trace::Stage::Delivered)
+        .ok_or("no delivered entry")?;
+    assert_eq!(
+        delivered.path.as_deref(),
+        Some("/mnt/user-data/outputs/a.md")
+    );
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn only_excluded_folders_changed_means_no_verification() -> R {
     let setup = Setup::new()?;
     let model = script(vec![

@@ -6,6 +6,7 @@ mod command_routing;
 mod compile_validation;
 mod durability_modes;
 mod finished_task_writes;
+mod graph_shape_storage;
 mod inspect_replay;
 mod interrupt_resume;
 mod mermaid_export;

@@ -16,7 +16,7 @@ fn noop() -> impl Fn(Arc<Log>, NodeContext) -> futures::future::Ready<Result<Log
     |_s, _c| futures::future::ready(Ok(Log::update()))
 }
 
-fn sample() -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+pub(crate) fn sample() -> Result<CompiledGraph<Log>, stategraph::CompileError> {
     let child = StateGraph::<Child>::new()
         .add_node("research", |_s: Arc<Child>, _c: NodeContext| async {
             Ok::<_, BoxError>(Child::update())

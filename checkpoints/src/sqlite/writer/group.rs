@@ -5,7 +5,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use super::super::schema::SqliteOptions;
 use super::super::sql::{is_busy, is_busy_sqlite, is_full, retry_busy, SqlResult};
-use super::super::{maintain, pending, runs, write};
+use super::super::{graphs, maintain, pending, runs, write};
 use super::memory::{GroupRecords, WriterMemory};
 use super::{Op, Reply, Writer};
 use crate::{CheckpointError, StorageError, WriteKind};
@@ -295,7 +295,12 @@ fn run_op(
 ) -> Result<Reply, CheckpointError> {
     if !matches!(
         op,
-        Op::Put(_) | Op::PutWrites { .. } | Op::PutRun(_) | Op::PutReceipt { .. } | Op::Flush
+        Op::Put(_)
+            | Op::PutWrites { .. }
+            | Op::PutRun(_)
+            | Op::PutReceipt { .. }
+            | Op::PutGraph { .. }
+            | Op::Flush
     ) {
         // Deleting, copying and pruning move heads and values behind what we remember.
         records.memory.forget();
@@ -325,6 +330,9 @@ fn run_op(
             maintain::copy_thread(conn, from, to, *head).map(|()| Reply::Done)
         }
         Op::Flush => Ok(Reply::Done),
+        Op::PutGraph { thread, shape } => {
+            graphs::put_graph(conn, records.memory, thread, shape).map(|()| Reply::Done)
+        }
         Op::PutRun(run) => runs::put_run(conn, run).map(|()| Reply::Done),
         Op::PutReceipt { run, receipt } => runs::put_receipt(conn, run, receipt).map(Reply::Stored),
         Op::Prune { thread, retention } => {

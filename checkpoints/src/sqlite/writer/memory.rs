@@ -40,6 +40,8 @@ pub(crate) struct WriterMemory {
     /// `(thread, ns)` → the checkpoint against which this writer recorded task outputs of a
     /// step still running: the step's checkpoint drops them (see `Saver::put`).
     pub(crate) recorded_outputs: HashMap<(String, String), CheckpointId>,
+    /// Each thread's graph key as this writer last recorded it.
+    pub(crate) graphs: HashMap<String, String>,
     /// Extends the WAL before a transaction writes (see [`WalRoom`]).
     pub(crate) room: WalRoom,
     /// Whether whole values of up to [`INLINE_MAX`](super::super::record::INLINE_MAX) bytes
@@ -59,6 +61,7 @@ impl WriterMemory {
             blobs: HashMap::new(),
             shapes: HashMap::new(),
             recorded_outputs: HashMap::new(),
+            graphs: HashMap::new(),
             room: WalRoom::new(conn, options),
             inline: format >= 2,
         }
@@ -114,6 +117,7 @@ impl WriterMemory {
         self.blobs.clear();
         self.shapes.clear();
         self.recorded_outputs.clear();
+        self.graphs.clear();
     }
 }
 

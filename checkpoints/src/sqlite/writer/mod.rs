@@ -13,6 +13,7 @@ use super::cache::RecordCache;
 use super::high_water::HighWater;
 use super::record::StoredControl;
 use super::schema::SqliteOptions;
+use crate::graph_shape::GraphShape;
 use crate::{
     CheckpointError, CheckpointId, DeliveryReceipt, Namespace, PendingWrite, PutCheckpoint,
     Retention, RunId, RunRecord, StorageError, ThreadId,
@@ -45,6 +46,11 @@ pub(crate) enum Op {
     PutReceipt {
         run: RunId,
         receipt: DeliveryReceipt,
+    },
+    /// Record the graph a thread's next checkpoints are made by.
+    PutGraph {
+        thread: ThreadId,
+        shape: Arc<GraphShape>,
     },
     /// Nothing to store: ends a group kept open for more (see [`Writer::run`]).
     Flush,

@@ -1,0 +1,139 @@
+//! What the studio's tests share: a checkpoint file written by real graphs (a counter loop
+//! and an agent with a tool), and a fingerprint of the file's rows to show nothing changed.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::json;
+use stategraph::checkpoints::{Saver, SqliteSaver};
+use stategraph::prelude::*;
+use stategraph_nodes::prelude::*;
+use stategraph_nodes::{FnTool, ToolMessage, ToolSource, ToolSpec};
+
+pub type R = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+pub type E = Box<dyn std::error::Error + Send + Sync>;
+
+/// The counter thread's id.
+pub const COUNTER: &str = "counter";
+/// The agent thread's id.
+pub const AGENT: &str = "agent-1";
+
+#[derive(State, Clone, Default, Debug)]
+pub struct Counter {
+    pub count: i64,
+    #[reduce(append)]
+    pub log: Vec<String>,
+}
+
+/// `plan` counts, `act` logs, and the router loops back to `plan` until the count is 3.
+pub fn counter_graph() -> Result<CompiledGraph<Counter>, stategraph::CompileError> {
+    StateGraph::<Counter>::new()
+        .add_node("plan", |s: Arc<Counter>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(
+                Counter::update()
+                    .count(s.count + 1)
+                    .log(vec![format!("plan {}", s.count + 1)]),
+            )
+        })
+        .add_node("act", |s: Arc<Counter>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(Counter::update().log(vec![format!("act {}", s.count)]))
+        })
+        .add_edge(START, "plan")
+        .add_edge("plan", "act")
+        .add_conditional_edges(
+            "act",
+            |s: &Counter| if s.count < 3 { vec!["plan"] } else { vec![END] },
+            ["plan", END],
+        )
+        .compile()
+}
+
+/// Run the counter thread once more in `path` (a new file or an existing one).
+pub async fn run_counter(path: &Path) -> R {
+    let saver = Arc::new(SqliteSaver::open(path)?);
+    let graph = counter_graph()?.with_checkpointer(saver.clone());
+    graph
+        .invoke(Counter::update(), &RunConfig::new().thread(COUNTER))
+        .await?;
+    saver.flush().await?;
+    saver.close()?;
+    Ok(())
+}
+
+/// An agent thread: the model calls `lookup`, reads its result and answers.
+pub async fn run_agent(path: &Path) -> R {
+    let saver: Arc<dyn Saver> = Arc::new(SqliteSaver::open(path)?);
+    let model = ScriptedModel::new(
+        "scripted",
+        [
+            AiMessage::calls([ToolCall::new("call-1", "lookup", json!({ "q": "weather" }))]),
+            AiMessage::text("It is sunny."),
+        ],
+    );
+    let lookup = FnTool::new(
+        ToolSpec::new("lookup", "Look a thing up", ToolSource::Config).read_only(true),
+        |call, _cx| async move { Ok(ToolMessage::new(&call.id, "lookup", "sunny, 21 C").into()) },
+    );
+    let agent = AgentBuilder::new(model.clone())
+        .tool(lookup)
+        .assemble(RunContext::new(AGENT, "ana"))
+        .await?
+        .with_checkpointer(Arc::clone(&saver));
+    agent.ask("What is the weather?").await?;
+    model.verify()?;
+    saver.flush().await?;
+    Ok(())
+}
+
+/// The long thread's id.
+pub const LONG: &str = "long";
+
+/// A thread whose `log` grows to 500 items in two steps of 250 (`fill`, then `more`).
+pub async fn run_long(path: &Path) -> R {
+    let saver = Arc::new(SqliteSaver::open(path)?);
+    let graph = StateGraph::<Counter>::new()
+        .add_node("fill", |_s: Arc<Counter>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(
+                Counter::update().log((0..250).map(|i| format!("item {i}")).collect()),
+            )
+        })
+        .add_node("more", |_s: Arc<Counter>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(
+                Counter::update().log((250..500).map(|i| format!("item {i}")).collect()),
+            )
+        })
+        .add_edge(START, "fill")
+        .add_edge("fill", "more")
+        .add_edge("more", END)
+        .compile()?
+        .with_checkpointer(saver.clone());
+    graph
+        .invoke(Counter::update(), &RunConfig::new().thread(LONG))
+        .await?;
+    saver.flush().await?;
+    saver.close()?;
+    Ok(())
+}
+
+/// A file with the counter thread and the agent thread.
+pub async fn write_file(path: &Path) -> R {
+    run_counter(path).await?;
+    run_agent(path).await?;
+    Ok(())
+}
+
+/// Every checkpoint row and pending write of the file, as text: equal before and after
+/// means the file's checkpoints did not change.
+pub fn fingerprint(path: &Path) -> Result<String, rusqlite::Error> {
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let rows: String = conn.query_row(
+        "SELECT COUNT(*) || ':' || COALESCE(group_concat(hex(id) || hex(body_hash), ','), '') \
+         FROM (SELECT id, body_hash FROM sg_checkpoints ORDER BY seq)",
+        [],
+        |r| r.get(0),
+    )?;
+    let writes: i64 = conn.query_row("SELECT COUNT(*) FROM sg_writes", [], |r| r.get(0))?;
+    Ok(format!("{rows}|{writes}"))
+}
