@@ -18,7 +18,6 @@ const MAX_SCHEMA_LEN: usize = 63;
 /// assert!(options.validate().is_ok());
 /// ```
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct PostgresOptions {
     /// The schema that holds the saver's tables (created if missing): a plain lowercase
     /// identifier, `[a-z_][a-z0-9_]*`, at most 63 bytes. Default `stategraph`. Savers with

@@ -1,6 +1,6 @@
 //! The PostgreSQL server the Postgres tests run against: its URL from `STATEGRAPH_PG_URL`
 //! (printed by `.ci/postgres.sh`), and a throwaway schema per test, dropped after it.
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -94,8 +94,10 @@ pub async fn fresh(
     url: &str,
     prefix: &str,
 ) -> Result<(PostgresSaver, SchemaGuard), CheckpointError> {
-    let mut options = PostgresOptions::default();
-    options.pool_size = 4;
+    let options = PostgresOptions {
+        pool_size: 4,
+        ..PostgresOptions::default()
+    };
     fresh_with(url, prefix, options).await
 }
 

@@ -65,9 +65,11 @@ fn tail(field: &str, json: &str) -> FieldWrite {
 
 /// A second saver (its own pool, as another process has) on the schema of `first`.
 async fn another_pool(url: &str, first: &PostgresSaver) -> Result<PostgresSaver, CheckpointError> {
-    let mut options = PostgresOptions::default();
-    options.schema = first.schema().to_owned();
-    options.pool_size = 4;
+    let options = PostgresOptions {
+        schema: first.schema().to_owned(),
+        pool_size: 4,
+        ..PostgresOptions::default()
+    };
     PostgresSaver::connect_with(url, options).await
 }
 
@@ -300,8 +302,10 @@ async fn a_schema_of_a_newer_format_is_refused_untouched() -> TestResult {
         "UPDATE {s}.sg_meta SET value = '99' WHERE key = 'format_version'"
     ))
     .await?;
-    let mut options = PostgresOptions::default();
-    options.schema = guard.schema.clone();
+    let options = PostgresOptions {
+        schema: guard.schema.clone(),
+        ..PostgresOptions::default()
+    };
     match PostgresSaver::connect_with(&url, options).await {
         Err(CheckpointError::UnsupportedFormatVersion {
             found: 99,
@@ -332,9 +336,11 @@ async fn concurrent_openers_of_a_new_schema_create_it_once() -> TestResult {
         schema: schema.clone(),
     };
     let opens = (0..8).map(|_| {
-        let mut options = PostgresOptions::default();
-        options.schema = schema.clone();
-        options.pool_size = 1;
+        let options = PostgresOptions {
+            schema: schema.clone(),
+            pool_size: 1,
+            ..PostgresOptions::default()
+        };
         let url = url.clone();
         tokio::spawn(async move { PostgresSaver::connect_with(&url, options).await })
     });
