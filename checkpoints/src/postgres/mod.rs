@@ -28,6 +28,7 @@ mod resolve;
 mod runs;
 mod schema;
 mod sql;
+mod verify;
 mod write;
 
 use std::sync::Arc;
@@ -74,6 +75,39 @@ pub struct PostgresSaver {
     inner: Arc<Inner>,
 }
 
+/// Run `$body` (an expression over the transaction `$tx` and the statements `$sql`) in one
+/// read-only, repeatable-read transaction: one snapshot for all of its statements.
+macro_rules! in_read {
+    ($self:ident, |$tx:ident, $sql:ident| $body:expr) => {{
+        let mut client = $self.client().await?;
+        let client: &mut Client = &mut client;
+        let $tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .during("beginning a read")?;
+        let $sql = &$self.inner.sql;
+        let out = $body.await?;
+        $tx.commit().await.during("ending a read")?;
+        Ok(out)
+    }};
+}
+
+/// Run `$body` in one read-write transaction, committed when it returns `Ok`.
+macro_rules! in_write {
+    ($self:ident, |$tx:ident, $sql:ident| $body:expr) => {{
+        let mut client = $self.client().await?;
+        let client: &mut Client = &mut client;
+        let $tx = client.transaction().await.during("beginning a write")?;
+        let $sql = &$self.inner.sql;
+        let out = $body.await?;
+        $tx.commit().await.during("committing a write")?;
+        Ok(out)
+    }};
+}
+
 impl PostgresSaver {
     /// Connect to the database at `url` (`postgres://user@host:port/db`) with default
     /// options, creating the schema `stategraph` and its tables if missing.
@@ -113,7 +147,7 @@ impl PostgresSaver {
         let sql = Sql::new(&options.schema);
         {
             let mut client = pool.get().await.during("connecting to the database")?;
-            schema::init(&mut client, &sql).await?;
+            schema::init(&mut client, &sql, options.create_schema).await?;
         }
         Ok(PostgresSaver {
             inner: Arc::new(Inner { pool, sql, options }),
@@ -142,6 +176,26 @@ impl PostgresSaver {
         Ok(n)
     }
 
+    /// Every `(thread, namespace)` with checkpoints, with how many, by thread then
+    /// namespace (what the inspector lists).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn namespaces(&self) -> Result<Vec<(String, String, usize)>, CheckpointError> {
+        in_read!(self, |tx, sql| verify::namespaces(&tx, sql))
+    }
+
+    /// Check the whole schema: every value against its hash, every parent link, and that
+    /// every checkpoint loads. Problems are reported, not returned as errors.
+    /// `counts.blobs` counts values; `counts.sqlite_ok` is always `true` (there is no
+    /// SQLite check to run).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn verify(&self) -> Result<crate::inspect::VerifyReport, CheckpointError> {
+        in_read!(self, |tx, sql| verify::verify(&tx, sql))
+    }
+
     /// Drop the saver's schema with every table and row in it (for throwaway schemas, such
     /// as one per test). The saver is unusable afterwards.
     ///
@@ -162,39 +216,6 @@ impl PostgresSaver {
             .await
             .during("taking a connection from the pool")
     }
-}
-
-/// Run `$body` (an expression over the transaction `$tx` and the statements `$sql`) in one
-/// read-only, repeatable-read transaction: one snapshot for all of its statements.
-macro_rules! in_read {
-    ($self:ident, |$tx:ident, $sql:ident| $body:expr) => {{
-        let mut client = $self.client().await?;
-        let client: &mut Client = &mut client;
-        let $tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .during("beginning a read")?;
-        let $sql = &$self.inner.sql;
-        let out = $body.await?;
-        $tx.commit().await.during("ending a read")?;
-        Ok(out)
-    }};
-}
-
-/// Run `$body` in one read-write transaction, committed when it returns `Ok`.
-macro_rules! in_write {
-    ($self:ident, |$tx:ident, $sql:ident| $body:expr) => {{
-        let mut client = $self.client().await?;
-        let client: &mut Client = &mut client;
-        let $tx = client.transaction().await.during("beginning a write")?;
-        let $sql = &$self.inner.sql;
-        let out = $body.await?;
-        $tx.commit().await.during("committing a write")?;
-        Ok(out)
-    }};
 }
 
 impl Saver for PostgresSaver {

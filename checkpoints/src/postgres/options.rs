@@ -31,6 +31,10 @@ pub struct PostgresOptions {
     /// others store what changed since their parent); bounds the rows a load reads. Default
     /// 16.
     pub full_every: u32,
+    /// Create the schema and its tables when they are missing (default `true`). With
+    /// `false` (the inspector's choice), connecting to a schema without them fails with an
+    /// integrity error naming `<schema>.sg_meta`, and nothing is created.
+    pub create_schema: bool,
 }
 
 impl Default for PostgresOptions {
@@ -40,6 +44,7 @@ impl Default for PostgresOptions {
             pool_size: 8,
             max_value_bytes: 16 << 20,
             full_every: 16,
+            create_schema: true,
         }
     }
 }

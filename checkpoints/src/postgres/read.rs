@@ -206,8 +206,8 @@ pub(crate) async fn head(
     }))
 }
 
-/// [`Saver::changes`](crate::Saver::changes): from what the checkpoint's put wrote; a root
-/// (also one whose parent was pruned) reports every field.
+/// [`Saver::changes`](crate::Saver::changes): from what the checkpoint's put wrote, by field
+/// name; a root (also one whose parent was pruned) reports every field.
 pub(crate) async fn changes(
     client: &impl GenericClient,
     sql: &Sql,
@@ -223,7 +223,10 @@ pub(crate) async fn changes(
         });
     };
     let fields = if checkpoint.parent.is_some() {
-        let wrote = parse_wrote(&wrote, thread.as_str(), id)?;
+        let mut wrote = parse_wrote(&wrote, thread.as_str(), id)?;
+        // By field name, as the SQLite saver reports them (a stable sort: two writes of one
+        // field keep their order).
+        wrote.sort_by(|a, b| a.0.cmp(&b.0));
         let vals = values(client, sql, thread, id, wrote.iter().map(|(_, p)| p)).await?;
         wrote
             .iter()

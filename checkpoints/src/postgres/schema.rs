@@ -76,7 +76,11 @@ CREATE TABLE IF NOT EXISTS {s}.sg_receipts (
 /// [`CheckpointError::UnsupportedFormatVersion`] for a newer format (nothing is written);
 /// [`CheckpointError::Integrity`] naming `sg_meta` for an unreadable format record; storage
 /// errors.
-pub(crate) async fn init(client: &mut Client, sql: &Sql) -> Result<u32, CheckpointError> {
+pub(crate) async fn init(
+    client: &mut Client,
+    sql: &Sql,
+    create: bool,
+) -> Result<u32, CheckpointError> {
     let tx = client
         .transaction()
         .await
@@ -88,6 +92,17 @@ pub(crate) async fn init(client: &mut Client, sql: &Sql) -> Result<u32, Checkpoi
     .await
     .during("locking the schema against other openers")?;
     let found = format_of(&tx, sql).await?;
+    if found.is_none() && !create {
+        return Err(CheckpointError::Integrity {
+            thread: "-".to_owned(),
+            checkpoint: "-".to_owned(),
+            blob: format!("{}.sg_meta", sql.schema()),
+            detail: format!(
+                "no stategraph tables in schema {} (nothing was created)",
+                sql.schema()
+            ),
+        });
+    }
     if let Some(found) = found {
         if found > POSTGRES_FORMAT_VERSION {
             return Err(CheckpointError::UnsupportedFormatVersion {
