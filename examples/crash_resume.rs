@@ -79,6 +79,29 @@ fn text_value(flag: &str, raw: OsString) -> Result<String, String> {
     })
 }
 
+/// `--durability`'s value.
+fn durability_of(value: &str) -> Result<Durability, String> {
+    match value {
+        "sync" => Ok(Durability::Sync),
+        "async" => Ok(Durability::Async),
+        "exit" => Ok(Durability::Exit),
+        other => Err(format!(
+            "--durability must be sync, async or exit, got {other:?}"
+        )),
+    }
+}
+
+/// The flags `parse_args` knows.
+const KNOWN: [&str; 7] = [
+    "--db",
+    "--ledger",
+    "--thread",
+    "--steps",
+    "--durability",
+    "--pg",
+    "--schema",
+];
+
 /// The command line after the program name.
 pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args, String> {
     let mut db: Option<PathBuf> = None;
@@ -95,16 +118,7 @@ pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args,
         if flag == "--help" || flag == "-h" {
             return Err("help".to_owned());
         }
-        let known = [
-            "--db",
-            "--ledger",
-            "--thread",
-            "--steps",
-            "--durability",
-            "--pg",
-            "--schema",
-        ];
-        if !known.contains(&flag.as_str()) {
+        if !KNOWN.contains(&flag.as_str()) {
             return Err(format!("unknown argument {flag:?}"));
         }
         let raw = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -139,18 +153,7 @@ pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args,
                 }
                 steps = Some(n);
             }
-            _ => {
-                durability = match value.as_str() {
-                    "sync" => Durability::Sync,
-                    "async" => Durability::Async,
-                    "exit" => Durability::Exit,
-                    other => {
-                        return Err(format!(
-                            "--durability must be sync, async or exit, got {other:?}"
-                        ))
-                    }
-                }
-            }
+            _ => durability = durability_of(&value)?,
         }
     }
     let db = db.ok_or("missing --db FILE")?;

@@ -13,6 +13,18 @@ async fn adjacent(url: &str) -> Result<f64, BoxError> {
     floor_ms(url, FLOOR_COMMITS, &floor_row()).await
 }
 
+/// `chain` on every checkpointer asked for: the others', then Postgres.
+pub(crate) async fn chain_everywhere(args: &Args) -> Result<(), BoxError> {
+    crate::chain::run_chain(args).await?;
+    run_chain(args).await
+}
+
+/// `fanout` on every checkpointer asked for: the others', then Postgres.
+pub(crate) async fn fanout_everywhere(args: &Args) -> Result<(), BoxError> {
+    crate::run_fanout(args).await?;
+    run_fanout(args).await
+}
+
 /// `chain` on Postgres: one thread carrying its messages, and a thread per invoke.
 pub(crate) async fn run_chain(args: &Args) -> Result<(), BoxError> {
     let Some(url) = args.pg_url.as_deref() else {

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 use stategraph_checkpoints::diff::fields_to_json;
 use stategraph_checkpoints::inspect::{self, find_checkpoint, LookupError};
+use stategraph_checkpoints::shape::Shape;
 use stategraph_checkpoints::{
     ChannelName, Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint,
     Namespace, PostgresOptions, PostgresSaver, Saver, SqliteSaver, ThreadId,
@@ -39,6 +40,19 @@ impl Store {
         match self {
             Store::File(s) => s.close(),
             Store::Postgres(_) => Ok(()),
+        }
+    }
+
+    /// The recorded shape of each field of a thread (none for a database, which records
+    /// none).
+    pub(crate) async fn field_shapes(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+    ) -> Result<std::collections::BTreeMap<String, Shape>, CheckpointError> {
+        match self {
+            Store::File(s) => s.field_shapes(thread, ns).await,
+            Store::Postgres(_) => Ok(Default::default()),
         }
     }
 

@@ -47,6 +47,32 @@ pub(crate) async fn verify(
 ) -> Result<VerifyReport, CheckpointError> {
     let mut counts = VerifyCounts::default();
     let mut problems = Vec::new();
+    check_values(client, sql, &mut counts, &mut problems).await?;
+    check_links(client, sql, &mut problems).await?;
+    check_loads(client, sql, &mut counts, &mut problems).await?;
+    let runs = sql
+        .query(
+            client,
+            "SELECT count(*), (SELECT count(*) FROM {s}.sg_receipts) FROM {s}.sg_runs",
+            &[],
+            "counting runs",
+        )
+        .await?;
+    if let Some(r) = runs.first() {
+        counts.runs = usize::try_from(col::<i64>(r, 0)?).unwrap_or(0);
+        counts.receipts = usize::try_from(col::<i64>(r, 1)?).unwrap_or(0);
+    }
+    counts.sqlite_ok = true;
+    Ok(VerifyReport { counts, problems })
+}
+
+/// Every value against its hash.
+async fn check_values(
+    client: &impl GenericClient,
+    sql: &Sql,
+    counts: &mut VerifyCounts,
+    problems: &mut Vec<Problem>,
+) -> Result<(), CheckpointError> {
     let values = sql
         .query(
             client,
@@ -62,6 +88,15 @@ pub(crate) async fn verify(
         }
         counts.blobs += 1;
     }
+    Ok(())
+}
+
+/// Every parent link: a checkpoint's parent is stored (a pruned parent is cleared).
+async fn check_links(
+    client: &impl GenericClient,
+    sql: &Sql,
+    problems: &mut Vec<Problem>,
+) -> Result<(), CheckpointError> {
     let links = sql
         .query(
             client,
@@ -83,15 +118,22 @@ pub(crate) async fn verify(
             format!("parent {parent} is missing"),
         ));
     }
+    Ok(())
+}
+
+/// That every checkpoint loads whole (its chain of records and every value).
+async fn check_loads(
+    client: &impl GenericClient,
+    sql: &Sql,
+    counts: &mut VerifyCounts,
+    problems: &mut Vec<Problem>,
+) -> Result<(), CheckpointError> {
     let spaces = namespaces(client, sql).await?;
     counts.namespaces = spaces.len();
     for (thread, ns, _) in &spaces {
         let Ok(t) = ThreadId::new(thread.clone()) else {
-            problems.push(problem(
-                "sg_checkpoints",
-                format!("thread {thread:?}"),
-                "not a valid thread id",
-            ));
+            let key = format!("thread {thread:?}");
+            problems.push(problem("sg_checkpoints", key, "not a valid thread id"));
             continue;
         };
         let ns = Namespace::parse(ns);
@@ -120,18 +162,5 @@ pub(crate) async fn verify(
             }
         }
     }
-    let runs = sql
-        .query(
-            client,
-            "SELECT count(*), (SELECT count(*) FROM {s}.sg_receipts) FROM {s}.sg_runs",
-            &[],
-            "counting runs",
-        )
-        .await?;
-    if let Some(r) = runs.first() {
-        counts.runs = usize::try_from(col::<i64>(r, 0)?).unwrap_or(0);
-        counts.receipts = usize::try_from(col::<i64>(r, 1)?).unwrap_or(0);
-    }
-    counts.sqlite_ok = true;
-    Ok(VerifyReport { counts, problems })
+    Ok(())
 }

@@ -12,7 +12,7 @@ use stategraph_checkpoints::shape::Fit;
 use stategraph_checkpoints::{CheckpointId, Namespace, ThreadId};
 
 use crate::failure::{Failure, Outcome};
-use crate::file::{headers, load, open, resolve, thread_id, Store};
+use crate::file::{headers, load, open, resolve, thread_id};
 use crate::output::{emit, json_text, short, Output};
 
 /// Fork `thread` at `checkpoint` into a new branch (in the new thread `to`, if given), with
@@ -60,11 +60,7 @@ pub(super) async fn run(
         )));
     }
     let loaded = load(&*saver, &from, &root, c).await?;
-    // A database records no shapes: its forks are checked against none.
-    let shapes = match &saver {
-        Store::File(s) => s.field_shapes(&from, &root).await?,
-        Store::Postgres(_) => Default::default(),
-    };
+    let shapes = saver.field_shapes(&from, &root).await?;
     let mut plan = ForkPlan::new(&from, loaded, &to).map_err(fork_failure)?;
     for edit in &edits {
         let retyped = plan
