@@ -1,7 +1,7 @@
 //! Writes: a batch of puts in one transaction (the parent check under the head row's lock),
 //! and a task's pending writes in one statement.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
@@ -45,6 +45,30 @@ struct Written {
     values: Sealed,
 }
 
+/// What a batch knows of the threads whose head rows it has locked: each one's head, and how
+/// far from its base record each checkpoint the batch wrote is. A put that extends one of
+/// them skips the head query (the row stays locked until the commit).
+#[derive(Default)]
+struct Locked {
+    heads: HashMap<(ThreadId, Namespace), Option<CheckpointId>>,
+    since: HashMap<(ThreadId, Namespace, CheckpointId), i32>,
+}
+
+impl Locked {
+    /// The head and the parent's `since_base`, if this batch knows both.
+    fn known(&self, put: &PutCheckpoint) -> Option<(Option<CheckpointId>, Option<i32>)> {
+        let key = (put.thread.clone(), put.ns.clone());
+        let head = *self.heads.get(&key)?;
+        match put.checkpoint.parent {
+            None => Some((head, None)),
+            Some(p) => {
+                let since = self.since.get(&(key.0, key.1, p))?;
+                Some((head, Some(*since)))
+            }
+        }
+    }
+}
+
 /// Store `puts` in order in one transaction. A put refused by a check (stale parent, missing
 /// parent, id not after its parent, value too large) stores nothing and the others go on;
 /// the first such error is returned after the commit. A storage error fails the batch.
@@ -57,8 +81,9 @@ pub(crate) async fn put_batch(
     lock_shared(tx, sql).await?;
     let mut first_error = None;
     let mut values: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
+    let mut locked = Locked::default();
     for put in puts {
-        match put_one(tx, sql, options, put).await {
+        match put_one(tx, sql, options, put, &mut locked).await {
             Ok(Ok(written)) => values.extend(written.values),
             Ok(Err(refused)) => {
                 first_error.get_or_insert(refused);
@@ -144,6 +169,7 @@ async fn put_one(
     sql: &Sql,
     options: &PostgresOptions,
     put: PutCheckpoint,
+    batch: &mut Locked,
 ) -> Result<Result<Written, CheckpointError>, CheckpointError> {
     let (wrote, values) = match seal_writes(&put.writes, options.max_value_bytes) {
         Ok(sealed) => sealed,
@@ -151,8 +177,17 @@ async fn put_one(
     };
     let cp = &put.checkpoint;
     let must_extend_head = matches!(cp.source, Source::Loop | Source::Input);
-    let locked = lock_head(tx, sql, &put, cp.parent.is_none()).await?;
-    let (head, parent_since) = locked.unwrap_or((None, None));
+    let key = (put.thread.clone(), put.ns.clone());
+    let (head, parent_since) = match batch.known(&put) {
+        Some(known) => known,
+        None => match lock_head(tx, sql, &put, cp.parent.is_none()).await? {
+            Some(row) => {
+                batch.heads.insert(key.clone(), row.0);
+                row
+            }
+            None => (None, None),
+        },
+    };
     if must_extend_head && cp.parent != head {
         return Ok(Err(stale(&put, head)));
     }
@@ -185,6 +220,9 @@ async fn put_one(
         b
     });
     insert_row(tx, sql, &put, &wrote, base.as_ref(), since_base).await?;
+    let stored_since = if base.is_some() { 0 } else { since_base };
+    batch.heads.insert(key.clone(), head.max(Some(cp.id)));
+    batch.since.insert((key.0, key.1, cp.id), stored_since);
     Ok(Ok(Written { values }))
 }
 

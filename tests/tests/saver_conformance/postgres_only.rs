@@ -490,3 +490,69 @@ async fn a_saver_is_send_sync_and_clones_share_the_pool() -> TestResult {
     assert!(saver.get(&t, &Namespace::root(), None).await?.is_some());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_a_long_chain_with_a_stale_put_and_a_fork_stores_each_as_one_at_a_time_would(
+) -> TestResult {
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let (saver, guard) = pg_support::fresh(&url, "batch").await?;
+    let t = ThreadId::new("t")?;
+    let mut puts = Vec::new();
+    let mut parent = None;
+    let mut ids = Vec::new();
+    for i in 0..40i64 {
+        let put = put_of(&t, parent, i, vec![tail("log", &format!("[{i}]"))]);
+        parent = Some(put.checkpoint.id);
+        ids.push(put.checkpoint.id);
+        puts.push(put);
+        if i == 20 {
+            // A second child of step 19's checkpoint: stale inside the batch.
+            puts.push(put_of(&t, Some(ids[19]), 20, vec![tail("log", "[-1]")]));
+        }
+    }
+    // A fork from step 10, written in the same batch.
+    let mut fork = put_of(&t, Some(ids[10]), 11, vec![tail("log", "[99]")]);
+    fork.checkpoint.source = Source::Fork;
+    let fork_id = fork.checkpoint.id;
+    puts.push(fork);
+    let stored = saver.put_many(puts).await;
+    assert!(
+        matches!(stored, Err(CheckpointError::StaleParent { .. })),
+        "{stored:?}"
+    );
+    let list = saver
+        .list(&t, &Namespace::root(), ListOptions::default())
+        .await?;
+    assert_eq!(
+        list.len(),
+        41,
+        "40 steps and the fork; the stale put stored nothing"
+    );
+    assert_eq!(list[0].id, fork_id, "the fork is the newest");
+    let head = saver
+        .get(&t, &Namespace::root(), Some(ids[39]))
+        .await?
+        .ok_or("no step 39")?;
+    assert_eq!(items(&head.fields["log"])?, (0..40).collect::<Vec<_>>());
+    let forked = saver
+        .get(&t, &Namespace::root(), Some(fork_id))
+        .await?
+        .ok_or("no fork")?;
+    let mut expected: Vec<i64> = (0..=10).collect();
+    expected.push(99);
+    assert_eq!(items(&forked.fields["log"])?, expected);
+    let raw = pg_support::raw(&url).await?;
+    let bases = count(
+        &raw,
+        &guard,
+        "SELECT count(*) FROM {s}.sg_checkpoints WHERE base IS NOT NULL",
+    )
+    .await?;
+    assert_eq!(
+        bases, 3,
+        "bases at steps 0, 16 and 32, as one put at a time places them"
+    );
+    Ok(())
+}
