@@ -28,6 +28,7 @@ mod resolve;
 mod runs;
 mod schema;
 mod sql;
+mod tx;
 mod verify;
 mod write;
 
@@ -230,10 +231,11 @@ impl Saver for PostgresSaver {
             if puts.is_empty() {
                 return Ok(());
             }
-            let options = &self.inner.options;
-            let stored: Result<Result<(), CheckpointError>, CheckpointError> =
-                in_write!(self, |tx, sql| write::put_batch(&tx, sql, options, puts));
-            stored?
+            let sql = &self.inner.sql;
+            let tx = tx::WriteTx::begin_put(self.client().await?, sql).await?;
+            let stored = write::put_batch(tx.client()?, sql, &self.inner.options, puts).await?;
+            tx.commit().await?;
+            stored
         })
     }
 

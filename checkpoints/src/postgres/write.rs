@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use tokio_postgres::types::Type;
-use tokio_postgres::Transaction;
+use tokio_postgres::{Client, GenericClient};
 
 use super::record::{apply, base_text, refs, seal_writes, wrote_text, Base, Sealed, Wrote};
 use super::resolve::state_of;
@@ -32,6 +32,13 @@ WITH c AS (
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 )
 UPDATE {s}.sg_heads SET head = $3 WHERE thread = $1 AND ns = $2 AND head < $3";
+
+/// The values of a batch of one, stored by [`INSERT`]'s statement (a CTE put before its own).
+const INSERT_VALUES: &str = "WITH v AS (
+    INSERT INTO {s}.sg_values (hash, data)
+    SELECT * FROM unnest($14::bytea[], $15::bytea[])
+    ON CONFLICT (hash) DO NOTHING
+), c AS (";
 
 /// Store every value of the batch that is not stored yet (sorted by hash, so two batches
 /// never wait on each other's new values in opposite orders).
@@ -73,17 +80,18 @@ impl Locked {
 /// parent, id not after its parent, value too large) stores nothing and the others go on;
 /// the first such error is returned after the commit. A storage error fails the batch.
 pub(crate) async fn put_batch(
-    tx: &Transaction<'_>,
+    tx: &Client,
     sql: &Sql,
     options: &PostgresOptions,
     puts: Vec<PutCheckpoint>,
 ) -> Result<Result<(), CheckpointError>, CheckpointError> {
-    lock_shared(tx, sql).await?;
     let mut first_error = None;
+    // A batch of one stores its values in the statement that stores its row.
+    let inline = puts.len() == 1;
     let mut values: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
     let mut locked = Locked::default();
     for put in puts {
-        match put_one(tx, sql, options, put, &mut locked).await {
+        match put_one(tx, sql, options, put, &mut locked, inline).await {
             Ok(Ok(written)) => values.extend(written.values),
             Ok(Err(refused)) => {
                 first_error.get_or_insert(refused);
@@ -107,7 +115,7 @@ pub(crate) async fn put_batch(
 
 /// Take this schema's garbage-collection lock shared, for the transaction: a collection
 /// (which takes it alone) never runs while a put that refers to stored values is open.
-pub(crate) async fn lock_shared(tx: &Transaction<'_>, sql: &Sql) -> Result<(), CheckpointError> {
+pub(crate) async fn lock_shared(tx: &impl GenericClient, sql: &Sql) -> Result<(), CheckpointError> {
     sql.query(
         tx,
         "SELECT pg_advisory_xact_lock_shared($1)",
@@ -121,7 +129,7 @@ pub(crate) async fn lock_shared(tx: &Transaction<'_>, sql: &Sql) -> Result<(), C
 /// The head of `(thread, ns)`, locked, and the parent's `since_base` (if stored). A thread
 /// without a head row gets one (pointing at `id`) when `create` is set.
 async fn lock_head(
-    tx: &Transaction<'_>,
+    tx: &Client,
     sql: &Sql,
     put: &PutCheckpoint,
     create: bool,
@@ -165,11 +173,12 @@ async fn lock_head(
 /// Check one put and write its row: `Ok(Err(_))` for a put refused by a check (nothing of
 /// it was written).
 async fn put_one(
-    tx: &Transaction<'_>,
+    tx: &Client,
     sql: &Sql,
     options: &PostgresOptions,
     put: PutCheckpoint,
     batch: &mut Locked,
+    inline: bool,
 ) -> Result<Result<Written, CheckpointError>, CheckpointError> {
     let (wrote, values) = match seal_writes(&put.writes, options.max_value_bytes) {
         Ok(sealed) => sealed,
@@ -219,20 +228,26 @@ async fn put_one(
         apply(&mut b, &wrote);
         b
     });
-    insert_row(tx, sql, &put, &wrote, base.as_ref(), since_base).await?;
+    let values = if inline {
+        insert_row(tx, sql, &put, (&wrote, base.as_ref(), since_base), &values).await?;
+        Vec::new()
+    } else {
+        insert_row(tx, sql, &put, (&wrote, base.as_ref(), since_base), &[]).await?;
+        values
+    };
     let stored_since = if base.is_some() { 0 } else { since_base };
     batch.heads.insert(key.clone(), head.max(Some(cp.id)));
     batch.since.insert((key.0, key.1, cp.id), stored_since);
     Ok(Ok(Written { values }))
 }
 
+/// Store the row (and `values`, sorted by hash, in the same statement when given).
 async fn insert_row(
-    tx: &Transaction<'_>,
+    tx: &Client,
     sql: &Sql,
     put: &PutCheckpoint,
-    wrote: &Wrote,
-    base: Option<&Base>,
-    since_base: i32,
+    (wrote, base, since_base): (&Wrote, Option<&Base>, i32),
+    values: &[([u8; 32], Vec<u8>)],
 ) -> Result<(), CheckpointError> {
     let cp = &put.checkpoint;
     let control = serde_json::to_string(&cp.control).map_err(|e| encode_error("control", e))?;
@@ -241,9 +256,18 @@ async fn insert_row(
     let (id, parent) = (id_bytes(cp.id), cp.parent.map(id_bytes));
     let (created, refs) = (to_i64(cp.created_at_ms), refs(wrote, base));
     let (wrote, base) = (wrote_text(wrote), base.map(base_text));
+    let mut sorted: Vec<&([u8; 32], Vec<u8>)> = values.iter().collect();
+    sorted.sort_by_key(|(h, _)| *h);
+    let hashes: Vec<&[u8]> = sorted.iter().map(|(h, _)| &h[..]).collect();
+    let data: Vec<&[u8]> = sorted.iter().map(|(_, d)| &d[..]).collect();
+    let text = if values.is_empty() {
+        INSERT.to_owned()
+    } else {
+        INSERT.replacen("WITH c AS (", INSERT_VALUES, 1)
+    };
     sql.query(
         tx,
-        INSERT,
+        &text,
         &[
             (&put.thread.as_str(), Type::TEXT),
             (&put.ns.as_str(), Type::TEXT),
@@ -258,6 +282,8 @@ async fn insert_row(
             (&base, Type::TEXT),
             (&since, Type::INT4),
             (&refs, Type::BYTEA_ARRAY),
+            (&hashes, Type::BYTEA_ARRAY),
+            (&data, Type::BYTEA_ARRAY),
         ],
         "inserting a checkpoint row",
     )
