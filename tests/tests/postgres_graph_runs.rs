@@ -219,10 +219,12 @@ async fn a_run_killed_at_random_instants_resumes_from_postgres_to_the_uninterrup
     let (saver, guard) = pg_support::fresh(&url, "g_kill").await?;
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("ledger-base.db");
-    let steps = 200;
+    let steps = 600;
     let kills = kill::env_u64("STATEGRAPH_PG_KILLS", 12)?;
     let mut rng = Rng(kill::env_u64("STATEGRAPH_KILL_SEED", 0x9e37_79b9)?);
     let mut killed = 0;
+    // Kills that landed after some steps had committed and before the last one.
+    let mut mid_run = 0;
     for _ in 0..kills {
         let mut child = spawn(&url, &guard.schema, &db, steps);
         std::thread::sleep(Duration::from_millis(rng.between(30, 250)));
@@ -233,12 +235,15 @@ async fn a_run_killed_at_random_instants_resumes_from_postgres_to_the_uninterrup
         child.wait()?;
         killed += 1;
         // Whatever was committed is one chain, never a fork or a torn state.
-        if saver
+        let head = saver
             .get(&ThreadId::new("killed")?, &Namespace::root(), None)
-            .await?
-            .is_some()
-        {
+            .await?;
+        if let Some(head) = head {
             assert_one_chain(&saver, "killed").await?;
+            let step = u64::try_from(head.checkpoint.step).unwrap_or(0);
+            if step > 0 && step < steps {
+                mid_run += 1;
+            }
         }
     }
     let out = spawn(&url, &guard.schema, &db, steps).wait_with_output()?;
@@ -258,7 +263,9 @@ async fn a_run_killed_at_random_instants_resumes_from_postgres_to_the_uninterrup
         "{} executions for {steps} steps and {killed} kills",
         report.executions
     );
+    eprintln!("{killed} kills, {mid_run} in the middle of the run");
     assert!(killed > 0, "no run was killed: make the runs longer");
+    assert!(mid_run > 0, "no kill landed in the middle of the run");
     assert_one_chain(&saver, "killed").await?;
     Ok(())
 }
