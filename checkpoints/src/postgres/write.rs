@@ -23,13 +23,21 @@ LEFT JOIN {s}.sg_checkpoints p ON p.thread = h.thread AND p.ns = h.ns AND p.id =
 WHERE h.thread = $1 AND h.ns = $2
 FOR UPDATE OF h";
 
-/// Store the checkpoint row and move the head to it if it is the greatest id.
+/// Store the checkpoint row and move the head to it if it is the greatest id. A `loop`
+/// checkpoint settles its parent's step: the task outputs recorded against the parent while
+/// that step ran are in the new checkpoint, so they are dropped (errors, interrupts and
+/// resume values stay). A pending write's `kind` is serde_json's compact text of its
+/// `WriteKind`, so an output's starts with `{"Output":`.
 const INSERT: &str = "
 WITH c AS (
     INSERT INTO {s}.sg_checkpoints
         (thread, ns, id, parent, step, source, created_at, control, metadata, wrote, base,
          since_base, refs)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+), settled AS (
+    DELETE FROM {s}.sg_writes
+    WHERE $6 = 'loop' AND thread = $1 AND ns = $2 AND checkpoint = $4
+      AND kind LIKE '{\"Output\":%'
 )
 UPDATE {s}.sg_heads SET head = $3 WHERE thread = $1 AND ns = $2 AND head < $3";
 
@@ -391,4 +399,23 @@ pub(crate) async fn put_writes(
         return Err(not_found(thread, ns, id));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::WriteKind;
+
+    #[test]
+    fn an_outputs_stored_kind_starts_as_the_settling_delete_expects(
+    ) -> Result<(), serde_json::Error> {
+        let out = serde_json::to_string(&WriteKind::Output(serde_json::json!({"a": [1]})))?;
+        assert!(out.starts_with("{\"Output\":"), "{out}");
+        for other in [
+            WriteKind::Error("Output".into()),
+            WriteKind::Resume(vec![serde_json::json!("{\"Output\":")]),
+        ] {
+            assert!(!serde_json::to_string(&other)?.starts_with("{\"Output\":"));
+        }
+        Ok(())
+    }
 }

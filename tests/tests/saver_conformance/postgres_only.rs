@@ -556,3 +556,69 @@ async fn a_batch_of_a_long_chain_with_a_stale_put_and_a_fork_stores_each_as_one_
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_checkpoint_drops_its_parents_recorded_outputs_and_keeps_the_rest() -> TestResult {
+    use stategraph_checkpoints::{PendingWrite, TaskId, WriteKind};
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let (saver, _guard) = pg_support::fresh(&url, "settle").await?;
+    let root = Namespace::root();
+    let w = |n: u8, kind: WriteKind| PendingWrite {
+        task_id: TaskId::derive(&[&[n]]),
+        node: format!("n{n}"),
+        kind,
+    };
+    let recorded = || {
+        vec![
+            w(1, WriteKind::Output(serde_json::json!({ "updates": [1] }))),
+            w(2, WriteKind::Error("boom".into())),
+            w(3, WriteKind::Resume(vec![serde_json::json!("yes")])),
+            w(4, WriteKind::Output(serde_json::json!({ "updates": [4] }))),
+        ]
+    };
+    for (name, source, left) in [("looped", Source::Loop, 2), ("edited", Source::Update, 4)] {
+        let t = ThreadId::new(name)?;
+        let first = put_of(&t, None, -1, vec![whole("x", "0")]);
+        let parent = first.checkpoint.id;
+        saver.put(first).await?;
+        saver.put_writes(&t, &root, parent, recorded()).await?;
+        let mut next = put_of(&t, Some(parent), 0, vec![whole("x", "1")]);
+        next.checkpoint.source = source;
+        saver.put(next).await?;
+        let kept = saver
+            .get(&t, &root, Some(parent))
+            .await?
+            .ok_or("no parent")?;
+        assert_eq!(kept.pending.len(), left, "{name}: {:?}", kept.pending);
+        if source == Source::Loop {
+            assert!(kept
+                .pending
+                .iter()
+                .all(|p| !matches!(p.kind, WriteKind::Output(_))));
+        }
+    }
+    // A stale loop checkpoint settles nothing.
+    let t = ThreadId::new("stale")?;
+    let first = put_of(&t, None, -1, vec![whole("x", "0")]);
+    let parent = first.checkpoint.id;
+    saver.put(first).await?;
+    saver
+        .put(put_of(&t, Some(parent), 0, vec![whole("x", "1")]))
+        .await?;
+    saver.put_writes(&t, &root, parent, recorded()).await?;
+    let stale = saver
+        .put(put_of(&t, Some(parent), 0, vec![whole("x", "2")]))
+        .await;
+    assert!(
+        matches!(stale, Err(CheckpointError::StaleParent { .. })),
+        "{stale:?}"
+    );
+    let kept = saver
+        .get(&t, &root, Some(parent))
+        .await?
+        .ok_or("no parent")?;
+    assert_eq!(kept.pending.len(), 4);
+    Ok(())
+}
