@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! cargo run --release --example crash_resume -- --db FILE --thread ID --steps N \
-//!     [--durability sync|async|exit] [--ledger FILE]
+//!     [--durability sync|async|exit] [--ledger FILE] [--pg URL [--schema NAME]]
 //! ```
+//!
+//! With `--pg URL` the checkpoints go to that PostgreSQL database (in schema `NAME`, default
+//! `stategraph`) instead of the file, which then only names the default ledger.
 //!
 //! The graph has one node, `step`, that loops on itself until the state holds `N` items. Each
 //! execution appends one item and updates a running checksum, and records itself in a side
@@ -31,7 +34,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{params, Connection};
 use stategraph::checkpoints::sync::Unpoisoned;
-use stategraph::checkpoints::SqliteSaver;
+use stategraph::checkpoints::{PostgresOptions, PostgresSaver, Saver, SqliteSaver};
 use stategraph::prelude::*;
 
 /// The thread state.
@@ -50,7 +53,7 @@ fn next_checksum(prev: u64, i: u64) -> u64 {
 }
 
 const USAGE: &str = "usage: crash_resume --db FILE --thread ID --steps N \
-                     [--durability sync|async|exit] [--ledger FILE]";
+                     [--durability sync|async|exit] [--ledger FILE] [--pg URL [--schema NAME]]";
 
 /// Parsed command line.
 #[derive(Debug)]
@@ -60,6 +63,10 @@ pub(crate) struct Args {
     thread: String,
     steps: u64,
     durability: Durability,
+    /// A PostgreSQL URL: the checkpoints go there instead of `db`.
+    pg: Option<String>,
+    /// The schema of the PostgreSQL saver.
+    schema: String,
 }
 
 /// A flag's value that must be text: not UTF-8 is a clear error, not a panic.
@@ -72,6 +79,29 @@ fn text_value(flag: &str, raw: OsString) -> Result<String, String> {
     })
 }
 
+/// `--durability`'s value.
+fn durability_of(value: &str) -> Result<Durability, String> {
+    match value {
+        "sync" => Ok(Durability::Sync),
+        "async" => Ok(Durability::Async),
+        "exit" => Ok(Durability::Exit),
+        other => Err(format!(
+            "--durability must be sync, async or exit, got {other:?}"
+        )),
+    }
+}
+
+/// The flags `parse_args` knows.
+const KNOWN: [&str; 7] = [
+    "--db",
+    "--ledger",
+    "--thread",
+    "--steps",
+    "--durability",
+    "--pg",
+    "--schema",
+];
+
 /// The command line after the program name.
 pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args, String> {
     let mut db: Option<PathBuf> = None;
@@ -79,6 +109,8 @@ pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args,
     let mut thread: Option<String> = None;
     let mut steps: Option<u64> = None;
     let mut durability = Durability::Sync;
+    let mut pg: Option<String> = None;
+    let mut schema = "stategraph".to_owned();
     while let Some(flag) = it.next() {
         let Some(flag) = flag.to_str().map(str::to_owned) else {
             return Err(format!("unknown argument {:?}", flag.to_string_lossy()));
@@ -86,8 +118,7 @@ pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args,
         if flag == "--help" || flag == "-h" {
             return Err("help".to_owned());
         }
-        let known = ["--db", "--ledger", "--thread", "--steps", "--durability"];
-        if !known.contains(&flag.as_str()) {
+        if !KNOWN.contains(&flag.as_str()) {
             return Err(format!("unknown argument {flag:?}"));
         }
         let raw = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -105,6 +136,8 @@ pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args,
         }
         let value = text_value(&flag, raw)?;
         match flag.as_str() {
+            "--pg" => pg = Some(value),
+            "--schema" => schema = value,
             "--thread" => {
                 if value.is_empty() {
                     return Err("--thread must not be empty".to_owned());
@@ -120,18 +153,7 @@ pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args,
                 }
                 steps = Some(n);
             }
-            _ => {
-                durability = match value.as_str() {
-                    "sync" => Durability::Sync,
-                    "async" => Durability::Async,
-                    "exit" => Durability::Exit,
-                    other => {
-                        return Err(format!(
-                            "--durability must be sync, async or exit, got {other:?}"
-                        ))
-                    }
-                }
-            }
+            _ => durability = durability_of(&value)?,
         }
     }
     let db = db.ok_or("missing --db FILE")?;
@@ -148,6 +170,8 @@ pub(crate) fn parse_args(mut it: impl Iterator<Item = OsString>) -> Result<Args,
         thread,
         steps,
         durability,
+        pg,
+        schema,
     })
 }
 
@@ -248,9 +272,19 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
         Arc::new(Mutex::new(open_ledger(&args.ledger).map_err(|e| {
             format!("cannot open ledger {}: {e}", args.ledger.display())
         })?));
+    if let Some(url) = &args.pg {
+        let options = PostgresOptions {
+            schema: args.schema.clone(),
+            ..PostgresOptions::default()
+        };
+        let saver = PostgresSaver::connect_with(url, options)
+            .await
+            .map_err(|e| format!("cannot open the PostgreSQL saver: {e}"))?;
+        return run_thread(&args, Arc::new(saver), ledger).await;
+    }
     let saver = SqliteSaver::open(&args.db)
         .map_err(|e| format!("cannot open checkpoint file {}: {e}", args.db.display()))?;
-    let ran = run_thread(&args, &saver, ledger).await;
+    let ran = run_thread(&args, Arc::new(saver.clone()), ledger).await;
     // Closing folds the log into the file; on a full disk it cannot, and says so even when
     // the run failed first: the main file alone does not hold the thread then.
     let closed = saver.close().map_err(|e| {
@@ -269,10 +303,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 /// Run the thread to its end (or go on from where it stopped) and print the result line.
 async fn run_thread(
     args: &Args,
-    saver: &SqliteSaver,
+    saver: Arc<dyn Saver>,
     ledger: Arc<Mutex<Connection>>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let graph = build_graph(args.steps, ledger.clone())?.with_checkpointer(Arc::new(saver.clone()));
+    let graph = build_graph(args.steps, ledger.clone())?.with_checkpointer(saver);
     let config = RunConfig::new()
         .thread(args.thread.clone())
         .durability(args.durability)

@@ -75,6 +75,9 @@ mod docs {
     #[doc = include_str!("../docs/guides/the-sales-review-run.md")]
     struct TheSalesReviewRun;
 
+    #[doc = include_str!("../docs/guides/postgres.md")]
+    struct Postgres;
+
     #[doc = include_str!("../docs/langgraph-mapping.md")]
     struct LanggraphMapping;
 

@@ -13,6 +13,7 @@ pub(crate) enum Saver {
     None,
     Memory,
     Sqlite,
+    Postgres,
 }
 
 impl Saver {
@@ -21,6 +22,7 @@ impl Saver {
             Saver::None => "none",
             Saver::Memory => "memory",
             Saver::Sqlite => "sqlite",
+            Saver::Postgres => "postgres",
         }
     }
 }
@@ -55,6 +57,9 @@ pub(crate) struct Args {
     pub(crate) keep_db: bool,
     /// Tokio worker threads (default: tokio's, one per CPU).
     pub(crate) worker_threads: Option<usize>,
+    /// The PostgreSQL server of `--checkpointer postgres` (`--pg-url`, default
+    /// `STATEGRAPH_PG_URL`).
+    pub(crate) pg_url: Option<String>,
     /// Internal: run one fanout of this K in this (fresh) process and report its memory.
     pub(crate) internal_fanout_mem: Option<i64>,
 }
@@ -71,7 +76,7 @@ impl Args {
 }
 
 pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune] \
-[--checkpointer none|memory|sqlite] [--steps 1000] [--fanout-k 1000] [--fanout-waves 0] [--agent-turns 200] \
+[--checkpointer none|memory|sqlite|postgres] [--pg-url URL] [--steps 1000] [--fanout-k 1000] [--fanout-waves 0] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
 [--verify-steps 10000,100000] [--prune-keep 100] [--worker-threads N]";
@@ -116,6 +121,9 @@ fn defaults() -> Args {
         keep_db: false,
         worker_threads: None,
         internal_fanout_mem: None,
+        pg_url: std::env::var("STATEGRAPH_PG_URL")
+            .ok()
+            .filter(|u| !u.is_empty()),
     }
 }
 
@@ -178,6 +186,7 @@ fn apply_flag(
         "--fanout-mem-ks" => args.fanout_mem_ks = numbers(flag, &value()?)?,
         "--verify-steps" => args.verify_steps = numbers(flag, &value()?)?,
         "--prune-keep" => args.prune_keep = number(flag, &value()?)?,
+        "--pg-url" => args.pg_url = Some(value()?),
         "--worker-threads" => args.worker_threads = Some(number(flag, &value()?)?),
         "--internal-fanout-mem" => args.internal_fanout_mem = Some(number(flag, &value()?)?),
         other => return Err(Usage(format!("unknown argument {other:?}\n{USAGE}"), 2)),
@@ -193,8 +202,11 @@ fn checkpointers(v: &str) -> Result<Vec<Saver>, Usage> {
             "none" => Ok(Saver::None),
             "memory" => Ok(Saver::Memory),
             "sqlite" => Ok(Saver::Sqlite),
+            "postgres" => Ok(Saver::Postgres),
             other => Err(Usage(
-                format!("--checkpointer: unknown checkpointer {other:?} (none, memory, sqlite)"),
+                format!(
+                    "--checkpointer: unknown checkpointer {other:?} (none, memory, sqlite, postgres)"
+                ),
                 2,
             )),
         })
@@ -230,7 +242,16 @@ fn numbers<T: std::str::FromStr>(flag: &str, v: &str) -> Result<Vec<T>, Usage> {
 /// The workloads and durabilities (their defaults depend on the checkpointers), then the
 /// checks across flags.
 fn finish(mut args: Args, pending: Pending) -> Result<Args, Usage> {
-    let sqlite = args.checkpointers.contains(&Saver::Sqlite);
+    let sqlite = args.checkpointers.contains(&Saver::Sqlite)
+        || args.checkpointers.contains(&Saver::Postgres);
+    if args.checkpointers.contains(&Saver::Postgres) && args.pg_url.is_none() {
+        return Err(Usage(
+            "--checkpointer postgres needs --pg-url URL or STATEGRAPH_PG_URL (start a server \
+             with: eval \"export $(.ci/postgres.sh | tail -n 1)\")"
+                .to_owned(),
+            2,
+        ));
+    }
     args.only = pending.only.unwrap_or_else(|| {
         let mut w = list("chain,fanout,agent,wide");
         if sqlite {

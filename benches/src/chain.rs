@@ -22,7 +22,7 @@ pub(crate) fn make_msg(kind: &str, i: i64) -> Msg {
 #[derive(State, Clone, Default, Debug)]
 pub(crate) struct ChainState {
     #[reduce(append)]
-    messages: List<Msg>,
+    pub(crate) messages: List<Msg>,
     counter: i64,
 }
 

@@ -50,6 +50,8 @@ mod agent_runtime;
 mod args;
 mod chain;
 mod floor;
+mod postgres_db;
+mod postgres_runs;
 mod prune_scan;
 mod report;
 mod sales_review;
@@ -577,8 +579,8 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
     for name in &args.only {
         let t0 = Instant::now();
         match name.as_str() {
-            "chain" => chain::run_chain(&args).await?,
-            "fanout" => run_fanout(&args).await?,
+            "chain" => postgres_runs::chain_everywhere(&args).await?,
+            "fanout" => postgres_runs::fanout_everywhere(&args).await?,
             "wide" => run_wide(&args).await?,
             "agent" => agent::run_agent(&args).await?,
             "agent_runtime" => agent_runtime::run_agent_runtime(&args).await?,

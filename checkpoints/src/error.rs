@@ -50,6 +50,32 @@ pub enum CheckpointError {
         /// The head the store has.
         found: Option<CheckpointId>,
     },
+    /// A checkpoint whose id is not greater than its parent's: ids order a thread's history,
+    /// so a saver that checks it (the PostgreSQL saver) refuses such a child and stores
+    /// nothing. Make ids with [`CheckpointId::generate_after`] (or after loading the parent).
+    #[error(
+        "checkpoint {id} in thread {thread}{} is not newer than its parent {parent}: a child's id must be greater",
+        in_namespace(.ns)
+    )]
+    IdNotAfterParent {
+        /// Thread.
+        thread: ThreadId,
+        /// Namespace.
+        ns: Namespace,
+        /// The child's id.
+        id: CheckpointId,
+        /// The parent's id.
+        parent: CheckpointId,
+    },
+    /// A PostgreSQL schema name the saver cannot use (it must be a plain lowercase
+    /// identifier, as `PostgresOptions::schema` documents).
+    #[error("invalid PostgreSQL schema name `{}`: {reason}", .name.escape_debug())]
+    InvalidSchemaName {
+        /// The name as given (at most 64 characters of it).
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
     /// A metadata filter key outside the grammar `[A-Za-z_][A-Za-z0-9_.-]{0,63}`.
     #[error("invalid metadata filter key `{}`", .key.escape_debug())]
     InvalidFilterKey {

@@ -147,6 +147,11 @@ impl fmt::Debug for Namespace {
 /// A checkpoint's id: 128 bits, time-ordered (milliseconds since the epoch in the high 48
 /// bits, then a process-wide counter), shown as 32 hex digits. Within one process ids are
 /// strictly increasing, so the newest checkpoint has the greatest id.
+///
+/// Across machines the process clock is a hybrid one: it never falls behind an id the
+/// process has seen ([`CheckpointId::observe`], which savers call for every id they load),
+/// so a child made after loading its parent has a greater id than the parent even when
+/// this machine's clock is behind the one that wrote the parent.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct CheckpointId(u128);
@@ -154,17 +159,46 @@ pub struct CheckpointId(u128);
 static LAST_ID: AtomicU64 = AtomicU64::new(0);
 
 impl CheckpointId {
-    /// A new id, greater than every id this process made before.
+    /// A new id, greater than every id this process made or observed before.
     pub fn generate() -> Self {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
+        Self::generate_at(now_ms)
+    }
+
+    /// A new id for a child of `parent`: greater than `parent` (and than every id this
+    /// process made or observed before), whatever this machine's clock says.
+    ///
+    /// ```
+    /// use stategraph_checkpoints::CheckpointId;
+    /// // A parent written by a machine whose clock is an hour ahead of ours.
+    /// let ahead = CheckpointId::generate().as_u128() + ((3_600_000u128 << 16) << 64);
+    /// let parent = CheckpointId::from_u128(ahead);
+    /// assert!(CheckpointId::generate_after(Some(parent)) > parent);
+    /// ```
+    pub fn generate_after(parent: Option<CheckpointId>) -> Self {
+        if let Some(parent) = parent {
+            parent.observe();
+        }
+        Self::generate()
+    }
+
+    /// Raise this process's id clock to at least this id: every id generated afterwards is
+    /// greater. Savers call it for each id they load, so that ids keep their order across
+    /// machines whose clocks disagree (the hybrid clock described on [`CheckpointId`]).
+    pub fn observe(self) {
+        LAST_ID.fetch_max((self.0 >> 64) as u64, Ordering::Relaxed);
+    }
+
+    /// A new id as [`CheckpointId::generate`] makes it when the clock reads `now_ms`.
+    fn generate_at(now_ms: u64) -> Self {
         // High 48 bits of the u64: milliseconds; low 16: counter within the millisecond.
         let candidate = now_ms << 16;
         let mut prev = LAST_ID.load(Ordering::Relaxed);
         loop {
-            let next = candidate.max(prev + 1);
+            let next = candidate.max(prev.saturating_add(1));
             match LAST_ID.compare_exchange_weak(prev, next, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => {
                     let random = random_u64();
@@ -306,5 +340,22 @@ impl TryFrom<String> for TaskId {
 impl From<TaskId> for String {
     fn from(value: TaskId) -> Self {
         value.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_made_with_a_clock_behind_its_observed_parent_is_still_greater() {
+        let now = CheckpointId::generate().created_at_ms();
+        // The parent was written by a machine an hour ahead; our clock reads a day behind.
+        let parent = CheckpointId::from_u128(u128::from((now + 3_600_000) << 16) << 64);
+        parent.observe();
+        let child = CheckpointId::generate_at(now - 86_400_000);
+        assert!(child > parent, "{child} <= {parent}");
+        let grandchild = CheckpointId::generate_at(now - 86_400_000);
+        assert!(grandchild > child, "{grandchild} <= {child}");
     }
 }

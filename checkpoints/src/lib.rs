@@ -8,6 +8,7 @@
 //!
 //! - [`MemorySaver`]: in process memory, for tests and short-lived programs;
 //! - [`SqliteSaver`]: one SQLite file, the default durable store (format in `docs/design.md`);
+//! - `PostgresSaver` (feature `postgres`): a PostgreSQL database shared by many processes;
 //! - runs ([`RunRecord`], [`RunStatus`]) and their [`DeliveryReceipt`]s, kept by every saver
 //!   next to the thread's checkpoints;
 //! - [`diff`]: field-by-field state diffs over the stored JSON; [`inspect`]: what the
@@ -34,6 +35,8 @@ pub mod graph_shape;
 mod id;
 pub mod inspect;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod run;
 mod run_book;
 mod saver;
@@ -51,6 +54,8 @@ pub use checkpoint::{
 pub use error::{validate_filter_key, CheckpointError, StorageError};
 pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};
 pub use memory::MemorySaver;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresSaver, POSTGRES_FORMAT_VERSION};
 pub use run::{DeliveryReceipt, RunId, RunRecord, RunStatus};
 pub use saver::{Head, Saver};
 pub use sqlite::{SqliteOptions, SqliteSaver, Synchronous, FORMAT_VERSION};

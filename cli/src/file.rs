@@ -1,30 +1,134 @@
 //! The checkpoint file a command reads: opening it (never creating it), and finding its
 //! threads, checkpoints and states, with the messages every command gives when one is not
-//! there.
+//! there. A `postgres://` (or `postgresql://`) URL in place of the file opens a PostgreSQL
+//! saver on the schema its `schema=` query parameter names (default `stategraph`), which
+//! must exist.
 
 use std::path::Path;
 
 use serde_json::Value;
 use stategraph_checkpoints::diff::fields_to_json;
 use stategraph_checkpoints::inspect::{self, find_checkpoint, LookupError};
+use stategraph_checkpoints::shape::Shape;
 use stategraph_checkpoints::{
     ChannelName, Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint,
-    Namespace, Saver, SqliteSaver, ThreadId,
+    Namespace, PostgresOptions, PostgresSaver, Saver, SqliteSaver, ThreadId,
 };
 
 use crate::failure::{Failure, Outcome};
 
+/// What a command reads: a checkpoint file or a PostgreSQL schema.
+#[derive(Debug)]
+pub(crate) enum Store {
+    File(SqliteSaver),
+    Postgres(PostgresSaver),
+}
+
+impl std::ops::Deref for Store {
+    type Target = dyn Saver;
+    fn deref(&self) -> &(dyn Saver + 'static) {
+        match self {
+            Store::File(s) => s,
+            Store::Postgres(s) => s,
+        }
+    }
+}
+
+impl Store {
+    /// Close a file (its log folded back); a database needs nothing.
+    pub(crate) fn close(&self) -> Result<(), CheckpointError> {
+        match self {
+            Store::File(s) => s.close(),
+            Store::Postgres(_) => Ok(()),
+        }
+    }
+
+    /// The recorded shape of each field of a thread (none for a database, which records
+    /// none).
+    pub(crate) async fn field_shapes(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+    ) -> Result<std::collections::BTreeMap<String, Shape>, CheckpointError> {
+        match self {
+            Store::File(s) => s.field_shapes(thread, ns).await,
+            Store::Postgres(_) => Ok(Default::default()),
+        }
+    }
+
+    /// Every `(thread, namespace, checkpoints)` of the store.
+    pub(crate) async fn namespaces(
+        &self,
+        file: &Path,
+    ) -> Result<Vec<(String, String, usize)>, Failure> {
+        match self {
+            Store::File(_) => inspect::namespaces(file).map_err(|e| file_error(file, e)),
+            Store::Postgres(s) => s.namespaces().await.map_err(|e| file_error(file, e)),
+        }
+    }
+}
+
+/// Whether `file` is a PostgreSQL URL rather than a path.
+pub(crate) fn is_url(file: &Path) -> bool {
+    file.to_str()
+        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+/// Open the schema a PostgreSQL URL names (its `schema=` parameter, taken out of the URL
+/// the server sees), without creating it.
+async fn open_url(file: &Path) -> Result<Store, Failure> {
+    open_database(file).await.map(Store::Postgres)
+}
+
+/// [`open_url`]'s saver.
+pub(crate) async fn open_database(file: &Path) -> Result<PostgresSaver, Failure> {
+    let text = file.to_str().unwrap_or_default();
+    let (base, query) = text.split_once('?').unwrap_or((text, ""));
+    let mut schema = "stategraph".to_owned();
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.strip_prefix("schema=") {
+            Some(name) => schema = name.to_owned(),
+            None => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    let options = PostgresOptions {
+        schema,
+        pool_size: 2,
+        create_schema: false,
+        ..PostgresOptions::default()
+    };
+    PostgresSaver::connect_with(&url, options)
+        .await
+        .map_err(|e| file_error(file, e))
+}
+
 /// Check that the file exists (never create it) and open it as a saver.
-pub(crate) fn open(file: &Path) -> Result<SqliteSaver, Failure> {
+pub(crate) async fn open(file: &Path) -> Result<Store, Failure> {
+    if is_url(file) {
+        return open_url(file).await;
+    }
     exists(file)?;
-    inspect::open_existing(file).map_err(|e| file_error(file, e))
+    inspect::open_existing(file)
+        .map(Store::File)
+        .map_err(|e| file_error(file, e))
 }
 
 /// Check that the file exists and open it read-only, for a command that only reads: it
 /// works without write access, writes nothing, and reports a damaged format record.
-pub(crate) fn open_read(file: &Path) -> Result<SqliteSaver, Failure> {
+pub(crate) async fn open_read(file: &Path) -> Result<Store, Failure> {
+    if is_url(file) {
+        return open_url(file).await;
+    }
     exists(file)?;
-    inspect::open_existing_read_only(file).map_err(|e| file_error(file, e))
+    inspect::open_existing_read_only(file)
+        .map(Store::File)
+        .map_err(|e| file_error(file, e))
 }
 
 /// A missing file or a directory is a run-time problem.
@@ -47,7 +151,7 @@ pub(crate) fn exists(file: &Path) -> Outcome {
 /// An error about the file as a whole, prefixed with its path.
 pub(crate) fn file_error(file: &Path, e: CheckpointError) -> Failure {
     match e {
-        CheckpointError::Integrity { blob, detail, .. } if blob == "sg_meta" => {
+        CheckpointError::Integrity { blob, detail, .. } if blob.ends_with("sg_meta") => {
             Failure::runtime(format!("{}: {detail}", file.display()))
         }
         CheckpointError::Storage(inner) => Failure::runtime(format!("{}: {inner}", file.display())),
@@ -100,7 +204,7 @@ pub(crate) fn thread_label(thread: &ThreadId, ns: &Namespace) -> String {
 
 /// Every checkpoint header of `(thread, ns)`, newest first; an unknown thread is an error.
 pub(crate) async fn headers(
-    saver: &SqliteSaver,
+    saver: &dyn Saver,
     file: &Path,
     thread: &ThreadId,
     ns: &Namespace,
@@ -142,7 +246,7 @@ pub(crate) fn resolve(
 
 /// Load checkpoint `id` of `(thread, ns)` with its fields and pending writes.
 pub(crate) async fn load(
-    saver: &SqliteSaver,
+    saver: &dyn Saver,
     thread: &ThreadId,
     ns: &Namespace,
     id: CheckpointId,

@@ -1,6 +1,7 @@
 //! `stategraph`: inspect a stategraph checkpoint file (SQLite) without the graph's Rust types.
 //!
-//! Every command takes the file first; `--json` prints one JSON document for scripts, and
+//! Every command takes the file first (or a `postgres://` URL, with `?schema=NAME` for
+//! another schema than `stategraph`, to inspect a PostgreSQL saver's tables); `--json` prints one JSON document for scripts, and
 //! colour is used only on a terminal (`--color`, `NO_COLOR`). Exit codes: 0 success, 1 a
 //! run-time problem (missing file, unknown thread or checkpoint, corruption found), 2 a usage
 //! error. Messages go to stderr and start with `stategraph: `.
@@ -16,6 +17,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// Inspect a stategraph checkpoint file (SQLite) without the graph's Rust types.
+///
+/// In place of FILE, a postgres:// URL inspects a PostgreSQL saver's tables (add
+/// ?schema=NAME for another schema than stategraph).
 ///
 /// State values are shown as the JSON they are stored as. A checkpoint is named by its
 /// 32-hex-digit id, by at least 6 digits from its start or end that no other checkpoint's id
@@ -57,13 +61,13 @@ pub(crate) enum ColorWhen {
 pub(crate) enum Command {
     /// List the threads of the file with their status and namespaces.
     Threads {
-        /// The checkpoint file.
+        /// The checkpoint file, or a postgres:// URL.
         file: PathBuf,
     },
     /// A thread's checkpoints, newest first, with their branch and what each step wrote;
     /// with --tree, as the tree of its branches.
     History {
-        /// The checkpoint file.
+        /// The checkpoint file, or a postgres:// URL.
         file: PathBuf,
         /// The thread.
         #[arg(long, short = 't')]
@@ -81,7 +85,7 @@ pub(crate) enum Command {
     },
     /// The state at a checkpoint (the newest by default), as JSON, with its header.
     Show {
-        /// The checkpoint file.
+        /// The checkpoint file, or a postgres:// URL.
         file: PathBuf,
         /// The thread.
         #[arg(long, short = 't')]
@@ -102,7 +106,7 @@ pub(crate) enum Command {
     },
     /// What changed between two checkpoints of a thread (A older, B newer).
     Diff {
-        /// The checkpoint file.
+        /// The checkpoint file, or a postgres:// URL.
         file: PathBuf,
         /// The thread.
         #[arg(long, short = 't')]
@@ -125,7 +129,7 @@ pub(crate) enum Command {
     /// thread itself, or with --to in a new thread that gets a copy of the forked branch
     /// (that branch only). The forked branch is not changed.
     Fork {
-        /// The checkpoint file.
+        /// The checkpoint file, or a postgres:// URL.
         file: PathBuf,
         /// The thread to fork.
         #[arg(long, short = 't')]
@@ -149,7 +153,7 @@ pub(crate) enum Command {
     /// Check the file: every blob's hash, every parent link, SQLite's integrity check, and
     /// that every checkpoint loads.
     Verify {
-        /// The checkpoint file.
+        /// The checkpoint file, or a postgres:// URL.
         file: PathBuf,
     },
     /// Go on from what a file that lost committed checkpoints still holds (a damaged or
@@ -161,7 +165,7 @@ pub(crate) enum Command {
     },
     /// Delete a thread's older checkpoints, keeping the newest N of each namespace.
     Prune {
-        /// The checkpoint file.
+        /// The checkpoint file, or a postgres:// URL.
         file: PathBuf,
         /// The thread.
         #[arg(long, short = 't')]
@@ -173,7 +177,7 @@ pub(crate) enum Command {
     /// A thread's runs, newest first: status, reason, times, and whether each left a
     /// delivery receipt.
     Runs {
-        /// The checkpoint file.
+        /// The checkpoint file, or a postgres:// URL.
         file: PathBuf,
         /// The thread.
         #[arg(long, short = 't')]
@@ -200,7 +204,7 @@ pub(crate) enum Command {
     },
     /// One run with its delivery receipt.
     Run {
-        /// The checkpoint file.
+        /// The checkpoint file, or a postgres:// URL.
         file: PathBuf,
         /// The run's id.
         run_id: String,

@@ -6,9 +6,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use stategraph_checkpoints::diff::{diff_values, parts_to_json, StateDiff};
-use stategraph_checkpoints::{
-    Checkpoint, FieldPart, LoadedCheckpoint, Namespace, Saver, SqliteSaver, ThreadId,
-};
+use stategraph_checkpoints::{Checkpoint, FieldPart, LoadedCheckpoint, Namespace, Saver, ThreadId};
 
 use crate::failure::{Failure, Outcome};
 use crate::file::{headers, load, open_read, resolve, state_of, thread_id};
@@ -41,16 +39,16 @@ pub(super) async fn run(
     comparison: Comparison,
     ns: &str,
 ) -> Outcome {
-    let saver = open_read(file)?;
+    let saver = open_read(file).await?;
     let thread = thread_id(thread)?;
     let ns = crate::file::namespace(ns);
-    let list = headers(&saver, file, &thread, &ns).await?;
+    let list = headers(&*saver, file, &thread, &ns).await?;
     let sides = match comparison {
         Comparison::Between(a, b) => {
             let a = resolve(&list, &a, &thread, &ns)?;
             let b = resolve(&list, &b, &thread, &ns)?;
-            let la = load(&saver, &thread, &ns, a).await?;
-            let lb = load(&saver, &thread, &ns, b).await?;
+            let la = load(&*saver, &thread, &ns, a).await?;
+            let lb = load(&*saver, &thread, &ns, b).await?;
             let (sa, sb) = (state_of(&la)?, state_of(&lb)?);
             Sides {
                 from_cp: Some(la.checkpoint),
@@ -61,9 +59,9 @@ pub(super) async fn run(
         }
         Comparison::SinceParent(c) => {
             let c = resolve(&list, &c, &thread, &ns)?;
-            let lc = load(&saver, &thread, &ns, c).await?;
+            let lc = load(&*saver, &thread, &ns, c).await?;
             let to = state_of(&lc)?;
-            let (from_cp, from) = parent_state(&saver, &thread, &ns, &lc, &to, &list).await?;
+            let (from_cp, from) = parent_state(&*saver, &thread, &ns, &lc, &to, &list).await?;
             Sides {
                 from_cp,
                 from,
@@ -125,7 +123,7 @@ fn diff_json(d: &StateDiff) -> Value {
 /// The state of `lc`'s parent: rebuilt from `lc`'s own state when its step only appended
 /// (what `Saver::changes` tells without loading the parent), else loaded.
 async fn parent_state(
-    saver: &SqliteSaver,
+    saver: &dyn Saver,
     thread: &ThreadId,
     ns: &Namespace,
     lc: &LoadedCheckpoint,

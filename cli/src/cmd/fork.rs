@@ -8,12 +8,11 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use stategraph_checkpoints::fork::{EditError, FieldEdit, FieldPath, ForkError, ForkPlan, Retyped};
-use stategraph_checkpoints::inspect;
 use stategraph_checkpoints::shape::Fit;
 use stategraph_checkpoints::{CheckpointId, Namespace, ThreadId};
 
 use crate::failure::{Failure, Outcome};
-use crate::file::{file_error, headers, load, open, resolve, thread_id};
+use crate::file::{headers, load, open, resolve, thread_id};
 use crate::output::{emit, json_text, short, Output};
 
 /// Fork `thread` at `checkpoint` into a new branch (in the new thread `to`, if given), with
@@ -44,13 +43,14 @@ pub(super) async fn run(
             "--to must name a new thread; leave it out to branch inside the forked thread",
         ));
     }
-    let saver = open(file)?;
+    let saver = open(file).await?;
     let root = Namespace::root();
-    let list = headers(&saver, file, &from, &root).await?;
+    let list = headers(&*saver, file, &from, &root).await?;
     let c = resolve(&list, checkpoint, &from, &root)?;
     let taken = to != from
-        && inspect::namespaces(file)
-            .map_err(|e| file_error(file, e))?
+        && saver
+            .namespaces(file)
+            .await?
             .iter()
             .any(|(t, _, _)| t == to.as_str());
     if taken {
@@ -59,7 +59,7 @@ pub(super) async fn run(
             file.display()
         )));
     }
-    let loaded = load(&saver, &from, &root, c).await?;
+    let loaded = load(&*saver, &from, &root, c).await?;
     let shapes = saver.field_shapes(&from, &root).await?;
     let mut plan = ForkPlan::new(&from, loaded, &to).map_err(fork_failure)?;
     for edit in &edits {
@@ -90,7 +90,7 @@ pub(super) async fn run(
             None => warn_retyped(retyped),
         }
     }
-    let written = plan.write(&saver).await;
+    let written = plan.write(&*saver).await;
     saver.close()?;
     let id = written.map_err(fork_failure)?;
     Ok(emit(&report(out, &from, c, &to, id, &edits))?)

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use stategraph_checkpoints::diff::parts_to_json;
 use stategraph_checkpoints::inspect::{short_suffix, short_suffix_len};
 use stategraph_checkpoints::tree::BranchTree;
-use stategraph_checkpoints::{Checkpoint, CheckpointId, FieldPart, Saver, Source, StepChanges};
+use stategraph_checkpoints::{Checkpoint, CheckpointId, FieldPart, Source, StepChanges};
 
 use crate::failure::Outcome;
 use crate::file::{headers, namespace, open_read, thread_id};
@@ -34,10 +34,10 @@ pub(crate) enum Shape {
 
 /// Print the history of `(thread, ns)` in `shape`.
 pub(super) async fn run(out: Output, file: &Path, thread: &str, shape: Shape, ns: &str) -> Outcome {
-    let saver = open_read(file)?;
+    let saver = open_read(file).await?;
     let thread = thread_id(thread)?;
     let ns = namespace(ns);
-    let all = headers(&saver, file, &thread, &ns).await?;
+    let all = headers(&*saver, file, &thread, &ns).await?;
     // Newest first, as the saver lists them.
     let ids: Vec<CheckpointId> = all.iter().map(|c| c.id).collect();
     let len = short_suffix_len(&ids);

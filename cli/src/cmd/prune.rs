@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde_json::json;
-use stategraph_checkpoints::{ListOptions, Namespace, Retention, Saver};
+use stategraph_checkpoints::{ListOptions, Namespace, Retention};
 
 use crate::failure::Outcome;
 use crate::file::{headers, open, thread_id};
@@ -12,10 +12,10 @@ use crate::output::{emit, json_text, Output};
 
 /// Prune `thread` to its newest `keep` checkpoints.
 pub(super) async fn run(out: Output, file: &Path, thread: &str, keep: u64) -> Outcome {
-    let saver = open(file)?;
+    let saver = open(file).await?;
     let thread = thread_id(thread)?;
     let root = Namespace::root();
-    let before = headers(&saver, file, &thread, &root).await?.len();
+    let before = headers(&*saver, file, &thread, &root).await?.len();
     let keep = usize::try_from(keep).unwrap_or(usize::MAX);
     let deleted = saver.prune(&thread, Retention::KeepLast(keep)).await?;
     let left = saver

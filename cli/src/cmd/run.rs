@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::json;
 use stategraph_checkpoints::inspect::format_utc_ms;
-use stategraph_checkpoints::{RunId, Saver};
+use stategraph_checkpoints::RunId;
 
 use crate::failure::{Failure, Outcome};
 use crate::file::open_read;
@@ -14,7 +14,7 @@ use crate::output::{emit, json_text, run_json, Output};
 /// Show run `run_id` of `file`.
 pub(super) async fn run(out: Output, file: &Path, run_id: &str) -> Outcome {
     let run_id = RunId::new(run_id).map_err(|e| Failure::usage(e.to_string()))?;
-    let saver = open_read(file)?;
+    let saver = open_read(file).await?;
     let found = saver.get_run(None, &run_id).await?;
     let receipt = saver.get_receipt(&run_id).await?;
     saver.close()?;

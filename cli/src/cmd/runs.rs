@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use stategraph_checkpoints::inspect::format_utc_ms;
-use stategraph_checkpoints::{RunRecord, Saver};
+use stategraph_checkpoints::RunRecord;
 
 use crate::failure::Outcome;
 use crate::file::{open_read, thread_id};
@@ -22,7 +22,7 @@ struct ListedRun {
 /// List the runs of `thread` in `file`.
 pub(super) async fn run(out: Output, file: &Path, thread: &str) -> Outcome {
     let thread = thread_id(thread)?;
-    let saver = open_read(file)?;
+    let saver = open_read(file).await?;
     let mut listed = Vec::new();
     for run in saver.list_runs(&thread).await? {
         let has_receipt = saver.get_receipt(&run.run_id).await?.is_some();

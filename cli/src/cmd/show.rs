@@ -44,15 +44,15 @@ pub(super) async fn run(
             )));
         }
     }
-    let saver = open_read(file)?;
+    let saver = open_read(file).await?;
     let thread = thread_id(thread)?;
     let ns = crate::file::namespace(ns);
-    let list = headers(&saver, file, &thread, &ns).await?;
+    let list = headers(&*saver, file, &thread, &ns).await?;
     let id = match checkpoint {
         Some(text) => resolve(&list, text, &thread, &ns)?,
         None => list[0].id,
     };
-    let loaded = load(&saver, &thread, &ns, id).await?;
+    let loaded = load(&*saver, &thread, &ns, id).await?;
     saver.close()?;
     let state = state_of(&loaded)?;
     if let Some(v) = picked(&part, &state, &loaded, id)? {

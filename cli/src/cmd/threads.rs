@@ -5,11 +5,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use serde_json::{json, Value};
-use stategraph_checkpoints::inspect::{self, format_utc_ms};
-use stategraph_checkpoints::{Saver, ThreadId, ThreadInfo};
+use stategraph_checkpoints::inspect::format_utc_ms;
+use stategraph_checkpoints::{ThreadId, ThreadInfo};
 
 use crate::failure::Outcome;
-use crate::file::{file_error, ns_name, open_read};
+use crate::file::{ns_name, open_read};
 use crate::output::{emit, json_text, Output, Style};
 
 /// A namespace of a thread with its number of checkpoints.
@@ -22,9 +22,9 @@ struct Space<'a> {
 
 /// List the threads of `file`.
 pub(super) async fn run(out: Output, file: &Path) -> Outcome {
-    let saver = open_read(file)?;
+    let saver = open_read(file).await?;
     let infos = saver.list_threads().await?;
-    let namespaces = inspect::namespaces(file).map_err(|e| file_error(file, e))?;
+    let namespaces = saver.namespaces(file).await?;
     saver.close()?;
     let spaces = |t: &str| -> Vec<Space<'_>> {
         namespaces

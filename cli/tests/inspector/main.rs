@@ -21,6 +21,7 @@ mod errors;
 mod fork;
 mod help;
 mod history;
+mod postgres;
 mod prune;
 mod read_only;
 mod refs;

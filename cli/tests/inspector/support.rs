@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 use serde_json::Value;
-use stategraph::checkpoints::SqliteSaver;
+use stategraph::checkpoints::{Saver, SqliteSaver};
 use stategraph::prelude::*;
 
 #[derive(State, Clone, Default, Debug, PartialEq)]
@@ -51,6 +51,13 @@ fn review_graph() -> CompiledGraph<Review> {
 /// `write` three times (appending to `log`, counting in `count`), then the `review`
 /// subgraph, which asks for approval.
 pub(crate) fn doc_graph(db: &Path) -> CompiledGraph<Doc> {
+    doc_graph_on(Arc::new(
+        SqliteSaver::open(db).expect("open checkpoint file"),
+    ))
+}
+
+/// [`doc_graph`] on any saver.
+pub(crate) fn doc_graph_on(saver: Arc<dyn Saver>) -> CompiledGraph<Doc> {
     StateGraph::<Doc>::new()
         .add_node("write", |s: Arc<Doc>, _c: NodeContext| async move {
             Ok::<_, BoxError>(
@@ -75,9 +82,7 @@ pub(crate) fn doc_graph(db: &Path) -> CompiledGraph<Doc> {
         .add_edge("review", END)
         .compile()
         .expect("doc graph compiles")
-        .with_checkpointer(Arc::new(
-            SqliteSaver::open(db).expect("open checkpoint file"),
-        ))
+        .with_checkpointer(saver)
 }
 
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
@@ -93,8 +98,13 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
 pub(crate) fn fixture() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("threads.db");
+    write_fixture(doc_graph(&db));
+    (dir, db)
+}
+
+/// Run the fixture's threads `main` and `paused` on `g`.
+pub(crate) fn write_fixture(g: CompiledGraph<Doc>) {
     runtime().block_on(async {
-        let g = doc_graph(&db);
         let main = RunConfig::new().thread("main");
         let paused = g
             .invoke(
@@ -119,7 +129,6 @@ pub(crate) fn fixture() -> (tempfile::TempDir, PathBuf) {
             .expect("paused run");
         assert!(waiting.is_interrupted());
     });
-    (dir, db)
 }
 
 /// The inspector binary cargo built for these tests.

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Starts a throwaway PostgreSQL cluster for the real-server tests and the bench, installing
+# the server from the distribution's packages if it is missing. Runs as root (the cluster
+# runs as the `postgres` user), without systemd and with no standard input. Idempotent: a
+# second call reuses the running cluster. Prints the database URL as
+# STATEGRAPH_PG_URL=postgres://... on its last line.
+#
+#   .ci/postgres.sh        start (or reuse) the cluster and print its URL
+#   .ci/postgres.sh stop   stop the cluster (its files stay for the next start)
+#
+# Use it as:  eval "export $(.ci/postgres.sh | tail -n 1)"
+# Settings: STATEGRAPH_PG_PORT (default 54329), STATEGRAPH_PG_DIR (default
+# /tmp/stategraph-pg-<port>), STATEGRAPH_PG_DB (default stategraph).
+set -euo pipefail
+
+port="${STATEGRAPH_PG_PORT:-54329}"
+dir="${STATEGRAPH_PG_DIR:-/tmp/stategraph-pg-$port}"
+db="${STATEGRAPH_PG_DB:-stategraph}"
+data="$dir/data"
+log="$dir/server.log"
+url="postgres://postgres@127.0.0.1:$port/$db"
+
+say() { echo "postgres: $*" >&2; }
+
+# The newest installed server's binaries (Debian keeps them out of PATH).
+find_bin() {
+    local d
+    d="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)"
+    if [ -n "$d" ] && [ -x "$d/postgres" ] && [ -x "$d/initdb" ]; then
+        echo "$d"
+    fi
+}
+
+# Run a command as the postgres user (we are root; without root, as ourselves).
+as_pg() {
+    if [ "$(id -u)" = 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+bin="$(find_bin)"
+
+if [ "${1:-start}" = stop ]; then
+    if [ -n "$bin" ] && [ -f "$data/postmaster.pid" ]; then
+        as_pg "$bin/pg_ctl" -D "$data" -m fast -w stop >&2 || true
+        say "stopped the cluster on port $port"
+    else
+        say "no cluster running in $data"
+    fi
+    exit 0
+fi
+
+if [ -z "$bin" ]; then
+    say "installing the server from the distribution's packages"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq </dev/null >&2
+    apt-get install -y -qq --no-install-recommends postgresql </dev/null >&2
+    bin="$(find_bin)"
+    [ -n "$bin" ] || { say "the postgresql package left no server binaries"; exit 1; }
+fi
+
+if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
+    useradd --system --home-dir "$dir" --shell /usr/sbin/nologin postgres
+fi
+
+ready() { "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -d postgres -U postgres; }
+
+if ! ready; then
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    if [ ! -f "$data/PG_VERSION" ]; then
+        say "creating a cluster in $data"
+        as_pg "$bin/initdb" -D "$data" -U postgres --auth=trust --encoding=UTF8 \
+            --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+            || { cat "$dir/initdb.log" >&2; exit 1; }
+    fi
+    # A stale pid file from a killed server would stop pg_ctl from starting a new one.
+    if [ -f "$data/postmaster.pid" ] && ! as_pg "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+        rm -f "$data/postmaster.pid"
+    fi
+    say "starting the server on 127.0.0.1:$port"
+    # Tests run in parallel, each with its own pool: room for many connections.
+    as_pg "$bin/pg_ctl" -D "$data" -l "$log" -w -t 60 start -o \
+        "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir \
+         -c max_connections=300 -c shared_buffers=128MB -c synchronous_commit=on" >&2 \
+        || { tail -n 20 "$log" >&2; exit 1; }
+fi
+
+for _ in $(seq 1 60); do
+    ready && break
+    sleep 0.5
+done
+ready || { say "the server on port $port does not accept connections"; tail -n 20 "$log" >&2; exit 1; }
+
+if ! "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc \
+    "SELECT 1 FROM pg_database WHERE datname = '$db'" </dev/null | grep -q 1; then
+    "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qc "CREATE DATABASE \"$db\"" </dev/null >&2
+fi
+say "ready: database $db on port $port"
+echo "STATEGRAPH_PG_URL=$url"

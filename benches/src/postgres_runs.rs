@@ -1,0 +1,121 @@
+//! The `chain` and `fanout` workloads on the PostgreSQL saver (`--checkpointer postgres`),
+//! with the keys the SQLite runs print and a Postgres commit floor sampled next to each run.
+
+use super::*;
+
+use crate::chain::{build_chain, fresh_chain_input, ChainState, CHAIN_NODES};
+use crate::postgres_db::{floor_ms, PgDb, PgFloor};
+
+/// Commits of each floor sample taken next to a run.
+const FLOOR_COMMITS: usize = 200;
+
+async fn adjacent(url: &str) -> Result<f64, BoxError> {
+    floor_ms(url, FLOOR_COMMITS, &floor_row()).await
+}
+
+/// `chain` on every checkpointer asked for: the others', then Postgres.
+pub(crate) async fn chain_everywhere(args: &Args) -> Result<(), BoxError> {
+    crate::chain::run_chain(args).await?;
+    run_chain(args).await
+}
+
+/// `fanout` on every checkpointer asked for: the others', then Postgres.
+pub(crate) async fn fanout_everywhere(args: &Args) -> Result<(), BoxError> {
+    crate::run_fanout(args).await?;
+    run_fanout(args).await
+}
+
+/// `chain` on Postgres: one thread carrying its messages, and a thread per invoke.
+pub(crate) async fn run_chain(args: &Args) -> Result<(), BoxError> {
+    let Some(url) = args.pg_url.as_deref() else {
+        return Ok(());
+    };
+    if !args.checkpointers.contains(&Saver::Postgres) {
+        return Ok(());
+    }
+    let invokes = (args.steps / CHAIN_NODES).max(1);
+    let supersteps = invokes * CHAIN_NODES;
+    let engine_steps = invokes * (CHAIN_NODES + 1);
+    let graph = build_chain(CHAIN_NODES)?;
+    for (dname, durability) in &args.durabilities {
+        for thread_mode in ["one_thread", "thread_per_invoke"] {
+            let db = PgDb::open(url, &format!("chain_{dname}_{thread_mode}")).await?;
+            let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
+            let mut tid = "chain-1".to_owned();
+            let mut last = None;
+            let before = adjacent(url).await?;
+            let t0 = Instant::now();
+            for k in 0..invokes {
+                if thread_mode == "thread_per_invoke" {
+                    tid = format!("t-{k}");
+                }
+                let input = if k == 0 || thread_mode == "thread_per_invoke" {
+                    fresh_chain_input()
+                } else {
+                    ChainState::update().messages(Vec::new())
+                };
+                let cfg = RunConfig::new().thread(tid.clone()).durability(*durability);
+                last = Some(g.invoke(input, &cfg).await?.state);
+            }
+            let wall = t0.elapsed().as_secs_f64();
+            let after = adjacent(url).await?;
+            let last = last.ok_or("chain: no invoke ran")?;
+            let commits = db.checkpoint_rows().await?;
+            drop(g);
+            let rec = Record::new()
+                .kv("engine", ENGINE)
+                .kv("workload", "chain")
+                .kv("checkpointer", "postgres")
+                .kv("durability", dname.as_str())
+                .kv("state_mode", thread_mode)
+                .kv("invokes", invokes)
+                .kv("supersteps", supersteps)
+                .kv("engine_supersteps", engine_steps)
+                .kv("final_messages", last.messages.len())
+                .kv("wall_s", round(wall, 6))
+                .kv("per_step_ms", round(wall * 1000.0 / supersteps as f64, 6))
+                .kv(
+                    "per_engine_step_ms",
+                    round(wall * 1000.0 / engine_steps as f64, 6),
+                )
+                .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 6));
+            let rec = PgFloor { before, after }.keys(rec, wall, commits);
+            db.close(rec).await?.kv("peak_rss_mb", peak_rss_mb()).emit();
+        }
+    }
+    Ok(())
+}
+
+/// `fanout` on Postgres: K sends, one thread per repeat.
+pub(crate) async fn run_fanout(args: &Args) -> Result<(), BoxError> {
+    let Some(url) = args.pg_url.as_deref() else {
+        return Ok(());
+    };
+    if !args.checkpointers.contains(&Saver::Postgres) {
+        return Ok(());
+    }
+    let k = args.fanout_k;
+    let graph = build_fanout(args.fanout_waves)?;
+    for (dname, durability) in &args.durabilities {
+        let db = PgDb::open(url, &format!("fanout_{dname}")).await?;
+        let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
+        let before = adjacent(url).await?;
+        let t0 = Instant::now();
+        let times = time_fanout(&g, k, args.repeats, |r| {
+            RunConfig::new()
+                .thread(format!("fan-{r}"))
+                .durability(*durability)
+        })
+        .await?;
+        let wall = t0.elapsed().as_secs_f64();
+        let after = adjacent(url).await?;
+        let commits = db.checkpoint_rows().await?;
+        drop(g);
+        let rec = fan_record("postgres", k, args.fanout_waves, args.repeats, &times)
+            .kv("durability", dname.as_str())
+            .kv("threads", args.repeats);
+        let rec = PgFloor { before, after }.keys(rec, wall, commits);
+        db.close(rec).await?.kv("peak_rss_mb", peak_rss_mb()).emit();
+    }
+    Ok(())
+}

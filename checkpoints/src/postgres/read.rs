@@ -1,0 +1,378 @@
+//! Reads: checkpoint headers, a loaded checkpoint, pending writes, history lists, what a
+//! step changed, and the list of threads.
+
+use std::collections::BTreeMap;
+
+use tokio_postgres::types::Type;
+use tokio_postgres::{GenericClient, Row};
+
+use super::record::{parse_wrote, PartRef};
+use super::resolve::{load_fields, parts, state_of, values};
+use super::sql::{bad_record, col, id_bytes, id_from, task_from, to_u64, Sql};
+use crate::checkpoint::whole_first;
+use crate::{
+    validate_filter_key, Checkpoint, CheckpointError, CheckpointId, Control, ListOptions,
+    LoadedCheckpoint, Namespace, PendingWrite, Source, StepChanges, ThreadId, ThreadInfo,
+    ThreadStatus, WriteKind,
+};
+
+/// The header columns, in the order [`header`] reads them.
+pub(crate) const HEADER: &str = "id, parent, step, source, created_at, control, metadata";
+
+/// A checkpoint header from a row that starts with the [`HEADER`] columns.
+pub(crate) fn header(row: &Row, thread: &str) -> Result<Checkpoint, CheckpointError> {
+    let id = id_from(col::<&[u8]>(row, 0)?, thread, "sg_checkpoints.id")?;
+    let parent = match col::<Option<&[u8]>>(row, 1)? {
+        Some(b) => Some(id_from(b, thread, "sg_checkpoints.parent")?),
+        None => None,
+    };
+    let source = match col::<&str>(row, 3)? {
+        "input" => Source::Input,
+        "loop" => Source::Loop,
+        "update" => Source::Update,
+        "fork" => Source::Fork,
+        other => {
+            return Err(bad_record(
+                thread,
+                id,
+                "sg_checkpoints.source",
+                format!("unknown source {other:?}"),
+            ))
+        }
+    };
+    let control: Control = serde_json::from_str(col::<&str>(row, 5)?)
+        .map_err(|e| bad_record(thread, id, "sg_checkpoints.control", e))?;
+    let metadata: BTreeMap<String, serde_json::Value> = serde_json::from_str(col::<&str>(row, 6)?)
+        .map_err(|e| bad_record(thread, id, "sg_checkpoints.metadata", e))?;
+    Ok(Checkpoint {
+        id,
+        parent,
+        step: col(row, 2)?,
+        source,
+        created_at_ms: to_u64(col(row, 4)?),
+        control,
+        metadata,
+    })
+}
+
+/// The id of the newest checkpoint of `(thread, ns)`.
+pub(crate) async fn head_id(
+    client: &impl GenericClient,
+    sql: &Sql,
+    thread: &ThreadId,
+    ns: &Namespace,
+) -> Result<Option<CheckpointId>, CheckpointError> {
+    let row = sql
+        .query_opt(
+            client,
+            "SELECT head FROM {s}.sg_heads WHERE thread = $1 AND ns = $2",
+            &[(&thread.as_str(), Type::TEXT), (&ns.as_str(), Type::TEXT)],
+            "reading a thread's head",
+        )
+        .await?;
+    match row {
+        Some(r) => Ok(Some(id_from(
+            col(&r, 0)?,
+            thread.as_str(),
+            "sg_heads.head",
+        )?)),
+        None => Ok(None),
+    }
+}
+
+/// A checkpoint's header with its `wrote` record; `None` if it is not stored.
+async fn header_row(
+    client: &impl GenericClient,
+    sql: &Sql,
+    thread: &ThreadId,
+    ns: &Namespace,
+    id: CheckpointId,
+) -> Result<Option<(Checkpoint, String)>, CheckpointError> {
+    let id_b = id_bytes(id);
+    let row = sql
+        .query_opt(
+            client,
+            &format!(
+                "SELECT {HEADER}, wrote FROM {{s}}.sg_checkpoints \
+                 WHERE thread = $1 AND ns = $2 AND id = $3"
+            ),
+            &[
+                (&thread.as_str(), Type::TEXT),
+                (&ns.as_str(), Type::TEXT),
+                (&id_b, Type::BYTEA),
+            ],
+            "reading a checkpoint header",
+        )
+        .await?;
+    match row {
+        Some(r) => Ok(Some((header(&r, thread.as_str())?, col::<String>(&r, 7)?))),
+        None => Ok(None),
+    }
+}
+
+/// The pending writes recorded against a checkpoint, in the order they were recorded.
+pub(crate) async fn pending(
+    client: &impl GenericClient,
+    sql: &Sql,
+    thread: &ThreadId,
+    ns: &Namespace,
+    id: CheckpointId,
+) -> Result<Vec<PendingWrite>, CheckpointError> {
+    let id_b = id_bytes(id);
+    let rows = sql
+        .query(
+            client,
+            "SELECT task, node, kind FROM {s}.sg_writes \
+             WHERE thread = $1 AND ns = $2 AND checkpoint = $3 ORDER BY seq",
+            &[
+                (&thread.as_str(), Type::TEXT),
+                (&ns.as_str(), Type::TEXT),
+                (&id_b, Type::BYTEA),
+            ],
+            "reading pending writes",
+        )
+        .await?;
+    rows.iter()
+        .map(|r| pending_write(r, thread.as_str(), id))
+        .collect()
+}
+
+fn pending_write(
+    row: &Row,
+    thread: &str,
+    id: CheckpointId,
+) -> Result<PendingWrite, CheckpointError> {
+    let kind: WriteKind = serde_json::from_str(col::<&str>(row, 2)?)
+        .map_err(|e| bad_record(thread, id, "sg_writes.kind", e))?;
+    Ok(PendingWrite {
+        task_id: task_from(col(row, 0)?, thread, id)?,
+        node: col(row, 1)?,
+        kind,
+    })
+}
+
+/// [`Saver::get`](crate::Saver::get).
+pub(crate) async fn get(
+    client: &impl GenericClient,
+    sql: &Sql,
+    thread: &ThreadId,
+    ns: &Namespace,
+    id: Option<CheckpointId>,
+) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
+    let not_found = |id| CheckpointError::NotFound {
+        thread: thread.clone(),
+        ns: ns.clone(),
+        id,
+    };
+    let target = match id {
+        Some(id) => id,
+        None => match head_id(client, sql, thread, ns).await? {
+            Some(h) => h,
+            None => return Ok(None),
+        },
+    };
+    let Some((checkpoint, _)) = header_row(client, sql, thread, ns, target).await? else {
+        return Err(not_found(target));
+    };
+    let state = state_of(client, sql, thread, ns, target)
+        .await?
+        .ok_or_else(|| not_found(target))?;
+    let fields = load_fields(client, sql, thread, target, &state).await?;
+    let pending = pending(client, sql, thread, ns, target).await?;
+    Ok(Some(LoadedCheckpoint {
+        checkpoint,
+        fields,
+        pending,
+    }))
+}
+
+/// [`Saver::head`](crate::Saver::head): the newest header with its pending writes.
+pub(crate) async fn head(
+    client: &impl GenericClient,
+    sql: &Sql,
+    thread: &ThreadId,
+    ns: &Namespace,
+) -> Result<Option<crate::Head>, CheckpointError> {
+    let Some(id) = head_id(client, sql, thread, ns).await? else {
+        return Ok(None);
+    };
+    let Some((checkpoint, _)) = header_row(client, sql, thread, ns, id).await? else {
+        return Ok(None);
+    };
+    let pending = pending(client, sql, thread, ns, id).await?;
+    Ok(Some(crate::Head {
+        checkpoint,
+        pending,
+    }))
+}
+
+/// [`Saver::changes`](crate::Saver::changes): from what the checkpoint's put wrote, by field
+/// name; a root (also one whose parent was pruned) reports every field.
+pub(crate) async fn changes(
+    client: &impl GenericClient,
+    sql: &Sql,
+    thread: &ThreadId,
+    ns: &Namespace,
+    id: CheckpointId,
+) -> Result<StepChanges, CheckpointError> {
+    let Some((checkpoint, wrote)) = header_row(client, sql, thread, ns, id).await? else {
+        return Err(CheckpointError::NotFound {
+            thread: thread.clone(),
+            ns: ns.clone(),
+            id,
+        });
+    };
+    let fields = if checkpoint.parent.is_some() {
+        let mut wrote = parse_wrote(&wrote, thread.as_str(), id)?;
+        // By field name, as the SQLite saver reports them (a stable sort: two writes of one
+        // field keep their order).
+        wrote.sort_by(|a, b| a.0.cmp(&b.0));
+        let vals = values(client, sql, thread, id, wrote.iter().map(|(_, p)| p)).await?;
+        wrote
+            .iter()
+            .map(|(f, p)| (f.clone(), parts(std::slice::from_ref::<PartRef>(p), &vals)))
+            .collect()
+    } else {
+        let state = state_of(client, sql, thread, ns, id)
+            .await?
+            .unwrap_or_default();
+        load_fields(client, sql, thread, id, &state)
+            .await?
+            .into_iter()
+            .map(|(f, p)| (f, whole_first(p)))
+            .collect()
+    };
+    Ok(StepChanges {
+        parent: checkpoint.parent,
+        fields,
+        pending: pending(client, sql, thread, ns, id).await?,
+    })
+}
+
+/// [`Saver::list`](crate::Saver::list): newest first; the metadata filter is applied here,
+/// exactly (JSON values compared as serde_json compares them).
+pub(crate) async fn list(
+    client: &impl GenericClient,
+    sql: &Sql,
+    thread: &ThreadId,
+    ns: &Namespace,
+    options: ListOptions,
+) -> Result<Vec<Checkpoint>, CheckpointError> {
+    for key in options.filter.keys() {
+        validate_filter_key(key)?;
+    }
+    let before = options.before.map(id_bytes);
+    let limit: Option<i64> = if options.filter.is_empty() {
+        options.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+    } else {
+        None
+    };
+    let rows = sql
+        .query(
+            client,
+            &format!(
+                "SELECT {HEADER} FROM {{s}}.sg_checkpoints \
+                 WHERE thread = $1 AND ns = $2 AND ($3::bytea IS NULL OR id < $3) \
+                 ORDER BY id DESC LIMIT $4"
+            ),
+            &[
+                (&thread.as_str(), Type::TEXT),
+                (&ns.as_str(), Type::TEXT),
+                (&before, Type::BYTEA),
+                (&limit, Type::INT8),
+            ],
+            "listing checkpoints",
+        )
+        .await?;
+    let mut out = Vec::new();
+    for row in &rows {
+        if out.len() >= options.limit.unwrap_or(usize::MAX) {
+            break;
+        }
+        let cp = header(row, thread.as_str())?;
+        if matches_filter(&cp, &options.filter) {
+            out.push(cp);
+        }
+    }
+    Ok(out)
+}
+
+fn matches_filter(cp: &Checkpoint, filter: &BTreeMap<String, serde_json::Value>) -> bool {
+    filter.iter().all(|(k, v)| match k.as_str() {
+        "source" => v.as_str() == Some(cp.source.as_str()),
+        "step" => v.as_i64() == Some(cp.step),
+        _ => cp.metadata.get(k) == Some(v),
+    })
+}
+
+/// [`Saver::list_threads`](crate::Saver::list_threads): threads with root-namespace
+/// checkpoints, by thread id.
+pub(crate) async fn list_threads(
+    client: &impl GenericClient,
+    sql: &Sql,
+) -> Result<Vec<ThreadInfo>, CheckpointError> {
+    let rows = sql
+        .query(
+            client,
+            &format!(
+                "SELECT {HEADER}, h.thread, \
+                   (SELECT count(*) FROM {{s}}.sg_checkpoints n \
+                    WHERE n.thread = h.thread AND n.ns = '') \
+                 FROM {{s}}.sg_heads h JOIN {{s}}.sg_checkpoints c \
+                   ON c.thread = h.thread AND c.ns = h.ns AND c.id = h.head \
+                 WHERE h.ns = ''"
+            ),
+            &[],
+            "listing threads",
+        )
+        .await?;
+    let writes = sql
+        .query(
+            client,
+            "SELECT w.task, w.node, w.kind, w.thread FROM {s}.sg_writes w \
+             JOIN {s}.sg_heads h ON w.thread = h.thread AND w.ns = h.ns AND w.checkpoint = h.head \
+             WHERE h.ns = '' ORDER BY w.seq",
+            &[],
+            "reading the heads' pending writes",
+        )
+        .await?;
+    let mut pending: BTreeMap<String, Vec<&Row>> = BTreeMap::new();
+    for w in &writes {
+        pending.entry(col(w, 3)?).or_default().push(w);
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let name: String = col(row, 7)?;
+        // A name that is not a valid thread id (only an edit of the tables makes one) is
+        // left out rather than failing the whole list.
+        let Ok(thread) = ThreadId::new(name.clone()) else {
+            continue;
+        };
+        let checkpoint = header(row, &name)?;
+        let count: i64 = col(row, 8)?;
+        let writes = pending
+            .get(&name)
+            .map(|ws| {
+                ws.iter()
+                    .map(|w| pending_write(w, &name, checkpoint.id))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?
+            .unwrap_or_default();
+        let (last_step, updated_at_ms) = (checkpoint.step, checkpoint.created_at_ms);
+        let loaded = LoadedCheckpoint {
+            checkpoint,
+            fields: BTreeMap::new(),
+            pending: writes,
+        };
+        out.push(ThreadInfo {
+            thread,
+            checkpoints: usize::try_from(count).unwrap_or(0),
+            last_step,
+            status: ThreadStatus::of(&loaded),
+            updated_at_ms,
+        });
+    }
+    out.sort_by(|a, b| a.thread.cmp(&b.thread));
+    Ok(out)
+}

@@ -1,0 +1,175 @@
+//! The PostgreSQL tables (format version 1), created and migrated by the saver inside one
+//! transaction under an advisory lock, so concurrent openers create them once.
+
+use tokio_postgres::types::Type;
+use tokio_postgres::Client;
+
+use super::sql::{col, PgResult, Sql};
+use crate::CheckpointError;
+
+/// The newest format of the PostgreSQL tables this build reads, and the one it gives a new
+/// schema. A schema recorded with a newer one is refused untouched.
+pub const POSTGRES_FORMAT_VERSION: u32 = 1;
+
+/// The tables of format 1. See `docs/design.md` ("PostgreSQL tables") for each column.
+const TABLES: &str = "
+CREATE TABLE IF NOT EXISTS {s}.sg_meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.sg_heads (
+    thread text  NOT NULL,
+    ns     text  NOT NULL,
+    head   bytea NOT NULL,
+    PRIMARY KEY (thread, ns)
+);
+CREATE TABLE IF NOT EXISTS {s}.sg_checkpoints (
+    thread     text    NOT NULL,
+    ns         text    NOT NULL,
+    id         bytea   NOT NULL,
+    parent     bytea,
+    step       bigint  NOT NULL,
+    source     text    NOT NULL,
+    created_at bigint  NOT NULL,
+    control    text    NOT NULL,
+    metadata   text    NOT NULL,
+    wrote      text    NOT NULL,
+    base       text,
+    since_base integer NOT NULL,
+    refs       bytea[] NOT NULL,
+    PRIMARY KEY (thread, ns, id)
+);
+CREATE INDEX IF NOT EXISTS sg_checkpoints_refs ON {s}.sg_checkpoints USING gin (refs);
+CREATE TABLE IF NOT EXISTS {s}.sg_values (
+    hash bytea PRIMARY KEY,
+    data bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.sg_writes (
+    seq        bigserial PRIMARY KEY,
+    thread     text    NOT NULL,
+    ns         text    NOT NULL,
+    checkpoint bytea   NOT NULL,
+    task       bytea   NOT NULL,
+    idx        integer NOT NULL,
+    node       text    NOT NULL,
+    kind       text    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sg_writes_by_checkpoint ON {s}.sg_writes (thread, ns, checkpoint, seq);
+CREATE TABLE IF NOT EXISTS {s}.sg_runs (
+    run_id     text   PRIMARY KEY,
+    thread     text   NOT NULL,
+    created_at bigint NOT NULL,
+    record     text   NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sg_runs_by_thread ON {s}.sg_runs (thread, created_at, run_id);
+CREATE TABLE IF NOT EXISTS {s}.sg_receipts (
+    run_id  text PRIMARY KEY,
+    receipt text NOT NULL
+);
+";
+
+/// Create the schema and its tables if missing, and check the recorded format version, in
+/// one transaction that first takes the schema's advisory lock: of several processes opening
+/// a new schema at once, one creates it and the others find it made. The schema's format.
+///
+/// # Errors
+/// [`CheckpointError::UnsupportedFormatVersion`] for a newer format (nothing is written);
+/// [`CheckpointError::Integrity`] naming `sg_meta` for an unreadable format record; storage
+/// errors.
+pub(crate) async fn init(
+    client: &mut Client,
+    sql: &Sql,
+    create: bool,
+) -> Result<u32, CheckpointError> {
+    let tx = client
+        .transaction()
+        .await
+        .during("beginning the schema transaction")?;
+    tx.query_typed(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[(&sql.schema_lock_key(), Type::INT8)],
+    )
+    .await
+    .during("locking the schema against other openers")?;
+    let found = format_of(&tx, sql).await?;
+    if found.is_none() && !create {
+        return Err(CheckpointError::Integrity {
+            thread: "-".to_owned(),
+            checkpoint: "-".to_owned(),
+            blob: format!("{}.sg_meta", sql.schema()),
+            detail: format!(
+                "no stategraph tables in schema {} (nothing was created)",
+                sql.schema()
+            ),
+        });
+    }
+    if let Some(found) = found {
+        if found > POSTGRES_FORMAT_VERSION {
+            return Err(CheckpointError::UnsupportedFormatVersion {
+                found,
+                supported: POSTGRES_FORMAT_VERSION,
+            });
+        }
+    }
+    tx.batch_execute(&sql.text("CREATE SCHEMA IF NOT EXISTS {s};"))
+        .await
+        .during("creating the schema")?;
+    tx.batch_execute(&sql.text(TABLES))
+        .await
+        .during("creating the tables")?;
+    if found.is_none() {
+        tx.query_typed(
+            &sql.text("INSERT INTO {s}.sg_meta(key, value) VALUES ('format_version', $1)"),
+            &[(&POSTGRES_FORMAT_VERSION.to_string(), Type::TEXT)],
+        )
+        .await
+        .during("recording the format version")?;
+    }
+    tx.commit().await.during("committing the schema")?;
+    Ok(found.unwrap_or(POSTGRES_FORMAT_VERSION))
+}
+
+/// The schema's recorded format version: `None` when it has no `sg_meta` table yet.
+async fn format_of(
+    tx: &tokio_postgres::Transaction<'_>,
+    sql: &Sql,
+) -> Result<Option<u32>, CheckpointError> {
+    let table = format!("\"{}\".sg_meta", sql.schema());
+    let exists = tx
+        .query_typed(
+            "SELECT to_regclass($1) IS NOT NULL",
+            &[(&table, Type::TEXT)],
+        )
+        .await
+        .during("looking for the format table")?;
+    let exists: bool = match exists.first() {
+        Some(row) => col(row, 0)?,
+        None => false,
+    };
+    if !exists {
+        return Ok(None);
+    }
+    let rows = tx
+        .query_typed(
+            &sql.text("SELECT value FROM {s}.sg_meta WHERE key = 'format_version'"),
+            &[],
+        )
+        .await
+        .during("reading the format version")?;
+    let bad = |detail: String| CheckpointError::Integrity {
+        thread: "-".to_owned(),
+        checkpoint: "-".to_owned(),
+        blob: format!("{}.sg_meta", sql.schema()),
+        detail,
+    };
+    let Some(row) = rows.first() else {
+        return Err(bad("the format record format_version is missing".to_owned()));
+    };
+    let text: String = col(row, 0)?;
+    match text.parse::<u32>() {
+        Ok(v) if v >= 1 => Ok(Some(v)),
+        _ => Err(bad(format!(
+            "the format record format_version is unreadable: {text:?}"
+        ))),
+    }
+}

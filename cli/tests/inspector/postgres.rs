@@ -1,0 +1,240 @@
+//! The inspector on a PostgreSQL saver's tables: a `postgres://` URL (with `?schema=NAME`) in
+//! place of the file. The same fixture threads are written to a file and to a schema, and
+//! every read command answers the same on both; `prune` and `fork` write through the URL;
+//! `verify` finds a damaged value. Without `STATEGRAPH_PG_URL` each test says how to start
+//! the server and skips (it fails under `CI=true`).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use stategraph::checkpoints::{PostgresOptions, PostgresSaver};
+
+use crate::support::{doc_graph_on, fixture, p, runtime, sg, write_fixture};
+
+fn url() -> Option<String> {
+    match std::env::var("STATEGRAPH_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            let how =
+                "start a throwaway server with: eval \"export $(.ci/postgres.sh | tail -n 1)\"";
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("STATEGRAPH_PG_URL is not set and CI=true: {how}");
+            }
+            eprintln!("skipped: STATEGRAPH_PG_URL is not set; {how}");
+            None
+        }
+    }
+}
+
+/// A schema with the fixture's threads; dropped when the guard goes.
+struct Schema {
+    saver: PostgresSaver,
+    url: String,
+}
+
+impl Schema {
+    fn new(base: &str, name: &str) -> Self {
+        let schema = format!("cli_{name}_{}", std::process::id());
+        let saver = runtime().block_on(async {
+            let options = PostgresOptions {
+                schema: schema.clone(),
+                pool_size: 2,
+                ..PostgresOptions::default()
+            };
+            let saver = PostgresSaver::connect_with(base, options)
+                .await
+                .expect("connect");
+            saver.drop_schema().await.expect("drop an old schema");
+            let options = PostgresOptions {
+                schema: schema.clone(),
+                pool_size: 2,
+                ..PostgresOptions::default()
+            };
+            PostgresSaver::connect_with(base, options)
+                .await
+                .expect("connect")
+        });
+        write_fixture(doc_graph_on(Arc::new(saver.clone())));
+        Schema {
+            saver,
+            url: format!("{base}?schema={schema}"),
+        }
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let saver = self.saver.clone();
+        let _ = std::thread::spawn(move || runtime().block_on(saver.drop_schema())).join();
+    }
+}
+
+/// `v` without what differs between two runs of the same graph (ids, times, parents), and
+/// with a step's first items of a list shown alike: the file reports them as the list
+/// replaced by those items, the database as those items appended to nothing.
+fn without_ids(v: &Value) -> Value {
+    if let (Some("replaced"), Some(Value::Array(items))) = (v["kind"].as_str(), v.get("value")) {
+        return serde_json::json!({ "field": v["field"], "items": items });
+    }
+    if let (Some("appended"), Some(items)) = (v["kind"].as_str(), v.get("values")) {
+        return serde_json::json!({ "field": v["field"], "items": items });
+    }
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| {
+                    !matches!(
+                        k.as_str(),
+                        "id" | "parent"
+                            | "checkpoint"
+                            | "created_at"
+                            | "updated_at"
+                            | "short"
+                            | "created_at_ms"
+                            | "updated_at_ms"
+                            | "file"
+                            | "anchor"
+                            | "from"
+                            | "to"
+                    )
+                })
+                .map(|(k, v)| (k.clone(), without_ids(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_ids).collect()),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn read_commands_answer_the_same_on_a_database_as_on_a_file() {
+    let Some(base) = url() else { return };
+    let (_dir, db) = fixture();
+    let schema = Schema::new(&base, "same");
+    for args in [
+        vec!["threads"],
+        vec!["history", "-t", "main"],
+        vec!["history", "-t", "paused"],
+        vec!["show", "-t", "main"],
+        vec!["show", "-t", "main", "-c", "step:1"],
+        vec!["show", "-t", "paused", "--field", "log"],
+        vec!["diff", "-t", "main", "step:0", "step:2"],
+        vec!["runs", "-t", "main"],
+    ] {
+        let on = |target: &str| {
+            let mut all = vec![args[0], target];
+            all.extend(&args[1..]);
+            all.push("--json");
+            sg(&all).ok().json()
+        };
+        let (file, database) = (on(p(&db)), on(&schema.url));
+        assert_eq!(
+            without_ids(&file),
+            without_ids(&database),
+            "{args:?} differs between a file and a database"
+        );
+    }
+}
+
+#[test]
+fn prune_and_fork_write_through_the_url() {
+    let Some(base) = url() else { return };
+    let schema = Schema::new(&base, "write");
+    let before = sg(&["history", &schema.url, "-t", "main", "--json"])
+        .ok()
+        .json();
+    let n = before.as_array().map_or(0, Vec::len);
+    assert!(n > 3, "{before}");
+    let pruned = sg(&["prune", &schema.url, "-t", "main", "--keep", "2", "--json"])
+        .ok()
+        .json();
+    assert_eq!(pruned["kept"], 2);
+    assert_eq!(
+        pruned["deleted"].as_u64(),
+        Some(n as u64 - 2 + count_sub(&schema))
+    );
+    let after = sg(&["history", &schema.url, "-t", "main", "--json"])
+        .ok()
+        .json();
+    assert_eq!(after.as_array().map_or(0, Vec::len), 2);
+    sg(&[
+        "fork",
+        &schema.url,
+        "-t",
+        "paused",
+        "-c",
+        "step:1",
+        "--to",
+        "copy",
+        "--set",
+        "/count=41",
+    ])
+    .ok();
+    let copy = sg(&["show", &schema.url, "-t", "copy", "--json"])
+        .ok()
+        .json();
+    assert_eq!(copy["state"]["count"], 41, "{copy}");
+    // A schema that does not exist is an error, and is not created.
+    let missing = format!("{base}?schema=cli_no_such_schema");
+    let ran = sg(&["threads", &missing]).fails(1);
+    assert!(
+        ran.stderr.contains("no stategraph tables"),
+        "{}",
+        ran.stderr
+    );
+}
+
+/// Checkpoints of `main` outside its root namespace (prune counts every namespace).
+fn count_sub(schema: &Schema) -> u64 {
+    let threads = sg(&["threads", &schema.url, "--json"]).ok().json();
+    let main = threads
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["thread"] == "main"))
+        .cloned()
+        .unwrap_or_default();
+    main["namespaces"]
+        .as_array()
+        .map(|ns| {
+            ns.iter()
+                .filter(|n| n["ns"] != "(root)")
+                .map(|n| n["checkpoints"].as_u64().unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn verify_passes_a_sound_schema_and_names_a_damaged_value() {
+    let Some(base) = url() else { return };
+    let schema = Schema::new(&base, "verify");
+    let ok = sg(&["verify", &schema.url, "--json"]).ok().json();
+    assert_eq!(ok["ok"], true, "{ok}");
+    assert!(ok["counts"]["loaded"].as_u64().unwrap_or(0) > 5, "{ok}");
+    let name = schema.saver.schema().to_owned();
+    runtime().block_on(async {
+        let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!(
+                "UPDATE \"{name}\".sg_values SET data = set_byte(data, 5, get_byte(data, 5) # 1) \
+                 WHERE hash = (SELECT hash FROM \"{name}\".sg_values ORDER BY length(data) DESC LIMIT 1)"
+            ))
+            .await
+            .expect("damage a value");
+    });
+    let bad = sg(&["verify", &schema.url, "--json"]).fails(1);
+    let report = bad.json();
+    assert_eq!(report["ok"], false);
+    let problems = report["problems"].as_array().cloned().unwrap_or_default();
+    assert!(
+        problems.iter().any(|p| p["table"] == "sg_values"
+            && p["detail"].as_str().is_some_and(|d| d.contains("hash"))),
+        "{report}"
+    );
+    assert!(
+        problems.iter().any(|p| p["table"] == "sg_checkpoints"),
+        "the checkpoints that refer to it fail to load: {report}"
+    );
+}

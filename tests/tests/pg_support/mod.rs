@@ -1,0 +1,109 @@
+//! The PostgreSQL server the Postgres tests run against: its URL from `STATEGRAPH_PG_URL`
+//! (printed by `.ci/postgres.sh`), and a throwaway schema per test, dropped after it.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use stategraph_checkpoints::{CheckpointError, PostgresOptions, PostgresSaver};
+
+/// How to start the server, as the skip and failure messages say it.
+pub const HOW_TO_START: &str =
+    "start a throwaway server with: eval \"export $(.ci/postgres.sh | tail -n 1)\"";
+
+/// The server's URL; `None` (after saying how to start one) when `STATEGRAPH_PG_URL` is
+/// unset. Under `CI=true` a missing server fails the test instead of skipping it.
+pub fn url() -> Option<String> {
+    match std::env::var("STATEGRAPH_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("STATEGRAPH_PG_URL is not set and CI=true: {HOW_TO_START}");
+            }
+            eprintln!("skipped: STATEGRAPH_PG_URL is not set; {HOW_TO_START}");
+            None
+        }
+    }
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A schema name no other test (or test process) uses.
+pub fn unique_schema(prefix: &str) -> String {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut name = format!("{prefix}_{}_{n}_{nanos}", std::process::id());
+    name.truncate(63);
+    name
+}
+
+/// Drops its schema when dropped (also when the test fails).
+#[derive(Debug)]
+pub struct SchemaGuard {
+    pub url: String,
+    pub schema: String,
+}
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        let (url, schema) = (self.url.clone(), self.schema.clone());
+        // A thread of its own: the test's runtime may be shutting down.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok((client, conn)) =
+                    tokio_postgres::connect(&url, tokio_postgres::NoTls).await
+                {
+                    tokio::spawn(conn);
+                    let _ = client
+                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// A saver on a fresh schema of its own, with the guard that drops it.
+pub async fn fresh_with(
+    url: &str,
+    prefix: &str,
+    options: PostgresOptions,
+) -> Result<(PostgresSaver, SchemaGuard), CheckpointError> {
+    let schema = unique_schema(prefix);
+    let guard = SchemaGuard {
+        url: url.to_owned(),
+        schema: schema.clone(),
+    };
+    let mut options = options;
+    options.schema = schema;
+    let saver = PostgresSaver::connect_with(url, options).await?;
+    Ok((saver, guard))
+}
+
+/// A saver on a fresh schema with default options (a small pool: tests run in parallel).
+pub async fn fresh(
+    url: &str,
+    prefix: &str,
+) -> Result<(PostgresSaver, SchemaGuard), CheckpointError> {
+    let options = PostgresOptions {
+        pool_size: 4,
+        ..PostgresOptions::default()
+    };
+    fresh_with(url, prefix, options).await
+}
+
+/// A plain connection for looking at (or damaging) the tables directly.
+pub async fn raw(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(conn);
+    Ok(client)
+}
