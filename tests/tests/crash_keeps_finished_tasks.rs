@@ -1,9 +1,11 @@
 //! Per-task durability of writes: a step of 100 parallel tasks is SIGKILLed while it runs;
 //! each task that had finished had its writes recorded as it finished, so the resumed step
 //! runs only the tasks without recorded writes, and the final state holds every task's result
-//! exactly once. The child process is this test binary running
-//! [`fan_out_child_runs_until_killed`].
+//! exactly once. On a SQLite file and on PostgreSQL (`STATEGRAPH_PG_URL`, a schema per test).
+//! The child process is this test binary running [`fan_out_child_runs_until_killed`].
 #![allow(clippy::expect_used)]
+
+mod pg_support;
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -12,7 +14,9 @@ use std::process::{Child, Command as Process, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stategraph::checkpoints::{Namespace, SqliteSaver, ThreadId, WriteKind};
+use stategraph::checkpoints::{
+    Namespace, PostgresOptions, PostgresSaver, Saver, SqliteSaver, ThreadId, WriteKind,
+};
 use stategraph::prelude::*;
 use stategraph::{CompiledGraph, Durability, Input, SendTo};
 
@@ -58,6 +62,59 @@ fn graph(ledger: PathBuf) -> Result<CompiledGraph<Fan>, stategraph::CompileError
         .compile()
 }
 
+/// Where the thread is stored: a SQLite file, or a schema of a PostgreSQL database.
+#[derive(Debug, Clone)]
+enum Store {
+    File(PathBuf),
+    Postgres { url: String, schema: String },
+}
+
+impl Store {
+    /// The child's environment naming this store.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Store::File(db) => vec![("STATEGRAPH_FAN_CHILD_DB", db.display().to_string())],
+            Store::Postgres { url, schema } => vec![
+                ("STATEGRAPH_FAN_CHILD_PG_URL", url.clone()),
+                ("STATEGRAPH_FAN_CHILD_PG_SCHEMA", schema.clone()),
+            ],
+        }
+    }
+
+    /// The store the child's environment names.
+    fn from_env() -> Option<Store> {
+        if let Ok(db) = std::env::var("STATEGRAPH_FAN_CHILD_DB") {
+            return Some(Store::File(PathBuf::from(db)));
+        }
+        let url = std::env::var("STATEGRAPH_FAN_CHILD_PG_URL").ok()?;
+        let schema = std::env::var("STATEGRAPH_FAN_CHILD_PG_SCHEMA").ok()?;
+        Some(Store::Postgres { url, schema })
+    }
+
+    /// Open it: read-only for a file that is only looked at.
+    async fn open(&self, read_only: bool) -> Option<Arc<dyn Saver>> {
+        match self {
+            Store::File(db) if read_only => {
+                if !db.exists() {
+                    return None;
+                }
+                Some(Arc::new(SqliteSaver::open_read_only(db).ok()?))
+            }
+            Store::File(db) => Some(Arc::new(SqliteSaver::open(db).ok()?)),
+            Store::Postgres { url, schema } => {
+                let options = PostgresOptions {
+                    schema: schema.clone(),
+                    pool_size: 2,
+                    ..PostgresOptions::default()
+                };
+                Some(Arc::new(
+                    PostgresSaver::connect_with(url, options).await.ok()?,
+                ))
+            }
+        }
+    }
+}
+
 fn durability(name: &str) -> Durability {
     match name {
         "async" => Durability::Async,
@@ -71,8 +128,8 @@ fn durability(name: &str) -> Durability {
 #[test]
 #[ignore = "the child process of per_task_writes_survive_a_kill_in_the_middle_of_a_step"]
 fn fan_out_child_runs_until_killed() {
-    let (Ok(db), Ok(ledger), Ok(mode), Ok(dur)) = (
-        std::env::var("STATEGRAPH_FAN_CHILD_DB"),
+    let (Some(store), Ok(ledger), Ok(mode), Ok(dur)) = (
+        Store::from_env(),
         std::env::var("STATEGRAPH_FAN_CHILD_LEDGER"),
         std::env::var("STATEGRAPH_FAN_CHILD_MODE"),
         std::env::var("STATEGRAPH_FAN_CHILD_DURABILITY"),
@@ -85,23 +142,21 @@ fn fan_out_child_runs_until_killed() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let saver = SqliteSaver::open(&db).expect("open the checkpoint file");
+        let saver = store.open(false).await.expect("open the store");
         let g = graph(PathBuf::from(ledger))
             .expect("graph compiles")
-            .with_checkpointer(Arc::new(saver.clone()));
+            .with_checkpointer(saver);
         let config = RunConfig::new().thread(THREAD).durability(durability(&dur));
         let input = match mode.as_str() {
             "start" => Input::from(Fan::update().width(WIDTH)),
             _ => Input::Continue,
         };
         g.invoke(input, &config).await.expect("the run finishes");
-        drop(g);
-        saver.close().expect("close the checkpoint file");
     });
     println!("child done");
 }
 
-fn child(db: &Path, ledger: &Path, mode: &str, durability: &str) -> Child {
+fn child(store: &Store, ledger: &Path, mode: &str, durability: &str) -> Child {
     Process::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
@@ -111,7 +166,7 @@ fn child(db: &Path, ledger: &Path, mode: &str, durability: &str) -> Child {
             "--test-threads",
             "1",
         ])
-        .env("STATEGRAPH_FAN_CHILD_DB", db)
+        .envs(store.env())
         .env("STATEGRAPH_FAN_CHILD_LEDGER", ledger)
         .env("STATEGRAPH_FAN_CHILD_MODE", mode)
         .env("STATEGRAPH_FAN_CHILD_DURABILITY", durability)
@@ -124,22 +179,22 @@ fn child(db: &Path, ledger: &Path, mode: &str, durability: &str) -> Child {
 
 /// How many tasks have recorded an output against the thread's head checkpoint, read by
 /// another process while the child writes (`None` before the thread has one).
-fn recorded_outputs(db: &Path) -> Option<usize> {
-    if !db.exists() {
-        return None;
-    }
-    let saver = SqliteSaver::open_read_only(db).ok()?;
-    let rt = tokio::runtime::Builder::new_current_thread().build().ok()?;
+fn recorded_outputs(store: &Store) -> Option<usize> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
     let thread = ThreadId::new(THREAD).ok()?;
-    let head = rt
-        .block_on(saver.head(&thread, &Namespace::root()))
-        .ok()??;
-    Some(
-        head.pending
-            .iter()
-            .filter(|w| matches!(w.kind, WriteKind::Output(_)))
-            .count(),
-    )
+    rt.block_on(async {
+        let saver = store.open(true).await?;
+        let head = saver.head(&thread, &Namespace::root()).await.ok()??;
+        Some(
+            head.pending
+                .iter()
+                .filter(|w| matches!(w.kind, WriteKind::Output(_)))
+                .count(),
+        )
+    })
 }
 
 /// The task numbers a ledger noted, in order.
@@ -151,18 +206,17 @@ fn ledger_lines(ledger: &Path) -> Vec<u64> {
         .collect()
 }
 
-fn kill_mid_step_and_resume(durability: &str) {
+fn kill_mid_step_and_resume(store: &Store, durability: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("fan.db");
     let (first, second) = (dir.path().join("first"), dir.path().join("second"));
 
-    let mut running = child(&db, &first, "start", durability);
+    let mut running = child(store, &first, "start", durability);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = running.try_wait().expect("poll the child") {
             panic!("the child ended ({status}) before it was killed");
         }
-        if recorded_outputs(&db).is_some_and(|n| n >= KILL_AT) {
+        if recorded_outputs(store).is_some_and(|n| n >= KILL_AT) {
             break;
         }
         assert!(Instant::now() < deadline, "no task recorded its writes");
@@ -171,7 +225,7 @@ fn kill_mid_step_and_resume(durability: &str) {
     running.kill().expect("SIGKILL the child");
     running.wait().expect("reap the child");
 
-    let recorded = recorded_outputs(&db).expect("the thread's head after the kill");
+    let recorded = recorded_outputs(store).expect("the thread's head after the kill");
     let started = ledger_lines(&first);
     assert!(
         (KILL_AT..WIDTH as usize).contains(&recorded),
@@ -179,7 +233,7 @@ fn kill_mid_step_and_resume(durability: &str) {
     );
     assert!(started.len() >= recorded, "more recorded than started");
 
-    let out = child(&db, &second, "resume", durability)
+    let out = child(store, &second, "resume", durability)
         .wait_with_output()
         .expect("run the resuming child");
     assert!(
@@ -200,11 +254,11 @@ fn kill_mid_step_and_resume(durability: &str) {
         "a task ran twice on resume"
     );
 
-    let saver = SqliteSaver::open_read_only(&db).expect("open the file");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let saver = rt.block_on(store.open(true)).expect("open the store");
     let g = graph(dir.path().join("unused"))
         .expect("graph compiles")
-        .with_checkpointer(Arc::new(saver));
+        .with_checkpointer(saver);
     let state = rt
         .block_on(g.get_state(THREAD, None))
         .expect("read the final state")
@@ -216,12 +270,39 @@ fn kill_mid_step_and_resume(durability: &str) {
     assert!(state.next.is_empty(), "the thread finished");
 }
 
+fn on_a_file(durability: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    kill_mid_step_and_resume(&Store::File(dir.path().join("fan.db")), durability);
+}
+
+fn on_postgres(durability: &str) {
+    let Some(url) = pg_support::url() else {
+        return;
+    };
+    let schema = pg_support::unique_schema("fan_kill");
+    let _guard = pg_support::SchemaGuard {
+        url: url.clone(),
+        schema: schema.clone(),
+    };
+    kill_mid_step_and_resume(&Store::Postgres { url, schema }, durability);
+}
+
 #[test]
 fn per_task_writes_survive_a_kill_in_the_middle_of_a_step_under_sync() {
-    kill_mid_step_and_resume("sync");
+    on_a_file("sync");
 }
 
 #[test]
 fn per_task_writes_survive_a_kill_in_the_middle_of_a_step_under_async() {
-    kill_mid_step_and_resume("async");
+    on_a_file("async");
+}
+
+#[test]
+fn per_task_writes_survive_a_kill_in_the_middle_of_a_step_on_postgres_under_sync() {
+    on_postgres("sync");
+}
+
+#[test]
+fn per_task_writes_survive_a_kill_in_the_middle_of_a_step_on_postgres_under_async() {
+    on_postgres("async");
 }
