@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::sql::SqlResult;
+use super::sql::{is_busy_sqlite, retry_busy, SqlResult};
 use crate::{CheckpointError, StorageError};
 
 /// The newest file format version this build reads, and the one it gives a new file.
@@ -183,8 +183,14 @@ pub(crate) fn connect(path: &Path, options: &SqliteOptions) -> Result<Connection
     // Before anything writes (the journal mode is written into the file): another
     // application's database is refused untouched.
     format_of(&conn, path)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .during("setting the WAL journal mode")?;
+    // Several processes opening a new file at once: SQLite answers a journal-mode change
+    // that would wait on another connection's lock with "database is locked" at once,
+    // without its busy handler (waiting there could deadlock), so it is tried again here.
+    retry_busy(
+        || conn.pragma_update(None, "journal_mode", "WAL"),
+        is_busy_sqlite,
+    )
+    .during("setting the WAL journal mode")?;
     conn.pragma_update(None, "synchronous", options.synchronous.as_str())
         .during("setting the sync mode")?;
     conn.pragma_update(None, "foreign_keys", "OFF")
