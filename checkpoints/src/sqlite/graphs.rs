@@ -17,30 +17,31 @@ pub(crate) fn put_graph(
     thread: &ThreadId,
     shape: &GraphShape,
 ) -> Result<(), CheckpointError> {
-    let key = shape.key();
+    let canonical = shape.canonical();
+    let key = blake3::hash(&canonical).to_hex().to_string();
     if memory.graphs.get(thread.as_str()) == Some(&key) {
         return Ok(());
     }
+    // Cached statements: a run on a new thread (one per invoke, say) comes here each time.
     let last: Option<String> = conn
-        .query_row(
+        .prepare_cached(
             "SELECT hash FROM sg_thread_graphs WHERE thread = ?1 \
              ORDER BY since_seq DESC LIMIT 1",
-            params![thread.as_str()],
-            |r| r.get(0),
         )
-        .optional()
+        .and_then(|mut st| {
+            st.query_row(params![thread.as_str()], |r| r.get(0))
+                .optional()
+        })
         .during("reading the thread's graph")?;
     if last.as_deref() != Some(key.as_str()) {
-        conn.execute(
-            "INSERT OR IGNORE INTO sg_graphs (hash, shape) VALUES (?1, ?2)",
-            params![key, shape.canonical()],
-        )
-        .during("storing a graph shape")?;
-        conn.execute(
+        conn.prepare_cached("INSERT OR IGNORE INTO sg_graphs (hash, shape) VALUES (?1, ?2)")
+            .and_then(|mut st| st.execute(params![key, canonical]))
+            .during("storing a graph shape")?;
+        conn.prepare_cached(
             "INSERT OR REPLACE INTO sg_thread_graphs (thread, since_seq, hash) \
              VALUES (?1, (SELECT COALESCE(MAX(seq), 0) FROM sg_checkpoints WHERE thread = ?1), ?2)",
-            params![thread.as_str(), key],
         )
+        .and_then(|mut st| st.execute(params![thread.as_str(), key]))
         .during("pointing the thread at its graph")?;
     }
     memory.graphs.insert(thread.as_str().to_owned(), key);

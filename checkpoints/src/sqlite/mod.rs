@@ -620,11 +620,19 @@ impl Saver for SqliteSaver {
         thread: &'a ThreadId,
         shape: Arc<GraphShape>,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        let fut = self.submit(Op::PutGraph {
+        // The run's checkpoints follow at once: the pointer joins their group instead of
+        // costing a commit of its own (a flush or any write without the hint ends it).
+        let op = Op::PutGraph {
             thread: thread.clone(),
             shape,
-        });
-        Box::pin(async move { fut.await.map(|_| ()) })
+        };
+        let fut = self.submit_all(vec![op], true).pop();
+        Box::pin(async move {
+            match fut {
+                Some(fut) => fut.await.map(|_| ()),
+                None => Ok(()),
+            }
+        })
     }
 
     fn graph_of<'a>(

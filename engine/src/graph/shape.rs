@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
+
 use stategraph_checkpoints::graph_shape::{EdgeKind, GraphEdge, GraphNode, GraphShape};
 use stategraph_checkpoints::{CheckpointError, Saver, ThreadId};
 
 use super::CompiledGraph;
-use crate::State;
+use crate::{RunError, State};
 
 impl<S: State> CompiledGraph<S> {
     /// The graph's shape: its nodes (with their roles and subgraphs) and every edge — static,
@@ -76,16 +78,22 @@ impl<S: State> CompiledGraph<S> {
         shape
     }
 
-    /// Tell `saver` that `thread`'s next checkpoints are made by this graph. A saver without
-    /// graph shapes (the trait's default) stores nothing.
-    pub(crate) async fn record_shape(
+    /// Tell `saver` that `thread`'s next checkpoints are made by this graph: the write, to be
+    /// polled once at once (a saver that queues in call order takes it then, ahead of the
+    /// run's first checkpoint) and then kept with the run's checkpoint writes, so that no run
+    /// waits for its commit. A saver without graph shapes (the trait's default) stores
+    /// nothing.
+    pub(crate) fn shape_write(
         &self,
         saver: &Arc<dyn Saver>,
         thread: &ThreadId,
-    ) -> Result<(), CheckpointError> {
-        match saver.put_graph(thread, self.shape()).await {
-            Err(CheckpointError::Unsupported { .. }) => Ok(()),
-            other => other,
-        }
+    ) -> BoxFuture<'static, Result<(), RunError>> {
+        let (saver, thread, shape) = (Arc::clone(saver), thread.clone(), self.shape());
+        Box::pin(async move {
+            match saver.put_graph(&thread, shape).await {
+                Ok(()) | Err(CheckpointError::Unsupported { .. }) => Ok(()),
+                Err(e) => Err(RunError::from(e)),
+            }
+        })
     }
 }

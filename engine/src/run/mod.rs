@@ -13,6 +13,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use futures::FutureExt;
+
 use stategraph_checkpoints::{Checkpoint, CheckpointId, Namespace, Saver, ThreadId};
 
 use crate::command::ParentCommand;
@@ -181,11 +183,21 @@ impl<S: State> CompiledGraph<S> {
         cancel: CancelToken,
     ) -> Result<RunOutcome<S>, RunError> {
         let shared = self.shared(config, cancel, sink)?;
-        if let (Some(saver), Some(thread)) = (&self.saver, &shared.thread) {
-            self.record_shape(saver, thread).await?;
-        }
+        let shape_write = match (&self.saver, &shared.thread) {
+            (Some(saver), Some(thread)) => {
+                let mut write = self.shape_write(saver, thread);
+                match (&mut write).now_or_never() {
+                    Some(done) => done.map(|()| None)?,
+                    None => Some(write),
+                }
+            }
+            _ => None,
+        };
         let level = GraphLevel::root(self.saver.clone());
-        let lp = RunLoop::start(self, shared, level, input, config.checkpoint).await?;
+        let mut lp = RunLoop::start(self, shared, level, input, config.checkpoint).await?;
+        if let Some(write) = shape_write {
+            lp.persist.track(write)?;
+        }
         match lp.run().await? {
             GraphLevelEnd::Done(outcome) => Ok(outcome),
             GraphLevelEnd::ToParent(_) => Err(RunError::ParentCommand {

@@ -263,6 +263,14 @@ impl CheckpointPipeline {
         Ok(())
     }
 
+    /// Keep a write handed to the saver outside the checkpoints (the graph's shape) with the
+    /// checkpoint writes in flight: its outcome surfaces with theirs, and the run's end waits
+    /// for it.
+    pub(super) fn track(&mut self, write: WriteDone) -> Result<(), RunError> {
+        let spawn = self.async_writes != AsyncWrites::Streamed;
+        self.hand_over(0, write, spawn)
+    }
+
     /// Record finished tasks' writes against the head checkpoint while the rest of their
     /// step still runs, so that a crash re-runs only the tasks that had not finished. Handed
     /// over like a checkpoint write, without waiting for it: a saver that queues in call
