@@ -9,6 +9,9 @@ use stategraph_checkpoints::{Checkpoint, PendingWrite, RunRecord, RunStatus, Wri
 
 use crate::ColorWhen;
 
+// The JSON forms shared with the studio.
+pub(crate) use stategraph_checkpoints::inspect::{header_json, pending_json};
+
 /// What every command needs to know about its output: JSON or text, and the text's colours.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Output {
@@ -117,39 +120,6 @@ pub(crate) fn short(v: &Value, max: usize) -> String {
     } else {
         text
     }
-}
-
-/// A pending write as JSON: `{task, node, kind, ...}`.
-pub(crate) fn pending_json(w: &PendingWrite) -> Value {
-    let task = w.task_id.to_string();
-    match &w.kind {
-        WriteKind::Output(v) => {
-            json!({ "task": task, "node": w.node, "kind": "output", "value": v })
-        }
-        WriteKind::Error(m) => {
-            json!({ "task": task, "node": w.node, "kind": "error", "message": m })
-        }
-        WriteKind::Interrupt { id, value } => json!({
-            "task": task, "node": w.node, "kind": "interrupt", "id": id, "value": value
-        }),
-        WriteKind::Resume(values) => {
-            json!({ "task": task, "node": w.node, "kind": "resume", "values": values })
-        }
-    }
-}
-
-/// A checkpoint header as JSON.
-pub(crate) fn header_json(cp: &Checkpoint) -> Value {
-    json!({
-        "id": cp.id.to_string(),
-        "parent": cp.parent.map(|p| p.to_string()),
-        "step": cp.step,
-        "source": cp.source.as_str(),
-        "created_at_ms": cp.created_at_ms,
-        "created_at": format_utc_ms(cp.created_at_ms),
-        "next": cp.next_nodes(),
-        "metadata": cp.metadata,
-    })
 }
 
 /// One text line about a pending write: a label (`interrupt`, `error`, `kept`, `resumed`)

@@ -10,7 +10,8 @@
 //! - [`find_checkpoint`] finds a checkpoint by a unique start or end of its id or by
 //!   `step:N` on a branch, and [`short_suffix_len`] says how many trailing digits tell a
 //!   listing's ids apart; [`resolve_prefix`] finds one by a unique prefix only;
-//! - [`format_utc_ms`] shows a time stamp as ISO-8601 UTC.
+//! - [`format_utc_ms`] shows a time stamp as ISO-8601 UTC; [`header_json`] and
+//!   [`pending_json`] are the JSON forms tools show headers and pending writes in.
 //!
 //! ```
 //! use stategraph_checkpoints::inspect::format_utc_ms;
@@ -18,6 +19,7 @@
 //! ```
 
 mod existing;
+mod json;
 mod lookup;
 mod prefix;
 mod run_tables;
@@ -29,6 +31,7 @@ mod verify;
 mod verify_long;
 
 pub use existing::{namespaces, open_existing, open_existing_read_only};
+pub use json::{header_json, pending_json};
 pub use lookup::{find_checkpoint, short_suffix, short_suffix_len, LookupError, MIN_REF_LEN};
 pub use prefix::{resolve_prefix, short_id_len, PrefixError, MIN_PREFIX_LEN};
 pub use time::format_utc_ms;

@@ -9,11 +9,12 @@ use axum::Json;
 use serde_json::{json, Value};
 use stategraph_checkpoints::diff::{diff_values, fields_to_json, parts_to_json};
 use stategraph_checkpoints::{
-    CheckpointId, FieldPart, LoadedCheckpoint, Namespace, PendingWrite, Saver, ThreadId, WriteKind,
+    CheckpointId, FieldPart, LoadedCheckpoint, Namespace, Saver, ThreadId, WriteKind,
 };
 
 use super::{checkpoint_id, cut, header_json, thread_id, ApiError, ApiResult, Params};
 use crate::server::AppState;
+use stategraph_checkpoints::inspect::pending_json;
 
 /// One checkpoint with its state.
 pub(crate) async fn show(
@@ -211,23 +212,4 @@ fn state_json(loaded: &LoadedCheckpoint) -> Result<Value, ApiError> {
             loaded.checkpoint.id
         ))
     })
-}
-
-/// A pending write as JSON.
-fn pending_json(w: &PendingWrite) -> Value {
-    let task = w.task_id.to_string();
-    match &w.kind {
-        WriteKind::Output(v) => {
-            json!({ "task": task, "node": w.node, "kind": "output", "value": v })
-        }
-        WriteKind::Error(m) => {
-            json!({ "task": task, "node": w.node, "kind": "error", "message": m })
-        }
-        WriteKind::Interrupt { id, value } => json!({
-            "task": task, "node": w.node, "kind": "interrupt", "id": id, "value": value
-        }),
-        WriteKind::Resume(values) => {
-            json!({ "task": task, "node": w.node, "kind": "resume", "values": values })
-        }
-    }
 }

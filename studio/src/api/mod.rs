@@ -22,7 +22,9 @@ use stategraph_checkpoints::{
 };
 
 use crate::server::AppState;
+// The JSON form shared with the CLI.
 use crate::{assets, auth};
+pub(crate) use stategraph_checkpoints::inspect::header_json;
 
 /// The query parameters of a request.
 pub(crate) type Params = axum::extract::Query<BTreeMap<String, String>>;
@@ -157,18 +159,4 @@ pub(crate) async fn newest(state: &AppState, thread: &ThreadId) -> Result<Checkp
         .into_iter()
         .next()
         .ok_or_else(|| ApiError::NotFound(format!("no thread {thread} in the file")))
-}
-
-/// A checkpoint header as JSON.
-pub(crate) fn header_json(cp: &Checkpoint) -> serde_json::Value {
-    json!({
-        "id": cp.id.to_string(),
-        "parent": cp.parent.map(|p| p.to_string()),
-        "step": cp.step,
-        "source": cp.source.as_str(),
-        "created_at_ms": cp.created_at_ms,
-        "created_at": stategraph_checkpoints::inspect::format_utc_ms(cp.created_at_ms),
-        "next": cp.next_nodes(),
-        "metadata": cp.metadata,
-    })
 }
