@@ -55,6 +55,34 @@ pub(crate) fn fresh_chain_input() -> ChainStateUpdate {
     ChainState::update().messages(Vec::new()).counter(0)
 }
 
+/// Run `invokes` invokes of the chain on `g` (`thread_mode`: `one_thread`, each invoke going
+/// on from the last, or `thread_per_invoke`, each a fresh thread); the wall time in seconds
+/// and the last invoke's state.
+pub(crate) async fn invoke_chain(
+    g: &CompiledGraph<ChainState>,
+    invokes: usize,
+    thread_mode: &str,
+    durability: stategraph::Durability,
+) -> Result<(f64, Arc<ChainState>), BoxError> {
+    let mut tid = "chain-1".to_owned();
+    let mut last = None;
+    let t0 = Instant::now();
+    for k in 0..invokes {
+        if thread_mode == "thread_per_invoke" {
+            tid = format!("t-{k}");
+        }
+        let input = if k == 0 || thread_mode == "thread_per_invoke" {
+            fresh_chain_input()
+        } else {
+            ChainState::update().messages(Vec::new())
+        };
+        let cfg = RunConfig::new().thread(tid.clone()).durability(durability);
+        last = Some(g.invoke(input, &cfg).await?.state);
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    Ok((wall, last.ok_or("chain: no invoke ran")?))
+}
+
 pub(crate) async fn run_chain(args: &Args) -> Result<(), BoxError> {
     let invokes = (args.steps / CHAIN_NODES).max(1);
     let supersteps = invokes * CHAIN_NODES;
@@ -127,23 +155,8 @@ pub(crate) async fn run_chain(args: &Args) -> Result<(), BoxError> {
             for thread_mode in ["one_thread", "thread_per_invoke"] {
                 let saver = MemorySaver::new();
                 let g = graph.with_checkpointer(Arc::new(saver.clone()));
-                let mut tid = "chain-1".to_owned();
-                let mut final_messages = 0;
-                let t0 = Instant::now();
-                for k in 0..invokes {
-                    if thread_mode == "thread_per_invoke" {
-                        tid = format!("t-{k}");
-                    }
-                    let input = if k == 0 || thread_mode == "thread_per_invoke" {
-                        fresh_chain_input()
-                    } else {
-                        ChainState::update().messages(Vec::new())
-                    };
-                    let cfg = RunConfig::new().thread(tid.clone()).durability(*durability);
-                    let out = g.invoke(input, &cfg).await?;
-                    final_messages = out.state.messages.len();
-                }
-                let wall = t0.elapsed().as_secs_f64();
+                let (wall, last) = invoke_chain(&g, invokes, thread_mode, *durability).await?;
+                let final_messages = last.messages.len();
                 base("memory")
                     .kv("durability", dname.as_str())
                     .kv("state_mode", thread_mode)
@@ -174,25 +187,9 @@ pub(crate) async fn run_chain(args: &Args) -> Result<(), BoxError> {
                     args.sqlite_options(),
                 )?;
                 let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
-                let mut tid = "chain-1".to_owned();
-                let mut last = None;
                 let floor_before = adjacent_floor(args)?;
-                let t0 = Instant::now();
-                for k in 0..invokes {
-                    if thread_mode == "thread_per_invoke" {
-                        tid = format!("t-{k}");
-                    }
-                    let input = if k == 0 || thread_mode == "thread_per_invoke" {
-                        fresh_chain_input()
-                    } else {
-                        ChainState::update().messages(Vec::new())
-                    };
-                    let cfg = RunConfig::new().thread(tid.clone()).durability(*durability);
-                    last = Some(g.invoke(input, &cfg).await?.state);
-                }
-                let wall = t0.elapsed().as_secs_f64();
+                let (wall, last) = invoke_chain(&g, invokes, thread_mode, *durability).await?;
                 let floor_after = adjacent_floor(args)?;
-                let last = last.ok_or("chain: no invoke ran")?;
                 // Bytes the steps wrote: each appended message, each counter value, the
                 // input's counter (the input's empty message list appends nothing).
                 let written = |s: &ChainState| -> usize {

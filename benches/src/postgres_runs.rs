@@ -3,7 +3,7 @@
 
 use super::*;
 
-use crate::chain::{build_chain, fresh_chain_input, ChainState, CHAIN_NODES};
+use crate::chain::{build_chain, invoke_chain, CHAIN_NODES};
 use crate::postgres_db::{floor_ms, PgDb, PgFloor};
 
 /// Commits of each floor sample taken next to a run.
@@ -41,25 +41,9 @@ pub(crate) async fn run_chain(args: &Args) -> Result<(), BoxError> {
         for thread_mode in ["one_thread", "thread_per_invoke"] {
             let db = PgDb::open(url, &format!("chain_{dname}_{thread_mode}")).await?;
             let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
-            let mut tid = "chain-1".to_owned();
-            let mut last = None;
             let before = adjacent(url).await?;
-            let t0 = Instant::now();
-            for k in 0..invokes {
-                if thread_mode == "thread_per_invoke" {
-                    tid = format!("t-{k}");
-                }
-                let input = if k == 0 || thread_mode == "thread_per_invoke" {
-                    fresh_chain_input()
-                } else {
-                    ChainState::update().messages(Vec::new())
-                };
-                let cfg = RunConfig::new().thread(tid.clone()).durability(*durability);
-                last = Some(g.invoke(input, &cfg).await?.state);
-            }
-            let wall = t0.elapsed().as_secs_f64();
+            let (wall, last) = invoke_chain(&g, invokes, thread_mode, *durability).await?;
             let after = adjacent(url).await?;
-            let last = last.ok_or("chain: no invoke ran")?;
             let commits = db.checkpoint_rows().await?;
             drop(g);
             let rec = Record::new()
