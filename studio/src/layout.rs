@@ -145,15 +145,19 @@ fn layers(n: usize, edges: &[(usize, usize, EdgeKind)]) -> (Vec<usize>, Vec<bool
     (layer, back)
 }
 
-/// The shape as an SVG document.
-pub(crate) fn draw(shape: &GraphShape) -> String {
-    let mut nodes = nodes_of(shape);
-    let index: HashMap<&str, usize> = nodes
+/// Each placed node's position in `nodes`, by name.
+fn index_of(nodes: &[Placed]) -> HashMap<&str, usize> {
+    nodes
         .iter()
         .enumerate()
         .map(|(i, p)| (p.name.as_str(), i))
-        .collect();
-    let edges: Vec<(usize, usize, EdgeKind)> = shape
+        .collect()
+}
+
+/// The shape's edges between placed nodes, by position (an edge naming a node the shape does
+/// not hold is left out).
+fn edges_of(shape: &GraphShape, index: &HashMap<&str, usize>) -> Vec<(usize, usize, EdgeKind)> {
+    shape
         .edges
         .iter()
         .filter_map(|e| {
@@ -163,7 +167,13 @@ pub(crate) fn draw(shape: &GraphShape) -> String {
                 e.kind,
             ))
         })
-        .collect();
+        .collect()
+}
+
+/// The shape as an SVG document.
+pub(crate) fn draw(shape: &GraphShape) -> String {
+    let mut nodes = nodes_of(shape);
+    let edges = edges_of(shape, &index_of(&nodes));
     let (layer, back) = layers(nodes.len(), &edges);
     for (p, l) in nodes.iter_mut().zip(&layer) {
         p.layer = *l;
@@ -328,16 +338,13 @@ mod tests {
     fn a_loop_is_layered_by_its_forward_edges_and_the_end_comes_last() {
         let shape = looped();
         let nodes = nodes_of(&shape);
-        let index: HashMap<&str, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.name.as_str(), i))
-            .collect();
-        let edges: Vec<(usize, usize, EdgeKind)> = shape
-            .edges
-            .iter()
-            .map(|e| (index[e.from.as_str()], index[e.to.as_str()], e.kind))
-            .collect();
+        let index = index_of(&nodes);
+        let edges = edges_of(&shape, &index);
+        assert_eq!(
+            edges.len(),
+            shape.edges.len(),
+            "every edge is between placed nodes"
+        );
         let (layer, back) = layers(nodes.len(), &edges);
         assert_eq!(layer[index["model"]], 1);
         assert_eq!(layer[index["tools"]], 2);
