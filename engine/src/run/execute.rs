@@ -10,7 +10,7 @@ use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
 use stategraph_checkpoints::{PendingWrite, TaskId, WriteKind};
 
-use super::pending::{apply_error_task, input_task, output_from_json, output_to_json, APPLY_NODE};
+use super::pending::{apply_error_task, input_task, output_from_json, APPLY_NODE};
 use super::plan::{PlannedTask, TaskTrigger};
 use super::superstep::RunLoop;
 use crate::command::ParentCommand;
@@ -341,23 +341,19 @@ impl<S: State> RunLoop<S> {
         results: &[Option<TaskResult<S>>],
         unrecorded: &mut Vec<usize>,
     ) -> Result<(), RunError> {
-        if !self.keeps_pending() {
-            unrecorded.clear();
-            return Ok(());
-        }
+        let thread = match &self.shared.thread {
+            Some(thread) if self.keeps_pending() => thread.clone(),
+            _ => {
+                unrecorded.clear();
+                return Ok(());
+            }
+        };
         let mut writes = Vec::with_capacity(unrecorded.len());
         for ti in unrecorded.drain(..) {
             if let Some(TaskResult::Done(out)) = &results[ti] {
-                writes.push(PendingWrite {
-                    task_id: tasks[ti].id,
-                    node: self.node_name(&tasks[ti]).to_string(),
-                    kind: WriteKind::Output(output_to_json(out)?),
-                });
+                writes.push(self.output_write(&tasks[ti], out)?);
             }
         }
-        let Some(thread) = self.shared.thread.clone() else {
-            return Ok(());
-        };
         if writes.is_empty() {
             return Ok(());
         }
@@ -483,11 +479,7 @@ impl<S: State> RunLoop<S> {
         let mut writes = Vec::with_capacity(outputs.len() + self.input_writes.len());
         for (ti, out) in outputs {
             if tasks[*ti].trigger != TaskTrigger::Start {
-                writes.push(PendingWrite {
-                    task_id: tasks[*ti].id,
-                    node: self.node_name(&tasks[*ti]).to_string(),
-                    kind: WriteKind::Output(output_to_json(out)?),
-                });
+                writes.push(self.output_write(&tasks[*ti], out)?);
             }
         }
         writes.extend(self.input_writes.iter().cloned());

@@ -169,6 +169,20 @@ impl<S: State> RunLoop<S> {
             && self.shared.durability != Durability::Exit
     }
 
+    /// The pending write task `t`'s output becomes (recorded as it finishes, or when its
+    /// step fails, pauses or cannot be applied).
+    pub(super) fn output_write(
+        &self,
+        t: &PlannedTask,
+        out: &TaskOutput<S>,
+    ) -> Result<PendingWrite, RunError> {
+        Ok(PendingWrite {
+            task_id: t.id,
+            node: self.node_name(t).to_string(),
+            kind: WriteKind::Output(output_to_json(out)?),
+        })
+    }
+
     /// The pending writes a failed or interrupted step leaves, and its interrupts.
     pub(super) fn pending_writes_of(
         &self,
@@ -182,11 +196,7 @@ impl<S: State> RunLoop<S> {
             let task_id = t.id;
             let resumes = match r {
                 Some(TaskResult::Done(out)) if t.trigger != TaskTrigger::Start => {
-                    writes.push(PendingWrite {
-                        task_id,
-                        node,
-                        kind: WriteKind::Output(output_to_json(out)?),
-                    });
+                    writes.push(self.output_write(t, out)?);
                     continue;
                 }
                 Some(TaskResult::Failed { error, resumes }) => {
