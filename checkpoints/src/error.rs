@@ -224,6 +224,39 @@ pub enum CheckpointError {
         /// The file.
         file: PathBuf,
     },
+    /// A write under a run lease that is no longer current: another worker took the run
+    /// over (its lease had expired), or the run ended. Checked inside the write's own
+    /// transaction, so nothing of the write was stored.
+    #[error(
+        "run {run}: lease epoch {epoch} is no longer current (the run was taken over or ended); \
+         nothing was written"
+    )]
+    LeaseLost {
+        /// The run.
+        run: RunId,
+        /// The epoch the writer held.
+        epoch: u64,
+    },
+    /// A write under a run lease naming another thread than the run's.
+    #[error("run {run} is leased on thread {leased}; it cannot write thread {given}")]
+    OutsideLease {
+        /// The run.
+        run: RunId,
+        /// The thread the run is on.
+        leased: ThreadId,
+        /// The thread the write named.
+        given: ThreadId,
+    },
+    /// A run submitted with the `reject` strategy to a thread that has an unfinished run.
+    #[error("thread {thread} is busy with run {run} ({status}); the new run was rejected")]
+    ThreadBusy {
+        /// The thread.
+        thread: ThreadId,
+        /// Its unfinished run.
+        run: RunId,
+        /// That run's status (pending or running).
+        status: RunStatus,
+    },
     /// The storage backend failed. The SQLite saver puts a [`StorageError`] here (what it
     /// was doing and SQLite's error); other savers may put their own error type.
     ///

@@ -55,7 +55,10 @@ pub use error::{validate_filter_key, CheckpointError, StorageError};
 pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};
 pub use memory::MemorySaver;
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresOptions, PostgresSaver, POSTGRES_FORMAT_VERSION};
+pub use postgres::{
+    FencedWrite, Lease, Multitask, PostgresOptions, PostgresSaver, QueuedRun, RunEnd, RunQueue,
+    StopRequest, Wakeups, POSTGRES_FORMAT_VERSION,
+};
 pub use run::{DeliveryReceipt, RunId, RunRecord, RunStatus};
 pub use saver::{Head, Saver};
 pub use sqlite::{SqliteOptions, SqliteSaver, Synchronous, FORMAT_VERSION};

@@ -49,6 +49,8 @@ pub mod stream;
 pub mod subgraph;
 #[cfg(feature = "test-util")]
 pub mod testing;
+#[cfg(feature = "postgres")]
+pub mod worker;
 
 pub use command::{Command, Goto, Interrupt, Interrupted, Resume, Route, SendTo, END, START};
 pub use error::{BoxError, CompileError, Error, GraphProblem, RunError};

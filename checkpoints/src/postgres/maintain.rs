@@ -87,13 +87,20 @@ pub(crate) async fn delete_thread(
         "deleting receipts",
     )
     .await?;
-    sql.query(
-        tx,
-        "DELETE FROM {s}.sg_runs WHERE thread = $1",
-        p,
-        "deleting runs",
-    )
-    .await?;
+    for (statement, what) in [
+        ("DELETE FROM {s}.sg_runs WHERE thread = $1", "deleting runs"),
+        // A worker still running one of these runs loses its lease: its next write fails.
+        (
+            "DELETE FROM {s}.sg_run_queue WHERE thread = $1",
+            "deleting queued runs",
+        ),
+        (
+            "DELETE FROM {s}.sg_run_writes WHERE thread = $1",
+            "deleting the run write log",
+        ),
+    ] {
+        sql.query(tx, statement, p, what).await?;
+    }
     let deleted = sql
         .query(
             tx,

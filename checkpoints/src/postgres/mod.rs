@@ -22,6 +22,7 @@
 
 mod maintain;
 mod options;
+mod queue;
 mod read;
 mod record;
 mod resolve;
@@ -39,6 +40,7 @@ use futures::future::BoxFuture;
 use tokio_postgres::{Client, IsolationLevel, NoTls};
 
 pub use options::PostgresOptions;
+pub use queue::{FencedWrite, Lease, Multitask, QueuedRun, RunEnd, RunQueue, StopRequest, Wakeups};
 pub use schema::POSTGRES_FORMAT_VERSION;
 
 use crate::{
@@ -53,6 +55,8 @@ struct Inner {
     pool: Pool,
     sql: Sql,
     options: PostgresOptions,
+    /// How to open a connection of its own (the queue's listener).
+    config: tokio_postgres::Config,
 }
 
 /// A [`Saver`] over a PostgreSQL database: for many processes on many machines sharing
@@ -74,6 +78,8 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub struct PostgresSaver {
     inner: Arc<Inner>,
+    /// The lease every write is fenced by ([`PostgresSaver::fenced`]).
+    fence: Option<Arc<queue::Fence>>,
 }
 
 /// Run `$body` (an expression over the transaction `$tx` and the statements `$sql`) in one
@@ -135,7 +141,7 @@ impl PostgresSaver {
             .parse()
             .map_err(|e| StorageError::new("parsing the database URL", e))?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -151,8 +157,35 @@ impl PostgresSaver {
             schema::init(&mut client, &sql, options.create_schema).await?;
         }
         Ok(PostgresSaver {
-            inner: Arc::new(Inner { pool, sql, options }),
+            inner: Arc::new(Inner {
+                pool,
+                sql,
+                options,
+                config,
+            }),
+            fence: None,
         })
+    }
+
+    /// The run queue in this saver's schema (shares its pool).
+    pub fn queue(&self) -> RunQueue {
+        RunQueue::new(PostgresSaver {
+            inner: self.inner.clone(),
+            fence: None,
+        })
+    }
+
+    /// This saver with every checkpoint and pending write fenced by `lease`: each write
+    /// transaction first checks, inside itself, that the lease is still the run's current
+    /// one and logs the write with its epoch (`sg_run_writes`). A write after another worker
+    /// took the run over (or after it ended) fails with [`CheckpointError::LeaseLost`] and
+    /// stores nothing; a write to another thread fails with
+    /// [`CheckpointError::OutsideLease`].
+    pub fn fenced(&self, lease: &Lease) -> PostgresSaver {
+        PostgresSaver {
+            inner: self.inner.clone(),
+            fence: Some(Arc::new(queue::Fence::of(lease))),
+        }
     }
 
     /// The schema that holds the saver's tables.
@@ -232,7 +265,16 @@ impl Saver for PostgresSaver {
                 return Ok(());
             }
             let sql = &self.inner.sql;
+            if let Some(fence) = &self.fence {
+                puts.iter().try_for_each(|p| fence.admit(&p.thread))?;
+            }
             let tx = tx::WriteTx::begin_put(self.client().await?, sql).await?;
+            if let Some(fence) = &self.fence {
+                let ids: Vec<CheckpointId> = puts.iter().map(|p| p.checkpoint.id).collect();
+                fence
+                    .hold(tx.client()?, sql, queue::Fenced::Checkpoints, &ids)
+                    .await?;
+            }
             let stored = write::put_batch(tx.client()?, sql, &self.inner.options, puts).await?;
             tx.commit().await?;
             stored
@@ -247,8 +289,21 @@ impl Saver for PostgresSaver {
         writes: Vec<PendingWrite>,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
         Box::pin(async move {
-            let client = self.client().await?;
-            write::put_writes(&client, &self.inner.sql, thread, ns, id, writes).await
+            let sql = &self.inner.sql;
+            let Some(fence) = &self.fence else {
+                let client = self.client().await?;
+                return write::put_writes(&**client, sql, thread, ns, id, writes).await;
+            };
+            fence.admit(thread)?;
+            let mut pooled = self.client().await?;
+            let client: &mut Client = &mut pooled;
+            let tx = client
+                .transaction()
+                .await
+                .during("beginning pending writes")?;
+            fence.hold(&tx, sql, queue::Fenced::Writes, &[id]).await?;
+            write::put_writes(&tx, sql, thread, ns, id, writes).await?;
+            tx.commit().await.during("committing pending writes")
         })
     }
 

@@ -182,3 +182,30 @@ pub(crate) async fn get_receipt(
         None => Ok(None),
     }
 }
+
+/// Store `run` as the queue says it stands, whatever was stored before: the run queue keeps
+/// its own forward-only status (`sg_run_queue`) and mirrors each change here, in the same
+/// transaction, so [`Saver::list_runs`](crate::Saver::list_runs) and the CLI show queued
+/// runs as they show others.
+pub(crate) async fn mirror(
+    client: &impl GenericClient,
+    sql: &Sql,
+    run: &RunRecord,
+) -> Result<(), CheckpointError> {
+    let text = encode(run)?;
+    let created = to_i64(run.created_at_ms);
+    sql.query(
+        client,
+        "INSERT INTO {s}.sg_runs (run_id, thread, created_at, record) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (run_id) DO UPDATE SET record = EXCLUDED.record",
+        &[
+            (&run.run_id.as_str(), Type::TEXT),
+            (&run.thread.as_str(), Type::TEXT),
+            (&created, Type::INT8),
+            (&text, Type::TEXT),
+        ],
+        "mirroring a queued run",
+    )
+    .await?;
+    Ok(())
+}

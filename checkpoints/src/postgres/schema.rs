@@ -66,6 +66,39 @@ CREATE TABLE IF NOT EXISTS {s}.sg_receipts (
     run_id  text PRIMARY KEY,
     receipt text NOT NULL
 );
+CREATE TABLE IF NOT EXISTS {s}.sg_run_queue (
+    run_id      text        PRIMARY KEY,
+    seq         bigserial   NOT NULL,
+    thread      text        NOT NULL,
+    input       text        NOT NULL,
+    status      text        NOT NULL,
+    reason      text,
+    epoch       bigint      NOT NULL DEFAULT 0,
+    worker      text,
+    lease_until timestamptz,
+    attempts    integer     NOT NULL DEFAULT 0,
+    stop        text,
+    stop_reason text,
+    created_at  bigint      NOT NULL,
+    updated_at  bigint      NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS sg_run_queue_one_running
+    ON {s}.sg_run_queue (thread) WHERE status = 'running';
+CREATE INDEX IF NOT EXISTS sg_run_queue_open
+    ON {s}.sg_run_queue (seq) WHERE status IN ('pending', 'running');
+CREATE INDEX IF NOT EXISTS sg_run_queue_by_thread ON {s}.sg_run_queue (thread, seq);
+CREATE TABLE IF NOT EXISTS {s}.sg_run_writes (
+    seq         bigserial   PRIMARY KEY,
+    run_id      text        NOT NULL,
+    epoch       bigint      NOT NULL,
+    thread      text        NOT NULL,
+    worker      text        NOT NULL,
+    kind        text        NOT NULL,
+    checkpoints bytea[]     NOT NULL,
+    at          timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sg_run_writes_by_run ON {s}.sg_run_writes (run_id, seq);
+CREATE INDEX IF NOT EXISTS sg_run_writes_by_thread ON {s}.sg_run_writes (thread, seq);
 ";
 
 /// Create the schema and its tables if missing, and check the recorded format version, in

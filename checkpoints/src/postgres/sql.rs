@@ -89,6 +89,23 @@ impl Sql {
         lock_key(b"stategraph gc ", &self.schema)
     }
 
+    /// The key of the advisory lock that makes submissions to one thread take turns.
+    pub(crate) fn thread_lock_key(&self, thread: &crate::ThreadId) -> i64 {
+        lock_key(
+            b"stategraph thread ",
+            &format!("{}\0{}", self.schema, thread.as_str()),
+        )
+    }
+
+    /// The notification channel of this schema's run queue: `sg_runs_` and 16 hex digits
+    /// derived from the schema name (a channel name is an identifier of at most 63 bytes).
+    pub(crate) fn channel(&self) -> String {
+        format!(
+            "sg_runs_{:016x}",
+            lock_key(b"stategraph runs ", &self.schema)
+        )
+    }
+
     /// The key of the advisory lock that serializes creating and migrating the schema.
     pub(crate) fn schema_lock_key(&self) -> i64 {
         lock_key(b"stategraph schema ", &self.schema)

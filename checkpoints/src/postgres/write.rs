@@ -354,7 +354,7 @@ SELECT count(*) FROM ok";
 
 /// [`Saver::put_writes`](crate::Saver::put_writes).
 pub(crate) async fn put_writes(
-    client: &tokio_postgres::Client,
+    client: &impl GenericClient,
     sql: &Sql,
     thread: &ThreadId,
     ns: &Namespace,

@@ -1,0 +1,335 @@
+//! The run queue (decision 0056): runs submitted to threads, leased by workers on any
+//! machine, one running run per thread (a unique index), leases heart-beaten and fenced.
+//!
+//! Inside: `types` what the queue hands out; `statements` its SQL; `fence` the check every
+//! fenced write makes in its transaction; `listen` wake-ups; `transitions` submitting,
+//! stopping and ending runs.
+
+mod fence;
+mod listen;
+mod statements;
+mod transitions;
+mod types;
+
+use std::time::Duration;
+
+use tokio_postgres::types::Type;
+use tokio_postgres::Row;
+
+pub(crate) use fence::{Fence, Fenced};
+pub use listen::Wakeups;
+pub use types::{FencedWrite, Lease, Multitask, QueuedRun, RunEnd, StopRequest};
+
+use super::sql::{col, id_from, to_i64, to_u64, PgResult, Sql};
+use super::PostgresSaver;
+use crate::{CheckpointError, RunId, RunRecord, RunStatus, ThreadId};
+use statements::{HEARTBEAT, LEASE, RUN_COLUMNS, WRITE_LOG};
+
+/// The run queue of a [`PostgresSaver`]'s schema: submit runs, lease them, heart-beat and
+/// end them. Cloning shares the saver's pool.
+///
+/// ```
+/// use stategraph_checkpoints::postgres::{Multitask, RunEnd};
+/// use stategraph_checkpoints::{PostgresOptions, PostgresSaver, RunStatus, ThreadId};
+/// use std::time::Duration;
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let Ok(url) = std::env::var("STATEGRAPH_PG_URL") else { return Ok(()) };
+/// let options = PostgresOptions { schema: "doc_queue".to_owned(), ..Default::default() };
+/// let saver = PostgresSaver::connect_with(&url, options).await?;
+/// let queue = saver.queue();
+/// let thread = ThreadId::new("doc-queue")?;
+/// saver.delete_thread(&thread).await?;
+/// let run = queue.submit(&thread, serde_json::json!({"n": 1}), Multitask::Enqueue).await?;
+/// let lease = queue.lease("worker-a", Duration::from_secs(30)).await?.expect("a run");
+/// assert_eq!(lease.run, run);
+/// queue.finish(&lease, RunEnd::Success).await?;
+/// assert_eq!(queue.run(&run).await?.map(|r| r.status), Some(RunStatus::Success));
+/// # Ok::<(), stategraph_checkpoints::CheckpointError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct RunQueue {
+    saver: PostgresSaver,
+}
+
+impl RunQueue {
+    pub(super) fn new(saver: PostgresSaver) -> Self {
+        RunQueue { saver }
+    }
+
+    fn sql(&self) -> &Sql {
+        &self.saver.inner.sql
+    }
+
+    /// The saver whose schema holds the queue.
+    pub fn saver(&self) -> &PostgresSaver {
+        &self.saver
+    }
+
+    /// Lease the oldest runnable run for `worker` for `lease_for`: a pending run that is the
+    /// oldest unfinished run of a thread with no running run, or a running run whose lease
+    /// ended (its worker died or stalled; the new lease has the next epoch). `None` when no
+    /// run is runnable now.
+    ///
+    /// # Errors
+    /// Storage errors; [`CheckpointError::Integrity`] for a stored row that does not read.
+    pub async fn lease(
+        &self,
+        worker: &str,
+        lease_for: Duration,
+    ) -> Result<Option<Lease>, CheckpointError> {
+        let mut pooled = self.saver.client().await?;
+        let client: &mut tokio_postgres::Client = &mut pooled;
+        let tx = client.transaction().await.during("beginning a lease")?;
+        let now = to_i64(crate::run::now_ms());
+        let leased = self
+            .sql()
+            .query_opt(
+                &tx,
+                LEASE,
+                &[
+                    (&worker, Type::TEXT),
+                    (&lease_for.as_secs_f64(), Type::FLOAT8),
+                    (&now, Type::INT8),
+                ],
+                "leasing a run",
+            )
+            .await;
+        let row = match leased {
+            Ok(Some(row)) => row,
+            Ok(None) => return Ok(None),
+            // Another worker leased a run of the same thread at the same moment: the unique
+            // index refused this one; nothing is runnable for this worker now.
+            Err(e) if is_unique_violation(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let lease = lease_of(&row, worker)?;
+        transitions::mirror(
+            &tx,
+            self.sql(),
+            &lease.run,
+            &lease.thread,
+            lease.created_at_ms,
+        )
+        .await?;
+        tx.commit().await.during("committing a lease")?;
+        Ok(Some(lease))
+    }
+
+    /// Extend `lease` by `lease_for` from now; the stop asked of the run, if any.
+    ///
+    /// # Errors
+    /// [`CheckpointError::LeaseLost`] when the lease is no longer the run's current one (the
+    /// worker must stop: another took the run over, or it ended); storage errors.
+    pub async fn heartbeat(
+        &self,
+        lease: &Lease,
+        lease_for: Duration,
+    ) -> Result<Option<StopRequest>, CheckpointError> {
+        let client = self.saver.client().await?;
+        let epoch = to_i64(lease.epoch);
+        let row = self
+            .sql()
+            .query_opt(
+                &**client,
+                HEARTBEAT,
+                &[
+                    (&lease.run.as_str(), Type::TEXT),
+                    (&epoch, Type::INT8),
+                    (&lease_for.as_secs_f64(), Type::FLOAT8),
+                ],
+                "extending a lease",
+            )
+            .await?;
+        match row {
+            Some(row) => Ok(col::<Option<&str>>(&row, 0)?.and_then(StopRequest::parse)),
+            None => Err(Fence::of(lease).lost()),
+        }
+    }
+
+    /// The run, as the queue holds it.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn run(&self, run: &RunId) -> Result<Option<QueuedRun>, CheckpointError> {
+        let client = self.saver.client().await?;
+        let text = format!("SELECT {RUN_COLUMNS} FROM {{s}}.sg_run_queue WHERE run_id = $1");
+        let row = self
+            .sql()
+            .query_opt(
+                &**client,
+                &text,
+                &[(&run.as_str(), Type::TEXT)],
+                "reading a run",
+            )
+            .await?;
+        row.as_ref().map(queued_of).transpose()
+    }
+
+    /// A thread's queued runs, oldest first.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn runs(&self, thread: &ThreadId) -> Result<Vec<QueuedRun>, CheckpointError> {
+        let client = self.saver.client().await?;
+        let text =
+            format!("SELECT {RUN_COLUMNS} FROM {{s}}.sg_run_queue WHERE thread = $1 ORDER BY seq");
+        let rows = self
+            .sql()
+            .query(
+                &**client,
+                &text,
+                &[(&thread.as_str(), Type::TEXT)],
+                "listing runs",
+            )
+            .await?;
+        rows.iter().map(queued_of).collect()
+    }
+
+    /// Wait until `run` has ended (polling every `every`); the run as it ended.
+    ///
+    /// # Errors
+    /// [`CheckpointError::RunNotFound`] for a run the queue does not hold; storage errors.
+    pub async fn wait_until_done(
+        &self,
+        run: &RunId,
+        every: Duration,
+    ) -> Result<QueuedRun, CheckpointError> {
+        loop {
+            match self.run(run).await? {
+                Some(r) if r.status.is_terminal() => return Ok(r),
+                Some(_) => tokio::time::sleep(every).await,
+                None => return Err(CheckpointError::RunNotFound { run: run.clone() }),
+            }
+        }
+    }
+
+    /// Every fenced write made on `thread`, in the order the writes took their fence.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn write_log(&self, thread: &ThreadId) -> Result<Vec<FencedWrite>, CheckpointError> {
+        let client = self.saver.client().await?;
+        let rows = self
+            .sql()
+            .query(
+                &**client,
+                WRITE_LOG,
+                &[(&thread.as_str(), Type::TEXT)],
+                "reading the write log",
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let ids: Vec<Vec<u8>> = col(row, 5)?;
+                Ok(FencedWrite {
+                    seq: col(row, 0)?,
+                    run: run_id(col(row, 1)?)?,
+                    epoch: to_u64(col(row, 2)?),
+                    worker: col(row, 3)?,
+                    kind: col(row, 4)?,
+                    checkpoints: ids
+                        .iter()
+                        .map(|b| id_from(b, thread.as_str(), "sg_run_writes.checkpoints"))
+                        .collect::<Result<_, _>>()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Listen for the queue's notifications; a server (or pooler) that refuses gives
+    /// [`Wakeups::polling`] instead, so a worker always has a way to wake.
+    pub async fn wakeups(&self) -> Wakeups {
+        let channel = self.sql().channel();
+        match Wakeups::listen(&self.saver.inner.config, &channel).await {
+            Ok(w) => w,
+            Err(_) => Wakeups::polling(),
+        }
+    }
+}
+
+/// Whether `e` is PostgreSQL's unique-violation (SQLSTATE 23505).
+fn is_unique_violation(e: &CheckpointError) -> bool {
+    let CheckpointError::Storage(inner) = e else {
+        return false;
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(inner.as_ref());
+    while let Some(err) = source {
+        if let Some(pg) = err.downcast_ref::<tokio_postgres::Error>() {
+            return pg.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION);
+        }
+        source = err.source();
+    }
+    false
+}
+
+fn run_id(text: &str) -> Result<RunId, CheckpointError> {
+    RunId::new(text).map_err(|e| bad_row(text, &e.to_string()))
+}
+
+fn thread_id(text: &str, run: &str) -> Result<ThreadId, CheckpointError> {
+    ThreadId::new(text).map_err(|e| bad_row(run, &e.to_string()))
+}
+
+fn bad_row(run: &str, detail: &str) -> CheckpointError {
+    CheckpointError::Integrity {
+        thread: "-".to_owned(),
+        checkpoint: "-".to_owned(),
+        blob: format!("sg_run_queue row of run {run}"),
+        detail: detail.to_owned(),
+    }
+}
+
+fn lease_of(row: &Row, worker: &str) -> Result<Lease, CheckpointError> {
+    let run: &str = col(row, 0)?;
+    let input: &str = col(row, 3)?;
+    let input = serde_json::from_str(input).map_err(|e| bad_row(run, &e.to_string()))?;
+    Ok(Lease {
+        run: run_id(run)?,
+        thread: thread_id(col(row, 1)?, run)?,
+        epoch: to_u64(col(row, 2)?),
+        worker: worker.to_owned(),
+        input,
+        attempt: u32::try_from(col::<i32>(row, 4)?).unwrap_or(0),
+        stop: col::<Option<&str>>(row, 5)?.and_then(StopRequest::parse),
+        created_at_ms: to_u64(col(row, 6)?),
+        resumed: col(row, 7)?,
+    })
+}
+
+fn queued_of(row: &Row) -> Result<QueuedRun, CheckpointError> {
+    let run: &str = col(row, 0)?;
+    let status: &str = col(row, 2)?;
+    let status = RunStatus::parse(status)
+        .ok_or_else(|| bad_row(run, &format!("unknown status `{}`", status.escape_debug())))?;
+    let stop_reason: Option<String> = col(row, 8)?;
+    let reason: Option<String> = col(row, 3)?;
+    Ok(QueuedRun {
+        run: run_id(run)?,
+        thread: thread_id(col(row, 1)?, run)?,
+        status,
+        reason: reason.or(stop_reason.filter(|_| !status.is_terminal())),
+        epoch: to_u64(col(row, 4)?),
+        worker: col(row, 5)?,
+        attempts: u32::try_from(col::<i32>(row, 6)?).unwrap_or(0),
+        stop: col::<Option<&str>>(row, 7)?.and_then(StopRequest::parse),
+        created_at_ms: to_u64(col(row, 9)?),
+        updated_at_ms: to_u64(col(row, 10)?),
+    })
+}
+
+/// The record mirrored into `sg_runs` for a queued run.
+pub(super) fn record(
+    run: &RunId,
+    thread: &ThreadId,
+    status: RunStatus,
+    reason: Option<String>,
+    created_at_ms: u64,
+) -> RunRecord {
+    let mut r = RunRecord::new(run.clone(), thread.clone(), status, crate::run::now_ms());
+    r.created_at_ms = created_at_ms;
+    r.reason = reason;
+    r.metadata
+        .insert("queued".to_owned(), serde_json::Value::Bool(true));
+    r
+}

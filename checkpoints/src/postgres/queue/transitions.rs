@@ -1,0 +1,314 @@
+//! Submitting, stopping and ending runs: each change of a run's status in one transaction
+//! with its mirror in `sg_runs` and a notification to the workers.
+
+use tokio_postgres::types::Type;
+use tokio_postgres::GenericClient;
+
+use super::super::runs;
+use super::super::sql::{col, to_i64, to_u64, PgResult, Sql};
+use super::statements::{ASK_STOP, END_PENDING, FINISH, INSERT, OPEN_RUNS, RESET_HEADS, ROLL_BACK};
+use super::{record, run_id, Fence, Lease, Multitask, RunEnd, RunQueue, StopRequest};
+use crate::{CheckpointError, RunId, RunStatus, ThreadId};
+
+impl RunQueue {
+    /// Queue a run of `thread` with `input` (the graph's input as JSON; `null` continues the
+    /// thread from its newest checkpoint); its id. `strategy` says what happens to the
+    /// thread's unfinished runs (see [`Multitask`]).
+    ///
+    /// # Errors
+    /// [`CheckpointError::ThreadBusy`] under [`Multitask::Reject`] when the thread has an
+    /// unfinished run (nothing is queued); storage errors.
+    pub async fn submit(
+        &self,
+        thread: &ThreadId,
+        input: serde_json::Value,
+        strategy: Multitask,
+    ) -> Result<RunId, CheckpointError> {
+        let run = RunId::generate();
+        let input = serde_json::to_string(&input)
+            .map_err(|e| crate::StorageError::new("encoding a run's input", e))?;
+        let sql = self.sql();
+        let mut pooled = self.saver.client().await?;
+        let client: &mut tokio_postgres::Client = &mut pooled;
+        let tx = client
+            .transaction()
+            .await
+            .during("beginning a submission")?;
+        // Submissions to one thread take turns, so two `reject`s cannot both see it idle.
+        sql.query(
+            &tx,
+            "SELECT pg_advisory_xact_lock($1)",
+            &[(&sql.thread_lock_key(thread), Type::INT8)],
+            "locking the thread's submissions",
+        )
+        .await?;
+        let open = sql
+            .query(
+                &tx,
+                OPEN_RUNS,
+                &[(&thread.as_str(), Type::TEXT)],
+                "reading open runs",
+            )
+            .await?;
+        let now = crate::run::now_ms();
+        for row in &open {
+            let other = run_id(col(row, 0)?)?;
+            let running = col::<&str>(row, 1)? == "running";
+            let reason = format!("superseded by run {run} ({})", strategy_name(strategy));
+            match strategy {
+                Multitask::Enqueue => break,
+                Multitask::Reject => {
+                    return Err(CheckpointError::ThreadBusy {
+                        thread: thread.clone(),
+                        run: other,
+                        status: if running {
+                            RunStatus::Running
+                        } else {
+                            RunStatus::Pending
+                        },
+                    })
+                }
+                Multitask::Interrupt | Multitask::Rollback if running => {
+                    let stop = if strategy == Multitask::Rollback {
+                        StopRequest::Rollback
+                    } else {
+                        StopRequest::Interrupt
+                    };
+                    ask_stop(&tx, sql, &other, stop, &reason, now).await?;
+                }
+                Multitask::Interrupt | Multitask::Rollback => {
+                    end_pending(&tx, sql, &other, thread, RunStatus::Cancelled, &reason, now)
+                        .await?;
+                }
+            }
+        }
+        let now_i = to_i64(now);
+        sql.query(
+            &tx,
+            INSERT,
+            &[
+                (&run.as_str(), Type::TEXT),
+                (&thread.as_str(), Type::TEXT),
+                (&input, Type::TEXT),
+                (&now_i, Type::INT8),
+            ],
+            "queueing a run",
+        )
+        .await?;
+        let r = record(&run, thread, RunStatus::Pending, None, now);
+        runs::mirror(&tx, sql, &r).await?;
+        notify(&tx, sql, &run).await?;
+        tx.commit().await.during("committing a submission")?;
+        Ok(run)
+    }
+
+    /// Cancel `run`: a pending run ends now (`cancelled`); a running one is asked to stop at
+    /// its next step boundary (its worker ends it as `cancelled`). The run's status after the
+    /// call (an ended run is left as it is).
+    ///
+    /// # Errors
+    /// [`CheckpointError::RunNotFound`] for a run the queue does not hold; storage errors.
+    pub async fn cancel(&self, run: &RunId) -> Result<RunStatus, CheckpointError> {
+        let Some(found) = self.run(run).await? else {
+            return Err(CheckpointError::RunNotFound { run: run.clone() });
+        };
+        let sql = self.sql();
+        let mut pooled = self.saver.client().await?;
+        let client: &mut tokio_postgres::Client = &mut pooled;
+        let tx = client
+            .transaction()
+            .await
+            .during("beginning a cancellation")?;
+        let now = crate::run::now_ms();
+        let reason = "cancelled on request";
+        let ended = end_pending(
+            &tx,
+            sql,
+            run,
+            &found.thread,
+            RunStatus::Cancelled,
+            reason,
+            now,
+        )
+        .await?;
+        if ended {
+            notify(&tx, sql, run).await?;
+        } else {
+            ask_stop(&tx, sql, run, StopRequest::Cancel, reason, now).await?;
+        }
+        tx.commit().await.during("committing a cancellation")?;
+        Ok(self.run(run).await?.map_or(found.status, |r| r.status))
+    }
+
+    /// End the run of `lease` as `end` says: its status and reason, and for a rollback its
+    /// checkpoints deleted, all in one transaction fenced by the lease.
+    ///
+    /// # Errors
+    /// [`CheckpointError::LeaseLost`] when the lease is no longer current (nothing is
+    /// changed); storage errors.
+    pub async fn finish(&self, lease: &Lease, end: RunEnd) -> Result<(), CheckpointError> {
+        let sql = self.sql();
+        let mut pooled = self.saver.client().await?;
+        let client: &mut tokio_postgres::Client = &mut pooled;
+        let tx = client.transaction().await.during("beginning a run's end")?;
+        let (status, reason) = match &end {
+            RunEnd::Success => (RunStatus::Success, None),
+            RunEnd::Paused => (
+                RunStatus::Interrupted,
+                Some("paused at an interrupt".to_owned()),
+            ),
+            RunEnd::Failed(message) => (RunStatus::Error, Some(message.clone())),
+            RunEnd::Stopped(StopRequest::Interrupt) => (RunStatus::Interrupted, None),
+            RunEnd::Stopped(StopRequest::Cancel | StopRequest::Rollback) => {
+                (RunStatus::Cancelled, None)
+            }
+        };
+        let stopped = matches!(end, RunEnd::Stopped(_));
+        let now = to_i64(crate::run::now_ms());
+        let ended = sql
+            .query_opt(
+                &tx,
+                FINISH,
+                &[
+                    (&lease.run.as_str(), Type::TEXT),
+                    (&to_i64(lease.epoch), Type::INT8),
+                    (&status.as_str(), Type::TEXT),
+                    (&reason, Type::TEXT),
+                    (&now, Type::INT8),
+                    (&stopped, Type::BOOL),
+                ],
+                "ending a run",
+            )
+            .await?;
+        let Some(ended) = ended else {
+            return Err(Fence::of(lease).lost());
+        };
+        if end == RunEnd::Stopped(StopRequest::Rollback) {
+            roll_back(&tx, sql, lease).await?;
+        }
+        let reason: Option<String> = col(&ended, 0)?;
+        let r = record(
+            &lease.run,
+            &lease.thread,
+            status,
+            reason,
+            lease.created_at_ms,
+        );
+        runs::mirror(&tx, sql, &r).await?;
+        notify(&tx, sql, &lease.run).await?;
+        tx.commit().await.during("committing a run's end")
+    }
+}
+
+/// Mirror a run's current row as leased: `running`.
+pub(super) async fn mirror(
+    tx: &impl GenericClient,
+    sql: &Sql,
+    run: &RunId,
+    thread: &ThreadId,
+    created_at_ms: u64,
+) -> Result<(), CheckpointError> {
+    let r = record(run, thread, RunStatus::Running, None, created_at_ms);
+    runs::mirror(tx, sql, &r).await
+}
+
+fn strategy_name(s: Multitask) -> &'static str {
+    match s {
+        Multitask::Reject => "reject",
+        Multitask::Enqueue => "enqueue",
+        Multitask::Interrupt => "interrupt",
+        Multitask::Rollback => "rollback",
+    }
+}
+
+async fn ask_stop(
+    tx: &impl GenericClient,
+    sql: &Sql,
+    run: &RunId,
+    stop: StopRequest,
+    reason: &str,
+    now: u64,
+) -> Result<(), CheckpointError> {
+    sql.query(
+        tx,
+        ASK_STOP,
+        &[
+            (&run.as_str(), Type::TEXT),
+            (&stop.as_str(), Type::TEXT),
+            (&reason, Type::TEXT),
+            (&to_i64(now), Type::INT8),
+        ],
+        "asking a run to stop",
+    )
+    .await?;
+    // Its worker beats at once on a notification naming the run.
+    notify(tx, sql, run).await
+}
+
+/// End a pending run; whether it was pending.
+async fn end_pending(
+    tx: &impl GenericClient,
+    sql: &Sql,
+    run: &RunId,
+    thread: &ThreadId,
+    status: RunStatus,
+    reason: &str,
+    now: u64,
+) -> Result<bool, CheckpointError> {
+    let rows = sql
+        .query(
+            tx,
+            &format!("{END_PENDING} RETURNING created_at"),
+            &[
+                (&run.as_str(), Type::TEXT),
+                (&status.as_str(), Type::TEXT),
+                (&reason, Type::TEXT),
+                (&to_i64(now), Type::INT8),
+            ],
+            "ending a pending run",
+        )
+        .await?;
+    let Some(row) = rows.first() else {
+        return Ok(false);
+    };
+    let created = to_u64(col(row, 0)?);
+    let r = record(run, thread, status, Some(reason.to_owned()), created);
+    runs::mirror(tx, sql, &r).await?;
+    Ok(true)
+}
+
+/// Delete what the leased run wrote (every epoch of it) and move the thread's heads back.
+async fn roll_back(
+    tx: &impl GenericClient,
+    sql: &Sql,
+    lease: &Lease,
+) -> Result<(), CheckpointError> {
+    let (run, thread) = (lease.run.as_str(), lease.thread.as_str());
+    sql.query(
+        tx,
+        ROLL_BACK,
+        &[(&run, Type::TEXT), (&thread, Type::TEXT)],
+        "deleting a rolled-back run's checkpoints",
+    )
+    .await?;
+    sql.query(
+        tx,
+        RESET_HEADS,
+        &[(&thread, Type::TEXT)],
+        "moving heads back",
+    )
+    .await?;
+    Ok(())
+}
+
+/// Tell listening workers something changed (sent when the transaction commits).
+async fn notify(tx: &impl GenericClient, sql: &Sql, run: &RunId) -> Result<(), CheckpointError> {
+    sql.query(
+        tx,
+        "SELECT pg_notify($1, $2)",
+        &[(&sql.channel(), Type::TEXT), (&run.as_str(), Type::TEXT)],
+        "notifying workers",
+    )
+    .await?;
+    Ok(())
+}

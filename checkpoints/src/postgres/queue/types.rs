@@ -1,0 +1,148 @@
+//! What the run queue hands out and reports: strategies, stop requests, leases, runs and the
+//! log of fenced writes.
+
+use std::fmt;
+
+use crate::{CheckpointId, RunId, RunStatus, ThreadId};
+
+/// What [`RunQueue::submit`](super::RunQueue::submit) does when the thread already has an
+/// unfinished (pending or running) run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Multitask {
+    /// Refuse the new run with [`CheckpointError::ThreadBusy`](crate::CheckpointError::ThreadBusy).
+    Reject,
+    /// Queue it behind the thread's other runs (the default).
+    #[default]
+    Enqueue,
+    /// Stop the running run at its next step boundary (status `interrupted`, its
+    /// checkpoints kept), end runs still pending before the new one (`cancelled`), and run
+    /// the new one next.
+    Interrupt,
+    /// As [`Multitask::Interrupt`], and delete every checkpoint the stopped run wrote: the
+    /// thread is as it was before that run (status `cancelled`).
+    Rollback,
+}
+
+/// A stop asked of a running run, seen by its worker at the next heartbeat (or wake-up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopRequest {
+    /// Stop at the next step boundary, keep the checkpoints (status `interrupted`).
+    Interrupt,
+    /// Stop, then delete the checkpoints the run wrote (status `cancelled`).
+    Rollback,
+    /// Stop at the next step boundary (status `cancelled`).
+    Cancel,
+}
+
+impl StopRequest {
+    /// As stored in `sg_run_queue.stop`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopRequest::Interrupt => "interrupt",
+            StopRequest::Rollback => "rollback",
+            StopRequest::Cancel => "cancel",
+        }
+    }
+
+    /// The request a stored name stands for.
+    pub fn parse(name: &str) -> Option<StopRequest> {
+        [
+            StopRequest::Interrupt,
+            StopRequest::Rollback,
+            StopRequest::Cancel,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+}
+
+impl fmt::Display for StopRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A run leased by a worker: it runs it, heart-beats the lease, and writes through
+/// [`PostgresSaver::fenced`](crate::PostgresSaver::fenced) with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lease {
+    /// The run.
+    pub run: RunId,
+    /// Its thread.
+    pub thread: ThreadId,
+    /// This lease's epoch: one more than the run's previous lease. Writes under an older
+    /// epoch fail.
+    pub epoch: u64,
+    /// The worker holding it.
+    pub worker: String,
+    /// The input the run was submitted with (JSON `null`: continue the thread).
+    pub input: serde_json::Value,
+    /// How many times the run was leased, this time included.
+    pub attempt: u32,
+    /// Whether an earlier lease of the run wrote checkpoints: the run goes on from the
+    /// thread's newest checkpoint instead of applying its input again.
+    pub resumed: bool,
+    /// A stop asked of the run before this lease (its last worker died before seeing it).
+    pub stop: Option<StopRequest>,
+    /// When the run was submitted (ms since the Unix epoch).
+    pub created_at_ms: u64,
+}
+
+/// How a leased run ended, as its worker reports it to
+/// [`RunQueue::finish`](super::RunQueue::finish).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The graph ran to its end (`success`).
+    Success,
+    /// The graph paused at an interrupt (`interrupted`).
+    Paused,
+    /// The graph failed (`error`, with the error's message).
+    Failed(String),
+    /// The run stopped because it was asked to.
+    Stopped(StopRequest),
+}
+
+/// A queued run as the queue holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedRun {
+    /// The run.
+    pub run: RunId,
+    /// Its thread.
+    pub thread: ThreadId,
+    /// Where it stands: pending, running, success, error, interrupted or cancelled.
+    pub status: RunStatus,
+    /// Why it ended as it did, if said (an error's message, who stopped it).
+    pub reason: Option<String>,
+    /// Its current (or last) lease epoch; 0 before its first lease.
+    pub epoch: u64,
+    /// The worker holding (or that last held) it.
+    pub worker: Option<String>,
+    /// How many times it was leased.
+    pub attempts: u32,
+    /// A stop asked of it, if any.
+    pub stop: Option<StopRequest>,
+    /// When it was submitted (ms since the Unix epoch).
+    pub created_at_ms: u64,
+    /// When it last changed (ms since the Unix epoch).
+    pub updated_at_ms: u64,
+}
+
+/// One fenced write transaction, as logged in it (`sg_run_writes`): which run wrote, under
+/// which lease epoch, from which worker. Its order (`seq`) is the order in which the writes
+/// took their fence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FencedWrite {
+    /// Position in the log.
+    pub seq: i64,
+    /// The run.
+    pub run: RunId,
+    /// The lease epoch it wrote under.
+    pub epoch: u64,
+    /// The worker.
+    pub worker: String,
+    /// `checkpoints` (a put; [`FencedWrite::checkpoints`] lists them), `writes` (pending
+    /// writes against one checkpoint) or `end` (the run's end).
+    pub kind: String,
+    /// The checkpoints the transaction was given.
+    pub checkpoints: Vec<CheckpointId>,
+}
