@@ -144,6 +144,12 @@ pub(crate) async fn init(
             });
         }
     }
+    if found == Some(POSTGRES_FORMAT_VERSION) && is_complete(&tx, sql).await? {
+        // Nothing to create: no DDL, whose table locks would wait on (and could deadlock
+        // with) the writers of a schema in use, as a worker restarting beside others does.
+        tx.commit().await.during("ending the schema check")?;
+        return Ok(POSTGRES_FORMAT_VERSION);
+    }
     tx.batch_execute(&sql.text("CREATE SCHEMA IF NOT EXISTS {s};"))
         .await
         .during("creating the schema")?;
@@ -160,6 +166,25 @@ pub(crate) async fn init(
     }
     tx.commit().await.during("committing the schema")?;
     Ok(found.unwrap_or(POSTGRES_FORMAT_VERSION))
+}
+
+/// The object [`TABLES`] creates last: when it exists, every one before it does.
+const LAST_OBJECT: &str = "sg_run_writes_by_thread";
+
+/// Whether the schema holds every table and index of [`TABLES`].
+async fn is_complete(
+    tx: &tokio_postgres::Transaction<'_>,
+    sql: &Sql,
+) -> Result<bool, CheckpointError> {
+    let name = format!("\"{}\".{LAST_OBJECT}", sql.schema());
+    let row = tx
+        .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&name, Type::TEXT)])
+        .await
+        .during("looking for the newest table")?;
+    match row.first() {
+        Some(row) => col(row, 0),
+        None => Ok(false),
+    }
 }
 
 /// The schema's recorded format version: `None` when it has no `sg_meta` table yet.
@@ -204,5 +229,19 @@ async fn format_of(
         _ => Err(bad(format!(
             "the format record format_version is unreadable: {text:?}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LAST_OBJECT, TABLES};
+
+    #[test]
+    fn the_completeness_check_names_the_object_created_last() {
+        let last = TABLES.lines().rfind(|l| l.starts_with("CREATE"));
+        assert!(
+            last.is_some_and(|l| l.contains(&format!(" {LAST_OBJECT} "))),
+            "{last:?}"
+        );
     }
 }
