@@ -15,7 +15,27 @@ pub(crate) trait PgResult<T> {
 
 impl<T> PgResult<T> for Result<T, tokio_postgres::Error> {
     fn during(self, what: &'static str) -> Result<T, CheckpointError> {
-        self.map_err(|e| StorageError::new(what, e).into())
+        self.map_err(|e| StorageError::new(what, PgError(e)).into())
+    }
+}
+
+/// A tokio-postgres error whose message is the server's (with its SQLSTATE), not only
+/// "db error"; the original error is its source.
+#[derive(Debug)]
+pub(crate) struct PgError(pub(crate) tokio_postgres::Error);
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_db_error() {
+            Some(db) => write!(f, "{} (SQLSTATE {})", db.message(), db.code().code()),
+            None => self.0.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PgError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
     }
 }
 

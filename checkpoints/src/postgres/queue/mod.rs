@@ -1,4 +1,4 @@
-//! The run queue (decision 0056): runs submitted to threads, leased by workers on any
+//! The run queue (decision 0058): runs submitted to threads, leased by workers on any
 //! machine, one running run per thread (a unique index), leases heart-beaten and fenced.
 //!
 //! Inside: `types` what the queue hands out; `statements` its SQL; `fence` the check every
@@ -29,8 +29,9 @@ use statements::{HEARTBEAT, LEASE, RUN_COLUMNS, WRITE_LOG};
 /// end them. Cloning shares the saver's pool.
 ///
 /// ```
-/// use stategraph_checkpoints::postgres::{Multitask, RunEnd};
-/// use stategraph_checkpoints::{PostgresOptions, PostgresSaver, RunStatus, ThreadId};
+/// use stategraph_checkpoints::{
+///     Multitask, PostgresOptions, PostgresSaver, RunEnd, RunStatus, Saver, ThreadId,
+/// };
 /// use std::time::Duration;
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let Ok(url) = std::env::var("STATEGRAPH_PG_URL") else { return Ok(()) };
@@ -40,7 +41,9 @@ use statements::{HEARTBEAT, LEASE, RUN_COLUMNS, WRITE_LOG};
 /// let thread = ThreadId::new("doc-queue")?;
 /// saver.delete_thread(&thread).await?;
 /// let run = queue.submit(&thread, serde_json::json!({"n": 1}), Multitask::Enqueue).await?;
-/// let lease = queue.lease("worker-a", Duration::from_secs(30)).await?.expect("a run");
+/// let Some(lease) = queue.lease("worker-a", Duration::from_secs(30)).await? else {
+///     panic!("the run is runnable")
+/// };
 /// assert_eq!(lease.run, run);
 /// queue.finish(&lease, RunEnd::Success).await?;
 /// assert_eq!(queue.run(&run).await?.map(|r| r.status), Some(RunStatus::Success));
@@ -81,7 +84,7 @@ impl RunQueue {
         let mut pooled = self.saver.client().await?;
         let client: &mut tokio_postgres::Client = &mut pooled;
         let tx = client.transaction().await.during("beginning a lease")?;
-        let now = to_i64(crate::run::now_ms());
+        let now = to_i64(now_ms());
         let leased = self
             .sql()
             .query_opt(
@@ -258,7 +261,10 @@ fn is_unique_violation(e: &CheckpointError) -> bool {
         if let Some(pg) = err.downcast_ref::<tokio_postgres::Error>() {
             return pg.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION);
         }
-        source = err.source();
+        source = match err.downcast_ref::<crate::StorageError>() {
+            Some(storage) => Some(storage.cause()),
+            None => err.source(),
+        };
     }
     false
 }
@@ -318,6 +324,14 @@ fn queued_of(row: &Row) -> Result<QueuedRun, CheckpointError> {
     })
 }
 
+/// Now, in milliseconds since the Unix epoch (0 for a clock before it).
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// The record mirrored into `sg_runs` for a queued run.
 pub(super) fn record(
     run: &RunId,
@@ -326,7 +340,7 @@ pub(super) fn record(
     reason: Option<String>,
     created_at_ms: u64,
 ) -> RunRecord {
-    let mut r = RunRecord::new(run.clone(), thread.clone(), status, crate::run::now_ms());
+    let mut r = RunRecord::new(run.clone(), thread.clone(), status, now_ms());
     r.created_at_ms = created_at_ms;
     r.reason = reason;
     r.metadata
