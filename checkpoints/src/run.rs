@@ -292,11 +292,3 @@ mod tests {
         }
     }
 }
-
-/// Now, in milliseconds since the Unix epoch (0 for a clock before it).
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}

@@ -6,7 +6,7 @@
 //! transaction: a worker paused past its lease (a zombie) writes nothing once another worker
 //! took the run over. A run whose worker died is leased again when its lease ends and goes
 //! on from the thread's newest checkpoint, reusing the writes its finished tasks recorded.
-//! See `docs/guides/scale-out.md` and decision 0056.
+//! See `docs/guides/scale-out.md` and decision 0058.
 
 mod heartbeat;
 
@@ -95,7 +95,9 @@ pub struct WorkedRun {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use stategraph::checkpoints::{Multitask, PostgresOptions, PostgresSaver, RunStatus, ThreadId};
+/// use stategraph::checkpoints::{
+///     Multitask, PostgresOptions, PostgresSaver, RunStatus, Saver, ThreadId,
+/// };
 /// use stategraph::prelude::*;
 /// use stategraph::worker::{Worker, WorkerOptions};
 ///
@@ -107,7 +109,7 @@ pub struct WorkedRun {
 /// let options = PostgresOptions { schema: "doc_worker".to_owned(), ..Default::default() };
 /// let saver = PostgresSaver::connect_with(&url, options).await?;
 /// let graph = StateGraph::<Count>::new()
-///     .add_node("inc", |s: Arc<Count>| async move {
+///     .add_node("inc", |s: Arc<Count>, _ctx: NodeContext| async move {
 ///         Ok::<_, BoxError>(Count::update().n(s.n + 1))
 ///     })
 ///     .add_edge(START, "inc")
@@ -117,7 +119,7 @@ pub struct WorkedRun {
 /// saver.delete_thread(&thread).await?;
 /// let run = saver.queue().submit(&thread, serde_json::json!({"n": 41}), Multitask::Enqueue).await?;
 /// let worker = Worker::new(saver.clone(), graph, WorkerOptions::default())?;
-/// let worked = worker.run_next().await?.expect("a run was queued");
+/// let Some(worked) = worker.run_next().await? else { panic!("a run was queued") };
 /// assert_eq!(worked.run, run);
 /// assert_eq!(saver.queue().run(&run).await?.map(|r| r.status), Some(RunStatus::Success));
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -104,7 +104,7 @@ impl Wakeups {
         loop {
             match tokio::time::timeout_at(deadline, seen.recv()).await {
                 Ok(Ok(named)) if wanted(&named) => return true,
-                Ok(Ok(_)) => continue,
+                Ok(Ok(_)) => {}
                 Ok(Err(broadcast::error::RecvError::Lagged(_))) => return true,
                 Ok(Err(broadcast::error::RecvError::Closed)) => {
                     tokio::time::sleep_until(deadline).await;

@@ -7,7 +7,7 @@ use tokio_postgres::GenericClient;
 use super::super::runs;
 use super::super::sql::{col, to_i64, to_u64, PgResult, Sql};
 use super::statements::{ASK_STOP, END_PENDING, FINISH, INSERT, OPEN_RUNS, RESET_HEADS, ROLL_BACK};
-use super::{record, run_id, Fence, Lease, Multitask, RunEnd, RunQueue, StopRequest};
+use super::{now_ms, record, run_id, Fence, Lease, Multitask, RunEnd, RunQueue, StopRequest};
 use crate::{CheckpointError, RunId, RunStatus, ThreadId};
 
 impl RunQueue {
@@ -42,46 +42,8 @@ impl RunQueue {
             "locking the thread's submissions",
         )
         .await?;
-        let open = sql
-            .query(
-                &tx,
-                OPEN_RUNS,
-                &[(&thread.as_str(), Type::TEXT)],
-                "reading open runs",
-            )
-            .await?;
-        let now = crate::run::now_ms();
-        for row in &open {
-            let other = run_id(col(row, 0)?)?;
-            let running = col::<&str>(row, 1)? == "running";
-            let reason = format!("superseded by run {run} ({})", strategy_name(strategy));
-            match strategy {
-                Multitask::Enqueue => break,
-                Multitask::Reject => {
-                    return Err(CheckpointError::ThreadBusy {
-                        thread: thread.clone(),
-                        run: other,
-                        status: if running {
-                            RunStatus::Running
-                        } else {
-                            RunStatus::Pending
-                        },
-                    })
-                }
-                Multitask::Interrupt | Multitask::Rollback if running => {
-                    let stop = if strategy == Multitask::Rollback {
-                        StopRequest::Rollback
-                    } else {
-                        StopRequest::Interrupt
-                    };
-                    ask_stop(&tx, sql, &other, stop, &reason, now).await?;
-                }
-                Multitask::Interrupt | Multitask::Rollback => {
-                    end_pending(&tx, sql, &other, thread, RunStatus::Cancelled, &reason, now)
-                        .await?;
-                }
-            }
-        }
+        let now = now_ms();
+        make_way(&tx, sql, thread, &run, strategy, now).await?;
         let now_i = to_i64(now);
         sql.query(
             &tx,
@@ -119,7 +81,7 @@ impl RunQueue {
             .transaction()
             .await
             .during("beginning a cancellation")?;
-        let now = crate::run::now_ms();
+        let now = now_ms();
         let reason = "cancelled on request";
         let ended = end_pending(
             &tx,
@@ -164,7 +126,7 @@ impl RunQueue {
             }
         };
         let stopped = matches!(end, RunEnd::Stopped(_));
-        let now = to_i64(crate::run::now_ms());
+        let now = to_i64(now_ms());
         let ended = sql
             .query_opt(
                 &tx,
@@ -210,6 +172,60 @@ pub(super) async fn mirror(
 ) -> Result<(), CheckpointError> {
     let r = record(run, thread, RunStatus::Running, None, created_at_ms);
     runs::mirror(tx, sql, &r).await
+}
+
+/// What `strategy` does to `thread`'s unfinished runs before `run` joins them: nothing
+/// (enqueue), refuse (reject), or stop the running one and end the pending ones.
+async fn make_way(
+    tx: &impl GenericClient,
+    sql: &Sql,
+    thread: &ThreadId,
+    run: &RunId,
+    strategy: Multitask,
+    now: u64,
+) -> Result<(), CheckpointError> {
+    if strategy == Multitask::Enqueue {
+        return Ok(());
+    }
+    let open = sql
+        .query(
+            tx,
+            OPEN_RUNS,
+            &[(&thread.as_str(), Type::TEXT)],
+            "reading open runs",
+        )
+        .await?;
+    for row in &open {
+        let other = run_id(col(row, 0)?)?;
+        let running = col::<&str>(row, 1)? == "running";
+        let reason = format!("superseded by run {run} ({})", strategy_name(strategy));
+        match strategy {
+            Multitask::Enqueue => {}
+            Multitask::Reject => {
+                return Err(CheckpointError::ThreadBusy {
+                    thread: thread.clone(),
+                    run: other,
+                    status: if running {
+                        RunStatus::Running
+                    } else {
+                        RunStatus::Pending
+                    },
+                })
+            }
+            Multitask::Interrupt | Multitask::Rollback if running => {
+                let stop = if strategy == Multitask::Rollback {
+                    StopRequest::Rollback
+                } else {
+                    StopRequest::Interrupt
+                };
+                ask_stop(tx, sql, &other, stop, &reason, now).await?;
+            }
+            Multitask::Interrupt | Multitask::Rollback => {
+                end_pending(tx, sql, &other, thread, RunStatus::Cancelled, &reason, now).await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn strategy_name(s: Multitask) -> &'static str {
