@@ -238,3 +238,63 @@ fn verify_passes_a_sound_schema_and_names_a_damaged_value() {
         "the checkpoints that refer to it fail to load: {report}"
     );
 }
+
+#[test]
+fn runs_lists_queued_runs_with_their_status_and_reason() {
+    use stategraph::checkpoints::{Multitask, RunEnd, ThreadId};
+    let Some(base) = url() else { return };
+    let schema = Schema::new(&base, "queue");
+    let queue = schema.saver.queue();
+    let thread = ThreadId::new("queued").expect("thread id");
+    let (done, failed, waiting) = runtime().block_on(async {
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let input = serde_json::json!({ "n": i });
+            ids.push(
+                queue
+                    .submit(&thread, input, Multitask::Enqueue)
+                    .await
+                    .expect("submit"),
+            );
+        }
+        let lease_for = std::time::Duration::from_secs(30);
+        for end in [
+            RunEnd::Success,
+            RunEnd::Failed("the model timed out".to_owned()),
+        ] {
+            let lease = queue
+                .lease("w", lease_for)
+                .await
+                .expect("lease")
+                .expect("a run");
+            queue.finish(&lease, end).await.expect("finish");
+        }
+        (ids[0].clone(), ids[1].clone(), ids[2].clone())
+    });
+    let listed = sg(&["runs", &schema.url, "--thread", "queued", "--json"])
+        .ok()
+        .json();
+    let status_of = |run: &stategraph::checkpoints::RunId| {
+        listed
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["run_id"] == run.as_str()))
+            .map(|r| (r["status"].clone(), r["reason"].clone()))
+    };
+    assert_eq!(
+        status_of(&done),
+        Some((Value::from("success"), Value::Null))
+    );
+    assert_eq!(
+        status_of(&failed),
+        Some((Value::from("error"), Value::from("the model timed out")))
+    );
+    assert_eq!(
+        status_of(&waiting),
+        Some((Value::from("pending"), Value::Null))
+    );
+    let text = sg(&["runs", &schema.url, "--thread", "queued"]).ok().stdout;
+    assert!(
+        text.contains("the model timed out") && text.contains("pending"),
+        "{text}"
+    );
+}
