@@ -78,6 +78,9 @@ mod docs {
     #[doc = include_str!("../docs/guides/postgres.md")]
     struct Postgres;
 
+    #[doc = include_str!("../docs/guides/scale-out.md")]
+    struct ScaleOut;
+
     #[doc = include_str!("../docs/langgraph-mapping.md")]
     struct LanggraphMapping;
 

@@ -14,7 +14,8 @@
 //! against `PRAGMA integrity_check` on one long thread), `prune` (the same threads pruned to
 //! their newest `--prune-keep 100`, against `integrity_check`), `studio` (the first view of
 //! `stategraph studio` on the same threads: thread list, first history page, head checkpoint,
-//! graph, over HTTP) and `sales_review` (ours only;
+//! graph, over HTTP), `workers` (the PostgreSQL run queue served by 1 and by 8 workers;
+//! `--pg-url`) and `sales_review` (ours only;
 //! `sales_review` times the example's release binary, built first with `cargo build --release
 //! --example sales_review`), `--checkpointer none|memory|sqlite` (a comma list is accepted:
 //! `none,memory`), `--steps 1000`,
@@ -52,6 +53,7 @@ mod chain;
 mod floor;
 mod postgres_db;
 mod postgres_runs;
+mod postgres_workers;
 mod prune_scan;
 mod report;
 mod sales_review;
@@ -81,7 +83,7 @@ use sqlite_db::SqliteDb;
 use wide_state::{WideState, WideVal};
 
 const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 12] = [
+const WORKLOADS: [&str; 13] = [
     "chain",
     "fanout",
     "agent",
@@ -94,6 +96,7 @@ const WORKLOADS: [&str; 12] = [
     "verify",
     "prune",
     "studio",
+    "workers",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -589,6 +592,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "verify" => verify_scan::run_verify(&args).await?,
             "studio" => studio_page::run_studio(&args).await?,
             "prune" => prune_scan::run_prune(&args).await?,
+            "workers" => postgres_workers::run_workers(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;

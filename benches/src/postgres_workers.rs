@@ -1,0 +1,128 @@
+//! `workers` (needs `--pg-url`): how run throughput scales with workers on the PostgreSQL run
+//! queue. 8 threads, each with [`RUNS_PER_THREAD`] queued runs of a 3-node graph whose nodes
+//! each wait `IO_MS` (a model or tool call: agent steps wait on I/O, not on the CPU), run by
+//! 1 and then 8 workers, each a [`Worker`] with its own connection pool, `sync` durability.
+//! Keys: `workers`, `runs`, `supersteps`, `wall_s`, `steps_per_s`, and on the 8-worker row
+//! `speedup_vs_1` (its steps per second over the 1-worker row's).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use stategraph::checkpoints::{Multitask, PostgresOptions, PostgresSaver, ThreadId};
+use stategraph::worker::{Worker, WorkerOptions};
+
+use super::*;
+use crate::postgres_db::PgDb;
+
+/// Threads served at once (one running run each at most).
+const THREADS: usize = 8;
+/// Runs queued on each thread.
+const RUNS_PER_THREAD: usize = 6;
+/// Each node's wait, in ms.
+const IO_MS: u64 = 5;
+/// Supersteps of one run (its three nodes).
+const RUN_STEPS: usize = 3;
+
+#[derive(stategraph::State, Clone, Default, Debug)]
+struct Work {
+    #[reduce(append)]
+    log: Vec<String>,
+    label: String,
+}
+
+fn graph() -> Result<CompiledGraph<Work>, BoxError> {
+    let node = |name: &'static str| {
+        move |s: Arc<Work>, _ctx: NodeContext| async move {
+            tokio::time::sleep(Duration::from_millis(IO_MS)).await;
+            Ok::<_, BoxError>(Work::update().log(vec![format!("{}/{name}", s.label)]))
+        }
+    };
+    Ok(StateGraph::<Work>::new()
+        .add_node("a", node("a"))
+        .add_node("b", node("b"))
+        .add_node("c", node("c"))
+        .add_edge(START, "a")
+        .add_edge("a", "b")
+        .add_edge("b", "c")
+        .add_edge("c", END)
+        .compile()?)
+}
+
+/// The `workers` rows: 1 worker, then 8.
+pub(crate) async fn run_workers(args: &Args) -> Result<(), BoxError> {
+    let Some(url) = args.pg_url.as_deref() else {
+        return Err("the workers workload needs --pg-url (or STATEGRAPH_PG_URL)".into());
+    };
+    let mut one = None;
+    for workers in [1usize, 8] {
+        let db = PgDb::open(url, &format!("workers_{workers}")).await?;
+        let wall = serve_all(url, &db.saver, workers).await?;
+        let runs = THREADS * RUNS_PER_THREAD;
+        let rate = (runs * RUN_STEPS) as f64 / wall;
+        let mut rec = Record::new()
+            .kv("engine", ENGINE)
+            .kv("workload", "workers")
+            .kv("checkpointer", "postgres")
+            .kv("durability", "sync")
+            .kv("workers", workers)
+            .kv("threads", THREADS)
+            .kv("runs", runs)
+            .kv("node_io_ms", IO_MS)
+            .kv("supersteps", runs * RUN_STEPS)
+            .kv("wall_s", round(wall, 4))
+            .kv("steps_per_s", round(rate, 1));
+        match one {
+            None => one = Some(rate),
+            Some(base) => rec = rec.kv("speedup_vs_1", round(rate / base, 2)),
+        }
+        db.close(rec).await?.emit();
+    }
+    Ok(())
+}
+
+/// Queue every run, then let `workers` workers take them until all have ended; the seconds
+/// from the first lease to the last end.
+async fn serve_all(url: &str, saver: &PostgresSaver, workers: usize) -> Result<f64, BoxError> {
+    let queue = saver.queue();
+    for t in 0..THREADS {
+        let thread = ThreadId::new(format!("w{t}"))?;
+        for r in 0..RUNS_PER_THREAD {
+            let input = serde_json::json!({ "label": format!("{t}.{r}") });
+            queue.submit(&thread, input, Multitask::Enqueue).await?;
+        }
+    }
+    let total = THREADS * RUNS_PER_THREAD;
+    let ended = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let options = PostgresOptions {
+            schema: saver.schema().to_owned(),
+            pool_size: 2,
+            create_schema: false,
+            ..PostgresOptions::default()
+        };
+        let own = PostgresSaver::connect_with(url, options).await?;
+        let worker_options = WorkerOptions {
+            name: format!("bench-{w}"),
+            ..WorkerOptions::default()
+        };
+        let worker = Worker::new(own, graph()?, worker_options)?;
+        let ended = ended.clone();
+        tasks.push(tokio::spawn(async move {
+            while ended.load(Ordering::SeqCst) < total {
+                match worker.run_next().await? {
+                    Some(_) => {
+                        ended.fetch_add(1, Ordering::SeqCst);
+                    }
+                    None => tokio::time::sleep(Duration::from_millis(1)).await,
+                }
+            }
+            Ok::<_, stategraph::worker::WorkerError>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
