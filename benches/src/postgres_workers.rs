@@ -17,7 +17,7 @@ use crate::postgres_db::PgDb;
 /// Threads served at once (one running run each at most).
 const THREADS: usize = 8;
 /// Runs queued on each thread.
-const RUNS_PER_THREAD: usize = 6;
+const RUNS_PER_THREAD: usize = 12;
 /// Each node's wait, in ms.
 const IO_MS: u64 = 5;
 /// Supersteps of one run (its three nodes).

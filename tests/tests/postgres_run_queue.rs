@@ -378,7 +378,7 @@ async fn interrupt_stops_the_running_run_at_a_step_boundary_and_keeps_its_checkp
     };
     let queue = saver.queue();
     let t = thread("i");
-    let shutdown = serve(&saver, steps(Duration::from_millis(300), Arc::default()));
+    let shutdown = serve(&saver, steps(Duration::from_millis(600), Arc::default()));
     let first = queue
         .submit(&t, input("one"), Multitask::Enqueue)
         .await
@@ -421,7 +421,7 @@ async fn rollback_stops_the_running_run_and_deletes_every_checkpoint_it_wrote() 
     };
     let queue = saver.queue();
     let t = thread("rb");
-    let shutdown = serve(&saver, steps(Duration::from_millis(300), Arc::default()));
+    let shutdown = serve(&saver, steps(Duration::from_millis(600), Arc::default()));
     let before = queue
         .submit(&t, input("zero"), Multitask::Enqueue)
         .await
@@ -498,12 +498,13 @@ async fn cancel_ends_a_pending_run_at_once_and_stops_a_running_one() {
         .await
         .unwrap();
     assert_eq!(queue.cancel(&pending).await.unwrap(), RunStatus::Cancelled);
-    let shutdown = serve(&saver, steps(Duration::from_millis(300), Arc::default()));
+    let shutdown = serve(&saver, steps(Duration::from_millis(600), Arc::default()));
     until_it_wrote(&saver, &t).await;
-    assert_eq!(
-        queue.cancel(&running).await.unwrap(),
-        RunStatus::Running,
-        "it stops at a step boundary"
+    // Asked to stop: still running, or already stopped if its worker was quicker.
+    let asked = queue.cancel(&running).await.unwrap();
+    assert!(
+        matches!(asked, RunStatus::Running | RunStatus::Cancelled),
+        "{asked:?}"
     );
     let done = queue.wait_until_done(&running, WAIT).await.unwrap();
     assert_eq!(
