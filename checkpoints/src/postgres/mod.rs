@@ -17,7 +17,7 @@
 //!
 //! Inside: `options` the options; `schema` the tables and their creation; `sql` errors,
 //! statements and column encodings; `record` the records of part references; `resolve`
-//! states and hash-checked values; `read` loads and lists; `write` puts and pending writes;
+//! states and hash-checked values; `read` loads and lists; `write` puts and pending writes, `rows` a batch's rows in one statement;
 //! `maintain` delete, copy, prune and garbage collection; `runs` runs and receipts.
 
 mod maintain;
@@ -26,6 +26,7 @@ mod queue;
 mod read;
 mod record;
 mod resolve;
+mod rows;
 mod runs;
 mod schema;
 mod sql;

@@ -1,14 +1,15 @@
-//! Writes: a batch of puts in one transaction (the parent check under the head row's lock),
-//! and a task's pending writes in one statement.
+//! Writes: a batch of puts in one transaction (the parent check under the head row's lock,
+//! the rows stored together by `rows`), and a task's pending writes in one statement.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, GenericClient};
 
-use super::record::{apply, base_text, refs, seal_writes, wrote_text, Base, Sealed, Wrote};
+use super::record::{apply, seal_writes, Base};
 use super::resolve::state_of;
-use super::sql::{col, id_bytes, id_from, task_bytes, to_i64, Sql};
+use super::rows::Rows;
+use super::sql::{col, id_bytes, id_from, task_bytes, Sql};
 use super::PostgresOptions;
 use crate::{
     CheckpointError, CheckpointId, Namespace, PendingWrite, PutCheckpoint, Source, ThreadId,
@@ -22,43 +23,6 @@ FROM {s}.sg_heads h
 LEFT JOIN {s}.sg_checkpoints p ON p.thread = h.thread AND p.ns = h.ns AND p.id = $3
 WHERE h.thread = $1 AND h.ns = $2
 FOR UPDATE OF h";
-
-/// Store the checkpoint row and move the head to it if it is the greatest id. A `loop`
-/// checkpoint settles its parent's step: the task outputs recorded against the parent while
-/// that step ran are in the new checkpoint, so they are dropped (errors, interrupts and
-/// resume values stay). A pending write's `kind` is serde_json's compact text of its
-/// `WriteKind`, so an output's starts with `{"Output":`.
-const INSERT: &str = "
-WITH c AS (
-    INSERT INTO {s}.sg_checkpoints
-        (thread, ns, id, parent, step, source, created_at, control, metadata, wrote, base,
-         since_base, refs)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-), settled AS (
-    DELETE FROM {s}.sg_writes
-    WHERE $6 = 'loop' AND thread = $1 AND ns = $2 AND checkpoint = $4
-      AND kind LIKE '{\"Output\":%'
-)
-UPDATE {s}.sg_heads SET head = $3 WHERE thread = $1 AND ns = $2 AND head < $3";
-
-/// The values of a batch of one, stored by [`INSERT`]'s statement (a CTE put before its own).
-const INSERT_VALUES: &str = "WITH v AS (
-    INSERT INTO {s}.sg_values (hash, data)
-    SELECT * FROM unnest($14::bytea[], $15::bytea[])
-    ON CONFLICT (hash) DO NOTHING
-), c AS (";
-
-/// Store every value of the batch that is not stored yet (sorted by hash, so two batches
-/// never wait on each other's new values in opposite orders).
-const VALUES: &str = "
-INSERT INTO {s}.sg_values (hash, data)
-SELECT * FROM unnest($1::bytea[], $2::bytea[])
-ON CONFLICT (hash) DO NOTHING";
-
-/// A put checked and written except for its values.
-struct Written {
-    values: Sealed,
-}
 
 /// What a batch knows of the threads whose head rows it has locked: each one's head, and how
 /// far from its base record each checkpoint the batch wrote is. A put that extends one of
@@ -94,30 +58,18 @@ pub(crate) async fn put_batch(
     puts: Vec<PutCheckpoint>,
 ) -> Result<Result<(), CheckpointError>, CheckpointError> {
     let mut first_error = None;
-    // A batch of one stores its values in the statement that stores its row.
-    let inline = puts.len() == 1;
-    let mut values: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
+    let mut rows = Rows::default();
     let mut locked = Locked::default();
     for put in puts {
-        match put_one(tx, sql, options, put, &mut locked, inline).await {
-            Ok(Ok(written)) => values.extend(written.values),
+        match put_one(tx, sql, options, put, &mut locked, &mut rows).await {
+            Ok(Ok(())) => {}
             Ok(Err(refused)) => {
                 first_error.get_or_insert(refused);
             }
             Err(storage) => return Err(storage),
         }
     }
-    if !values.is_empty() {
-        let (hashes, data): (Vec<Vec<u8>>, Vec<Vec<u8>>) =
-            values.into_iter().map(|(h, d)| (h.to_vec(), d)).unzip();
-        sql.query(
-            tx,
-            VALUES,
-            &[(&hashes, Type::BYTEA_ARRAY), (&data, Type::BYTEA_ARRAY)],
-            "storing values",
-        )
-        .await?;
-    }
+    rows.store(tx, sql, true).await?;
     Ok(first_error.map_or(Ok(()), Err))
 }
 
@@ -186,8 +138,8 @@ async fn put_one(
     options: &PostgresOptions,
     put: PutCheckpoint,
     batch: &mut Locked,
-    inline: bool,
-) -> Result<Result<Written, CheckpointError>, CheckpointError> {
+    rows: &mut Rows,
+) -> Result<Result<(), CheckpointError>, CheckpointError> {
     let (wrote, values) = match seal_writes(&put.writes, options.max_value_bytes) {
         Ok(sealed) => sealed,
         Err(e) => return Ok(Err(e)),
@@ -197,13 +149,19 @@ async fn put_one(
     let key = (put.thread.clone(), put.ns.clone());
     let (head, parent_since) = match batch.known(&put) {
         Some(known) => known,
-        None => match lock_head(tx, sql, &put, cp.parent.is_none()).await? {
-            Some(row) => {
-                batch.heads.insert(key.clone(), row.0);
-                row
+        None => {
+            // The head row reads as this batch left it only once its rows are stored.
+            if batch.heads.contains_key(&key) && !rows.is_empty() {
+                rows.store(tx, sql, false).await?;
             }
-            None => (None, None),
-        },
+            match lock_head(tx, sql, &put, cp.parent.is_none()).await? {
+                Some(row) => {
+                    batch.heads.insert(key.clone(), row.0);
+                    row
+                }
+                None => (None, None),
+            }
+        }
     };
     if must_extend_head && cp.parent != head {
         return Ok(Err(stale(&put, head)));
@@ -224,6 +182,10 @@ async fn put_one(
     let base = match cp.parent {
         None => Some(Base::new()),
         Some(parent) if since_base >= i32::try_from(options.full_every).unwrap_or(i32::MAX) => {
+            // The parent may be a row of this batch not stored yet.
+            if !rows.is_empty() {
+                rows.store(tx, sql, false).await?;
+            }
             Some(
                 state_of(tx, sql, &put.thread, &put.ns, parent)
                     .await?
@@ -236,79 +198,11 @@ async fn put_one(
         apply(&mut b, &wrote);
         b
     });
-    let values = if inline {
-        insert_row(tx, sql, &put, (&wrote, base.as_ref(), since_base), &values).await?;
-        Vec::new()
-    } else {
-        insert_row(tx, sql, &put, (&wrote, base.as_ref(), since_base), &[]).await?;
-        values
-    };
+    rows.push(&put, (&wrote, base.as_ref(), since_base), values)?;
     let stored_since = if base.is_some() { 0 } else { since_base };
     batch.heads.insert(key.clone(), head.max(Some(cp.id)));
     batch.since.insert((key.0, key.1, cp.id), stored_since);
-    Ok(Ok(Written { values }))
-}
-
-/// Store the row (and `values`, sorted by hash, in the same statement when given).
-async fn insert_row(
-    tx: &Client,
-    sql: &Sql,
-    put: &PutCheckpoint,
-    (wrote, base, since_base): (&Wrote, Option<&Base>, i32),
-    values: &[([u8; 32], Vec<u8>)],
-) -> Result<(), CheckpointError> {
-    let cp = &put.checkpoint;
-    let control = serde_json::to_string(&cp.control).map_err(|e| encode_error("control", e))?;
-    let metadata = serde_json::to_string(&cp.metadata).map_err(|e| encode_error("metadata", e))?;
-    let since: i32 = if base.is_some() { 0 } else { since_base };
-    let (id, parent) = (id_bytes(cp.id), cp.parent.map(id_bytes));
-    let (created, refs) = (to_i64(cp.created_at_ms), refs(wrote, base));
-    let (wrote, base) = (wrote_text(wrote), base.map(base_text));
-    let mut sorted: Vec<&([u8; 32], Vec<u8>)> = values.iter().collect();
-    sorted.sort_by_key(|(h, _)| *h);
-    let hashes: Vec<&[u8]> = sorted.iter().map(|(h, _)| &h[..]).collect();
-    let data: Vec<&[u8]> = sorted.iter().map(|(_, d)| &d[..]).collect();
-    let text = if values.is_empty() {
-        INSERT.to_owned()
-    } else {
-        INSERT.replacen("WITH c AS (", INSERT_VALUES, 1)
-    };
-    sql.query(
-        tx,
-        &text,
-        &[
-            (&put.thread.as_str(), Type::TEXT),
-            (&put.ns.as_str(), Type::TEXT),
-            (&id, Type::BYTEA),
-            (&parent, Type::BYTEA),
-            (&cp.step, Type::INT8),
-            (&cp.source.as_str(), Type::TEXT),
-            (&created, Type::INT8),
-            (&control, Type::TEXT),
-            (&metadata, Type::TEXT),
-            (&wrote, Type::TEXT),
-            (&base, Type::TEXT),
-            (&since, Type::INT4),
-            (&refs, Type::BYTEA_ARRAY),
-            (&hashes, Type::BYTEA_ARRAY),
-            (&data, Type::BYTEA_ARRAY),
-        ],
-        "inserting a checkpoint row",
-    )
-    .await?;
-    Ok(())
-}
-
-fn encode_error(what: &'static str, e: serde_json::Error) -> CheckpointError {
-    crate::StorageError::new(
-        if what == "control" {
-            "encoding a checkpoint's control state"
-        } else {
-            "encoding a checkpoint's metadata"
-        },
-        e,
-    )
-    .into()
+    Ok(Ok(()))
 }
 
 fn stale(put: &PutCheckpoint, found: Option<CheckpointId>) -> CheckpointError {
