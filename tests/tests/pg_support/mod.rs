@@ -1,5 +1,7 @@
 //! The PostgreSQL server the Postgres tests run against: its URL from `STATEGRAPH_PG_URL`
-//! (printed by `.ci/postgres.sh`), and a throwaway schema per test, dropped after it.
+//! (printed by `.ci/postgres.sh`), the transaction-mode PgBouncer in front of it from
+//! `STATEGRAPH_PGB_URL` (printed by `.ci/pgbouncer.sh`), and a throwaway schema per test,
+//! dropped after it.
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +22,27 @@ pub fn url() -> Option<String> {
                 panic!("STATEGRAPH_PG_URL is not set and CI=true: {HOW_TO_START}");
             }
             eprintln!("skipped: STATEGRAPH_PG_URL is not set; {HOW_TO_START}");
+            None
+        }
+    }
+}
+
+/// How to start the transaction-mode pooler, as the skip and failure messages say it.
+pub const HOW_TO_START_PGB: &str = "start the server, then a PgBouncer in transaction mode in \
+     front of it, with: eval \"export $(.ci/postgres.sh | tail -n 1)\"; \
+     eval \"export $(.ci/pgbouncer.sh | tail -n 1)\"";
+
+/// The URL of the transaction-mode PgBouncer in front of the server, from
+/// `STATEGRAPH_PGB_URL` (printed by `.ci/pgbouncer.sh`); `None` (after saying how to start
+/// it) when unset. Under `CI=true` a missing pooler fails the test instead of skipping it.
+pub fn pgb_url() -> Option<String> {
+    match std::env::var("STATEGRAPH_PGB_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("STATEGRAPH_PGB_URL is not set and CI=true: {HOW_TO_START_PGB}");
+            }
+            eprintln!("skipped: STATEGRAPH_PGB_URL is not set; {HOW_TO_START_PGB}");
             None
         }
     }

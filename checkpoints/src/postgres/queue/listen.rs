@@ -1,7 +1,8 @@
 //! Wake-ups: a worker listens on its schema's channel (`LISTEN`), and each submission, stop
 //! request and run end notifies it (`pg_notify` with the run's id, sent at commit). Behind a
-//! pooler that cannot follow `LISTEN`, or when the listening connection drops, the worker
-//! still polls: every wait has a deadline.
+//! pooler that cannot follow `LISTEN` (PgBouncer in transaction mode accepts it, and then no
+//! notification arrives), or when the listening connection drops, the worker still polls:
+//! every wait has a deadline.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,7 +78,10 @@ impl Wakeups {
         }
     }
 
-    /// Whether notifications arrive (else only the clock wakes).
+    /// Whether the server took the `LISTEN` (else only the clock wakes). Through a
+    /// transaction-mode pooler such as PgBouncer it is taken, yet no notification arrives
+    /// (the pooler hands the listening server connection to other clients): there too only
+    /// the clock wakes.
     pub fn is_listening(&self) -> bool {
         self.source.is_some()
     }
