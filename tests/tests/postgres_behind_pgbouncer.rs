@@ -533,6 +533,50 @@ async fn queued_runs_served_by_workers_through_the_pooler_all_end_in_success() -
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_behind_the_pooler_listening_on_the_server_is_woken_by_a_submission() -> TestResult
+{
+    let Some((saver, guard)) = fresh("pgb_listen").await else {
+        return Ok(());
+    };
+    let pgb = pg_support::pgb_url().ok_or("no pooler")?;
+    let direct = pg_support::url().ok_or("no server")?;
+    let options = PostgresOptions {
+        schema: guard.schema.clone(),
+        pool_size: POOL,
+        listen_url: Some(direct),
+        ..PostgresOptions::default()
+    };
+    let own = PostgresSaver::connect_with(&pgb, options).await?;
+    // It polls once an hour: only a notification can start the run in time.
+    let worker = Worker::new(
+        own,
+        steps(),
+        WorkerOptions {
+            poll: Duration::from_secs(3600),
+            ..WorkerOptions::default()
+        },
+    )?;
+    let shutdown = CancelToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move { worker.serve(stop).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let t = ThreadId::new("woken")?;
+    let input = serde_json::json!({ "label": "w" });
+    let run = saver.queue().submit(&t, input, Multitask::Enqueue).await?;
+    let done = tokio::time::timeout(
+        Duration::from_secs(60),
+        saver
+            .queue()
+            .wait_until_done(&run, Duration::from_millis(20)),
+    )
+    .await
+    .map_err(|_| "the worker was not woken by the notification")??;
+    assert_eq!(done.status, RunStatus::Success);
+    shutdown.cancel();
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_connects_through_the_pooler_create_a_fresh_schema_once() -> TestResult {
     let Some(pgb) = pg_support::pgb_url() else {
         return Ok(());

@@ -56,8 +56,8 @@ struct Inner {
     pool: Pool,
     sql: Sql,
     options: PostgresOptions,
-    /// How to open a connection of its own (the queue's listener).
-    config: tokio_postgres::Config,
+    /// How to open the run queue's listening connection (`PostgresOptions::listen_url`).
+    listen: tokio_postgres::Config,
 }
 
 /// A [`Saver`] over a PostgreSQL database: for many processes on many machines sharing
@@ -152,6 +152,12 @@ impl PostgresSaver {
             .max_size(options.pool_size)
             .build()
             .map_err(|e| StorageError::new("building the connection pool", e))?;
+        let listen = match &options.listen_url {
+            Some(url) => url
+                .parse()
+                .map_err(|e| StorageError::new("parsing the listen URL", e))?,
+            None => config.clone(),
+        };
         let sql = Sql::new(&options.schema);
         {
             let mut client = pool.get().await.during("connecting to the database")?;
@@ -162,7 +168,7 @@ impl PostgresSaver {
                 pool,
                 sql,
                 options,
-                config,
+                listen,
             }),
             fence: None,
         })

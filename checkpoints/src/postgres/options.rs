@@ -35,6 +35,11 @@ pub struct PostgresOptions {
     /// `false` (the inspector's choice), connecting to a schema without them fails with an
     /// integrity error naming `<schema>.sg_meta`, and nothing is created.
     pub create_schema: bool,
+    /// The server's own URL for the run queue's `LISTEN` connection, when the saver's URL
+    /// goes through a transaction-mode pooler (PgBouncer takes the `LISTEN` and then delivers
+    /// no notification, so workers would wake only by their poll). Default `None`: the
+    /// saver's URL.
+    pub listen_url: Option<String>,
 }
 
 impl Default for PostgresOptions {
@@ -45,6 +50,7 @@ impl Default for PostgresOptions {
             max_value_bytes: 16 << 20,
             full_every: 16,
             create_schema: true,
+            listen_url: None,
         }
     }
 }

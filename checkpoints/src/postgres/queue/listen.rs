@@ -1,8 +1,8 @@
 //! Wake-ups: a worker listens on its schema's channel (`LISTEN`), and each submission, stop
 //! request and run end notifies it (`pg_notify` with the run's id, sent at commit). Behind a
 //! pooler that cannot follow `LISTEN` (PgBouncer in transaction mode accepts it, and then no
-//! notification arrives), or when the listening connection drops, the worker still polls:
-//! every wait has a deadline.
+//! notification arrives; `PostgresOptions::listen_url` names the server itself for it), or
+//! when the listening connection drops, the worker still polls: every wait has a deadline.
 
 use std::sync::Arc;
 use std::time::Duration;

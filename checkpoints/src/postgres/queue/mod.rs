@@ -244,7 +244,7 @@ impl RunQueue {
     /// [`Wakeups::polling`] instead, so a worker always has a way to wake.
     pub async fn wakeups(&self) -> Wakeups {
         let channel = self.sql().channel();
-        match Wakeups::listen(&self.saver.inner.config, &channel).await {
+        match Wakeups::listen(&self.saver.inner.listen, &channel).await {
             Ok(w) => w,
             Err(_) => Wakeups::polling(),
         }
