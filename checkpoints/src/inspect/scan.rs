@@ -10,9 +10,9 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use super::verify::{cp_key, VerifyReport};
-use super::{run_tables, tables};
+use super::{checkpoint_rows, run_tables, tables};
 use crate::sqlite::read_only::connect;
-use crate::sqlite::{load_all, LoadRow, Outcome, Values, WithWrites};
+use crate::sqlite::{load_all, LoadRow, Names, Outcome, Values, WithWrites};
 use crate::SqliteOptions;
 
 /// Check the whole file on `conn` (and a second connection to `path`); the report without
@@ -25,7 +25,8 @@ pub(super) fn scan_file(conn: &Connection, path: &Path) -> VerifyReport {
             meta.problem("sg_meta", "format_version", e.to_string());
         }
         let mut rest = VerifyReport::default();
-        let (rows, with_writes) = checkpoint_scans(conn, &mut rest);
+        let mut names = Names::default();
+        let (rows, with_writes) = checkpoint_scans(conn, &mut rest, &mut names);
         let (mut report, values) = match side.join() {
             Ok(Ok((sqlite, values_report, values))) => {
                 let mut report = sqlite;
@@ -54,6 +55,7 @@ pub(super) fn scan_file(conn: &Connection, path: &Path) -> VerifyReport {
             rows,
             values,
             with_writes,
+            names,
         };
         load_check(conn, scanned, &mut report);
         report
@@ -78,6 +80,7 @@ struct Scanned {
     rows: Vec<LoadRow>,
     values: Values,
     with_writes: WithWrites,
+    names: Names,
 }
 
 /// The value rows: blobs, logs and log parts.
@@ -98,8 +101,12 @@ fn value_scans(conn: &Connection, report: &mut VerifyReport) -> Values {
 
 /// The checkpoint rows, pending writes, runs and receipts: the checkpoints to prove
 /// loadable and which of them have pending writes.
-fn checkpoint_scans(conn: &Connection, report: &mut VerifyReport) -> (Vec<LoadRow>, WithWrites) {
-    let ids = tables::checkpoint_check(conn, report).unwrap_or_else(|e| {
+fn checkpoint_scans(
+    conn: &Connection,
+    report: &mut VerifyReport,
+    names: &mut Names,
+) -> (Vec<LoadRow>, WithWrites) {
+    let ids = checkpoint_rows::checkpoint_check(conn, report, names).unwrap_or_else(|e| {
         report.problem("sg_checkpoints", "-", format!("cannot read the table: {e}"));
         Vec::new()
     });
@@ -124,7 +131,7 @@ fn namespaces(rows: &[LoadRow]) -> usize {
     let mut seen: HashSet<(&str, &str)> = HashSet::new();
     let mut last: Option<(&str, &str)> = None;
     for r in rows {
-        let pair = (r.thread.as_str(), r.ns.as_str());
+        let pair = (&*r.thread, &*r.ns);
         if last != Some(pair) {
             seen.insert(pair);
             last = Some(pair);
@@ -135,7 +142,13 @@ fn namespaces(rows: &[LoadRow]) -> usize {
 
 /// Prove every scanned checkpoint loadable; a problem for each that is not.
 fn load_check(conn: &Connection, scanned: Scanned, report: &mut VerifyReport) {
-    let (rows, outcomes) = load_all(conn, scanned.rows, &scanned.values, &scanned.with_writes);
+    let (rows, outcomes) = load_all(
+        conn,
+        scanned.rows,
+        &scanned.values,
+        &scanned.with_writes,
+        &scanned.names,
+    );
     for (r, outcome) in rows.iter().zip(outcomes) {
         let key = || cp_key(&r.thread, &r.ns, &r.id.as_u128().to_be_bytes());
         match outcome {

@@ -9,13 +9,13 @@
 //! and that of every delta built on it; a missing or damaged value or log part fails every
 //! checkpoint whose fields reach it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use rusqlite::Connection;
 
 use super::pending::load_writes;
-use super::read::HeaderRow;
-use super::record::{decode_record, StateRecord, StoredRecord, ValueRef};
+use super::record_view::{FieldRef, Fields, Names, RowFields};
 use super::sql::{id_from, integrity};
 use crate::envelope::hex;
 use crate::{CheckpointError, CheckpointId, Namespace, ThreadId};
@@ -101,24 +101,22 @@ pub(crate) struct Values {
     pub(crate) logs: HashMap<i64, LogState>,
 }
 
-/// One checkpoint row to prove loadable.
+/// One checkpoint row to prove loadable, as the whole-file scan read it.
 pub(crate) struct LoadRow {
-    pub(crate) thread: String,
-    pub(crate) ns: String,
+    /// Its thread and namespace (names shared by every row of theirs).
+    pub(crate) thread: Arc<str>,
+    pub(crate) ns: Arc<str>,
     pub(crate) id: CheckpointId,
+    pub(crate) seq: i64,
     pub(crate) parent_seq: Option<i64>,
-    pub(crate) header: HeaderRow,
+    /// Why its thread name is not a valid thread id, if it is not.
+    pub(crate) bad_thread: Option<Arc<str>>,
+    /// Why its header would not make a checkpoint (see [`header_fault`]), if it would not.
+    pub(crate) header: Option<CheckpointError>,
     /// The record's hash, for errors.
-    pub(crate) hash: Vec<u8>,
-    /// The decoded record, or what is wrong with its envelope or encoding.
-    pub(crate) body: Result<StoredRecord, String>,
-}
-
-impl LoadRow {
-    /// The row's record from its opened envelope payload (or the envelope's error).
-    pub(crate) fn decode(payload: Result<&[u8], String>) -> Result<StoredRecord, String> {
-        decode_record(payload?)
-    }
+    pub(crate) hash: Box<[u8]>,
+    /// The record as the check keeps it, or what is wrong with its envelope or encoding.
+    pub(crate) body: Result<RowFields, String>,
 }
 
 /// Whether one checkpoint loads.
@@ -173,36 +171,32 @@ impl WithWrites {
 
 /// Prove each of `rows` loadable; the rows back, with one outcome per row in order.
 /// `with_writes` holds the checkpoints that have pending writes (read through the saver's own
-/// code, as a load does).
+/// code, as a load does); `names` the field names the scan met.
 pub(crate) fn load_all(
     conn: &Connection,
     rows: Vec<LoadRow>,
     values: &Values,
     with_writes: &WithWrites,
+    names: &Names,
 ) -> (Vec<LoadRow>, Vec<Outcome>) {
     let mut walk = Walk::new(rows);
     let mut out: Vec<Option<Outcome>> = (0..walk.rows.len()).map(|_| None).collect();
     let mut lists = HashMap::new();
-    let mut threads = ThreadIds::default();
-    let mut check = |row: &LoadRow, record: &StateRecord| {
-        let outcome = check_row(
-            conn,
-            row,
-            record,
+    let mut check = |row: &mut LoadRow, record: &Fields| {
+        let at = Checked {
             values,
-            &mut lists,
-            with_writes,
-            &mut threads,
-        );
-        Some(outcome)
+            lists: &mut lists,
+            names,
+        };
+        Some(check_row(conn, row, record, at, with_writes))
     };
     walk.down_from_whole(|i, row, record| out[i] = check(row, record));
     for (i, fault) in walk.unbuilt() {
         let row = &walk.rows[i];
         let e = integrity(&row.thread, &fault.checkpoint, fault.blob, fault.detail);
-        out[i] = Some(match ThreadId::new(row.thread.clone()) {
-            Ok(_) => Outcome::Fails(e),
-            Err(t) => Outcome::BadThread(t.to_string()),
+        out[i] = Some(match &row.bad_thread {
+            None => Outcome::Fails(e),
+            Some(t) => Outcome::BadThread(t.to_string()),
         });
     }
     let outcomes = out
@@ -215,7 +209,7 @@ pub(crate) fn load_all(
 /// The rows, their records (taken as they are applied) and which rebuilt.
 struct Walk {
     rows: Vec<LoadRow>,
-    bodies: Vec<Option<StoredRecord>>,
+    bodies: Vec<Option<RowFields>>,
     /// Delta rows by the row they apply on, as linked lists: the first such row of each row,
     /// and the next one after each (no list of its own per row).
     first_child: Vec<Option<usize>>,
@@ -226,14 +220,14 @@ struct Walk {
 
 /// Row `seq`'s index in `rows`, in `seq` order.
 fn index_of(rows: &[LoadRow], seq: i64) -> Option<usize> {
-    rows.binary_search_by_key(&seq, |r| r.header.seq).ok()
+    rows.binary_search_by_key(&seq, |r| r.seq).ok()
 }
 
 impl Walk {
     fn new(mut rows: Vec<LoadRow>) -> Self {
         // The scan reads rows in `seq` order; sort in case a caller did not.
-        if !rows.is_sorted_by_key(|r| r.header.seq) {
-            rows.sort_by_key(|r| r.header.seq);
+        if !rows.is_sorted_by_key(|r| r.seq) {
+            rows.sort_by_key(|r| r.seq);
         }
         let n = rows.len();
         let mut first_child: Vec<Option<usize>> = vec![None; n];
@@ -284,20 +278,20 @@ impl Walk {
     /// Rebuild every record that rests on a whole one, parent before child, and hand each
     /// to `visit`; a record is kept only until its children are rebuilt (moved to its only
     /// child, copied for each of several).
-    fn down_from_whole(&mut self, mut visit: impl FnMut(usize, &LoadRow, &StateRecord)) {
+    fn down_from_whole(&mut self, mut visit: impl FnMut(usize, &mut LoadRow, &Fields)) {
         let roots: Vec<usize> = (0..self.rows.len())
             .filter(|&i| self.bodies[i].as_ref().is_some_and(|b| b.full))
             .collect();
-        let mut stack: Vec<(usize, StateRecord)> = Vec::new();
+        let mut stack: Vec<(usize, Fields)> = Vec::new();
         for root in roots {
-            stack.push((root, StateRecord::default()));
+            stack.push((root, Fields::default()));
             while let Some((i, mut record)) = stack.pop() {
                 let Some(stored) = self.bodies[i].take() else {
                     continue;
                 };
                 record.apply(stored);
                 self.built[i] = Some(Ok(()));
-                visit(i, &self.rows[i], &record);
+                visit(i, &mut self.rows[i], &record);
                 let mut children = self.children(i).peekable();
                 while let Some(c) = children.next() {
                     if children.peek().is_some() {
@@ -362,93 +356,93 @@ impl Walk {
     }
 }
 
-impl HeaderRow {
-    /// A row from its columns (the inspector's whole-table scan reads them itself).
-    pub(crate) fn new(
-        seq: i64,
-        id: Vec<u8>,
-        parent: Option<Vec<u8>>,
-        step: i64,
-        source: String,
-        created_at: i64,
-        metadata: String,
-    ) -> HeaderRow {
-        HeaderRow {
-            seq,
-            id,
-            parent,
-            step,
-            source,
-            created_at,
-            metadata,
-        }
+/// Why a checkpoint row's header would not make a checkpoint, checked in the order
+/// [`HeaderRow::checkpoint`](super::read::HeaderRow::checkpoint) checks it: its source, its metadata (`metadata`: why it is not a
+/// JSON object), a pending send's argument (`bad_send`: why it is not JSON), its parent's id.
+pub(crate) fn header_fault(
+    thread: &str,
+    id: CheckpointId,
+    source: &str,
+    metadata: Option<&str>,
+    bad_send: Option<&str>,
+    parent: Option<&[u8]>,
+) -> Option<CheckpointError> {
+    let fail = |blob: &str, detail: String| integrity(thread, &id.to_string(), blob, detail);
+    if !matches!(source, "input" | "loop" | "update" | "fork") {
+        let detail = format!("unknown source {source:?}");
+        return Some(fail("sg_checkpoints.source", detail));
     }
+    if let Some(e) = metadata {
+        return Some(fail("sg_checkpoints.metadata", e.to_owned()));
+    }
+    if let Some(e) = bad_send {
+        return Some(fail("control", e.to_owned()));
+    }
+    parent.and_then(|p| id_from(p, thread).err())
+}
 
-    /// Whether [`HeaderRow::checkpoint`] would succeed, without building the checkpoint:
-    /// the same checks (the inspector's whole-file check runs it on every row).
-    pub(crate) fn check(&self, record: &StateRecord, thread: &str) -> Result<(), CheckpointError> {
-        use serde::de::IgnoredAny;
-        let id = id_from(&self.id, thread)?;
-        let fail = |blob: &str, detail: String| integrity(thread, &id.to_string(), blob, detail);
-        if !matches!(self.source.as_str(), "input" | "loop" | "update" | "fork") {
-            let detail = format!("unknown source {:?}", self.source);
-            return Err(fail("sg_checkpoints.source", detail));
-        }
-        serde_json::from_str::<BTreeMap<String, IgnoredAny>>(&self.metadata)
-            .map_err(|e| fail("sg_checkpoints.metadata", e.to_string()))?;
-        for (_, arg) in &record.control.sends {
-            serde_json::from_str::<IgnoredAny>(arg).map_err(|e| fail("control", e.to_string()))?;
-        }
-        if let Some(p) = self.parent.as_deref() {
-            id_from(p, thread)?;
-        }
-        Ok(())
-    }
+/// What the field checks read and remember.
+struct Checked<'a> {
+    values: &'a Values,
+    lists: &'a mut HashMap<(i64, i64), Result<(), ListFault>>,
+    names: &'a Names,
 }
 
 /// Whether one rebuilt checkpoint loads: its header, its fields, its pending writes.
 fn check_row(
     conn: &Connection,
-    row: &LoadRow,
-    record: &StateRecord,
-    values: &Values,
-    lists: &mut HashMap<(i64, i64), Result<(), ListFault>>,
+    row: &mut LoadRow,
+    record: &Fields,
+    at: Checked<'_>,
     with_writes: &WithWrites,
-    threads: &mut ThreadIds,
 ) -> Outcome {
-    if let Err(e) = threads.check(&row.thread) {
-        return Outcome::BadThread(e);
+    if let Some(e) = &row.bad_thread {
+        return Outcome::BadThread(e.to_string());
     }
-    let t = row.thread.as_str();
-    if let Err(e) = row.header.check(record, t) {
+    if let Some(e) = row.header.take() {
         return Outcome::Fails(e);
     }
-    let mut not_json = None;
-    for (name, r) in &record.fields {
+    let t = &*row.thread;
+    // A load reads the fields in name order and stops at the first that fails: the failure
+    // (and the value that is not JSON) reported is that of the first such field by name.
+    let mut fails: Option<(&str, String, String)> = None;
+    let mut not_json: Option<(&str, String)> = None;
+    for (name, r) in record.iter() {
+        let name = at.names.name(*name);
         let fault = match *r {
-            ValueRef::Inline(ref bytes) => serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
-                .err()
-                .map(|e| ListFault::NotJson(e.to_string())),
-            ValueRef::Blob(id) => blob_fault(values, id, name),
-            ValueRef::Log { log, parts } => lists
-                .entry((log, parts))
-                .or_insert_with(|| list_check(values, log, parts))
-                .clone()
-                .err(),
+            FieldRef::Inline => None,
+            FieldRef::InlineNotJson(ref e) => Some(ListFault::NotJson(e.to_string())),
+            FieldRef::Blob(id) => blob_fault(at.values, id, name),
+            FieldRef::Log { log, parts } => match at.values.logs.get(&log) {
+                // A root log: checked in a few steps, no need to remember the answer.
+                Some(state) if state.base.is_none() => list_check(at.values, log, parts).err(),
+                _ => at
+                    .lists
+                    .entry((log, parts))
+                    .or_insert_with(|| list_check(at.values, log, parts))
+                    .clone()
+                    .err(),
+            },
         };
         match fault {
             None => {}
-            Some(ListFault::NotJson(e)) => {
-                not_json.get_or_insert_with(|| format!("field {name:?}: {e}"));
+            Some(ListFault::NotJson(e)) if not_json.as_ref().is_none_or(|(n, _)| name < *n) => {
+                not_json = Some((name, e));
             }
-            Some(ListFault::Fails { blob, detail }) => {
-                let detail = detail.replace("{field}", &format!("{name:?}"));
-                return Outcome::Fails(integrity(t, &row.id.to_string(), blob, detail));
+            Some(ListFault::Fails { blob, detail })
+                if fails.as_ref().is_none_or(|(n, _, _)| name < *n) =>
+            {
+                fails = Some((name, blob, detail));
             }
+            Some(_) => {}
         }
     }
-    if with_writes.contains(&row.thread, &row.ns, row.id.as_u128()) {
-        let thread = match ThreadId::new(row.thread.clone()) {
+    if let Some((name, blob, detail)) = fails {
+        let detail = detail.replace("{field}", &format!("{name:?}"));
+        return Outcome::Fails(integrity(t, &row.id.to_string(), blob, detail));
+    }
+    if with_writes.contains(t, &row.ns, row.id.as_u128()) {
+        let thread = match ThreadId::new(t.to_owned()) {
             Ok(t) => t,
             Err(e) => return Outcome::BadThread(e.to_string()),
         };
@@ -456,29 +450,9 @@ fn check_row(
             return Outcome::Fails(e);
         }
     }
-    not_json.map_or(Outcome::Loaded, Outcome::NotJson)
-}
-
-/// Whether the thread name of the rows checked last is a valid thread id (rows come thread
-/// by thread): checked once per run of rows of one thread, not once per row.
-#[derive(Default)]
-struct ThreadIds {
-    last: Option<(String, Result<(), String>)>,
-}
-
-impl ThreadIds {
-    fn check(&mut self, name: &str) -> Result<(), String> {
-        match &self.last {
-            Some((n, valid)) if n == name => valid.clone(),
-            _ => {
-                let valid = ThreadId::new(name.to_owned())
-                    .map(drop)
-                    .map_err(|e| e.to_string());
-                self.last = Some((name.to_owned(), valid.clone()));
-                valid
-            }
-        }
-    }
+    not_json.map_or(Outcome::Loaded, |(name, e)| {
+        Outcome::NotJson(format!("field {name:?}: {e}"))
+    })
 }
 
 /// What is wrong with a field's value row, if anything.
@@ -555,16 +529,24 @@ fn part_fault(log: i64, state: &LogState) -> ListFault {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sqlite::read::HeaderRow;
+    use crate::sqlite::record::StateRecord;
     use crate::sqlite::sql::id_bytes;
-    use std::sync::Arc;
+    use std::collections::BTreeMap;
 
     type TestResult = Result<(), Box<dyn std::error::Error>>;
 
     #[test]
     fn a_header_check_fails_exactly_where_building_the_checkpoint_does() -> TestResult {
         let id = id_bytes(CheckpointId::from_u128(7)).to_vec();
-        let header = |source: &str, metadata: &str, parent: Option<Vec<u8>>| {
-            HeaderRow::new(1, id.clone(), parent, 0, source.into(), 0, metadata.into())
+        let header = |source: &str, metadata: &str, parent: Option<Vec<u8>>| HeaderRow {
+            seq: 1,
+            id: id.clone(),
+            parent,
+            step: 0,
+            source: source.into(),
+            created_at: 0,
+            metadata: metadata.into(),
         };
         let mut sends = StateRecord::default();
         Arc::make_mut(&mut sends.control).sends = vec![("n".into(), "{not json".into())];
@@ -583,7 +565,25 @@ mod tests {
         ];
         for (i, (h, record, ok)) in cases.iter().enumerate() {
             assert_eq!(h.checkpoint(record, "t").is_ok(), *ok, "case {i}");
-            assert_eq!(h.check(record, "t").is_ok(), *ok, "case {i}");
+            let bad_send = record
+                .control
+                .sends
+                .iter()
+                .find_map(|(_, a)| serde_json::from_str::<serde::de::IgnoredAny>(a).err())
+                .map(|e| e.to_string());
+            let metadata =
+                serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(&h.metadata)
+                    .err()
+                    .map(|e| e.to_string());
+            let fault = header_fault(
+                "t",
+                CheckpointId::from_u128(7),
+                &h.source,
+                metadata.as_deref(),
+                bad_send.as_deref(),
+                h.parent.as_deref(),
+            );
+            assert_eq!(fault.is_none(), *ok, "case {i}");
         }
         Ok(())
     }
