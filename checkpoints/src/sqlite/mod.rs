@@ -26,6 +26,7 @@ mod cache;
 mod check;
 mod graphs;
 pub(crate) mod high_water;
+mod holders;
 mod list;
 mod maintain;
 mod pending;
