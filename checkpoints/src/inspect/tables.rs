@@ -24,6 +24,18 @@ pub(super) fn sqlite_check(conn: &Connection, report: &mut VerifyReport) -> rusq
     Ok(())
 }
 
+/// The file's format version, if its record reads as a number.
+pub(super) fn format_version(conn: &Connection) -> rusqlite::Result<Option<u32>> {
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM sg_meta WHERE key = 'format_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(v.and_then(|v| v.parse().ok()))
+}
+
 pub(super) fn meta_check(conn: &Connection, report: &mut VerifyReport) -> rusqlite::Result<()> {
     let v: Option<String> = conn
         .query_row(
@@ -161,11 +173,14 @@ struct PartRow {
     data: Option<Vec<u8>>,
 }
 
+/// Check every log part; `format3`: also that only part 0 of a root log refers to a value
+/// row (a format-3 file's rule).
 pub(super) fn part_check(
     conn: &Connection,
     report: &mut VerifyReport,
     blobs: &HashMap<i64, BlobState>,
     logs: &mut HashMap<i64, LogState>,
+    format3: bool,
 ) -> rusqlite::Result<()> {
     let mut stmt =
         conn.prepare("SELECT log, part, blob, hash, data FROM sg_log_parts ORDER BY log, part")?;
@@ -194,6 +209,17 @@ pub(super) fn part_check(
         };
         if !logs.contains_key(&log) {
             report.problem("sg_log_parts", key(), format!("its log {log} is missing"));
+        }
+        if format3
+            && blob.is_some()
+            && (part != 0 || !logs.get(&log).is_some_and(LogState::is_root))
+        {
+            report.problem(
+                "sg_log_parts",
+                key(),
+                "refers to a value row, which in a format-3 file only part 0 of a root log \
+                 does (deleting a thread could drop that value)",
+            );
         }
         let read = part_read(report, &key, blob, hash.as_deref(), data.as_deref(), blobs);
         if let Some(state) = logs.get_mut(&log) {

@@ -72,6 +72,11 @@ impl LogState {
         }
     }
 
+    /// Whether the log is a root log (it rests on no base log).
+    pub(crate) fn is_root(&self) -> bool {
+        self.base.is_none()
+    }
+
     /// Part `part` (parts come in ascending order): `Ok(Some(array))` a whole value,
     /// `Ok(None)` appended items.
     pub(crate) fn part(&mut self, part: i64, read: Result<Option<bool>, PartFault>) {
