@@ -12,31 +12,8 @@ use serde::de::IgnoredAny;
 
 use super::verify::{cp_key, Problem, VerifyReport};
 use crate::envelope::{hex, open, CODEC_BINCODE};
-use crate::sqlite::{decode_fields, header_fault, LoadRow, Names};
+use crate::sqlite::{decode_fields, header_fault, Fixed, LoadRow, Names};
 use crate::{CheckpointId, ThreadId};
-
-/// Bytes of a column that are almost always `N` long: kept without an allocation then.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Fixed<const N: usize> {
-    Exact([u8; N]),
-    Other(Box<[u8]>),
-}
-
-impl<const N: usize> Fixed<N> {
-    fn new(bytes: &[u8]) -> Self {
-        match <[u8; N]>::try_from(bytes) {
-            Ok(a) => Fixed::Exact(a),
-            Err(_) => Fixed::Other(bytes.into()),
-        }
-    }
-
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Fixed::Exact(a) => a,
-            Fixed::Other(b) => b,
-        }
-    }
-}
 
 /// What the parent-link check needs of every row.
 struct Link {
@@ -313,8 +290,8 @@ fn check_row(
         seq: link.seq,
         parent_seq: link.parent_seq,
         bad_thread,
-        header,
-        hash: row.hash.into(),
+        header: header.map(Box::new),
+        hash: Fixed::new(row.hash),
         body,
     })
 }

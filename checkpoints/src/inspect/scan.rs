@@ -152,10 +152,16 @@ fn load_check(conn: &Connection, scanned: Scanned, report: &mut VerifyReport) {
         &scanned.with_writes,
         &scanned.names,
     );
-    for (r, outcome) in rows.iter().zip(outcomes) {
+    let failed = outcomes
+        .iter()
+        .filter(|(_, o)| !matches!(o, Outcome::Loaded))
+        .count();
+    report.counts.loaded += rows.len() - failed;
+    for (i, outcome) in outcomes {
+        let Some(r) = rows.get(i) else { continue };
         let key = || cp_key(&r.thread, &r.ns, &r.id.as_u128().to_be_bytes());
         match outcome {
-            Outcome::Loaded => report.counts.loaded += 1,
+            Outcome::Loaded => {}
             Outcome::BadThread(e) => report.problem("sg_checkpoints", key(), e),
             Outcome::NotJson(e) => {
                 report.problem("sg_checkpoints", key(), format!("a field is not JSON: {e}"));

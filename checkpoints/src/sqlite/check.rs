@@ -106,6 +106,29 @@ pub(crate) struct Values {
     pub(crate) logs: HashMap<i64, LogState>,
 }
 
+/// Bytes of a column that are almost always `N` long: kept without an allocation then.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Fixed<const N: usize> {
+    Exact([u8; N]),
+    Other(Box<[u8]>),
+}
+
+impl<const N: usize> Fixed<N> {
+    pub(crate) fn new(bytes: &[u8]) -> Self {
+        match <[u8; N]>::try_from(bytes) {
+            Ok(a) => Fixed::Exact(a),
+            Err(_) => Fixed::Other(bytes.into()),
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Fixed::Exact(a) => a,
+            Fixed::Other(b) => b,
+        }
+    }
+}
+
 /// One checkpoint row to prove loadable, as the whole-file scan read it.
 pub(crate) struct LoadRow {
     /// Its thread and namespace (names shared by every row of theirs).
@@ -117,9 +140,9 @@ pub(crate) struct LoadRow {
     /// Why its thread name is not a valid thread id, if it is not.
     pub(crate) bad_thread: Option<Arc<str>>,
     /// Why its header would not make a checkpoint (see [`header_fault`]), if it would not.
-    pub(crate) header: Option<CheckpointError>,
+    pub(crate) header: Option<Box<CheckpointError>>,
     /// The record's hash, for errors.
-    pub(crate) hash: Box<[u8]>,
+    pub(crate) hash: Fixed<32>,
     /// The record as the check keeps it, or what is wrong with its envelope or encoding.
     pub(crate) body: Result<RowFields, String>,
 }
@@ -174,8 +197,8 @@ impl WithWrites {
     }
 }
 
-/// Prove each of `rows` loadable; the rows back, with one outcome per row in order.
-/// `with_writes` holds the checkpoints that have pending writes (read through the saver's own
+/// Prove each of `rows` loadable; the rows back, with the outcome of each that does not load
+/// as `(row index, outcome)`, in row order (every other row loads). `with_writes` holds the checkpoints that have pending writes (read through the saver's own
 /// code, as a load does); `names` the field names the scan met.
 pub(crate) fn load_all(
     conn: &Connection,
@@ -183,9 +206,9 @@ pub(crate) fn load_all(
     values: &Values,
     with_writes: &WithWrites,
     names: &Names,
-) -> (Vec<LoadRow>, Vec<Outcome>) {
+) -> (Vec<LoadRow>, Vec<(usize, Outcome)>) {
     let mut walk = Walk::new(rows);
-    let mut out: Vec<Option<Outcome>> = (0..walk.rows.len()).map(|_| None).collect();
+    let mut out: Vec<(usize, Outcome)> = Vec::new();
     let mut lists = HashMap::new();
     let mut check = |row: &mut LoadRow, record: &Fields| {
         let at = Checked {
@@ -193,22 +216,23 @@ pub(crate) fn load_all(
             lists: &mut lists,
             names,
         };
-        Some(check_row(conn, row, record, at, with_writes))
+        check_row(conn, row, record, at, with_writes)
     };
-    walk.down_from_whole(|i, row, record| out[i] = check(row, record));
+    walk.down_from_whole(|i, row, record| match check(row, record) {
+        Outcome::Loaded => {}
+        failed => out.push((i, failed)),
+    });
     for (i, fault) in walk.unbuilt() {
         let row = &walk.rows[i];
         let e = integrity(&row.thread, &fault.checkpoint, fault.blob, fault.detail);
-        out[i] = Some(match &row.bad_thread {
+        let failed = match &row.bad_thread {
             None => Outcome::Fails(e),
             Some(t) => Outcome::BadThread(t.to_string()),
-        });
+        };
+        out.push((i, failed));
     }
-    let outcomes = out
-        .into_iter()
-        .map(|o| o.unwrap_or(Outcome::Loaded))
-        .collect();
-    (walk.rows, outcomes)
+    out.sort_by_key(|(i, _)| *i);
+    (walk.rows, out)
 }
 
 /// The rows, their records (taken as they are applied) and which rebuilt.
@@ -258,7 +282,7 @@ impl Walk {
                     bodies.push(None);
                     built.push(Some(Err(ChainFault {
                         checkpoint: hex(&row.id.as_u128().to_be_bytes()),
-                        blob: hex(&row.hash),
+                        blob: hex(row.hash.as_slice()),
                         detail,
                     })));
                 }
@@ -335,7 +359,7 @@ impl Walk {
             let row = &self.rows[cur];
             let here = |detail: &str| ChainFault {
                 checkpoint: hex(&row.id.as_u128().to_be_bytes()),
-                blob: hex(&row.hash),
+                blob: hex(row.hash.as_slice()),
                 detail: detail.to_owned(),
             };
             if !on_path.insert(cur) {
@@ -405,7 +429,7 @@ fn check_row(
         return Outcome::BadThread(e.to_string());
     }
     if let Some(e) = row.header.take() {
-        return Outcome::Fails(e);
+        return Outcome::Fails(*e);
     }
     let t = &*row.thread;
     // A load reads the fields in name order and stops at the first that fails: the failure

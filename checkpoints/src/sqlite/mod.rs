@@ -54,7 +54,8 @@ use rusqlite::Connection;
 pub use schema::{SqliteOptions, Synchronous, FORMAT_VERSION};
 
 pub(crate) use check::{
-    header_fault, load_all, BlobState, LoadRow, LogState, Outcome, PartFault, Values, WithWrites,
+    header_fault, load_all, BlobState, Fixed, LoadRow, LogState, Outcome, PartFault, Values,
+    WithWrites,
 };
 pub(crate) use record_view::{decode_fields, Names};
 
