@@ -20,6 +20,7 @@
 
 mod checkpoint_rows;
 mod existing;
+mod holder_check;
 mod json;
 mod lookup;
 mod prefix;

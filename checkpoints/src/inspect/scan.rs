@@ -10,7 +10,7 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use super::verify::{cp_key, VerifyReport};
-use super::{checkpoint_rows, run_tables, tables};
+use super::{checkpoint_rows, holder_check, run_tables, tables};
 use crate::sqlite::read_only::connect;
 use crate::sqlite::{load_all, LoadRow, Names, Outcome, Values, WithWrites};
 use crate::SqliteOptions;
@@ -51,6 +51,12 @@ pub(super) fn scan_file(conn: &Connection, path: &Path) -> VerifyReport {
             }
         };
         report.append(rest);
+        // A format-3 file's holder index must name every hold (value collection trusts it).
+        if tables::format_version(conn).is_ok_and(|v| v >= Some(3)) {
+            if let Err(e) = holder_check::holder_check(conn, &rows, &values, &mut report) {
+                report.problem("sg_holders", "-", format!("cannot read the table: {e}"));
+            }
+        }
         let scanned = Scanned {
             rows,
             values,

@@ -223,6 +223,9 @@ pub(super) fn part_check(
         }
         let read = part_read(report, &key, blob, hash.as_deref(), data.as_deref(), blobs);
         if let Some(state) = logs.get_mut(&log) {
+            if let (0, Some(b)) = (part, blob) {
+                state.set_first_blob(b);
+            }
             state.part(part, read);
         }
     }

@@ -253,3 +253,37 @@ async fn a_value_row_referred_to_past_a_logs_first_part_is_named() -> TestResult
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_hold_missing_from_the_holder_index_is_named() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let clean = long_thread(dir.path()).await?;
+    let db = copy(&clean, "holders")?;
+    let conn = Connection::open(&db)?;
+    let (kind, id): (i64, i64) = conn.query_row(
+        "SELECT kind, id FROM sg_holders WHERE thread = 'long' ORDER BY kind DESC, id LIMIT 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    conn.execute(
+        "DELETE FROM sg_holders WHERE kind = ?1 AND id = ?2",
+        params![kind, id],
+    )?;
+    drop(conn);
+    let report = verify(&db).await?;
+    let what = if kind == 0 { "value row" } else { "log" };
+    let here = naming(
+        &report,
+        "sg_holders",
+        &format!("{what} {id} (thread \"long\")"),
+    );
+    assert!(
+        here.iter()
+            .any(|d| d.contains("holder index does not say so")),
+        "{:?}",
+        report.problems
+    );
+    // The clean file says nothing of the index.
+    assert!(verify(&clean).await?.is_ok());
+    Ok(())
+}

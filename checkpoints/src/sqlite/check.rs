@@ -58,6 +58,8 @@ pub(crate) struct LogState {
     stop: Option<PartFault>,
     /// Its readable parts that hold a whole value, and whether that value is a JSON array.
     wholes: Vec<(i64, bool)>,
+    /// The value row its part 0 refers to, if it does.
+    first_blob: Option<i64>,
 }
 
 impl LogState {
@@ -69,7 +71,23 @@ impl LogState {
             next: first,
             stop: None,
             wholes: Vec::new(),
+            first_blob: None,
         }
+    }
+
+    /// The log it rests on, if any.
+    pub(crate) fn base(&self) -> Option<i64> {
+        self.base
+    }
+
+    /// The value row its part 0 refers to, if it does.
+    pub(crate) fn first_blob(&self) -> Option<i64> {
+        self.first_blob
+    }
+
+    /// Note that its part 0 refers to value row `blob`.
+    pub(crate) fn set_first_blob(&mut self, blob: i64) {
+        self.first_blob = Some(blob);
     }
 
     /// Whether the log is a root log (it rests on no base log).

@@ -57,7 +57,7 @@ pub(crate) use check::{
     header_fault, load_all, BlobState, Fixed, LoadRow, LogState, Outcome, PartFault, Values,
     WithWrites,
 };
-pub(crate) use record_view::{decode_fields, Names};
+pub(crate) use record_view::{decode_fields, FieldRef, Names};
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,
