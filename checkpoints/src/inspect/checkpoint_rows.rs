@@ -105,7 +105,7 @@ impl Texts {
 }
 
 /// A text column in place; an error as `Row::get` gives it for anything but text.
-fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
+pub(super) fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
     match r.get_ref(i)?.as_str() {
         Ok(s) => Ok(s),
         Err(e) => r
@@ -119,7 +119,7 @@ fn text<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
 }
 
 /// A blob column in place; an error as `Row::get` gives it for anything but a blob.
-fn bytes<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r [u8]> {
+pub(super) fn bytes<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r [u8]> {
     match r.get_ref(i)?.as_blob() {
         Ok(b) => Ok(b),
         Err(e) => r
@@ -133,7 +133,7 @@ fn bytes<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<&'r [u8]> {
 }
 
 /// A blob-or-NULL column in place.
-fn opt_bytes<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<Option<&'r [u8]>> {
+pub(super) fn opt_bytes<'r>(r: &'r Row<'_>, i: usize) -> rusqlite::Result<Option<&'r [u8]>> {
     match r.get_ref(i)? {
         rusqlite::types::ValueRef::Null => Ok(None),
         _ => bytes(r, i).map(Some),

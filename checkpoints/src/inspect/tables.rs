@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension};
 
+use super::checkpoint_rows::{bytes, opt_bytes};
 use super::verify::{cp_key, VerifyReport};
 use crate::envelope::{hex, open, CODEC_JSON};
 use crate::sqlite::{BlobState, LoadRow, LogState, PartFault, WithWrites};
@@ -106,29 +107,23 @@ pub(super) fn blob_check(
 ) -> rusqlite::Result<HashMap<i64, BlobState>> {
     let mut ids = HashMap::new();
     let mut stmt = conn.prepare("SELECT id, hash, data FROM sg_blobs ORDER BY id")?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, Vec<u8>>(1)?,
-            r.get::<_, Vec<u8>>(2)?,
-        ))
-    })?;
-    for row in rows {
-        let (id, hash, data) = row?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let (id, hash, data): (i64, &[u8], &[u8]) = (r.get(0)?, bytes(r, 1)?, bytes(r, 2)?);
         report.counts.blobs += 1;
-        let state = match json_value(&data, &hash, false) {
+        let state = match json_value(data, hash, false) {
             Ok(array) => BlobState::Json { array },
             Err(fault) => {
                 let state = match &fault {
                     JsonFault::Envelope(d) => BlobState::Damaged {
-                        hash: hex(&hash),
+                        hash: hex(hash),
                         detail: d.clone(),
                     },
                     JsonFault::NotJson(d) => BlobState::NotJson(d.clone()),
                 };
                 report.problem(
                     "sg_blobs",
-                    format!("blob {id} (hash {})", hex(&hash)),
+                    format!("blob {id} (hash {})", hex(hash)),
                     fault.detail(),
                 );
                 state
@@ -164,15 +159,6 @@ pub(super) fn log_check(
     Ok(ids)
 }
 
-/// One `sg_log_parts` row: a part of a log, stored as a blob reference or inline.
-struct PartRow {
-    log: i64,
-    part: i64,
-    blob: Option<i64>,
-    hash: Option<Vec<u8>>,
-    data: Option<Vec<u8>>,
-}
-
 /// Check every log part; `format3`: also that only part 0 of a root log refers to a value
 /// row (a format-3 file's rule).
 pub(super) fn part_check(
@@ -184,23 +170,11 @@ pub(super) fn part_check(
 ) -> rusqlite::Result<()> {
     let mut stmt =
         conn.prepare("SELECT log, part, blob, hash, data FROM sg_log_parts ORDER BY log, part")?;
-    let rows = stmt.query_map([], |r| {
-        Ok(PartRow {
-            log: r.get(0)?,
-            part: r.get(1)?,
-            blob: r.get(2)?,
-            hash: r.get(3)?,
-            data: r.get(4)?,
-        })
-    })?;
-    for row in rows {
-        let PartRow {
-            log,
-            part,
-            blob,
-            hash,
-            data,
-        } = row?;
+    let mut rows = stmt.query([])?;
+    // Each row read in place: a long list has a great many parts.
+    while let Some(r) = rows.next()? {
+        let (log, part, blob): (i64, i64, Option<i64>) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let (hash, data) = (opt_bytes(r, 3)?, opt_bytes(r, 4)?);
         report.counts.log_parts += 1;
         // Named only when a problem is reported: a clean file has a great many parts.
         let key = || match &hash {
@@ -221,7 +195,7 @@ pub(super) fn part_check(
                  does (deleting a thread could drop that value)",
             );
         }
-        let read = part_read(report, &key, blob, hash.as_deref(), data.as_deref(), blobs);
+        let read = part_read(report, &key, blob, hash, data, blobs);
         if let Some(state) = logs.get_mut(&log) {
             if let (0, Some(b)) = (part, blob) {
                 state.set_first_blob(b);
