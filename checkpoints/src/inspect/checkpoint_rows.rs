@@ -184,11 +184,14 @@ fn read_rows(conn: &Connection, names: &mut Names) -> rusqlite::Result<Scan> {
         "SELECT seq, thread, ns, id, parent, parent_seq, source, metadata, body_hash, body
          FROM sg_checkpoints ORDER BY seq",
     )?;
+    // Room for the rows at once (growing by doubling copies them into fresh pages several
+    // times over): the largest row number SQLite has given, which bounds the count.
+    let room = row_number_bound(conn).min(1 << 20);
     let mut rows = stmt.query([])?;
     let mut texts = Texts::default();
     let mut scan = Scan {
-        links: Vec::new(),
-        loads: Vec::new(),
+        links: Vec::with_capacity(room),
+        loads: Vec::with_capacity(room),
         problems: Vec::new(),
     };
     while let Some(r) = rows.next()? {
@@ -218,6 +221,18 @@ fn read_rows(conn: &Connection, names: &mut Names) -> rusqlite::Result<Scan> {
         scan.links.push(link);
     }
     Ok(scan)
+}
+
+/// The largest `seq` SQLite has given `sg_checkpoints` (0 if unknown): at least its row count.
+fn row_number_bound(conn: &Connection) -> usize {
+    conn.query_row(
+        "SELECT seq FROM sqlite_sequence WHERE name = 'sg_checkpoints'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .ok()
+    .and_then(|n| usize::try_from(n).ok())
+    .unwrap_or(0)
 }
 
 /// The columns of a row the scan checks and does not keep.

@@ -253,17 +253,24 @@ pub(crate) fn load_all(
     (walk.rows, out)
 }
 
-/// The rows, their records (taken as they are applied) and which rebuilt.
+/// The rows (their records taken as they are applied), how they link, and which rebuilt.
 struct Walk {
     rows: Vec<LoadRow>,
-    bodies: Vec<Option<RowFields>>,
     /// Delta rows by the row they apply on, as linked lists: the first such row of each row,
-    /// and the next one after each (no list of its own per row).
-    first_child: Vec<Option<usize>>,
-    next_sibling: Vec<Option<usize>>,
-    /// `Some(Ok)`: rebuilt; `Some(Err)`: cannot be; `None`: not yet known.
-    built: Vec<Option<Result<(), ChainFault>>>,
+    /// and the next one after each (no list of its own per row); [`NONE`] ends a list.
+    first_child: Vec<usize>,
+    next_sibling: Vec<usize>,
+    /// Per row: [`UNKNOWN`], [`BUILT`] or [`FAULT`] (why: in `faults`).
+    built: Vec<u8>,
+    faults: HashMap<usize, ChainFault>,
 }
+
+/// No row (the end of a list of children).
+const NONE: usize = usize::MAX;
+/// A row's rebuild state: not yet known, rebuilt, cannot be.
+const UNKNOWN: u8 = 0;
+const BUILT: u8 = 1;
+const FAULT: u8 = 2;
 
 /// Row `seq`'s index in `rows`, in `seq` order.
 fn index_of(rows: &[LoadRow], seq: i64) -> Option<usize> {
@@ -277,49 +284,47 @@ impl Walk {
             rows.sort_by_key(|r| r.seq);
         }
         let n = rows.len();
-        let mut first_child: Vec<Option<usize>> = vec![None; n];
-        let mut next_sibling: Vec<Option<usize>> = vec![None; n];
-        let mut bodies = Vec::with_capacity(n);
-        let mut built = Vec::with_capacity(n);
+        let mut first_child = vec![NONE; n];
+        let mut next_sibling = vec![NONE; n];
+        let mut built = vec![UNKNOWN; n];
+        let mut faults = HashMap::new();
         for i in (0..n).rev() {
-            let row = &mut rows[i];
-            let body = std::mem::replace(&mut row.body, Err(String::new()));
-            let parent = row.parent_seq;
-            match body {
-                Ok(stored) => {
-                    if !stored.full {
-                        if let Some(p) = parent.and_then(|ps| index_of(&rows, ps)) {
-                            next_sibling[i] = first_child[p].replace(i);
-                        }
+            let parent = rows[i].parent_seq;
+            match &mut rows[i].body {
+                Ok(stored) if stored.full => {}
+                Ok(_) => {
+                    if let Some(p) = parent.and_then(|ps| index_of(&rows, ps)) {
+                        next_sibling[i] = std::mem::replace(&mut first_child[p], i);
                     }
-                    bodies.push(Some(stored));
-                    built.push(None);
                 }
                 Err(detail) => {
+                    let detail = std::mem::take(detail);
                     let row = &rows[i];
-                    bodies.push(None);
-                    built.push(Some(Err(ChainFault {
+                    built[i] = FAULT;
+                    let fault = ChainFault {
                         checkpoint: hex(&row.id.as_u128().to_be_bytes()),
                         blob: hex(row.hash.as_slice()),
                         detail,
-                    })));
+                    };
+                    faults.insert(i, fault);
                 }
             }
         }
-        bodies.reverse();
-        built.reverse();
         Walk {
             rows,
-            bodies,
             first_child,
             next_sibling,
             built,
+            faults,
         }
     }
 
     /// The delta rows that apply on row `i`, oldest first.
     fn children(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        std::iter::successors(self.first_child[i], |&c| self.next_sibling[c])
+        let first = Some(self.first_child[i]).filter(|&c| c != NONE);
+        std::iter::successors(first, |&c| {
+            Some(self.next_sibling[c]).filter(|&n| n != NONE)
+        })
     }
 
     /// Rebuild every record that rests on a whole one, parent before child, and hand each
@@ -327,17 +332,18 @@ impl Walk {
     /// child, copied for each of several).
     fn down_from_whole(&mut self, mut visit: impl FnMut(usize, &mut LoadRow, &Fields)) {
         let roots: Vec<usize> = (0..self.rows.len())
-            .filter(|&i| self.bodies[i].as_ref().is_some_and(|b| b.full))
+            .filter(|&i| self.rows[i].body.as_ref().is_ok_and(|b| b.full))
             .collect();
         let mut stack: Vec<(usize, Fields)> = Vec::new();
         for root in roots {
             stack.push((root, Fields::default()));
             while let Some((i, mut record)) = stack.pop() {
-                let Some(stored) = self.bodies[i].take() else {
+                let taken = std::mem::replace(&mut self.rows[i].body, Err(String::new()));
+                let Ok(stored) = taken else {
                     continue;
                 };
                 record.apply(stored);
-                self.built[i] = Some(Ok(()));
+                self.built[i] = BUILT;
                 visit(i, &mut self.rows[i], &record);
                 let mut children = self.children(i).peekable();
                 while let Some(c) = children.next() {
@@ -356,7 +362,7 @@ impl Walk {
     fn unbuilt(&mut self) -> Vec<(usize, ChainFault)> {
         let mut out = Vec::new();
         for start in 0..self.rows.len() {
-            if matches!(self.built[start], Some(Ok(()))) {
+            if self.built[start] == BUILT {
                 continue;
             }
             let fault = self.fault_of(start);
@@ -371,7 +377,7 @@ impl Walk {
         let mut on_path = HashSet::new();
         let mut cur = start;
         let fault = loop {
-            if let Some(Err(f)) = &self.built[cur] {
+            if let Some(f) = self.faults.get(&cur).filter(|_| self.built[cur] == FAULT) {
                 break f.clone();
             }
             let row = &self.rows[cur];
@@ -397,7 +403,8 @@ impl Walk {
             cur = p;
         };
         for i in path {
-            self.built[i] = Some(Err(fault.clone()));
+            self.built[i] = FAULT;
+            self.faults.insert(i, fault.clone());
         }
         fault
     }
