@@ -2,18 +2,16 @@
 //! value row and log, so that deleting or pruning a thread collects values by looking at what
 //! that thread referred to, not at every row of the file.
 //!
-//! A thread holds a value when one of its checkpoints refers to it, directly or through a
-//! log's base or a log part. The writer adds `(kind, id, thread)` when a put of the thread
-//! stores or reuses a value row or starts a log (appending to a log the thread holds adds
-//! nothing: a step of a list and a counter writes no holder row), and a thread copy adds the
-//! copy's holds. Collecting after a thread lost checkpoints: the values the lost rows referred
-//! to that its remaining rows do not are released by the thread, and deleted when no other
-//! thread holds them.
-//!
-//! A thread holds: every value row its checkpoints' records refer to, every log they refer
-//! to with the logs those rest on, and the value row a root log's first part refers to (the
+//! A thread holds every value row its checkpoints' records refer to, every log they refer to
+//! with the logs those rest on, and the value row a root log's first part refers to (the
 //! whole value an appended list started from; in a format-3 file no other part refers to a
 //! value row, which is what lets a collection skip reading the parts of the logs it keeps).
+//!
+//! The writer adds `(kind, id, thread)` when a put of the thread stores or reuses a value row
+//! or starts a log (appending to a log the thread holds adds nothing: a step of a list and a
+//! counter writes no holder row), and a thread copy adds the copy's holds. Collecting after a
+//! thread lost checkpoints: the values the lost rows referred to that its remaining rows do
+//! not are released by the thread, and deleted when no other thread holds them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
