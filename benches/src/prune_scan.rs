@@ -4,7 +4,9 @@
 //! commit, `synchronous` as given, included) and the saver's close after it (which folds the
 //! WAL into the file), against SQLite's `PRAGMA integrity_check` on the same file before the
 //! prune. The pruned file must pass `integrity_check` and `inspect::verify` and hold exactly the
-//! kept checkpoints.
+//! kept checkpoints. A second row per length (`case` `short_beside_long`) prunes a short
+//! thread of [`SHORT_STEPS`] supersteps written beside the long one, to the same number of
+//! checkpoints: what that costs should follow the short thread, not the file.
 
 use std::path::Path;
 use std::time::Instant;
@@ -13,8 +15,14 @@ use stategraph::checkpoints::{inspect, Retention, Saver, SqliteSaver, ThreadId};
 use stategraph::BoxError;
 
 use crate::report::{round, Record};
-use crate::verify_scan::{build, integrity_check_s, THREAD};
+use crate::verify_scan::{add_thread, build, integrity_check_s, THREAD};
 use crate::{Args, ENGINE};
+
+/// Supersteps of the short thread pruned beside the long one.
+pub(crate) const SHORT_STEPS: usize = 1_000;
+
+/// The short thread.
+const SHORT: &str = "short-1";
 
 /// The length of the file at `path` (0 when it is missing).
 fn len(path: &Path) -> u64 {
@@ -28,10 +36,10 @@ struct Pruned {
     close_s: f64,
 }
 
-/// Open the file, prune its thread to `keep` checkpoints, close it.
-async fn prune(args: &Args, path: &Path, keep: usize) -> Result<Pruned, BoxError> {
+/// Open the file, prune `thread` to `keep` checkpoints, close it.
+async fn prune(args: &Args, path: &Path, thread: &str, keep: usize) -> Result<Pruned, BoxError> {
     let saver = SqliteSaver::open_with(path, args.sqlite_options())?;
-    let thread = ThreadId::new(THREAD)?;
+    let thread = ThreadId::new(thread)?;
     let t0 = Instant::now();
     let deleted = saver.prune(&thread, Retention::KeepLast(keep)).await?;
     let prune_s = t0.elapsed().as_secs_f64();
@@ -46,50 +54,71 @@ async fn prune(args: &Args, path: &Path, keep: usize) -> Result<Pruned, BoxError
 }
 
 /// Build each thread, time integrity_check and the prune on it, check the result, print one
-/// row each.
+/// row each; then the same for a short thread beside it.
 pub(crate) async fn run_prune(args: &Args) -> Result<(), BoxError> {
     for &steps in &args.verify_steps {
-        let t0 = Instant::now();
-        let db = build(args, steps).await?;
-        let build_s = t0.elapsed().as_secs_f64();
-        let path = db.path.clone();
-        db.saver.close()?;
-        let bytes_before = len(&path);
-        // Warm the page cache, as for verify.
-        integrity_check_s(&path)?;
-        let check = integrity_check_s(&path)?;
-        let before = inspect::verify(&path).await?.counts.checkpoints;
-        let pruned = prune(args, &path, args.prune_keep).await?;
-        integrity_check_s(&path)?;
-        let report = inspect::verify(&path).await?;
-        if !report.is_ok() || report.counts.checkpoints != args.prune_keep.min(before) {
-            return Err(format!(
-                "the pruned file holds {} checkpoints (kept {}), problems {:?}",
-                report.counts.checkpoints, args.prune_keep, report.problems
-            )
-            .into());
+        for case in ["long", "short_beside_long"] {
+            prune_case(args, steps, case).await?;
         }
-        Record::new()
-            .kv("engine", ENGINE)
-            .kv("workload", "prune")
-            .kv("supersteps", steps)
-            .kv("checkpoints_before", before)
-            .kv("kept", report.counts.checkpoints)
-            .kv("deleted", pruned.deleted)
-            .kv("db_file_bytes_before", bytes_before)
-            .kv("db_file_bytes_after", len(&path))
-            .kv("build_s", round(build_s, 3))
-            .kv("prune_s", round(pruned.prune_s, 4))
-            .kv("close_s", round(pruned.close_s, 4))
-            .kv("integrity_check_s", round(check, 4))
-            .kv(
-                "prune_vs_integrity_check",
-                round(pruned.prune_s / check.max(1e-9), 2),
-            )
-            .emit();
-        if !args.keep_db {
-            crate::sqlite_db::remove_files(&path);
+    }
+    Ok(())
+}
+
+/// One row: the long thread pruned (`long`), or a short thread beside it.
+async fn prune_case(args: &Args, steps: usize, case: &str) -> Result<(), BoxError> {
+    let t0 = Instant::now();
+    let db = build(args, steps).await?;
+    let thread = match case {
+        "long" => THREAD,
+        _ => {
+            add_thread(&db, SHORT, SHORT_STEPS).await?;
+            SHORT
         }
+    };
+    let build_s = t0.elapsed().as_secs_f64();
+    let path = db.path.clone();
+    db.saver.close()?;
+    let bytes_before = len(&path);
+    // Warm the page cache, as for verify.
+    integrity_check_s(&path)?;
+    let check = integrity_check_s(&path)?;
+    let before = inspect::verify(&path).await?.counts.checkpoints;
+    let pruned = prune(args, &path, thread, args.prune_keep).await?;
+    integrity_check_s(&path)?;
+    let report = inspect::verify(&path).await?;
+    let expected = before - pruned.deleted;
+    if !report.is_ok() || report.counts.checkpoints != expected {
+        return Err(format!(
+            "the pruned file holds {} checkpoints (expected {expected}), problems {:?}",
+            report.counts.checkpoints, report.problems
+        )
+        .into());
+    }
+    Record::new()
+        .kv("engine", ENGINE)
+        .kv("workload", "prune")
+        .kv("case", case)
+        .kv("supersteps", steps)
+        .kv(
+            "pruned_thread_supersteps",
+            if case == "long" { steps } else { SHORT_STEPS },
+        )
+        .kv("checkpoints_before", before)
+        .kv("kept", before - pruned.deleted)
+        .kv("deleted", pruned.deleted)
+        .kv("db_file_bytes_before", bytes_before)
+        .kv("db_file_bytes_after", len(&path))
+        .kv("build_s", round(build_s, 3))
+        .kv("prune_s", round(pruned.prune_s, 4))
+        .kv("close_s", round(pruned.close_s, 4))
+        .kv("integrity_check_s", round(check, 4))
+        .kv(
+            "prune_vs_integrity_check",
+            round(pruned.prune_s / check.max(1e-9), 2),
+        )
+        .emit();
+    if !args.keep_db {
+        crate::sqlite_db::remove_files(&path);
     }
     Ok(())
 }

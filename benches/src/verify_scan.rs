@@ -25,15 +25,21 @@ pub(crate) const THREAD: &str = "verify-1";
 
 /// Build a thread of `steps` supersteps in a fresh file; returns the open file.
 pub(crate) async fn build(args: &Args, steps: usize) -> Result<SqliteDb, BoxError> {
-    let graph = build_chain(CHAIN_NODES)?;
     let db = SqliteDb::open(
         &args.workdir,
         &format!("verify-{steps}"),
         args.sqlite_options(),
     )?;
+    add_thread(&db, THREAD, steps).await?;
+    Ok(db)
+}
+
+/// Add thread `thread` of `steps` chain supersteps to the file.
+pub(crate) async fn add_thread(db: &SqliteDb, thread: &str, steps: usize) -> Result<(), BoxError> {
+    let graph = build_chain(CHAIN_NODES)?;
     let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
     let cfg = RunConfig::new()
-        .thread(THREAD)
+        .thread(thread)
         .durability(Durability::Async);
     for k in 0..(steps / CHAIN_NODES).max(1) {
         let input = if k == 0 {
@@ -43,7 +49,7 @@ pub(crate) async fn build(args: &Args, steps: usize) -> Result<SqliteDb, BoxErro
         };
         g.invoke(input, &cfg).await?;
     }
-    Ok(db)
+    Ok(())
 }
 
 /// Seconds `PRAGMA integrity_check` takes on the file at `path` (read-only connection).

@@ -18,7 +18,9 @@
 //! assert_eq!(format_utc_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
 //! ```
 
+mod checkpoint_rows;
 mod existing;
+mod holder_check;
 mod json;
 mod lookup;
 mod prefix;

@@ -10,9 +10,9 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use super::verify::{cp_key, VerifyReport};
-use super::{run_tables, tables};
+use super::{checkpoint_rows, holder_check, run_tables, tables};
 use crate::sqlite::read_only::connect;
-use crate::sqlite::{load_all, LoadRow, Outcome, Values, WithWrites};
+use crate::sqlite::{load_all, LoadRow, Names, Outcome, Values, WithWrites};
 use crate::SqliteOptions;
 
 /// Check the whole file on `conn` (and a second connection to `path`); the report without
@@ -25,7 +25,8 @@ pub(super) fn scan_file(conn: &Connection, path: &Path) -> VerifyReport {
             meta.problem("sg_meta", "format_version", e.to_string());
         }
         let mut rest = VerifyReport::default();
-        let (rows, with_writes) = checkpoint_scans(conn, &mut rest);
+        let mut names = Names::default();
+        let (rows, with_writes) = checkpoint_scans(conn, &mut rest, &mut names);
         let (mut report, values) = match side.join() {
             Ok(Ok((sqlite, values_report, values))) => {
                 let mut report = sqlite;
@@ -50,10 +51,17 @@ pub(super) fn scan_file(conn: &Connection, path: &Path) -> VerifyReport {
             }
         };
         report.append(rest);
+        // A format-3 file's holder index must name every hold (value collection trusts it).
+        if tables::format_version(conn).is_ok_and(|v| v >= Some(3)) {
+            if let Err(e) = holder_check::holder_check(conn, &rows, &values, &mut report) {
+                report.problem("sg_holders", "-", format!("cannot read the table: {e}"));
+            }
+        }
         let scanned = Scanned {
             rows,
             values,
             with_writes,
+            names,
         };
         load_check(conn, scanned, &mut report);
         report
@@ -78,6 +86,7 @@ struct Scanned {
     rows: Vec<LoadRow>,
     values: Values,
     with_writes: WithWrites,
+    names: Names,
 }
 
 /// The value rows: blobs, logs and log parts.
@@ -90,7 +99,10 @@ fn value_scans(conn: &Connection, report: &mut VerifyReport) -> Values {
         report.problem("sg_logs", "-", format!("cannot read the table: {e}"));
         Default::default()
     });
-    if let Err(e) = tables::part_check(conn, report, &blobs, &mut logs) {
+    // In a format-3 file only part 0 of a root log refers to a value row (value collection
+    // counts on it).
+    let format3 = tables::format_version(conn).is_ok_and(|v| v >= Some(3));
+    if let Err(e) = tables::part_check(conn, report, &blobs, &mut logs, format3) {
         report.problem("sg_log_parts", "-", format!("cannot read the table: {e}"));
     }
     Values { blobs, logs }
@@ -98,8 +110,12 @@ fn value_scans(conn: &Connection, report: &mut VerifyReport) -> Values {
 
 /// The checkpoint rows, pending writes, runs and receipts: the checkpoints to prove
 /// loadable and which of them have pending writes.
-fn checkpoint_scans(conn: &Connection, report: &mut VerifyReport) -> (Vec<LoadRow>, WithWrites) {
-    let ids = tables::checkpoint_check(conn, report).unwrap_or_else(|e| {
+fn checkpoint_scans(
+    conn: &Connection,
+    report: &mut VerifyReport,
+    names: &mut Names,
+) -> (Vec<LoadRow>, WithWrites) {
+    let ids = checkpoint_rows::checkpoint_check(conn, report, names).unwrap_or_else(|e| {
         report.problem("sg_checkpoints", "-", format!("cannot read the table: {e}"));
         Vec::new()
     });
@@ -124,7 +140,7 @@ fn namespaces(rows: &[LoadRow]) -> usize {
     let mut seen: HashSet<(&str, &str)> = HashSet::new();
     let mut last: Option<(&str, &str)> = None;
     for r in rows {
-        let pair = (r.thread.as_str(), r.ns.as_str());
+        let pair = (&*r.thread, &*r.ns);
         if last != Some(pair) {
             seen.insert(pair);
             last = Some(pair);
@@ -135,11 +151,23 @@ fn namespaces(rows: &[LoadRow]) -> usize {
 
 /// Prove every scanned checkpoint loadable; a problem for each that is not.
 fn load_check(conn: &Connection, scanned: Scanned, report: &mut VerifyReport) {
-    let (rows, outcomes) = load_all(conn, scanned.rows, &scanned.values, &scanned.with_writes);
-    for (r, outcome) in rows.iter().zip(outcomes) {
+    let (rows, outcomes) = load_all(
+        conn,
+        scanned.rows,
+        &scanned.values,
+        &scanned.with_writes,
+        &scanned.names,
+    );
+    let failed = outcomes
+        .iter()
+        .filter(|(_, o)| !matches!(o, Outcome::Loaded))
+        .count();
+    report.counts.loaded += rows.len() - failed;
+    for (i, outcome) in outcomes {
+        let Some(r) = rows.get(i) else { continue };
         let key = || cp_key(&r.thread, &r.ns, &r.id.as_u128().to_be_bytes());
         match outcome {
-            Outcome::Loaded => report.counts.loaded += 1,
+            Outcome::Loaded => {}
             Outcome::BadThread(e) => report.problem("sg_checkpoints", key(), e),
             Outcome::NotJson(e) => {
                 report.problem("sg_checkpoints", key(), format!("a field is not JSON: {e}"));

@@ -5,11 +5,10 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension};
 
+use super::checkpoint_rows::{bytes, opt_bytes};
 use super::verify::{cp_key, VerifyReport};
-use crate::envelope::{hex, open, CODEC_BINCODE, CODEC_JSON};
-use crate::sqlite::StoredRecord;
-use crate::sqlite::{BlobState, HeaderRow, LoadRow, LogState, PartFault, WithWrites};
-use crate::CheckpointId;
+use crate::envelope::{hex, open, CODEC_JSON};
+use crate::sqlite::{BlobState, LoadRow, LogState, PartFault, WithWrites};
 
 pub(super) fn sqlite_check(conn: &Connection, report: &mut VerifyReport) -> rusqlite::Result<()> {
     let rows: Vec<String> = conn
@@ -24,6 +23,18 @@ pub(super) fn sqlite_check(conn: &Connection, report: &mut VerifyReport) -> rusq
         }
     }
     Ok(())
+}
+
+/// The file's format version, if its record reads as a number.
+pub(super) fn format_version(conn: &Connection) -> rusqlite::Result<Option<u32>> {
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM sg_meta WHERE key = 'format_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(v.and_then(|v| v.parse().ok()))
 }
 
 pub(super) fn meta_check(conn: &Connection, report: &mut VerifyReport) -> rusqlite::Result<()> {
@@ -96,29 +107,23 @@ pub(super) fn blob_check(
 ) -> rusqlite::Result<HashMap<i64, BlobState>> {
     let mut ids = HashMap::new();
     let mut stmt = conn.prepare("SELECT id, hash, data FROM sg_blobs ORDER BY id")?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, Vec<u8>>(1)?,
-            r.get::<_, Vec<u8>>(2)?,
-        ))
-    })?;
-    for row in rows {
-        let (id, hash, data) = row?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let (id, hash, data): (i64, &[u8], &[u8]) = (r.get(0)?, bytes(r, 1)?, bytes(r, 2)?);
         report.counts.blobs += 1;
-        let state = match json_value(&data, &hash, false) {
+        let state = match json_value(data, hash, false) {
             Ok(array) => BlobState::Json { array },
             Err(fault) => {
                 let state = match &fault {
                     JsonFault::Envelope(d) => BlobState::Damaged {
-                        hash: hex(&hash),
+                        hash: hex(hash),
                         detail: d.clone(),
                     },
                     JsonFault::NotJson(d) => BlobState::NotJson(d.clone()),
                 };
                 report.problem(
                     "sg_blobs",
-                    format!("blob {id} (hash {})", hex(&hash)),
+                    format!("blob {id} (hash {})", hex(hash)),
                     fault.detail(),
                 );
                 state
@@ -154,40 +159,22 @@ pub(super) fn log_check(
     Ok(ids)
 }
 
-/// One `sg_log_parts` row: a part of a log, stored as a blob reference or inline.
-struct PartRow {
-    log: i64,
-    part: i64,
-    blob: Option<i64>,
-    hash: Option<Vec<u8>>,
-    data: Option<Vec<u8>>,
-}
-
+/// Check every log part; `format3`: also that only part 0 of a root log refers to a value
+/// row (a format-3 file's rule).
 pub(super) fn part_check(
     conn: &Connection,
     report: &mut VerifyReport,
     blobs: &HashMap<i64, BlobState>,
     logs: &mut HashMap<i64, LogState>,
+    format3: bool,
 ) -> rusqlite::Result<()> {
     let mut stmt =
         conn.prepare("SELECT log, part, blob, hash, data FROM sg_log_parts ORDER BY log, part")?;
-    let rows = stmt.query_map([], |r| {
-        Ok(PartRow {
-            log: r.get(0)?,
-            part: r.get(1)?,
-            blob: r.get(2)?,
-            hash: r.get(3)?,
-            data: r.get(4)?,
-        })
-    })?;
-    for row in rows {
-        let PartRow {
-            log,
-            part,
-            blob,
-            hash,
-            data,
-        } = row?;
+    let mut rows = stmt.query([])?;
+    // Each row read in place: a long list has a great many parts.
+    while let Some(r) = rows.next()? {
+        let (log, part, blob): (i64, i64, Option<i64>) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let (hash, data) = (opt_bytes(r, 3)?, opt_bytes(r, 4)?);
         report.counts.log_parts += 1;
         // Named only when a problem is reported: a clean file has a great many parts.
         let key = || match &hash {
@@ -197,8 +184,22 @@ pub(super) fn part_check(
         if !logs.contains_key(&log) {
             report.problem("sg_log_parts", key(), format!("its log {log} is missing"));
         }
-        let read = part_read(report, &key, blob, hash.as_deref(), data.as_deref(), blobs);
+        if format3
+            && blob.is_some()
+            && (part != 0 || !logs.get(&log).is_some_and(LogState::is_root))
+        {
+            report.problem(
+                "sg_log_parts",
+                key(),
+                "refers to a value row, which in a format-3 file only part 0 of a root log \
+                 does (deleting a thread could drop that value)",
+            );
+        }
+        let read = part_read(report, &key, blob, hash, data, blobs);
         if let Some(state) = logs.get_mut(&log) {
+            if let (0, Some(b)) = (part, blob) {
+                state.set_first_blob(b);
+            }
             state.part(part, read);
         }
     }
@@ -253,217 +254,6 @@ fn part_read(
     }
 }
 
-/// One `sg_checkpoints` row, as the scan reads it.
-struct CpRow {
-    seq: i64,
-    thread: String,
-    ns: String,
-    id: Vec<u8>,
-    parent: Option<Vec<u8>>,
-    parent_seq: Option<i64>,
-    step: i64,
-    source: String,
-    created_at: i64,
-    metadata: String,
-    body_hash: Vec<u8>,
-    body: Vec<u8>,
-}
-
-/// Where each checkpoint row is: by its `seq` (the rows are in `seq` order), and, built only
-/// when a parent link needs it, the set of `(thread, ns, id)` keys.
-struct CpIndex<'a> {
-    rows: &'a [CpRow],
-    by_key: std::cell::OnceCell<HashSet<(&'a str, &'a str, &'a [u8])>>,
-}
-
-impl<'a> CpIndex<'a> {
-    /// The row `seq`.
-    fn at(&self, seq: i64) -> Option<&'a CpRow> {
-        let rows = self.rows;
-        rows.binary_search_by_key(&seq, |r| r.seq)
-            .ok()
-            .map(|i| &rows[i])
-    }
-
-    /// Whether checkpoint `id` of `(thread, ns)` has a row.
-    fn has(&self, thread: &str, ns: &str, id: &[u8]) -> bool {
-        let rows = self.rows;
-        self.by_key
-            .get_or_init(|| {
-                rows.iter()
-                    .map(|r| (r.thread.as_str(), r.ns.as_str(), r.id.as_slice()))
-                    .collect()
-            })
-            .contains(&(thread, ns, id))
-    }
-
-    /// Whether row `parent_seq` is the checkpoint `parent` in the thread and namespace of `r`.
-    fn parent_row_is(&self, r: &CpRow, parent: &[u8], parent_seq: i64) -> bool {
-        self.at(parent_seq)
-            .is_some_and(|p| p.thread == r.thread && p.ns == r.ns && p.id == parent)
-    }
-}
-
-fn checkpoint_rows(conn: &Connection) -> rusqlite::Result<Vec<CpRow>> {
-    conn.prepare(
-        "SELECT seq, thread, ns, id, parent, parent_seq, step, source, created_at, metadata,
-                body_hash, body
-         FROM sg_checkpoints ORDER BY seq",
-    )?
-    .query_map([], |r| {
-        Ok(CpRow {
-            seq: r.get(0)?,
-            thread: r.get(1)?,
-            ns: r.get(2)?,
-            id: r.get(3)?,
-            parent: r.get(4)?,
-            parent_seq: r.get(5)?,
-            step: r.get(6)?,
-            source: r.get(7)?,
-            created_at: r.get(8)?,
-            metadata: r.get(9)?,
-            body_hash: r.get(10)?,
-            body: r.get(11)?,
-        })
-    })?
-    .collect()
-}
-
-pub(super) fn checkpoint_check(
-    conn: &Connection,
-    report: &mut VerifyReport,
-) -> rusqlite::Result<Vec<LoadRow>> {
-    let rows = checkpoint_rows(conn)?;
-    let index = CpIndex {
-        rows: &rows,
-        by_key: std::cell::OnceCell::new(),
-    };
-    let mut checked = Vec::with_capacity(rows.len());
-    for r in &rows {
-        report.counts.checkpoints += 1;
-        let key = || cp_key(&r.thread, &r.ns, &r.id);
-        let id = match <[u8; 16]>::try_from(r.id.as_slice()) {
-            Ok(bytes) => Some(CheckpointId::from_u128(u128::from_be_bytes(bytes))),
-            Err(_) => {
-                report.problem(
-                    "sg_checkpoints",
-                    key(),
-                    format!("id of {} bytes", r.id.len()),
-                );
-                None
-            }
-        };
-        let body = LoadRow::decode(record_check(r, &key, report));
-        parent_check(r, &index, &key, report);
-        checked.push(id.map(|id| (id, body)));
-    }
-    drop(index);
-    Ok(rows
-        .into_iter()
-        .zip(checked)
-        .filter_map(|(r, checked)| checked.map(|(id, body)| load_row(r, id, body)))
-        .collect())
-}
-
-/// The row as the load check takes it: its header and its decoded record.
-fn load_row(r: CpRow, id: CheckpointId, body: Result<StoredRecord, String>) -> LoadRow {
-    LoadRow {
-        thread: r.thread,
-        ns: r.ns,
-        id,
-        parent_seq: r.parent_seq,
-        header: HeaderRow::new(
-            r.seq,
-            r.id,
-            r.parent,
-            r.step,
-            r.source,
-            r.created_at,
-            r.metadata,
-        ),
-        hash: r.body_hash,
-        body,
-    }
-}
-
-/// The row's record envelope (its payload, opened once), source and metadata.
-fn record_check<'r>(
-    r: &'r CpRow,
-    key: &dyn Fn() -> String,
-    report: &mut VerifyReport,
-) -> Result<&'r [u8], String> {
-    let payload = open(&r.body, CODEC_BINCODE, &r.body_hash);
-    if let Err(detail) = &payload {
-        report.problem(
-            "sg_checkpoints",
-            key(),
-            format!("record body (hash {}): {detail}", hex(&r.body_hash)),
-        );
-    }
-    if !matches!(r.source.as_str(), "input" | "loop" | "update" | "fork") {
-        report.problem(
-            "sg_checkpoints",
-            key(),
-            format!("unknown source {:?}", r.source),
-        );
-    }
-    if let Err(e) = serde_json::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(
-        &r.metadata,
-    ) {
-        report.problem(
-            "sg_checkpoints",
-            key(),
-            format!("metadata is not a JSON object: {e}"),
-        );
-    }
-    payload
-}
-
-/// The row's parent link: in the same thread and namespace, and `parent_seq` its row.
-fn parent_check(
-    r: &CpRow,
-    index: &CpIndex<'_>,
-    key: &dyn Fn() -> String,
-    report: &mut VerifyReport,
-) {
-    match (&r.parent, r.parent_seq) {
-        (None, None) => {}
-        (Some(p), Some(ps)) if index.parent_row_is(r, p, ps) => {}
-        (Some(p), _) if !index.has(&r.thread, &r.ns, p) => {
-            report.problem(
-                "sg_checkpoints",
-                key(),
-                format!(
-                    "its parent {} is not in the same thread and namespace",
-                    hex(p)
-                ),
-            );
-        }
-        (Some(p), Some(ps)) => match index.at(ps) {
-            Some(_) => report.problem(
-                "sg_checkpoints",
-                key(),
-                format!("parent_seq {ps} is not the row of its parent {}", hex(p)),
-            ),
-            None => report.problem(
-                "sg_checkpoints",
-                key(),
-                format!("parent_seq {ps} is missing"),
-            ),
-        },
-        (Some(p), None) => report.problem(
-            "sg_checkpoints",
-            key(),
-            format!("has parent {} but no parent_seq", hex(p)),
-        ),
-        (None, Some(ps)) => report.problem(
-            "sg_checkpoints",
-            key(),
-            format!("has parent_seq {ps} but no parent"),
-        ),
-    }
-}
-
 /// One `sg_writes` row: a pending write of a task against a checkpoint.
 struct WriteRow {
     thread: String,
@@ -513,7 +303,7 @@ pub(super) fn writes_check(
         let known = known.get_or_insert_with(|| {
             checkpoints
                 .iter()
-                .map(|c| (c.thread.as_str(), c.ns.as_str(), c.id.as_u128()))
+                .map(|c| (&*c.thread, &*c.ns, c.id.as_u128()))
                 .collect()
         });
         let id = <[u8; 16]>::try_from(w.checkpoint.as_slice())

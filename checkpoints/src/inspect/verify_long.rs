@@ -228,3 +228,62 @@ async fn a_damaged_middle_value_and_a_broken_parent_link_are_named() -> TestResu
     assert!(naming(&report, "sg_checkpoints", &cp_hex(1_100)).is_empty());
     Ok(())
 }
+
+#[tokio::test]
+async fn a_value_row_referred_to_past_a_logs_first_part_is_named() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let clean = long_thread(dir.path()).await?;
+    let db = copy(&clean, "part-blob")?;
+    let conn = Connection::open(&db)?;
+    let (log, blob): (i64, i64) = conn.query_row(
+        "SELECT (SELECT log FROM sg_log_parts WHERE part = 7), (SELECT min(id) FROM sg_blobs)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    conn.execute(
+        "UPDATE sg_log_parts SET blob = ?2, hash = NULL, data = NULL WHERE log = ?1 AND part = 7",
+        params![log, blob],
+    )?;
+    drop(conn);
+    let report = verify(&db).await?;
+    let here = naming(&report, "sg_log_parts", &format!("log {log} part 7"));
+    assert!(
+        here.iter().any(|d| d.contains("only part 0 of a root log")),
+        "{here:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_hold_missing_from_the_holder_index_is_named() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let clean = long_thread(dir.path()).await?;
+    let db = copy(&clean, "holders")?;
+    let conn = Connection::open(&db)?;
+    let (kind, id): (i64, i64) = conn.query_row(
+        "SELECT kind, id FROM sg_holders WHERE thread = 'long' ORDER BY kind DESC, id LIMIT 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    conn.execute(
+        "DELETE FROM sg_holders WHERE kind = ?1 AND id = ?2",
+        params![kind, id],
+    )?;
+    drop(conn);
+    let report = verify(&db).await?;
+    let what = if kind == 0 { "value row" } else { "log" };
+    let here = naming(
+        &report,
+        "sg_holders",
+        &format!("{what} {id} (thread \"long\")"),
+    );
+    assert!(
+        here.iter()
+            .any(|d| d.contains("holder index does not say so")),
+        "{:?}",
+        report.problems
+    );
+    // The clean file says nothing of the index.
+    assert!(verify(&clean).await?.is_ok());
+    Ok(())
+}

@@ -9,13 +9,13 @@
 //! and that of every delta built on it; a missing or damaged value or log part fails every
 //! checkpoint whose fields reach it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use rusqlite::Connection;
 
 use super::pending::load_writes;
-use super::read::HeaderRow;
-use super::record::{decode_record, StateRecord, StoredRecord, ValueRef};
+use super::record_view::{FieldRef, Fields, Names, RowFields};
 use super::sql::{id_from, integrity};
 use crate::envelope::hex;
 use crate::{CheckpointError, CheckpointId, Namespace, ThreadId};
@@ -58,6 +58,8 @@ pub(crate) struct LogState {
     stop: Option<PartFault>,
     /// Its readable parts that hold a whole value, and whether that value is a JSON array.
     wholes: Vec<(i64, bool)>,
+    /// The value row its part 0 refers to, if it does.
+    first_blob: Option<i64>,
 }
 
 impl LogState {
@@ -69,7 +71,28 @@ impl LogState {
             next: first,
             stop: None,
             wholes: Vec::new(),
+            first_blob: None,
         }
+    }
+
+    /// The log it rests on, if any.
+    pub(crate) fn base(&self) -> Option<i64> {
+        self.base
+    }
+
+    /// The value row its part 0 refers to, if it does.
+    pub(crate) fn first_blob(&self) -> Option<i64> {
+        self.first_blob
+    }
+
+    /// Note that its part 0 refers to value row `blob`.
+    pub(crate) fn set_first_blob(&mut self, blob: i64) {
+        self.first_blob = Some(blob);
+    }
+
+    /// Whether the log is a root log (it rests on no base log).
+    pub(crate) fn is_root(&self) -> bool {
+        self.base.is_none()
     }
 
     /// Part `part` (parts come in ascending order): `Ok(Some(array))` a whole value,
@@ -101,24 +124,45 @@ pub(crate) struct Values {
     pub(crate) logs: HashMap<i64, LogState>,
 }
 
-/// One checkpoint row to prove loadable.
-pub(crate) struct LoadRow {
-    pub(crate) thread: String,
-    pub(crate) ns: String,
-    pub(crate) id: CheckpointId,
-    pub(crate) parent_seq: Option<i64>,
-    pub(crate) header: HeaderRow,
-    /// The record's hash, for errors.
-    pub(crate) hash: Vec<u8>,
-    /// The decoded record, or what is wrong with its envelope or encoding.
-    pub(crate) body: Result<StoredRecord, String>,
+/// Bytes of a column that are almost always `N` long: kept without an allocation then.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Fixed<const N: usize> {
+    Exact([u8; N]),
+    Other(Box<[u8]>),
 }
 
-impl LoadRow {
-    /// The row's record from its opened envelope payload (or the envelope's error).
-    pub(crate) fn decode(payload: Result<&[u8], String>) -> Result<StoredRecord, String> {
-        decode_record(payload?)
+impl<const N: usize> Fixed<N> {
+    pub(crate) fn new(bytes: &[u8]) -> Self {
+        match <[u8; N]>::try_from(bytes) {
+            Ok(a) => Fixed::Exact(a),
+            Err(_) => Fixed::Other(bytes.into()),
+        }
     }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Fixed::Exact(a) => a,
+            Fixed::Other(b) => b,
+        }
+    }
+}
+
+/// One checkpoint row to prove loadable, as the whole-file scan read it.
+pub(crate) struct LoadRow {
+    /// Its thread and namespace (names shared by every row of theirs).
+    pub(crate) thread: Arc<str>,
+    pub(crate) ns: Arc<str>,
+    pub(crate) id: CheckpointId,
+    pub(crate) seq: i64,
+    pub(crate) parent_seq: Option<i64>,
+    /// Why its thread name is not a valid thread id, if it is not.
+    pub(crate) bad_thread: Option<Arc<str>>,
+    /// Why its header would not make a checkpoint (see [`header_fault`]), if it would not.
+    pub(crate) header: Option<Box<CheckpointError>>,
+    /// The record's hash, for errors.
+    pub(crate) hash: Fixed<32>,
+    /// The record as the check keeps it, or what is wrong with its envelope or encoding.
+    pub(crate) body: Result<RowFields, String>,
 }
 
 /// Whether one checkpoint loads.
@@ -171,133 +215,136 @@ impl WithWrites {
     }
 }
 
-/// Prove each of `rows` loadable; the rows back, with one outcome per row in order.
-/// `with_writes` holds the checkpoints that have pending writes (read through the saver's own
-/// code, as a load does).
+/// Prove each of `rows` loadable; the rows back, with the outcome of each that does not load
+/// as `(row index, outcome)`, in row order (every other row loads). `with_writes` holds the checkpoints that have pending writes (read through the saver's own
+/// code, as a load does); `names` the field names the scan met.
 pub(crate) fn load_all(
     conn: &Connection,
     rows: Vec<LoadRow>,
     values: &Values,
     with_writes: &WithWrites,
-) -> (Vec<LoadRow>, Vec<Outcome>) {
+    names: &Names,
+) -> (Vec<LoadRow>, Vec<(usize, Outcome)>) {
     let mut walk = Walk::new(rows);
-    let mut out: Vec<Option<Outcome>> = (0..walk.rows.len()).map(|_| None).collect();
+    let mut out: Vec<(usize, Outcome)> = Vec::new();
     let mut lists = HashMap::new();
-    let mut threads = ThreadIds::default();
-    let mut check = |row: &LoadRow, record: &StateRecord| {
-        let outcome = check_row(
-            conn,
-            row,
-            record,
+    let mut check = |row: &mut LoadRow, record: &Fields| {
+        let at = Checked {
             values,
-            &mut lists,
-            with_writes,
-            &mut threads,
-        );
-        Some(outcome)
+            lists: &mut lists,
+            names,
+        };
+        check_row(conn, row, record, at, with_writes)
     };
-    walk.down_from_whole(|i, row, record| out[i] = check(row, record));
+    walk.down_from_whole(|i, row, record| match check(row, record) {
+        Outcome::Loaded => {}
+        failed => out.push((i, failed)),
+    });
     for (i, fault) in walk.unbuilt() {
         let row = &walk.rows[i];
         let e = integrity(&row.thread, &fault.checkpoint, fault.blob, fault.detail);
-        out[i] = Some(match ThreadId::new(row.thread.clone()) {
-            Ok(_) => Outcome::Fails(e),
-            Err(t) => Outcome::BadThread(t.to_string()),
-        });
+        let failed = match &row.bad_thread {
+            None => Outcome::Fails(e),
+            Some(t) => Outcome::BadThread(t.to_string()),
+        };
+        out.push((i, failed));
     }
-    let outcomes = out
-        .into_iter()
-        .map(|o| o.unwrap_or(Outcome::Loaded))
-        .collect();
-    (walk.rows, outcomes)
+    out.sort_by_key(|(i, _)| *i);
+    (walk.rows, out)
 }
 
-/// The rows, their records (taken as they are applied) and which rebuilt.
+/// The rows (their records taken as they are applied), how they link, and which rebuilt.
 struct Walk {
     rows: Vec<LoadRow>,
-    bodies: Vec<Option<StoredRecord>>,
     /// Delta rows by the row they apply on, as linked lists: the first such row of each row,
-    /// and the next one after each (no list of its own per row).
-    first_child: Vec<Option<usize>>,
-    next_sibling: Vec<Option<usize>>,
-    /// `Some(Ok)`: rebuilt; `Some(Err)`: cannot be; `None`: not yet known.
-    built: Vec<Option<Result<(), ChainFault>>>,
+    /// and the next one after each (no list of its own per row); [`NONE`] ends a list.
+    first_child: Vec<usize>,
+    next_sibling: Vec<usize>,
+    /// Per row: [`UNKNOWN`], [`BUILT`] or [`FAULT`] (why: in `faults`).
+    built: Vec<u8>,
+    faults: HashMap<usize, ChainFault>,
 }
+
+/// No row (the end of a list of children).
+const NONE: usize = usize::MAX;
+/// A row's rebuild state: not yet known, rebuilt, cannot be.
+const UNKNOWN: u8 = 0;
+const BUILT: u8 = 1;
+const FAULT: u8 = 2;
 
 /// Row `seq`'s index in `rows`, in `seq` order.
 fn index_of(rows: &[LoadRow], seq: i64) -> Option<usize> {
-    rows.binary_search_by_key(&seq, |r| r.header.seq).ok()
+    rows.binary_search_by_key(&seq, |r| r.seq).ok()
 }
 
 impl Walk {
     fn new(mut rows: Vec<LoadRow>) -> Self {
         // The scan reads rows in `seq` order; sort in case a caller did not.
-        if !rows.is_sorted_by_key(|r| r.header.seq) {
-            rows.sort_by_key(|r| r.header.seq);
+        if !rows.is_sorted_by_key(|r| r.seq) {
+            rows.sort_by_key(|r| r.seq);
         }
         let n = rows.len();
-        let mut first_child: Vec<Option<usize>> = vec![None; n];
-        let mut next_sibling: Vec<Option<usize>> = vec![None; n];
-        let mut bodies = Vec::with_capacity(n);
-        let mut built = Vec::with_capacity(n);
+        let mut first_child = vec![NONE; n];
+        let mut next_sibling = vec![NONE; n];
+        let mut built = vec![UNKNOWN; n];
+        let mut faults = HashMap::new();
         for i in (0..n).rev() {
-            let row = &mut rows[i];
-            let body = std::mem::replace(&mut row.body, Err(String::new()));
-            let parent = row.parent_seq;
-            match body {
-                Ok(stored) => {
-                    if !stored.full {
-                        if let Some(p) = parent.and_then(|ps| index_of(&rows, ps)) {
-                            next_sibling[i] = first_child[p].replace(i);
-                        }
+            let parent = rows[i].parent_seq;
+            match &mut rows[i].body {
+                Ok(stored) if stored.full => {}
+                Ok(_) => {
+                    if let Some(p) = parent.and_then(|ps| index_of(&rows, ps)) {
+                        next_sibling[i] = std::mem::replace(&mut first_child[p], i);
                     }
-                    bodies.push(Some(stored));
-                    built.push(None);
                 }
                 Err(detail) => {
+                    let detail = std::mem::take(detail);
                     let row = &rows[i];
-                    bodies.push(None);
-                    built.push(Some(Err(ChainFault {
+                    built[i] = FAULT;
+                    let fault = ChainFault {
                         checkpoint: hex(&row.id.as_u128().to_be_bytes()),
-                        blob: hex(&row.hash),
+                        blob: hex(row.hash.as_slice()),
                         detail,
-                    })));
+                    };
+                    faults.insert(i, fault);
                 }
             }
         }
-        bodies.reverse();
-        built.reverse();
         Walk {
             rows,
-            bodies,
             first_child,
             next_sibling,
             built,
+            faults,
         }
     }
 
     /// The delta rows that apply on row `i`, oldest first.
     fn children(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        std::iter::successors(self.first_child[i], |&c| self.next_sibling[c])
+        let first = Some(self.first_child[i]).filter(|&c| c != NONE);
+        std::iter::successors(first, |&c| {
+            Some(self.next_sibling[c]).filter(|&n| n != NONE)
+        })
     }
 
     /// Rebuild every record that rests on a whole one, parent before child, and hand each
     /// to `visit`; a record is kept only until its children are rebuilt (moved to its only
     /// child, copied for each of several).
-    fn down_from_whole(&mut self, mut visit: impl FnMut(usize, &LoadRow, &StateRecord)) {
+    fn down_from_whole(&mut self, mut visit: impl FnMut(usize, &mut LoadRow, &Fields)) {
         let roots: Vec<usize> = (0..self.rows.len())
-            .filter(|&i| self.bodies[i].as_ref().is_some_and(|b| b.full))
+            .filter(|&i| self.rows[i].body.as_ref().is_ok_and(|b| b.full))
             .collect();
-        let mut stack: Vec<(usize, StateRecord)> = Vec::new();
+        let mut stack: Vec<(usize, Fields)> = Vec::new();
         for root in roots {
-            stack.push((root, StateRecord::default()));
+            stack.push((root, Fields::default()));
             while let Some((i, mut record)) = stack.pop() {
-                let Some(stored) = self.bodies[i].take() else {
+                let taken = std::mem::replace(&mut self.rows[i].body, Err(String::new()));
+                let Ok(stored) = taken else {
                     continue;
                 };
                 record.apply(stored);
-                self.built[i] = Some(Ok(()));
-                visit(i, &self.rows[i], &record);
+                self.built[i] = BUILT;
+                visit(i, &mut self.rows[i], &record);
                 let mut children = self.children(i).peekable();
                 while let Some(c) = children.next() {
                     if children.peek().is_some() {
@@ -315,7 +362,7 @@ impl Walk {
     fn unbuilt(&mut self) -> Vec<(usize, ChainFault)> {
         let mut out = Vec::new();
         for start in 0..self.rows.len() {
-            if matches!(self.built[start], Some(Ok(()))) {
+            if self.built[start] == BUILT {
                 continue;
             }
             let fault = self.fault_of(start);
@@ -330,13 +377,13 @@ impl Walk {
         let mut on_path = HashSet::new();
         let mut cur = start;
         let fault = loop {
-            if let Some(Err(f)) = &self.built[cur] {
+            if let Some(f) = self.faults.get(&cur).filter(|_| self.built[cur] == FAULT) {
                 break f.clone();
             }
             let row = &self.rows[cur];
             let here = |detail: &str| ChainFault {
                 checkpoint: hex(&row.id.as_u128().to_be_bytes()),
-                blob: hex(&row.hash),
+                blob: hex(row.hash.as_slice()),
                 detail: detail.to_owned(),
             };
             if !on_path.insert(cur) {
@@ -356,99 +403,100 @@ impl Walk {
             cur = p;
         };
         for i in path {
-            self.built[i] = Some(Err(fault.clone()));
+            self.built[i] = FAULT;
+            self.faults.insert(i, fault.clone());
         }
         fault
     }
 }
 
-impl HeaderRow {
-    /// A row from its columns (the inspector's whole-table scan reads them itself).
-    pub(crate) fn new(
-        seq: i64,
-        id: Vec<u8>,
-        parent: Option<Vec<u8>>,
-        step: i64,
-        source: String,
-        created_at: i64,
-        metadata: String,
-    ) -> HeaderRow {
-        HeaderRow {
-            seq,
-            id,
-            parent,
-            step,
-            source,
-            created_at,
-            metadata,
-        }
+/// Why a checkpoint row's header would not make a checkpoint, checked in the order
+/// [`HeaderRow::checkpoint`](super::read::HeaderRow::checkpoint) checks it: its source, its metadata (`metadata`: why it is not a
+/// JSON object), a pending send's argument (`bad_send`: why it is not JSON), its parent's id.
+pub(crate) fn header_fault(
+    thread: &str,
+    id: CheckpointId,
+    source: &str,
+    metadata: Option<&str>,
+    bad_send: Option<&str>,
+    parent: Option<&[u8]>,
+) -> Option<CheckpointError> {
+    let fail = |blob: &str, detail: String| integrity(thread, &id.to_string(), blob, detail);
+    if !matches!(source, "input" | "loop" | "update" | "fork") {
+        let detail = format!("unknown source {source:?}");
+        return Some(fail("sg_checkpoints.source", detail));
     }
+    if let Some(e) = metadata {
+        return Some(fail("sg_checkpoints.metadata", e.to_owned()));
+    }
+    if let Some(e) = bad_send {
+        return Some(fail("control", e.to_owned()));
+    }
+    parent.and_then(|p| id_from(p, thread).err())
+}
 
-    /// Whether [`HeaderRow::checkpoint`] would succeed, without building the checkpoint:
-    /// the same checks (the inspector's whole-file check runs it on every row).
-    pub(crate) fn check(&self, record: &StateRecord, thread: &str) -> Result<(), CheckpointError> {
-        use serde::de::IgnoredAny;
-        let id = id_from(&self.id, thread)?;
-        let fail = |blob: &str, detail: String| integrity(thread, &id.to_string(), blob, detail);
-        if !matches!(self.source.as_str(), "input" | "loop" | "update" | "fork") {
-            let detail = format!("unknown source {:?}", self.source);
-            return Err(fail("sg_checkpoints.source", detail));
-        }
-        serde_json::from_str::<BTreeMap<String, IgnoredAny>>(&self.metadata)
-            .map_err(|e| fail("sg_checkpoints.metadata", e.to_string()))?;
-        for (_, arg) in &record.control.sends {
-            serde_json::from_str::<IgnoredAny>(arg).map_err(|e| fail("control", e.to_string()))?;
-        }
-        if let Some(p) = self.parent.as_deref() {
-            id_from(p, thread)?;
-        }
-        Ok(())
-    }
+/// What the field checks read and remember.
+struct Checked<'a> {
+    values: &'a Values,
+    lists: &'a mut HashMap<(i64, i64), Result<(), ListFault>>,
+    names: &'a Names,
 }
 
 /// Whether one rebuilt checkpoint loads: its header, its fields, its pending writes.
 fn check_row(
     conn: &Connection,
-    row: &LoadRow,
-    record: &StateRecord,
-    values: &Values,
-    lists: &mut HashMap<(i64, i64), Result<(), ListFault>>,
+    row: &mut LoadRow,
+    record: &Fields,
+    at: Checked<'_>,
     with_writes: &WithWrites,
-    threads: &mut ThreadIds,
 ) -> Outcome {
-    if let Err(e) = threads.check(&row.thread) {
-        return Outcome::BadThread(e);
+    if let Some(e) = &row.bad_thread {
+        return Outcome::BadThread(e.to_string());
     }
-    let t = row.thread.as_str();
-    if let Err(e) = row.header.check(record, t) {
-        return Outcome::Fails(e);
+    if let Some(e) = row.header.take() {
+        return Outcome::Fails(*e);
     }
-    let mut not_json = None;
-    for (name, r) in &record.fields {
+    let t = &*row.thread;
+    // A load reads the fields in name order and stops at the first that fails: the failure
+    // (and the value that is not JSON) reported is that of the first such field by name.
+    let mut fails: Option<(&str, String, String)> = None;
+    let mut not_json: Option<(&str, String)> = None;
+    for (name, r) in record.iter() {
+        let name = at.names.name(*name);
         let fault = match *r {
-            ValueRef::Inline(ref bytes) => serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
-                .err()
-                .map(|e| ListFault::NotJson(e.to_string())),
-            ValueRef::Blob(id) => blob_fault(values, id, name),
-            ValueRef::Log { log, parts } => lists
-                .entry((log, parts))
-                .or_insert_with(|| list_check(values, log, parts))
-                .clone()
-                .err(),
+            FieldRef::Inline => None,
+            FieldRef::InlineNotJson(ref e) => Some(ListFault::NotJson(e.to_string())),
+            FieldRef::Blob(id) => blob_fault(at.values, id, name),
+            FieldRef::Log { log, parts } => match at.values.logs.get(&log) {
+                // A root log: checked in a few steps, no need to remember the answer.
+                Some(state) if state.base.is_none() => list_check(at.values, log, parts).err(),
+                _ => at
+                    .lists
+                    .entry((log, parts))
+                    .or_insert_with(|| list_check(at.values, log, parts))
+                    .clone()
+                    .err(),
+            },
         };
         match fault {
             None => {}
-            Some(ListFault::NotJson(e)) => {
-                not_json.get_or_insert_with(|| format!("field {name:?}: {e}"));
+            Some(ListFault::NotJson(e)) if not_json.as_ref().is_none_or(|(n, _)| name < *n) => {
+                not_json = Some((name, e));
             }
-            Some(ListFault::Fails { blob, detail }) => {
-                let detail = detail.replace("{field}", &format!("{name:?}"));
-                return Outcome::Fails(integrity(t, &row.id.to_string(), blob, detail));
+            Some(ListFault::Fails { blob, detail })
+                if fails.as_ref().is_none_or(|(n, _, _)| name < *n) =>
+            {
+                fails = Some((name, blob, detail));
             }
+            Some(_) => {}
         }
     }
-    if with_writes.contains(&row.thread, &row.ns, row.id.as_u128()) {
-        let thread = match ThreadId::new(row.thread.clone()) {
+    if let Some((name, blob, detail)) = fails {
+        let detail = detail.replace("{field}", &format!("{name:?}"));
+        return Outcome::Fails(integrity(t, &row.id.to_string(), blob, detail));
+    }
+    if with_writes.contains(t, &row.ns, row.id.as_u128()) {
+        let thread = match ThreadId::new(t.to_owned()) {
             Ok(t) => t,
             Err(e) => return Outcome::BadThread(e.to_string()),
         };
@@ -456,29 +504,9 @@ fn check_row(
             return Outcome::Fails(e);
         }
     }
-    not_json.map_or(Outcome::Loaded, Outcome::NotJson)
-}
-
-/// Whether the thread name of the rows checked last is a valid thread id (rows come thread
-/// by thread): checked once per run of rows of one thread, not once per row.
-#[derive(Default)]
-struct ThreadIds {
-    last: Option<(String, Result<(), String>)>,
-}
-
-impl ThreadIds {
-    fn check(&mut self, name: &str) -> Result<(), String> {
-        match &self.last {
-            Some((n, valid)) if n == name => valid.clone(),
-            _ => {
-                let valid = ThreadId::new(name.to_owned())
-                    .map(drop)
-                    .map_err(|e| e.to_string());
-                self.last = Some((name.to_owned(), valid.clone()));
-                valid
-            }
-        }
-    }
+    not_json.map_or(Outcome::Loaded, |(name, e)| {
+        Outcome::NotJson(format!("field {name:?}: {e}"))
+    })
 }
 
 /// What is wrong with a field's value row, if anything.
@@ -555,16 +583,24 @@ fn part_fault(log: i64, state: &LogState) -> ListFault {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sqlite::read::HeaderRow;
+    use crate::sqlite::record::StateRecord;
     use crate::sqlite::sql::id_bytes;
-    use std::sync::Arc;
+    use std::collections::BTreeMap;
 
     type TestResult = Result<(), Box<dyn std::error::Error>>;
 
     #[test]
     fn a_header_check_fails_exactly_where_building_the_checkpoint_does() -> TestResult {
         let id = id_bytes(CheckpointId::from_u128(7)).to_vec();
-        let header = |source: &str, metadata: &str, parent: Option<Vec<u8>>| {
-            HeaderRow::new(1, id.clone(), parent, 0, source.into(), 0, metadata.into())
+        let header = |source: &str, metadata: &str, parent: Option<Vec<u8>>| HeaderRow {
+            seq: 1,
+            id: id.clone(),
+            parent,
+            step: 0,
+            source: source.into(),
+            created_at: 0,
+            metadata: metadata.into(),
         };
         let mut sends = StateRecord::default();
         Arc::make_mut(&mut sends.control).sends = vec![("n".into(), "{not json".into())];
@@ -583,7 +619,25 @@ mod tests {
         ];
         for (i, (h, record, ok)) in cases.iter().enumerate() {
             assert_eq!(h.checkpoint(record, "t").is_ok(), *ok, "case {i}");
-            assert_eq!(h.check(record, "t").is_ok(), *ok, "case {i}");
+            let bad_send = record
+                .control
+                .sends
+                .iter()
+                .find_map(|(_, a)| serde_json::from_str::<serde::de::IgnoredAny>(a).err())
+                .map(|e| e.to_string());
+            let metadata =
+                serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(&h.metadata)
+                    .err()
+                    .map(|e| e.to_string());
+            let fault = header_fault(
+                "t",
+                CheckpointId::from_u128(7),
+                &h.source,
+                metadata.as_deref(),
+                bad_send.as_deref(),
+                h.parent.as_deref(),
+            );
+            assert_eq!(fault.is_none(), *ok, "case {i}");
         }
         Ok(())
     }

@@ -1,15 +1,18 @@
 //! Maintenance: deleting, copying and pruning a thread, and collecting the values, logs and
-//! log parts no checkpoint refers to any more.
+//! log parts no checkpoint refers to any more: through the holder index in a format-3 file
+//! (in proportion to what the thread referred to, see [`holders`]), by reading every row of
+//! an older file.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::read::{load_record, newest_id, walk_log, ChainEnd};
-use super::record::{decode_record, encode_record, ValueRef};
+use super::holders::{self, Refs};
+use super::read::{load_record, newest_id};
+use super::record::encode_record;
 use super::sql::{id_bytes, integrity, SqlResult};
 use super::writer::memory::GroupRecords;
-use crate::envelope::{hex, open, seal, CODEC_BINCODE};
+use crate::envelope::{seal, CODEC_BINCODE};
 use crate::{CheckpointError, CheckpointId, Namespace, Retention, StorageError, ThreadId};
 
 /// Delete a thread: its checkpoints in every namespace, its pending writes, then the values
@@ -19,6 +22,11 @@ pub(crate) fn delete_thread(
     records: &mut GroupRecords<'_>,
     thread: &ThreadId,
 ) -> Result<(), CheckpointError> {
+    // With the holder index, what the thread referred to is read before its rows go.
+    let dropped = match records.memory.holders {
+        true => Some(Refs::of_thread(conn, thread.as_str())?.close(conn)?),
+        false => None,
+    };
     conn.execute(
         "DELETE FROM sg_checkpoints WHERE thread = ?1",
         [thread.as_str()],
@@ -29,7 +37,22 @@ pub(crate) fn delete_thread(
     super::runs::delete_thread_runs(conn, thread)?;
     super::shapes::delete_thread(conn, thread.as_str())?;
     records.clear_shared();
-    gc(conn)
+    match dropped {
+        Some(dropped) if dropped.damaged.is_none() => {
+            holders::collect(conn, thread.as_str(), &dropped, &Refs::default())
+        }
+        // A record of the thread does not read: what it referred to is unknown, so the
+        // values are collected by reading every remaining row, as in an older file.
+        Some(_) => {
+            conn.execute(
+                "DELETE FROM sg_holders WHERE thread = ?1",
+                [thread.as_str()],
+            )
+            .during("releasing a deleted thread's values")?;
+            gc(conn)
+        }
+        None => gc(conn),
+    }
 }
 
 /// Copy every checkpoint and pending write of `from` into the new thread `to` (values are
@@ -37,6 +60,7 @@ pub(crate) fn delete_thread(
 /// the pending writes of its checkpoints. `to` must have no checkpoints.
 pub(crate) fn copy_thread(
     conn: &Connection,
+    keep_holders: bool,
     from: &ThreadId,
     to: &ThreadId,
     head: Option<CheckpointId>,
@@ -64,6 +88,11 @@ pub(crate) fn copy_thread(
         map.insert(seq, conn.last_insert_rowid());
     }
     crate::failpoint::hit("copy.after_checkpoints");
+    if keep_holders {
+        // The copy holds what its rows refer to (all of them new: `to` had none).
+        let refs = Refs::of_thread(conn, to.as_str())?.close(conn)?;
+        holders::hold_all(conn, &refs, to.as_str())?;
+    }
     super::shapes::copy_thread(conn, from.as_str(), to.as_str())?;
     match head {
         None => {
@@ -165,8 +194,10 @@ pub(crate) fn prune(
         .collect::<Result<_, _>>()
         .during("reading the thread's namespaces")?;
     let mut deleted = 0usize;
+    // With the holder index: what the deleted rows referred to, read before they go.
+    let mut dropped = records.memory.holders.then(Refs::default);
     for ns in namespaces {
-        let n = prune_namespace(conn, records, thread, &ns, retention)?;
+        let n = prune_namespace(conn, records, thread, &ns, retention, dropped.as_mut())?;
         if n > 0 {
             deleted += n;
             crate::failpoint::hit("prune.after_delete");
@@ -174,7 +205,19 @@ pub(crate) fn prune(
     }
     if deleted > 0 {
         records.clear_all();
-        gc(conn)?;
+        match dropped {
+            Some(dropped) if dropped.damaged.is_none() => {
+                let kept = Refs::of_thread(conn, thread.as_str())?.close(conn)?;
+                match kept.damaged {
+                    None => holders::collect(conn, thread.as_str(), &dropped.close(conn)?, &kept)?,
+                    // A remaining record does not read: the walk of every row says so.
+                    Some(_) => gc(conn)?,
+                }
+            }
+            // A deleted record did not read: collect by reading every remaining row (the
+            // thread's holds of what that walk deletes stay behind, unused).
+            _ => gc(conn)?,
+        }
     }
     Ok(deleted)
 }
@@ -194,6 +237,7 @@ fn prune_namespace(
     thread: &ThreadId,
     ns: &str,
     retention: Retention,
+    dropped: Option<&mut Refs>,
 ) -> Result<usize, CheckpointError> {
     let t = thread.as_str();
     // Newest first.
@@ -239,8 +283,9 @@ fn prune_namespace(
             .during("detaching a kept checkpoint from its pruned parent")?;
         }
     }
+    let mut dropped = dropped;
     for seq in &drop_set {
-        delete_checkpoint(conn, t, ns, *seq)?;
+        delete_checkpoint(conn, t, ns, *seq, dropped.as_deref_mut())?;
     }
     Ok(drop_set.len())
 }
@@ -264,41 +309,37 @@ fn make_whole(
     Ok(())
 }
 
-/// Delete checkpoint row `seq` and its pending writes.
+/// Delete checkpoint row `seq` and its pending writes (adding what its record refers to to
+/// `refs`).
 fn delete_checkpoint(
     conn: &Connection,
     thread: &str,
     ns: &str,
     seq: i64,
+    refs: Option<&mut Refs>,
 ) -> Result<(), CheckpointError> {
-    let id: Vec<u8> = conn
-        .query_row("SELECT id FROM sg_checkpoints WHERE seq = ?1", [seq], |r| {
-            r.get(0)
-        })
-        .during("reading a pruned checkpoint's id")?;
-    conn.execute(
-        "DELETE FROM sg_writes WHERE thread = ?1 AND ns = ?2 AND checkpoint = ?3",
-        params![thread, ns, id],
-    )
-    .during("deleting a pruned checkpoint's pending writes")?;
-    conn.execute("DELETE FROM sg_checkpoints WHERE seq = ?1", [seq])
+    let mut stmt = conn
+        .prepare_cached("SELECT id, body_hash, body FROM sg_checkpoints WHERE seq = ?1")
+        .during("preparing the pruned checkpoint query")?;
+    let mut rows = stmt.query([seq]).during("reading a pruned checkpoint")?;
+    let row = rows
+        .next()
+        .during("reading a pruned checkpoint")?
+        .ok_or_else(|| integrity(thread, "-", format!("sg_checkpoints row {seq}"), "missing"))?;
+    let id: Vec<u8> = row.get(0).during("reading a pruned checkpoint's id")?;
+    if let Some(refs) = refs {
+        refs.add_row(thread, row, 0)?;
+    }
+    drop(rows);
+    conn.prepare_cached("DELETE FROM sg_writes WHERE thread = ?1 AND ns = ?2 AND checkpoint = ?3")
+        .during("preparing the pending writes delete")?
+        .execute(params![thread, ns, id])
+        .during("deleting a pruned checkpoint's pending writes")?;
+    conn.prepare_cached("DELETE FROM sg_checkpoints WHERE seq = ?1")
+        .during("preparing the checkpoint delete")?
+        .execute([seq])
         .during("deleting a pruned checkpoint")?;
     Ok(())
-}
-
-/// What the remaining checkpoints refer to.
-#[derive(Default)]
-struct LiveValues {
-    blobs: BTreeSet<i64>,
-    /// Per log: how many of its parts are needed.
-    logs: BTreeMap<i64, i64>,
-}
-
-impl LiveValues {
-    fn need_log(&mut self, log: i64, parts: i64) {
-        let e = self.logs.entry(log).or_insert(0);
-        *e = (*e).max(parts);
-    }
 }
 
 /// Delete blobs, logs and log parts no remaining checkpoint refers to.
@@ -338,51 +379,18 @@ pub(crate) fn gc(conn: &Connection) -> Result<(), CheckpointError> {
 /// checkpoint holds was set by it or by an ancestor, and ancestors remain (pruning makes a
 /// kept checkpoint whole before its parents go). So the references of each row's own record,
 /// read one row at a time and without rebuilding any state, are what is live; each log is
-/// walked once, to the most parts any row needs.
-fn live_values(conn: &Connection) -> Result<LiveValues, CheckpointError> {
-    let mut live = LiveValues::default();
-    let mut logs: HashMap<i64, i64> = HashMap::new();
-    let mut stmt = conn
-        .prepare("SELECT thread, id, body_hash, body FROM sg_checkpoints")
-        .during("preparing the checkpoints query")?;
-    let mut rows = stmt.query([]).during("reading every checkpoint")?;
-    while let Some(row) = rows.next().during("reading every checkpoint")? {
-        let read = |i| row.get_ref(i).and_then(|v| v.as_blob().map_err(Into::into));
-        let thread: String = row.get(0).during("reading a checkpoint's thread")?;
-        let (id, hash, body) = (read(1), read(2), read(3));
-        let (Ok(id), Ok(hash), Ok(body)) = (id, hash, body) else {
-            return Err(integrity(
-                &thread,
-                "-",
-                "sg_checkpoints",
-                "a row's id or record is not bytes",
-            ));
-        };
-        let damaged = |d: String| integrity(&thread, &hex(id), hex(hash), d);
-        let payload = open(body, CODEC_BINCODE, hash).map_err(damaged)?;
-        let stored = decode_record(payload).map_err(damaged)?;
-        for (_, r) in stored.fields {
-            match r {
-                ValueRef::Inline(_) => {}
-                ValueRef::Blob(b) => {
-                    live.blobs.insert(b);
-                }
-                ValueRef::Log { log, parts } => {
-                    let most = logs.entry(log).or_insert(0);
-                    *most = (*most).max(parts);
-                }
-            }
-        }
+/// walked once, to the most parts any row needs. (A file without the holder index: every row
+/// of the file is read.)
+fn live_values(conn: &Connection) -> Result<Refs, CheckpointError> {
+    let mut refs = Refs::default();
+    refs.add_rows(
+        conn,
+        "SELECT thread, id, body_hash, body FROM sg_checkpoints",
+        [],
+    )?;
+    // Without every row's references nothing can be told unused.
+    if let Some(e) = refs.damaged.take() {
+        return Err(e);
     }
-    for (log, parts) in logs {
-        let chain = walk_log(conn, log, parts)?;
-        for s in chain.segments {
-            live.need_log(s.log, s.upto);
-        }
-        // A missing log is still noted (nothing of it is there to delete).
-        if let ChainEnd::Missing { log, upto } = chain.end {
-            live.need_log(log, upto);
-        }
-    }
-    Ok(live)
+    refs.close(conn)
 }

@@ -26,12 +26,14 @@ mod cache;
 mod check;
 mod graphs;
 pub(crate) mod high_water;
+mod holders;
 mod list;
 mod maintain;
 mod pending;
 mod read;
 pub(crate) mod read_only;
 mod record;
+mod record_view;
 mod runs;
 mod schema;
 mod shapes;
@@ -52,10 +54,10 @@ use rusqlite::Connection;
 pub use schema::{SqliteOptions, Synchronous, FORMAT_VERSION};
 
 pub(crate) use check::{
-    load_all, BlobState, LoadRow, LogState, Outcome, PartFault, Values, WithWrites,
+    header_fault, load_all, BlobState, Fixed, LoadRow, LogState, Outcome, PartFault, Values,
+    WithWrites,
 };
-pub(crate) use read::HeaderRow;
-pub(crate) use record::StoredRecord;
+pub(crate) use record_view::{decode_fields, FieldRef, Names};
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,

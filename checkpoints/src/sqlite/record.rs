@@ -264,7 +264,7 @@ pub(crate) fn encode_record(body: &StoredRecord) -> Result<Vec<u8>, bincode::err
 /// prefix (the hash only proves the bytes are the ones written, and anyone can write a file)
 /// is an error, not an allocation of that many bytes, which would abort the process. Far
 /// above any real record (a few kilobytes per hundred fields).
-const DECODE_LIMIT: usize = 256 << 20;
+pub(crate) const DECODE_LIMIT: usize = 256 << 20;
 
 /// Decode a stored record, rejecting trailing bytes.
 pub(crate) fn decode_record(bytes: &[u8]) -> Result<StoredRecord, String> {

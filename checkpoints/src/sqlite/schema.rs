@@ -11,15 +11,21 @@ use crate::{CheckpointError, StorageError};
 /// The newest file format version this build reads, and the one it gives a new file.
 ///
 /// Format 2 is format 1 plus small whole values kept in the checkpoint record (the `Inline`
-/// reference, decision 0018); the tables are the same. A format-1 file stays format 1: this
-/// build writes nothing into it that format 1 lacks, so older builds keep reading it.
-pub const FORMAT_VERSION: u32 = 2;
+/// reference, decision 0018); the tables are the same. Format 3 is format 2 plus the holder
+/// index `sg_holders` (which threads hold each value row and log), which every writer of a
+/// format-3 file keeps, so deleting or pruning a thread collects values in proportion to what
+/// that thread referred to (decision 0057); a build that does not keep it refuses the file
+/// as newer, so the index cannot go stale. A file stays at the format it was made with: this
+/// build writes nothing into a format-1 or format-2 file that its format lacks, so older
+/// builds keep reading and writing it (its deletes and prunes read every row).
+pub const FORMAT_VERSION: u32 = 3;
 
-/// Tables of formats 1 and 2. See `docs/design.md` for each column.
+/// Tables of formats 1 to 3. See `docs/design.md` for each column.
 ///
 /// `sg_runs` and `sg_receipts` (runs and their delivery receipts, decision 0022) and
 /// `sg_shapes` (each field's recorded shape, decision 0044) and `sg_graphs`/`sg_thread_graphs`
-/// (the shape of the graph that wrote a thread, decision 0050) are in both formats: added to an older file when this build opens it, in the schema transaction. They
+/// (the shape of the graph that wrote a thread, decision 0050) are in every format: added to an older file when this build opens it, in the schema transaction; so is
+/// `sg_holders`, which stays empty in a file older than format 3. They
 /// do not change the format version: no other table's bytes change, and a build without them
 /// opens such a file (its schema statements only create missing tables) and ignores them.
 pub(crate) const SCHEMA: &str = "
@@ -96,6 +102,12 @@ CREATE INDEX IF NOT EXISTS sg_runs_by_thread ON sg_runs (thread, created_at, run
 CREATE TABLE IF NOT EXISTS sg_receipts (
     run_id  TEXT PRIMARY KEY,
     receipt TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sg_holders (
+    kind   INTEGER NOT NULL,
+    id     INTEGER NOT NULL,
+    thread TEXT NOT NULL,
+    PRIMARY KEY (kind, id, thread)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sg_graphs (
     hash  TEXT PRIMARY KEY,
@@ -392,7 +404,7 @@ mod tests {
         use crate::{RunId, RunRecord, RunStatus, Saver, SqliteOptions, ThreadId};
         let dir = tempfile::tempdir()?;
         let options = SqliteOptions {
-            max_page_count: Some(16),
+            max_page_count: Some(24),
             ..SqliteOptions::default()
         };
         let saver = SqliteSaver::open_with(dir.path().join("t.db"), options)?;

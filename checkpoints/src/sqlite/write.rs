@@ -34,7 +34,11 @@ pub(crate) fn put(
         control: Arc::clone(&stored.control),
         fields: parent.record.fields.clone(),
     };
-    store_values(conn, records.memory, options, &p.writes, &mut record)?;
+    let values = Values {
+        conn,
+        thread: p.thread.as_str(),
+    };
+    store_values(values, records.memory, options, &p.writes, &mut record)?;
     super::shapes::note(conn, records.memory, &key, p)?;
     crate::failpoint::hit("put.after_values");
     let (row_record, depth) = parent.row_record(&record, options);
@@ -145,9 +149,26 @@ impl Parent {
     }
 }
 
+/// Where a put stores values: the connection, and the thread that will hold them.
+#[derive(Clone, Copy)]
+struct Values<'a> {
+    conn: &'a Connection,
+    thread: &'a str,
+}
+
+impl Values<'_> {
+    /// Note that the put's thread holds row `id` of `kind`, in a file with the holder index.
+    fn hold(self, memory: &WriterMemory, kind: i64, id: i64) -> Result<(), CheckpointError> {
+        if memory.holders {
+            super::holders::hold(self.conn, kind, id, self.thread)?;
+        }
+        Ok(())
+    }
+}
+
 /// Store the step's changed values and point `record`'s fields at them.
 fn store_values(
-    conn: &Connection,
+    at: Values<'_>,
     memory: &mut WriterMemory,
     options: &SqliteOptions,
     writes: &[FieldWrite],
@@ -160,14 +181,14 @@ fn store_values(
                 let r = if memory.inline && bytes.len() <= INLINE_MAX {
                     ValueRef::Inline(Arc::from(bytes.as_slice()))
                 } else {
-                    ValueRef::Blob(upsert_blob(conn, memory, bytes)?)
+                    ValueRef::Blob(upsert_blob(at, memory, bytes)?)
                 };
                 record.set_field(&w.field, r);
             }
             FieldPart::Tail(bytes) => {
                 check_size(bytes.len(), options)?;
                 let prev = record.fields.get(w.field.as_str()).cloned();
-                let r = append_log(conn, memory, prev, bytes)?;
+                let r = append_log(at, memory, prev, bytes)?;
                 record.set_field(&w.field, r);
             }
         }
@@ -233,16 +254,19 @@ fn check_size(len: usize, options: &SqliteOptions) -> Result<(), CheckpointError
     }
 }
 
-/// The row of a value: the one already stored with its hash, or a new one.
+/// The row of a value: the one already stored with its hash, or a new one; held by the
+/// put's thread.
 fn upsert_blob(
-    conn: &Connection,
+    at: Values<'_>,
     memory: &mut WriterMemory,
     payload: &[u8],
 ) -> Result<i64, CheckpointError> {
     let (env, hash) = seal(CODEC_JSON, payload);
-    if let Some(id) = memory.blobs.get(&hash) {
-        return Ok(*id);
+    if let Some(&id) = memory.blobs.get(&hash) {
+        at.hold(memory, super::holders::BLOB, id)?;
+        return Ok(id);
     }
+    let conn = at.conn;
     let inserted = conn
         .prepare_cached("INSERT OR IGNORE INTO sg_blobs (hash, data) VALUES (?1, ?2)")
         .during("preparing the value insert")?
@@ -258,15 +282,25 @@ fn upsert_blob(
             .during("looking up a stored value")?
     };
     memory.remember_blob(hash, id);
+    at.hold(memory, super::holders::BLOB, id)?;
     Ok(id)
 }
 
-fn new_log(conn: &Connection, base: Option<(i64, i64)>, tip: i64) -> Result<i64, CheckpointError> {
+/// A new log, held by the put's thread.
+fn new_log(
+    at: Values<'_>,
+    memory: &WriterMemory,
+    base: Option<(i64, i64)>,
+    tip: i64,
+) -> Result<i64, CheckpointError> {
+    let conn = at.conn;
     conn.prepare_cached("INSERT INTO sg_logs (base_log, base_parts, tip) VALUES (?1, ?2, ?3)")
         .during("preparing the log insert")?
         .execute(params![base.map(|b| b.0), base.map_or(0, |b| b.1), tip])
         .during("inserting a log row")?;
-    Ok(conn.last_insert_rowid())
+    let log = conn.last_insert_rowid();
+    at.hold(memory, super::holders::LOG, log)?;
+    Ok(log)
 }
 
 /// A log part's bytes kept in its own row: the hash and the envelope.
@@ -302,16 +336,17 @@ fn insert_part(
 /// `prev`. If another branch already appended to that log at the same place (its part exists:
 /// the primary key says so), this branch forks into a new log based on `prev`.
 fn append_log(
-    conn: &Connection,
+    at: Values<'_>,
     memory: &mut WriterMemory,
     prev: Option<ValueRef>,
     payload: &[u8],
 ) -> Result<ValueRef, CheckpointError> {
+    let conn = at.conn;
     let (env, hash) = seal(CODEC_JSON, payload);
     let inline = Some((&hash[..], &env[..]));
     // A new log after a whole value: part 0 refers to the value's row, part 1 is the payload.
-    let after_value = |blob: i64| -> Result<ValueRef, CheckpointError> {
-        let log = new_log(conn, None, 2)?;
+    let after_value = |memory: &mut WriterMemory, blob: i64| -> Result<ValueRef, CheckpointError> {
+        let log = new_log(at, memory, None, 2)?;
         own_part(conn, log, 0, Some(blob), None)?;
         own_part(conn, log, 1, None, inline)?;
         Ok(ValueRef::Log { log, parts: 2 })
@@ -330,18 +365,21 @@ fn append_log(
                     parts: parts + 1,
                 });
             }
-            let fork = new_log(conn, Some((log, parts)), parts + 1)?;
+            let fork = new_log(at, memory, Some((log, parts)), parts + 1)?;
             own_part(conn, fork, parts, None, inline)?;
             Ok(ValueRef::Log {
                 log: fork,
                 parts: parts + 1,
             })
         }
-        Some(ValueRef::Blob(blob)) => after_value(blob),
+        Some(ValueRef::Blob(blob)) => after_value(memory, blob),
         // A value kept in the record gets its row first (a log part refers to a row).
-        Some(ValueRef::Inline(value)) => after_value(upsert_blob(conn, memory, &value)?),
+        Some(ValueRef::Inline(value)) => {
+            let blob = upsert_blob(at, memory, &value)?;
+            after_value(memory, blob)
+        }
         None => {
-            let log = new_log(conn, None, 1)?;
+            let log = new_log(at, memory, None, 1)?;
             own_part(conn, log, 0, None, inline)?;
             Ok(ValueRef::Log { log, parts: 1 })
         }

@@ -327,7 +327,8 @@ fn run_op(
             maintain::delete_thread(conn, records, thread).map(|()| Reply::Done)
         }
         Op::CopyThread { from, to, head } => {
-            maintain::copy_thread(conn, from, to, *head).map(|()| Reply::Done)
+            maintain::copy_thread(conn, records.memory.holders, from, to, *head)
+                .map(|()| Reply::Done)
         }
         Op::Flush => Ok(Reply::Done),
         Op::PutGraph { thread, shape } => {

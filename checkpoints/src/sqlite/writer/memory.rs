@@ -48,6 +48,10 @@ pub(crate) struct WriterMemory {
     /// are kept in the record: in a format-2 file; never in a format-1 file (even an empty
     /// value), which this build keeps readable by older builds.
     pub(crate) inline: bool,
+    /// Whether the file keeps the holder index (`sg_holders`, format 3): each put notes the
+    /// value rows and logs its thread starts holding, and deletes and prunes collect through
+    /// it.
+    pub(crate) holders: bool,
 }
 
 /// Most value rows the writer remembers (then it starts over).
@@ -64,6 +68,7 @@ impl WriterMemory {
             graphs: HashMap::new(),
             room: WalRoom::new(conn, options),
             inline: format >= 2,
+            holders: format >= 3,
         }
     }
 
