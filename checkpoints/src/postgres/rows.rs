@@ -45,6 +45,25 @@ UPDATE {s}.sg_heads h SET head = n.id
 FROM (SELECT DISTINCT ON (thread, ns) thread, ns, id FROM r ORDER BY thread, ns, id DESC) n
 WHERE h.thread = n.thread AND h.ns = n.ns AND h.head < n.id"#;
 
+/// [`STORE`] for one row and its values, with scalar parameters: a smaller statement for the
+/// server to plan (a step under durability `sync` is a batch of one). `$14`/`$15` the values.
+const STORE_ONE: &str = r#"
+WITH v AS (
+    INSERT INTO {s}.sg_values (hash, data)
+    SELECT * FROM unnest($14::bytea[], $15::bytea[])
+    ON CONFLICT (hash) DO NOTHING
+), c AS (
+    INSERT INTO {s}.sg_checkpoints
+        (thread, ns, id, parent, step, source, created_at, control, metadata, wrote, base,
+         since_base, refs)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+), settled AS (
+    DELETE FROM {s}.sg_writes
+    WHERE $6 = 'loop' AND thread = $1 AND ns = $2 AND checkpoint = $4
+      AND kind LIKE '{"Output":%'
+)
+UPDATE {s}.sg_heads SET head = $3 WHERE thread = $1 AND ns = $2 AND head < $3"#;
+
 /// Checkpoint rows not yet stored, as the columns of [`STORE`], and the batch's values.
 #[derive(Default)]
 pub(crate) struct Rows {
@@ -119,6 +138,26 @@ impl Rows {
         }
         let (hashes, data): (Vec<&[u8]>, Vec<&[u8]>) =
             values.iter().map(|(h, d)| (&h[..], &d[..])).unzip();
+        if self.id.len() == 1 {
+            self.store_one(tx, sql, (&hashes, &data)).await?;
+        } else {
+            self.store_all(tx, sql, (&hashes, &data)).await?;
+        }
+        let values = std::mem::take(&mut self.values);
+        *self = Rows {
+            values,
+            ..Rows::default()
+        };
+        Ok(())
+    }
+
+    /// The held rows (any number) by [`STORE`].
+    async fn store_all(
+        &self,
+        tx: &Client,
+        sql: &Sql,
+        (hashes, data): (&Vec<&[u8]>, &Vec<&[u8]>),
+    ) -> Result<(), CheckpointError> {
         sql.query(
             tx,
             STORE,
@@ -144,11 +183,40 @@ impl Rows {
             "storing checkpoint rows",
         )
         .await?;
-        let values = std::mem::take(&mut self.values);
-        *self = Rows {
-            values,
-            ..Rows::default()
-        };
+        Ok(())
+    }
+
+    /// The one held row by [`STORE_ONE`].
+    async fn store_one(
+        &self,
+        tx: &Client,
+        sql: &Sql,
+        (hashes, data): (&Vec<&[u8]>, &Vec<&[u8]>),
+    ) -> Result<(), CheckpointError> {
+        let refs: Vec<&[u8]> = self.refs.iter().map(Vec::as_slice).collect();
+        sql.query(
+            tx,
+            STORE_ONE,
+            &[
+                (&self.thread[0], Type::TEXT),
+                (&self.ns[0], Type::TEXT),
+                (&self.id[0], Type::BYTEA),
+                (&self.parent[0], Type::BYTEA),
+                (&self.step[0], Type::INT8),
+                (&self.source[0], Type::TEXT),
+                (&self.created[0], Type::INT8),
+                (&self.control[0], Type::TEXT),
+                (&self.metadata[0], Type::TEXT),
+                (&self.wrote[0], Type::TEXT),
+                (&self.base[0], Type::TEXT),
+                (&self.since[0], Type::INT4),
+                (&refs, Type::BYTEA_ARRAY),
+                (hashes, Type::BYTEA_ARRAY),
+                (data, Type::BYTEA_ARRAY),
+            ],
+            "storing a checkpoint row",
+        )
+        .await?;
         Ok(())
     }
 
