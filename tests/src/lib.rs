@@ -3,6 +3,7 @@
 
 pub mod kill;
 pub mod langgraph;
+pub mod steps;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

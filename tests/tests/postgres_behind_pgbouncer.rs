@@ -438,30 +438,9 @@ async fn pruning_and_collecting_while_others_write_through_the_pooler_keeps_ever
     Ok(())
 }
 
-#[derive(State, Clone, Default, Debug, PartialEq)]
-struct Steps {
-    #[reduce(append)]
-    log: Vec<String>,
-    label: String,
-}
-
-/// `a → b → c`, each node appending `label/node` to the log.
-fn steps() -> CompiledGraph<Steps> {
-    let node = |name: &'static str| {
-        move |s: Arc<Steps>, _ctx: NodeContext| async move {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            Ok::<_, BoxError>(Steps::update().log(vec![format!("{}/{name}", s.label)]))
-        }
-    };
-    StateGraph::<Steps>::new()
-        .add_node("a", node("a"))
-        .add_node("b", node("b"))
-        .add_node("c", node("c"))
-        .add_edge(START, "a")
-        .add_edge("a", "b")
-        .add_edge("b", "c")
-        .add_edge("c", END)
-        .compile()
+/// The shared `a → b → c` graph, each node waiting 5 ms.
+fn steps() -> CompiledGraph<stategraph_tests::steps::Steps> {
+    stategraph_tests::steps::steps(Duration::from_millis(5), Arc::default())
         .expect("the graph compiles")
 }
 

@@ -17,41 +17,14 @@ use stategraph::checkpoints::{
 use stategraph::prelude::*;
 use stategraph::worker::{Worked, Worker, WorkerOptions};
 use stategraph::{CancelToken, RunError};
+use stategraph_tests::steps::Steps;
 
 const LONG: Duration = Duration::from_secs(30);
 const WAIT: Duration = Duration::from_millis(20);
 
-#[derive(State, Clone, Default, Debug, PartialEq)]
-struct Steps {
-    #[reduce(append)]
-    log: Vec<String>,
-    label: String,
-}
-
-/// `a → b → c`, each node appending `label/node` to the log after `pause`, and counting its
-/// runs in `runs`.
+/// The shared `a → b → c` graph, each node waiting `pause` and counted in `runs`.
 fn steps(pause: Duration, runs: Arc<AtomicUsize>) -> CompiledGraph<Steps> {
-    let node = |name: &'static str| {
-        let runs = runs.clone();
-        move |s: Arc<Steps>, _ctx: NodeContext| {
-            let runs = runs.clone();
-            async move {
-                tokio::time::sleep(pause).await;
-                runs.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, BoxError>(Steps::update().log(vec![format!("{}/{name}", s.label)]))
-            }
-        }
-    };
-    StateGraph::<Steps>::new()
-        .add_node("a", node("a"))
-        .add_node("b", node("b"))
-        .add_node("c", node("c"))
-        .add_edge(START, "a")
-        .add_edge("a", "b")
-        .add_edge("b", "c")
-        .add_edge("c", END)
-        .compile()
-        .expect("the graph compiles")
+    stategraph_tests::steps::steps(pause, runs).expect("the graph compiles")
 }
 
 fn input(label: &str) -> serde_json::Value {

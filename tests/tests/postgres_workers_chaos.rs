@@ -19,35 +19,14 @@ use stategraph::checkpoints::{
 };
 use stategraph::prelude::*;
 use stategraph::worker::{Worker, WorkerOptions};
+use stategraph_tests::steps::Steps;
 
 const LEASE: Duration = Duration::from_millis(1000);
 const HEARTBEAT: Duration = Duration::from_millis(250);
 
-#[derive(State, Clone, Default, Debug, PartialEq)]
-struct Steps {
-    #[reduce(append)]
-    log: Vec<String>,
-    label: String,
-}
-
-/// `a → b → c`, each node appending `label/node` after `pause`.
+/// The shared `a → b → c` graph, each node waiting `pause`.
 fn steps(pause: Duration) -> CompiledGraph<Steps> {
-    let node = |name: &'static str| {
-        move |s: Arc<Steps>, _ctx: NodeContext| async move {
-            tokio::time::sleep(pause).await;
-            Ok::<_, BoxError>(Steps::update().log(vec![format!("{}/{name}", s.label)]))
-        }
-    };
-    StateGraph::<Steps>::new()
-        .add_node("a", node("a"))
-        .add_node("b", node("b"))
-        .add_node("c", node("c"))
-        .add_edge(START, "a")
-        .add_edge("a", "b")
-        .add_edge("b", "c")
-        .add_edge("c", END)
-        .compile()
-        .expect("the graph compiles")
+    stategraph_tests::steps::steps(pause, Arc::default()).expect("the graph compiles")
 }
 
 fn env(name: &str) -> Option<String> {
