@@ -141,8 +141,14 @@ impl PostgresSaver {
         let config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| StorageError::new("parsing the database URL", e))?;
+        let listen = match &options.listen_url {
+            Some(url) => url
+                .parse()
+                .map_err(|e| StorageError::new("parsing the listen URL", e))?,
+            None => config.clone(),
+        };
         let manager = Manager::from_config(
-            config.clone(),
+            config,
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -152,12 +158,6 @@ impl PostgresSaver {
             .max_size(options.pool_size)
             .build()
             .map_err(|e| StorageError::new("building the connection pool", e))?;
-        let listen = match &options.listen_url {
-            Some(url) => url
-                .parse()
-                .map_err(|e| StorageError::new("parsing the listen URL", e))?,
-            None => config.clone(),
-        };
         let sql = Sql::new(&options.schema);
         {
             let mut client = pool.get().await.during("connecting to the database")?;

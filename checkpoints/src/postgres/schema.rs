@@ -176,11 +176,21 @@ async fn is_complete(
     tx: &tokio_postgres::Transaction<'_>,
     sql: &Sql,
 ) -> Result<bool, CheckpointError> {
-    let name = format!("\"{}\".{LAST_OBJECT}", sql.schema());
+    holds(tx, sql, LAST_OBJECT, "looking for the newest table").await
+}
+
+/// Whether the schema holds the table or index `object`.
+async fn holds(
+    tx: &tokio_postgres::Transaction<'_>,
+    sql: &Sql,
+    object: &str,
+    what: &'static str,
+) -> Result<bool, CheckpointError> {
+    let name = format!("\"{}\".{object}", sql.schema());
     let row = tx
         .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&name, Type::TEXT)])
         .await
-        .during("looking for the newest table")?;
+        .during(what)?;
     match row.first() {
         Some(row) => col(row, 0),
         None => Ok(false),
@@ -192,18 +202,7 @@ async fn format_of(
     tx: &tokio_postgres::Transaction<'_>,
     sql: &Sql,
 ) -> Result<Option<u32>, CheckpointError> {
-    let table = format!("\"{}\".sg_meta", sql.schema());
-    let exists = tx
-        .query_typed(
-            "SELECT to_regclass($1) IS NOT NULL",
-            &[(&table, Type::TEXT)],
-        )
-        .await
-        .during("looking for the format table")?;
-    let exists: bool = match exists.first() {
-        Some(row) => col(row, 0)?,
-        None => false,
-    };
+    let exists = holds(tx, sql, "sg_meta", "looking for the format table").await?;
     if !exists {
         return Ok(None);
     }

@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stategraph_checkpoints::{
-    CheckpointError, Lease, PostgresSaver, RunEnd, RunId, RunQueue, RunStatus, StopRequest,
-    ThreadId, Wakeups,
+    CheckpointError, Lease, PostgresSaver, RunEnd, RunId, RunQueue, RunStatus, ThreadId, Wakeups,
 };
 
 use crate::node::CancelToken;
@@ -274,12 +273,7 @@ impl<S: State> Worker<S> {
 
     /// Record the run's end; a lost lease is not an error.
     async fn end(&self, lease: &Lease, end: RunEnd) -> Result<Worked, WorkerError> {
-        let status = match &end {
-            RunEnd::Success => RunStatus::Success,
-            RunEnd::Paused | RunEnd::Stopped(StopRequest::Interrupt) => RunStatus::Interrupted,
-            RunEnd::Failed(_) => RunStatus::Error,
-            RunEnd::Stopped(_) => RunStatus::Cancelled,
-        };
+        let status = end.status();
         match self.queue.finish(lease, end).await {
             Ok(()) => Ok(Worked::Ended(status)),
             Err(CheckpointError::LeaseLost { .. }) => Ok(Worked::LeaseLost),

@@ -113,18 +113,7 @@ impl RunQueue {
         let mut pooled = self.saver.client().await?;
         let client: &mut tokio_postgres::Client = &mut pooled;
         let tx = client.transaction().await.during("beginning a run's end")?;
-        let (status, reason) = match &end {
-            RunEnd::Success => (RunStatus::Success, None),
-            RunEnd::Paused => (
-                RunStatus::Interrupted,
-                Some("paused at an interrupt".to_owned()),
-            ),
-            RunEnd::Failed(message) => (RunStatus::Error, Some(message.clone())),
-            RunEnd::Stopped(StopRequest::Interrupt) => (RunStatus::Interrupted, None),
-            RunEnd::Stopped(StopRequest::Cancel | StopRequest::Rollback) => {
-                (RunStatus::Cancelled, None)
-            }
-        };
+        let (status, reason) = (end.status(), end.reason());
         let stopped = matches!(end, RunEnd::Stopped(_));
         let now = to_i64(now_ms());
         let ended = sql
@@ -198,7 +187,7 @@ async fn make_way(
     for row in &open {
         let other = run_id(col(row, 0)?)?;
         let running = col::<&str>(row, 1)? == "running";
-        let reason = format!("superseded by run {run} ({})", strategy_name(strategy));
+        let reason = format!("superseded by run {run} ({})", strategy.as_str());
         match strategy {
             Multitask::Enqueue => {}
             Multitask::Reject => {
@@ -226,15 +215,6 @@ async fn make_way(
         }
     }
     Ok(())
-}
-
-fn strategy_name(s: Multitask) -> &'static str {
-    match s {
-        Multitask::Reject => "reject",
-        Multitask::Enqueue => "enqueue",
-        Multitask::Interrupt => "interrupt",
-        Multitask::Rollback => "rollback",
-    }
 }
 
 async fn ask_stop(

@@ -23,6 +23,18 @@ pub enum Multitask {
     Rollback,
 }
 
+impl Multitask {
+    /// The strategy's name, as LangGraph spells it (`reject`, `enqueue`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Multitask::Reject => "reject",
+            Multitask::Enqueue => "enqueue",
+            Multitask::Interrupt => "interrupt",
+            Multitask::Rollback => "rollback",
+        }
+    }
+}
+
 /// A stop asked of a running run, seen by its worker at the next heartbeat (or wake-up).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StopRequest {
@@ -100,6 +112,27 @@ pub enum RunEnd {
     Failed(String),
     /// The run stopped because it was asked to.
     Stopped(StopRequest),
+}
+
+impl RunEnd {
+    /// The status a run that ended so gets.
+    pub fn status(&self) -> RunStatus {
+        match self {
+            RunEnd::Success => RunStatus::Success,
+            RunEnd::Paused | RunEnd::Stopped(StopRequest::Interrupt) => RunStatus::Interrupted,
+            RunEnd::Failed(_) => RunStatus::Error,
+            RunEnd::Stopped(StopRequest::Cancel | StopRequest::Rollback) => RunStatus::Cancelled,
+        }
+    }
+
+    /// The reason stored with it, when it is the end's own (a stopped run's is the stop's).
+    pub(super) fn reason(&self) -> Option<String> {
+        match self {
+            RunEnd::Paused => Some("paused at an interrupt".to_owned()),
+            RunEnd::Failed(message) => Some(message.clone()),
+            RunEnd::Success | RunEnd::Stopped(_) => None,
+        }
+    }
 }
 
 /// A queued run as the queue holds it.
