@@ -4,6 +4,7 @@
 pub mod kill;
 pub mod langgraph;
 pub mod steps;
+pub mod writes;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -4,6 +4,7 @@
 //! threads' rows are never read. A file written before the index (format 2) collects by
 //! reading every row, as before.
 
+use stategraph_tests::writes::{tail, whole};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -19,20 +20,6 @@ type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 /// A JSON string long enough to get a value row of its own (small values stay in records).
 fn big(label: &str) -> Vec<u8> {
     format!("\"{label}: {}\"", "v".repeat(80)).into_bytes()
-}
-
-fn whole(field: &str, json: &[u8]) -> FieldWrite {
-    FieldWrite {
-        field: field.into(),
-        part: FieldPart::Whole(json.to_vec()),
-    }
-}
-
-fn tail(field: &str, json: &[u8]) -> FieldWrite {
-    FieldWrite {
-        field: field.into(),
-        part: FieldPart::Tail(json.to_vec()),
-    }
 }
 
 /// Checkpoint `k` of a linear thread (ids `base + k`), writing `writes`.
@@ -93,7 +80,7 @@ fn has_value(path: &Path, json: &[u8]) -> rusqlite::Result<bool> {
 fn thread_puts(t: &ThreadId, base: u128, steps: u128, shared: &[u8]) -> Vec<PutCheckpoint> {
     (0..steps)
         .map(|k| {
-            let mut writes = vec![whole("own", &big(&format!("{t} {k}")))];
+            let mut writes = vec![whole("own", big(&format!("{t} {k}")))];
             if k == 0 {
                 writes.push(whole("shared", shared));
                 writes.push(whole("list", b"[]"));
@@ -167,12 +154,12 @@ async fn pruning_keeps_the_value_a_kept_list_starts_from_and_drops_the_replaced_
         &t,
         0,
         0,
-        vec![whole("doc", &start), whole("own", &big("t 0"))],
+        vec![whole("doc", &start), whole("own", big("t 0"))],
     )];
     for k in 1..5 {
         let writes = vec![
             tail("doc", format!("[{k}]").as_bytes()),
-            whole("own", &big(&format!("t {k}"))),
+            whole("own", big(&format!("t {k}"))),
         ];
         puts.push(step(&t, 0, k, writes));
     }

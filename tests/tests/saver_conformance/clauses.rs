@@ -1,10 +1,11 @@
 //! The clauses, each a behaviour every saver must have.
 
+use stategraph_tests::writes::{header, tail, whole};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, ListOptions,
+    Checkpoint, CheckpointError, CheckpointId, FieldPart, FieldWrite, ListOptions,
     LoadedCheckpoint, Namespace, PendingSend, PendingWrite, PutCheckpoint, Retention, Saver,
     Source, TaskId, ThreadId, ThreadStatus, WriteKind,
 };
@@ -13,33 +14,6 @@ use crate::{Subject, TestResult};
 
 fn thread(id: &str) -> ThreadId {
     ThreadId::new(id).expect("valid thread id")
-}
-
-fn header(parent: Option<CheckpointId>, step: i64, source: Source) -> Checkpoint {
-    let id = CheckpointId::generate();
-    Checkpoint {
-        id,
-        parent,
-        step,
-        source,
-        created_at_ms: id.created_at_ms(),
-        control: Control::default(),
-        metadata: BTreeMap::new(),
-    }
-}
-
-fn whole(field: &str, json: &str) -> FieldWrite {
-    FieldWrite {
-        field: field.to_owned(),
-        part: FieldPart::Whole(json.as_bytes().to_vec()),
-    }
-}
-
-fn tail(field: &str, json: &str) -> FieldWrite {
-    FieldWrite {
-        field: field.to_owned(),
-        part: FieldPart::Tail(json.as_bytes().to_vec()),
-    }
 }
 
 /// Put a checkpoint with these writes after `parent`; returns its id.
@@ -220,7 +194,7 @@ pub async fn appended_parts_load_back_in_order(s: Subject) -> TestResult {
             &ns,
             parent,
             Source::Loop,
-            vec![tail("log", &format!("[{i}]"))],
+            vec![tail("log", format!("[{i}]"))],
         )
         .await?;
         ids.push(id);
@@ -305,7 +279,7 @@ pub(crate) async fn chain(
             &Namespace::root(),
             parent,
             source,
-            vec![whole("i", &i.to_string())],
+            vec![whole("i", i.to_string())],
         )
         .await?;
         ids.push(id);
@@ -1120,7 +1094,7 @@ pub async fn prune_keeps_the_last_n_loadable_and_resumable(s: Subject) -> TestRe
     let mut ids = Vec::new();
     for i in 0..40 {
         let source = if i == 0 { Source::Input } else { Source::Loop };
-        let writes = vec![tail("log", &format!("[{i}]")), whole("i", &i.to_string())];
+        let writes = vec![tail("log", format!("[{i}]")), whole("i", i.to_string())];
         let id = step(&s.saver, &t, &root, parent, source, writes).await?;
         ids.push(id);
         parent = Some(id);
@@ -1204,7 +1178,7 @@ pub async fn many_threads_written_concurrently_all_land(s: Subject) -> TestResul
                         &Namespace::root(),
                         parent,
                         source,
-                        vec![tail("log", &format!("[{i}]"))],
+                        vec![tail("log", format!("[{i}]"))],
                     )
                     .await?,
                 );
@@ -1304,7 +1278,7 @@ pub async fn changes_of_a_long_list_are_each_steps_tail(s: Subject) -> TestResul
             &ns,
             parent,
             if i == 0 { Source::Input } else { Source::Loop },
-            vec![tail("log", &format!("[{i}]"))],
+            vec![tail("log", format!("[{i}]"))],
         )
         .await?;
         ids.push(id);
@@ -1482,7 +1456,7 @@ pub(crate) async fn checkpoints_handed_over_with_more_following_land_and_a_stale
         a_ids.push(cp.id);
         replies.push(
             s.saver
-                .put_streamed(vec![put(&a, cp, tail("xs", &format!("[{i}]")))]),
+                .put_streamed(vec![put(&a, cp, tail("xs", format!("[{i}]")))]),
         );
         if i == 3 {
             let kept = header(Some(b_head), 0, Source::Loop);

@@ -2,66 +2,16 @@
 //! schema, garbage collection while another writes, damaged and newer tables, and the
 //! tables' layout.
 
+use stategraph_tests::writes::{header_at as header_with, put_of, tail, whole};
 use std::sync::Arc;
 
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, ListOptions,
-    Namespace, PostgresOptions, PostgresSaver, PutCheckpoint, Retention, Saver, Source, ThreadId,
-    POSTGRES_FORMAT_VERSION,
+    CheckpointError, CheckpointId, FieldPart, ListOptions, Namespace, PostgresOptions,
+    PostgresSaver, PutCheckpoint, Retention, Saver, Source, ThreadId, POSTGRES_FORMAT_VERSION,
 };
 
 use crate::pg_support::{self, SchemaGuard};
 use crate::TestResult;
-
-fn header_with(
-    id: CheckpointId,
-    parent: Option<CheckpointId>,
-    step: i64,
-    source: Source,
-) -> Checkpoint {
-    Checkpoint {
-        id,
-        parent,
-        step,
-        source,
-        created_at_ms: id.created_at_ms(),
-        control: Control::default(),
-        metadata: Default::default(),
-    }
-}
-
-fn put_of(
-    t: &ThreadId,
-    parent: Option<CheckpointId>,
-    step: i64,
-    writes: Vec<FieldWrite>,
-) -> PutCheckpoint {
-    let source = if parent.is_some() {
-        Source::Loop
-    } else {
-        Source::Input
-    };
-    PutCheckpoint {
-        thread: t.clone(),
-        ns: Namespace::root(),
-        checkpoint: header_with(CheckpointId::generate(), parent, step, source),
-        writes,
-    }
-}
-
-fn whole(field: &str, json: &str) -> FieldWrite {
-    FieldWrite {
-        field: field.into(),
-        part: FieldPart::Whole(json.as_bytes().to_vec()),
-    }
-}
-
-fn tail(field: &str, json: &str) -> FieldWrite {
-    FieldWrite {
-        field: field.into(),
-        part: FieldPart::Tail(json.as_bytes().to_vec()),
-    }
-}
 
 /// A second saver (its own pool, as another process has) on the schema of `first`.
 async fn another_pool(url: &str, first: &PostgresSaver) -> Result<PostgresSaver, CheckpointError> {
@@ -109,13 +59,13 @@ async fn two_writers_from_two_pools_on_one_thread_commit_exactly_one_child_and_t
             &t,
             Some(head),
             round,
-            vec![whole("w", &format!("\"a{round}\""))],
+            vec![whole("w", format!("\"a{round}\""))],
         );
         let pb = put_of(
             &t,
             Some(head),
             round,
-            vec![whole("w", &format!("\"b{round}\""))],
+            vec![whole("w", format!("\"b{round}\""))],
         );
         let (ida, idb) = (pa.checkpoint.id, pb.checkpoint.id);
         let (ra, rb) = tokio::join!(a.put(pa), b.put(pb));
@@ -444,7 +394,7 @@ async fn values_are_stored_once_across_threads_and_a_list_stores_only_its_tails(
     let t = ThreadId::new("list")?;
     let mut parent = None;
     for i in 0..40i64 {
-        let put = put_of(&t, parent, i, vec![tail("log", &format!("[{i}]"))]);
+        let put = put_of(&t, parent, i, vec![tail("log", format!("[{i}]"))]);
         parent = Some(put.checkpoint.id);
         saver.put(put).await?;
     }
@@ -503,7 +453,7 @@ async fn a_batch_of_a_long_chain_with_a_stale_put_and_a_fork_stores_each_as_one_
     let mut parent = None;
     let mut ids = Vec::new();
     for i in 0..40i64 {
-        let put = put_of(&t, parent, i, vec![tail("log", &format!("[{i}]"))]);
+        let put = put_of(&t, parent, i, vec![tail("log", format!("[{i}]"))]);
         parent = Some(put.checkpoint.id);
         ids.push(put.checkpoint.id);
         puts.push(put);

@@ -1,67 +1,20 @@
 //! Clauses only the SQLite saver has: its file, byte by byte.
 
+use stategraph_tests::writes::{header, put_of, tail, whole};
 use std::sync::Arc;
 
 use rusqlite::Connection;
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, LoadedCheckpoint,
-    Namespace, PendingWrite, PutCheckpoint, Saver, Source, SqliteSaver, TaskId, ThreadId,
-    WriteKind,
+    CheckpointError, CheckpointId, FieldPart, FieldWrite, LoadedCheckpoint, Namespace,
+    PendingWrite, PutCheckpoint, Saver, Source, SqliteSaver, TaskId, ThreadId, WriteKind,
 };
 
 use crate::TestResult;
-
-fn header(parent: Option<CheckpointId>, step: i64, source: Source) -> Checkpoint {
-    let id = CheckpointId::generate();
-    Checkpoint {
-        id,
-        parent,
-        step,
-        source,
-        created_at_ms: id.created_at_ms(),
-        control: Control::default(),
-        metadata: Default::default(),
-    }
-}
 
 /// The JSON of the `i`-th `title`: long enough to be a value row of its own (`sg_blobs`; small
 /// values are kept in the records), so the damage tests reach that table.
 fn title(i: i64) -> Vec<u8> {
     format!("\"title {i}: {}\"", "t".repeat(64)).into_bytes()
-}
-
-/// A checkpoint of `t` after `parent` (the input checkpoint if none) at `step`, writing `writes`.
-fn put_of(
-    t: &ThreadId,
-    parent: Option<CheckpointId>,
-    step: i64,
-    writes: Vec<FieldWrite>,
-) -> PutCheckpoint {
-    let source = if parent.is_some() {
-        Source::Loop
-    } else {
-        Source::Input
-    };
-    PutCheckpoint {
-        thread: t.clone(),
-        ns: Namespace::root(),
-        checkpoint: header(parent, step, source),
-        writes,
-    }
-}
-
-fn whole(field: &str, json: &[u8]) -> FieldWrite {
-    FieldWrite {
-        field: field.into(),
-        part: FieldPart::Whole(json.to_vec()),
-    }
-}
-
-fn tail(field: &str, json: &[u8]) -> FieldWrite {
-    FieldWrite {
-        field: field.into(),
-        part: FieldPart::Tail(json.to_vec()),
-    }
 }
 
 /// The `i`-th checkpoint of a thread: a whole field `title` and one part appended to `log`.
@@ -71,7 +24,7 @@ fn step_put(t: &ThreadId, parent: Option<CheckpointId>, i: i64) -> PutCheckpoint
         parent,
         i - 1,
         vec![
-            whole("title", &title(i)),
+            whole("title", title(i)),
             tail("log", format!("[{i}]").as_bytes()),
         ],
     )
