@@ -10,18 +10,18 @@
 
 mod pg_support;
 
+use stategraph_tests::writes::{put_of, tail, whole};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use stategraph::checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, Control, FieldPart, FieldWrite, ListOptions,
-    MemorySaver, Multitask, Namespace, PostgresOptions, PostgresSaver, PutCheckpoint, Retention,
-    RunStatus, Saver, Source, ThreadId,
+    CheckpointError, FieldPart, ListOptions, MemorySaver, Multitask, Namespace, PostgresOptions,
+    PostgresSaver, Retention, RunStatus, Saver, ThreadId,
 };
 use stategraph::prelude::*;
 use stategraph::worker::{Worker, WorkerOptions};
-use stategraph::{CancelToken, SendTo};
+use stategraph::SendTo;
 use stategraph_tests::tally::{self, reference_checksum};
 
 type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
@@ -259,47 +259,6 @@ async fn graph_runs_on_many_threads_at_once_through_the_pooler_store_what_a_memo
     Ok(())
 }
 
-fn put_of(
-    t: &ThreadId,
-    parent: Option<CheckpointId>,
-    step: i64,
-    writes: Vec<FieldWrite>,
-) -> PutCheckpoint {
-    let id = CheckpointId::generate();
-    PutCheckpoint {
-        thread: t.clone(),
-        ns: Namespace::root(),
-        checkpoint: Checkpoint {
-            id,
-            parent,
-            step,
-            source: if parent.is_some() {
-                Source::Loop
-            } else {
-                Source::Input
-            },
-            created_at_ms: id.created_at_ms(),
-            control: Control::default(),
-            metadata: BTreeMap::new(),
-        },
-        writes,
-    }
-}
-
-fn whole(field: &str, json: &str) -> FieldWrite {
-    FieldWrite {
-        field: field.into(),
-        part: FieldPart::Whole(json.as_bytes().to_vec()),
-    }
-}
-
-fn tail(field: &str, json: &str) -> FieldWrite {
-    FieldWrite {
-        field: field.into(),
-        part: FieldPart::Tail(json.as_bytes().to_vec()),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_writers_on_one_thread_through_the_pooler_commit_one_child_and_the_other_is_stale(
 ) -> TestResult {
@@ -317,8 +276,8 @@ async fn two_writers_on_one_thread_through_the_pooler_commit_one_child_and_the_o
             saver.put(root).await?;
             for round in 0..rounds {
                 let json = |who: &str| format!("\"{who}{round}\"");
-                let pa = put_of(&t, Some(head), round, vec![whole("w", &json("a"))]);
-                let pb = put_of(&t, Some(head), round, vec![whole("w", &json("b"))]);
+                let pa = put_of(&t, Some(head), round, vec![whole("w", json("a"))]);
+                let pb = put_of(&t, Some(head), round, vec![whole("w", json("b"))]);
                 let (ida, idb) = (pa.checkpoint.id, pb.checkpoint.id);
                 let (a, b) = (saver.clone(), saver.clone());
                 let (ra, rb) = tokio::join!(
@@ -371,9 +330,9 @@ async fn write_chain(saver: PostgresSaver, t: ThreadId, steps: i64) -> Result<()
         let log = if step == 0 {
             whole("log", "[0]")
         } else {
-            tail("log", &format!("[{step}]"))
+            tail("log", format!("[{step}]"))
         };
-        let shared = whole("n", &format!("\"shared {}\"", step % 5));
+        let shared = whole("n", format!("\"shared {}\"", step % 5));
         let put = put_of(&t, parent, step, vec![log, shared]);
         parent = Some(put.checkpoint.id);
         saver.put(put).await?;
@@ -464,7 +423,7 @@ async fn queued_runs_served_by_workers_through_the_pooler_all_end_in_success() -
     }
     // Two workers, each with its own pool (as two processes have), serving through the
     // pooler: their LISTEN goes through it too, so they may only wake by polling.
-    let mut shutdowns = Vec::new();
+    let mut workers = Vec::new();
     for w in 0..2 {
         let options = PostgresOptions {
             schema: guard.schema.clone(),
@@ -481,10 +440,7 @@ async fn queued_runs_served_by_workers_through_the_pooler_all_end_in_success() -
                 ..WorkerOptions::default()
             },
         )?;
-        let shutdown = CancelToken::new();
-        let stop = shutdown.clone();
-        tokio::spawn(async move { worker.serve(stop).await });
-        shutdowns.push(shutdown);
+        workers.push(pg_support::Serving::start(worker));
     }
     for (t, run) in &submitted {
         let done = tokio::time::timeout(
@@ -507,7 +463,9 @@ async fn queued_runs_served_by_workers_through_the_pooler_all_end_in_success() -
             .collect();
         assert_eq!(state.values.log, want, "runs of one thread in order");
     }
-    shutdowns.iter().for_each(CancelToken::cancel);
+    for w in workers {
+        w.stop().await;
+    }
     Ok(())
 }
 
@@ -535,9 +493,7 @@ async fn a_worker_behind_the_pooler_listening_on_the_server_is_woken_by_a_submis
             ..WorkerOptions::default()
         },
     )?;
-    let shutdown = CancelToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move { worker.serve(stop).await });
+    let serving = pg_support::Serving::start(worker);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let t = ThreadId::new("woken")?;
     let input = serde_json::json!({ "label": "w" });
@@ -551,7 +507,7 @@ async fn a_worker_behind_the_pooler_listening_on_the_server_is_woken_by_a_submis
     .await
     .map_err(|_| "the worker was not woken by the notification")??;
     assert_eq!(done.status, RunStatus::Success);
-    shutdown.cancel();
+    serving.stop().await;
     Ok(())
 }
 

@@ -16,7 +16,7 @@ use stategraph::checkpoints::{
 };
 use stategraph::prelude::*;
 use stategraph::worker::{Worked, Worker, WorkerOptions};
-use stategraph::{CancelToken, RunError};
+use stategraph::RunError;
 use stategraph_tests::steps::Steps;
 
 const LONG: Duration = Duration::from_secs(30);
@@ -324,13 +324,10 @@ async fn reject_refuses_a_busy_thread_and_queues_nothing() {
     assert_eq!(queue.runs(&t).await.unwrap().len(), 1);
 }
 
-/// Start a worker serving in the background; its shutdown token.
-fn serve(saver: &PostgresSaver, graph: CompiledGraph<Steps>) -> CancelToken {
+/// Start a worker serving in the background.
+fn serve(saver: &PostgresSaver, graph: CompiledGraph<Steps>) -> pg_support::Serving {
     let worker = Worker::new(saver.clone(), graph, options(LONG)).unwrap();
-    let shutdown = CancelToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move { worker.serve(stop).await });
-    shutdown
+    pg_support::Serving::start(worker)
 }
 
 /// Wait until `run` is running and has written a checkpoint.
@@ -351,7 +348,7 @@ async fn interrupt_stops_the_running_run_at_a_step_boundary_and_keeps_its_checkp
     };
     let queue = saver.queue();
     let t = thread("i");
-    let shutdown = serve(&saver, steps(Duration::from_millis(600), Arc::default()));
+    let serving = serve(&saver, steps(Duration::from_millis(600), Arc::default()));
     let first = queue
         .submit(&t, input("one"), Multitask::Enqueue)
         .await
@@ -384,7 +381,7 @@ async fn interrupt_stops_the_running_run_at_a_step_boundary_and_keeps_its_checkp
         "it stopped before its end: {log:?}"
     );
     assert_eq!(log[log.len() - 3..], ["two/a", "two/b", "two/c"]);
-    shutdown.cancel();
+    serving.stop().await;
 }
 
 #[tokio::test]
@@ -394,7 +391,7 @@ async fn rollback_stops_the_running_run_and_deletes_every_checkpoint_it_wrote() 
     };
     let queue = saver.queue();
     let t = thread("rb");
-    let shutdown = serve(&saver, steps(Duration::from_millis(600), Arc::default()));
+    let serving = serve(&saver, steps(Duration::from_millis(600), Arc::default()));
     let before = queue
         .submit(&t, input("zero"), Multitask::Enqueue)
         .await
@@ -436,7 +433,7 @@ async fn rollback_stops_the_running_run_and_deletes_every_checkpoint_it_wrote() 
         state_of(&saver, &t).await.log,
         ["zero/a", "zero/b", "zero/c", "two/a", "two/b", "two/c"]
     );
-    shutdown.cancel();
+    serving.stop().await;
 }
 
 /// Wait until the thread has more than `n` checkpoints.
@@ -471,7 +468,7 @@ async fn cancel_ends_a_pending_run_at_once_and_stops_a_running_one() {
         .await
         .unwrap();
     assert_eq!(queue.cancel(&pending).await.unwrap(), RunStatus::Cancelled);
-    let shutdown = serve(&saver, steps(Duration::from_millis(600), Arc::default()));
+    let serving = serve(&saver, steps(Duration::from_millis(600), Arc::default()));
     until_it_wrote(&saver, &t).await;
     // Asked to stop: still running, or already stopped if its worker was quicker.
     let asked = queue.cancel(&running).await.unwrap();
@@ -489,7 +486,7 @@ async fn cancel_ends_a_pending_run_at_once_and_stops_a_running_one() {
         queue.cancel(&unknown).await,
         Err(CheckpointError::RunNotFound { .. })
     ));
-    shutdown.cancel();
+    serving.stop().await;
 }
 
 #[tokio::test]
@@ -534,9 +531,7 @@ async fn a_submission_wakes_an_idle_worker_long_before_its_poll() {
         },
     )
     .unwrap();
-    let shutdown = CancelToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move { worker.serve(stop).await });
+    let serving = pg_support::Serving::start(worker);
     // The worker found nothing and sleeps for an hour unless notified.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let run = saver
@@ -552,7 +547,7 @@ async fn a_submission_wakes_an_idle_worker_long_before_its_poll() {
     .expect("woken by the notification, not the hour-long poll")
     .unwrap();
     assert_eq!(done.status, RunStatus::Success);
-    shutdown.cancel();
+    serving.stop().await;
 }
 
 #[test]

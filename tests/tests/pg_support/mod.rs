@@ -86,7 +86,11 @@ impl Drop for SchemaGuard {
                 {
                     tokio::spawn(conn);
                     let _ = client
-                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+                        // Never wait forever behind a transaction of the test's own runtime,
+                        // which cannot run while this drop blocks it: give up, leave the schema.
+                        .batch_execute(&format!(
+                            "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+                        ))
                         .await;
                 }
             });
@@ -129,4 +133,27 @@ pub async fn raw(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Er
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     tokio::spawn(conn);
     Ok(client)
+}
+
+/// A worker serving in the background of a test.
+pub struct Serving {
+    shutdown: stategraph::CancelToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Serving {
+    /// Start `worker` serving its queue.
+    pub fn start<S: stategraph::State>(worker: stategraph::worker::Worker<S>) -> Self {
+        let shutdown = stategraph::CancelToken::new();
+        let stop = shutdown.clone();
+        let task = tokio::spawn(async move { worker.serve(stop).await });
+        Serving { shutdown, task }
+    }
+
+    /// Stop it and wait until it has: no transaction of it is left open when the test's
+    /// schema is dropped.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = self.task.await;
+    }
 }
