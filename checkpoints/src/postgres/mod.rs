@@ -20,6 +20,8 @@
 //! states and hash-checked values; `read` loads and lists; `write` puts and pending writes, `rows` a batch's rows in one statement;
 //! `maintain` delete, copy, prune and garbage collection; `runs` runs and receipts.
 
+mod extend;
+mod known;
 mod maintain;
 mod options;
 mod queue;
@@ -56,6 +58,8 @@ struct Inner {
     pool: Pool,
     sql: Sql,
     options: PostgresOptions,
+    /// The heads this saver last saw (decision 0059).
+    known: known::KnownHeads,
     /// How to open the run queue's listening connection (`PostgresOptions::listen_url`).
     listen: tokio_postgres::Config,
 }
@@ -168,6 +172,7 @@ impl PostgresSaver {
                 pool,
                 sql,
                 options,
+                known: known::KnownHeads::default(),
                 listen,
             }),
             fence: None,
@@ -275,14 +280,20 @@ impl Saver for PostgresSaver {
             if let Some(fence) = &self.fence {
                 puts.iter().try_for_each(|p| fence.admit(&p.thread))?;
             }
-            let tx = tx::WriteTx::begin_put(self.client().await?, sql).await?;
+            let client = self.client().await?;
+            let (options, known) = (&self.inner.options, &self.inner.known);
+            let fence = self.fence.as_deref();
+            if extend::try_extend(&client, sql, options, known, fence, &puts).await? {
+                return Ok(());
+            }
+            let tx = tx::WriteTx::begin_put(client, sql).await?;
             if let Some(fence) = &self.fence {
                 let ids: Vec<CheckpointId> = puts.iter().map(|p| p.checkpoint.id).collect();
                 fence
                     .hold(tx.client()?, sql, queue::Fenced::Checkpoints, &ids)
                     .await?;
             }
-            let stored = write::put_batch(tx.client()?, sql, &self.inner.options, puts).await?;
+            let stored = write::put_batch(tx.client()?, sql, (options, known), puts).await?;
             tx.commit().await?;
             stored
         })
@@ -320,7 +331,10 @@ impl Saver for PostgresSaver {
         ns: &'a Namespace,
         id: Option<CheckpointId>,
     ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
-        Box::pin(async move { in_read!(self, |tx, sql| read::get(&tx, sql, thread, ns, id)) })
+        Box::pin(async move {
+            let known = id.is_none().then_some(&self.inner.known);
+            in_read!(self, |tx, sql| read::get(&tx, sql, (thread, ns), id, known))
+        })
     }
 
     fn list<'a>(
@@ -336,9 +350,10 @@ impl Saver for PostgresSaver {
         &'a self,
         thread: &'a ThreadId,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        Box::pin(
-            async move { in_write!(self, |tx, sql| maintain::delete_thread(&tx, sql, thread)) },
-        )
+        Box::pin(async move {
+            self.inner.known.forget_thread(thread);
+            in_write!(self, |tx, sql| maintain::delete_thread(&tx, sql, thread))
+        })
     }
 
     fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {

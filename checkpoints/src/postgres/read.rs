@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use tokio_postgres::types::Type;
 use tokio_postgres::{GenericClient, Row};
 
+use super::known::{Known, KnownHeads};
 use super::record::{parse_wrote, PartRef};
-use super::resolve::{load_fields, parts, state_of, values};
+use super::resolve::{load_fields, parts, state_and_since, state_of, values};
 use super::sql::{bad_record, col, id_bytes, id_from, task_from, to_u64, Sql};
 use crate::checkpoint::whole_first;
 use crate::{
@@ -151,13 +152,13 @@ fn pending_write(
     })
 }
 
-/// [`Saver::get`](crate::Saver::get).
+/// [`Saver::get`](crate::Saver::get); the head it loads is remembered in `known`, if given.
 pub(crate) async fn get(
     client: &impl GenericClient,
     sql: &Sql,
-    thread: &ThreadId,
-    ns: &Namespace,
+    (thread, ns): (&ThreadId, &Namespace),
     id: Option<CheckpointId>,
+    known: Option<&KnownHeads>,
 ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
     let not_found = |id| CheckpointError::NotFound {
         thread: thread.clone(),
@@ -174,11 +175,19 @@ pub(crate) async fn get(
     let Some((checkpoint, _)) = header_row(client, sql, thread, ns, target).await? else {
         return Err(not_found(target));
     };
-    let state = state_of(client, sql, thread, ns, target)
+    let (state, since) = state_and_since(client, sql, thread, ns, target)
         .await?
         .ok_or_else(|| not_found(target))?;
     let fields = load_fields(client, sql, thread, target, &state).await?;
     let pending = pending(client, sql, thread, ns, target).await?;
+    if let Some(known) = known {
+        let head = Known {
+            head: target,
+            since,
+            state,
+        };
+        known.remember(thread, ns, head);
+    }
     Ok(Some(LoadedCheckpoint {
         checkpoint,
         fields,

@@ -38,6 +38,19 @@ pub(crate) async fn state_of(
     ns: &Namespace,
     id: CheckpointId,
 ) -> Result<Option<Base>, CheckpointError> {
+    Ok(state_and_since(client, sql, thread, ns, id)
+        .await?
+        .map(|(state, _)| state))
+}
+
+/// [`state_of`], with how many records after its base record the checkpoint is.
+pub(crate) async fn state_and_since(
+    client: &impl GenericClient,
+    sql: &Sql,
+    thread: &ThreadId,
+    ns: &Namespace,
+    id: CheckpointId,
+) -> Result<Option<(Base, i32)>, CheckpointError> {
     let rows = sql
         .query(
             client,
@@ -75,7 +88,8 @@ pub(crate) async fn state_of(
     for wrote in deltas.iter().rev() {
         apply(&mut state, wrote);
     }
-    Ok(Some(state))
+    let since = i32::try_from(deltas.len()).unwrap_or(i32::MAX);
+    Ok(Some((state, since)))
 }
 
 /// The values behind `refs`, each opened and hash-checked: hash → payload.

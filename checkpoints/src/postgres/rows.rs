@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
 use super::record::{base_text, refs, wrote_text, Base, Wrote};
@@ -156,34 +156,42 @@ impl Rows {
         &self,
         tx: &Client,
         sql: &Sql,
-        (hashes, data): (&Vec<&[u8]>, &Vec<&[u8]>),
+        values: (&Vec<&[u8]>, &Vec<&[u8]>),
     ) -> Result<(), CheckpointError> {
-        sql.query(
-            tx,
-            STORE,
-            &[
-                (&self.thread, Type::TEXT_ARRAY),
-                (&self.ns, Type::TEXT_ARRAY),
-                (&self.id, Type::BYTEA_ARRAY),
-                (&self.parent, Type::BYTEA_ARRAY),
-                (&self.step, Type::INT8_ARRAY),
-                (&self.source, Type::TEXT_ARRAY),
-                (&self.created, Type::INT8_ARRAY),
-                (&self.control, Type::TEXT_ARRAY),
-                (&self.metadata, Type::TEXT_ARRAY),
-                (&self.wrote, Type::TEXT_ARRAY),
-                (&self.base, Type::TEXT_ARRAY),
-                (&self.since, Type::INT4_ARRAY),
-                (&self.refs, Type::BYTEA_ARRAY),
-                (&self.lo, Type::INT4_ARRAY),
-                (&self.hi, Type::INT4_ARRAY),
-                (&hashes, Type::BYTEA_ARRAY),
-                (&data, Type::BYTEA_ARRAY),
-            ],
-            "storing checkpoint rows",
-        )
-        .await?;
+        sql.query(tx, STORE, &self.columns(values), "storing checkpoint rows")
+            .await?;
         Ok(())
+    }
+
+    /// The held rows and `values` as the parameters `$1`–`$17` of [`STORE`].
+    pub(crate) fn columns<'a>(
+        &'a self,
+        (hashes, data): (&'a Vec<&'a [u8]>, &'a Vec<&'a [u8]>),
+    ) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+        vec![
+            (&self.thread, Type::TEXT_ARRAY),
+            (&self.ns, Type::TEXT_ARRAY),
+            (&self.id, Type::BYTEA_ARRAY),
+            (&self.parent, Type::BYTEA_ARRAY),
+            (&self.step, Type::INT8_ARRAY),
+            (&self.source, Type::TEXT_ARRAY),
+            (&self.created, Type::INT8_ARRAY),
+            (&self.control, Type::TEXT_ARRAY),
+            (&self.metadata, Type::TEXT_ARRAY),
+            (&self.wrote, Type::TEXT_ARRAY),
+            (&self.base, Type::TEXT_ARRAY),
+            (&self.since, Type::INT4_ARRAY),
+            (&self.refs, Type::BYTEA_ARRAY),
+            (&self.lo, Type::INT4_ARRAY),
+            (&self.hi, Type::INT4_ARRAY),
+            (hashes, Type::BYTEA_ARRAY),
+            (data, Type::BYTEA_ARRAY),
+        ]
+    }
+
+    /// Every value held, as the hash and data arrays [`Rows::columns`] takes.
+    pub(crate) fn values(&self) -> (Vec<&[u8]>, Vec<&[u8]>) {
+        self.values.iter().map(|(h, d)| (&h[..], &d[..])).unzip()
     }
 
     /// The one held row by [`STORE_ONE`].

@@ -4,6 +4,7 @@
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
+use super::extend;
 use super::sql::{col, PgResult, Sql};
 use crate::CheckpointError;
 
@@ -156,6 +157,9 @@ pub(crate) async fn init(
     tx.batch_execute(&sql.text(TABLES))
         .await
         .during("creating the tables")?;
+    tx.batch_execute(&sql.text(extend::FUNCTION))
+        .await
+        .during("creating the function that extends a head")?;
     if found.is_none() {
         tx.query_typed(
             &sql.text("INSERT INTO {s}.sg_meta(key, value) VALUES ('format_version', $1)"),
@@ -171,12 +175,24 @@ pub(crate) async fn init(
 /// The object [`TABLES`] creates last: when it exists, every one before it does.
 const LAST_OBJECT: &str = "sg_run_writes_by_thread";
 
-/// Whether the schema holds every table and index of [`TABLES`].
+/// Whether the schema holds every table and index of [`TABLES`] and the function of
+/// [`extend::FUNCTION`] (added to format 1 later: a schema an older build made lacks it).
 async fn is_complete(
     tx: &tokio_postgres::Transaction<'_>,
     sql: &Sql,
 ) -> Result<bool, CheckpointError> {
-    holds(tx, sql, LAST_OBJECT, "looking for the newest table").await
+    if !holds(tx, sql, LAST_OBJECT, "looking for the newest table").await? {
+        return Ok(false);
+    }
+    let name = format!("\"{}\".{}", sql.schema(), extend::FUNCTION_NAME);
+    let row = tx
+        .query_typed("SELECT to_regproc($1) IS NOT NULL", &[(&name, Type::TEXT)])
+        .await
+        .during("looking for the function that extends a head")?;
+    match row.first() {
+        Some(row) => col(row, 0),
+        None => Ok(false),
+    }
 }
 
 /// Whether the schema holds the table or index `object`.

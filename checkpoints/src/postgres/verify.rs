@@ -148,7 +148,7 @@ async fn check_loads(
         for r in &rows {
             counts.checkpoints += 1;
             let id = id_from(col(r, 0)?, thread, "sg_checkpoints.id")?;
-            match get(client, sql, &t, &ns, Some(id)).await {
+            match get(client, sql, (&t, &ns), Some(id), None).await {
                 Ok(Some(loaded)) => {
                     counts.loaded += 1;
                     counts.writes += loaded.pending.len();

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, GenericClient};
 
-use super::record::{apply, seal_writes, Base};
+use super::known::{Known, KnownHeads};
+use super::record::{apply, seal_writes, Base, Wrote};
 use super::resolve::state_of;
 use super::rows::Rows;
 use super::sql::{col, id_bytes, id_from, task_bytes, Sql};
@@ -54,16 +55,17 @@ impl Locked {
 pub(crate) async fn put_batch(
     tx: &Client,
     sql: &Sql,
-    options: &PostgresOptions,
+    (options, known): (&PostgresOptions, &KnownHeads),
     puts: Vec<PutCheckpoint>,
 ) -> Result<Result<(), CheckpointError>, CheckpointError> {
     let mut first_error = None;
     let mut rows = Rows::default();
     let mut locked = Locked::default();
     for put in puts {
-        match put_one(tx, sql, options, put, &mut locked, &mut rows).await {
-            Ok(Ok(())) => {}
+        match put_one(tx, sql, options, &put, &mut locked, &mut rows).await {
+            Ok(Ok((wrote, base, since))) => learn(known, &put, &wrote, base, since),
             Ok(Err(refused)) => {
+                known.forget(&put.thread, &put.ns);
                 first_error.get_or_insert(refused);
             }
             Err(storage) => return Err(storage),
@@ -71,6 +73,33 @@ pub(crate) async fn put_batch(
     }
     rows.store(tx, sql, true).await?;
     Ok(first_error.map_or(Ok(()), Err))
+}
+
+/// Move what `known` holds of `put`'s thread to `put`'s checkpoint: its state is its base
+/// record if it has one, or the known parent's state with `wrote` applied; neither, and the
+/// thread is forgotten.
+fn learn(known: &KnownHeads, put: &PutCheckpoint, wrote: &Wrote, base: Option<Base>, since: i32) {
+    let cp = &put.checkpoint;
+    let next = match base {
+        Some(state) => Some(Known {
+            head: cp.id,
+            since,
+            state,
+        }),
+        None => known
+            .take(&put.thread, &put.ns)
+            .filter(|k| Some(k.head) == cp.parent)
+            .map(|mut k| {
+                apply(&mut k.state, wrote);
+                k.head = cp.id;
+                k.since = since;
+                k
+            }),
+    };
+    match next {
+        Some(k) => known.remember(&put.thread, &put.ns, k),
+        None => known.forget(&put.thread, &put.ns),
+    }
 }
 
 /// Take this schema's garbage-collection lock shared, for the transaction: a collection
@@ -130,16 +159,17 @@ async fn lock_head(
     Ok(None)
 }
 
-/// Check one put and write its row: `Ok(Err(_))` for a put refused by a check (nothing of
+/// Check one put and write its row: what it wrote, its whole state if its row holds it, and
+/// its distance from its base record; `Ok(Err(_))` for a put refused by a check (nothing of
 /// it was written).
 async fn put_one(
     tx: &Client,
     sql: &Sql,
     options: &PostgresOptions,
-    put: PutCheckpoint,
+    put: &PutCheckpoint,
     batch: &mut Locked,
     rows: &mut Rows,
-) -> Result<Result<(), CheckpointError>, CheckpointError> {
+) -> Result<Result<(Wrote, Option<Base>, i32), CheckpointError>, CheckpointError> {
     let (wrote, values) = match seal_writes(&put.writes, options.max_value_bytes) {
         Ok(sealed) => sealed,
         Err(e) => return Ok(Err(e)),
@@ -147,14 +177,14 @@ async fn put_one(
     let cp = &put.checkpoint;
     let must_extend_head = matches!(cp.source, Source::Loop | Source::Input);
     let key = (put.thread.clone(), put.ns.clone());
-    let (head, parent_since) = match batch.known(&put) {
+    let (head, parent_since) = match batch.known(put) {
         Some(known) => known,
         None => {
             // The head row reads as this batch left it only once its rows are stored.
             if batch.heads.contains_key(&key) && !rows.is_empty() {
                 rows.store(tx, sql, false).await?;
             }
-            match lock_head(tx, sql, &put, cp.parent.is_none()).await? {
+            match lock_head(tx, sql, put, cp.parent.is_none()).await? {
                 Some(row) => {
                     batch.heads.insert(key.clone(), row.0);
                     row
@@ -164,7 +194,7 @@ async fn put_one(
         }
     };
     if must_extend_head && cp.parent != head {
-        return Ok(Err(stale(&put, head)));
+        return Ok(Err(stale(put, head)));
     }
     let since_base = match (cp.parent, parent_since) {
         (None, _) => 0,
@@ -198,11 +228,11 @@ async fn put_one(
         apply(&mut b, &wrote);
         b
     });
-    rows.push(&put, (&wrote, base.as_ref(), since_base), values)?;
+    rows.push(put, (&wrote, base.as_ref(), since_base), values)?;
     let stored_since = if base.is_some() { 0 } else { since_base };
     batch.heads.insert(key.clone(), head.max(Some(cp.id)));
     batch.since.insert((key.0, key.1, cp.id), stored_since);
-    Ok(Ok(()))
+    Ok(Ok((wrote, base, stored_since)))
 }
 
 fn stale(put: &PutCheckpoint, found: Option<CheckpointId>) -> CheckpointError {

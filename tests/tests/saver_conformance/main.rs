@@ -11,6 +11,7 @@ mod clauses;
 mod old_files;
 #[path = "../pg_support/mod.rs"]
 mod pg_support;
+mod postgres_extend;
 mod postgres_only;
 mod receipt_crash;
 mod runs;

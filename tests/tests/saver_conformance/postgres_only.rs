@@ -55,6 +55,11 @@ async fn two_writers_from_two_pools_on_one_thread_commit_exactly_one_child_and_t
     let mut head = root.checkpoint.id;
     a.put(root).await?;
     for round in 0..20 {
+        if round % 2 == 0 {
+            // Both load the head: both know it, and both puts go by one call (decision 0059).
+            a.get(&t, &Namespace::root(), None).await?;
+            b.get(&t, &Namespace::root(), None).await?;
+        }
         let pa = put_of(
             &t,
             Some(head),

@@ -90,6 +90,11 @@ impl Fence {
         }
     }
 
+    /// The run and epoch a fenced statement checks, as its parameters.
+    pub(crate) fn run_and_epoch(&self) -> (&str, i64) {
+        (self.run.as_str(), to_i64(self.epoch))
+    }
+
     /// The error of a write whose lease is gone.
     pub(crate) fn lost(&self) -> CheckpointError {
         CheckpointError::LeaseLost {

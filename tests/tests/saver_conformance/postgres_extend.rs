@@ -1,0 +1,233 @@
+//! Puts that extend a head the saver knows go by one call of a server-side function
+//! (decision 0059). A known head is a hint: these clauses check that a stale hint, a lost
+//! lease and a schema made before the function all end as the general path would, and that
+//! both paths store the same rows (two savers that both know the head and race:
+//! `postgres_only`).
+
+use std::time::Duration;
+
+use stategraph_checkpoints::{
+    CheckpointError, CheckpointId, ListOptions, Multitask, Namespace, PostgresOptions,
+    PostgresSaver, PutCheckpoint, Saver, ThreadId,
+};
+use stategraph_tests::writes::{put_of, tail, whole};
+
+use crate::pg_support::{self, SchemaGuard};
+use crate::TestResult;
+
+/// A saver with its own pool (as another process has) on `schema`.
+async fn open(url: &str, schema: &str) -> Result<PostgresSaver, CheckpointError> {
+    let options = PostgresOptions {
+        schema: schema.to_owned(),
+        pool_size: 2,
+        ..PostgresOptions::default()
+    };
+    PostgresSaver::connect_with(url, options).await
+}
+
+/// A chain of `n` puts on `t`: a root, then steps appending to `log` and replacing `n`.
+fn chain(t: &ThreadId, n: i64) -> Vec<PutCheckpoint> {
+    let mut puts = Vec::new();
+    let mut parent: Option<CheckpointId> = None;
+    for i in 0..n {
+        let put = put_of(
+            t,
+            parent,
+            i - 1,
+            vec![tail("log", format!("[{i}]")), whole("n", i.to_string())],
+        );
+        parent = Some(put.checkpoint.id);
+        puts.push(put);
+    }
+    puts
+}
+
+/// Every stored row of the schema, as text, in a stable order.
+async fn rows_of(url: &str, guard: &SchemaGuard) -> Result<Vec<String>, tokio_postgres::Error> {
+    let raw = pg_support::raw(url).await?;
+    let s = format!("\"{}\"", guard.schema);
+    let mut out = Vec::new();
+    for query in [
+        format!(
+            "SELECT concat_ws('|', thread, ns, encode(id, 'hex'), encode(parent, 'hex'), step, \
+             source, wrote, base, since_base, refs::text) FROM {s}.sg_checkpoints ORDER BY id"
+        ),
+        format!("SELECT concat_ws('|', encode(hash, 'hex'), encode(data, 'hex')) FROM {s}.sg_values ORDER BY hash"),
+        format!("SELECT concat_ws('|', thread, ns, encode(head, 'hex')) FROM {s}.sg_heads ORDER BY thread"),
+    ] {
+        for row in raw.query(&query, &[]).await? {
+            out.push(row.try_get(0)?);
+        }
+    }
+    Ok(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_put_by_a_saver_that_knows_its_head_stores_the_rows_the_general_path_stores(
+) -> TestResult {
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let t = ThreadId::new("t")?;
+    let puts = chain(&t, 40);
+    // One saver for the whole chain: every put after the root extends the head it knows.
+    let (knowing, fast) = pg_support::fresh(&url, "extend_fast").await?;
+    for put in puts.clone() {
+        knowing.put(put).await?;
+    }
+    // A new saver for every put: none knows a head, every put takes the general path.
+    let (_, general) = pg_support::fresh(&url, "extend_general").await?;
+    for put in puts {
+        open(&url, &general.schema).await?.put(put).await?;
+    }
+    let (a, b) = (rows_of(&url, &fast).await?, rows_of(&url, &general).await?);
+    assert_eq!(a.len(), 40 + 80 + 1, "40 checkpoints, 80 values, one head");
+    assert_eq!(a, b);
+    let loaded = knowing
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(loaded.checkpoint.step, 38);
+    assert_eq!(loaded.fields["log"].len(), 40, "one tail per step");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_on_a_head_another_saver_moved_is_refused_as_stale_and_the_next_one_stored(
+) -> TestResult {
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let (a, guard) = pg_support::fresh(&url, "extend_stale").await?;
+    let b = open(&url, &guard.schema).await?;
+    let t = ThreadId::new("t")?;
+    let ns = Namespace::root();
+    let puts = chain(&t, 3);
+    let (h1, h2) = (puts[1].checkpoint.id, puts[2].checkpoint.id);
+    for put in puts {
+        a.put(put).await?;
+    }
+    // `b` moves the head on; `a` still knows h2.
+    let by_b = put_of(&t, Some(h2), 2, vec![whole("n", "100")]);
+    let moved = by_b.checkpoint.id;
+    b.put(by_b).await?;
+    let stale = a
+        .put(put_of(&t, Some(h2), 2, vec![whole("n", "200")]))
+        .await;
+    assert!(
+        matches!(&stale, Err(CheckpointError::StaleParent { found: Some(f), .. }) if *f == moved),
+        "{stale:?}"
+    );
+    let also = a
+        .put(put_of(&t, Some(h1), 1, vec![whole("n", "300")]))
+        .await;
+    assert!(
+        matches!(also, Err(CheckpointError::StaleParent { .. })),
+        "{also:?}"
+    );
+    let next = put_of(&t, Some(moved), 3, vec![whole("n", "4")]);
+    let next_id = next.checkpoint.id;
+    a.put(next).await?;
+    let list = a.list(&t, &ns, ListOptions::default()).await?;
+    assert_eq!(list.len(), 5);
+    assert_eq!(list[0].id, next_id);
+    // A deleted thread: the known head is gone with it.
+    a.delete_thread(&t).await?;
+    let gone = b
+        .put(put_of(&t, Some(next_id), 4, vec![whole("n", "5")]))
+        .await;
+    assert!(gone.is_err(), "{gone:?}");
+    assert!(a.get(&t, &ns, None).await?.is_none(), "nothing stored");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_put_on_a_known_head_after_a_takeover_is_lease_lost_and_stores_nothing(
+) -> TestResult {
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let (saver, _guard) = pg_support::fresh(&url, "extend_fence").await?;
+    let queue = saver.queue();
+    let t = ThreadId::new("fenced")?;
+    let run = queue
+        .submit(&t, serde_json::json!({}), Multitask::Enqueue)
+        .await?;
+    let old = queue
+        .lease("old", Duration::from_millis(300))
+        .await?
+        .ok_or("no lease")?;
+    let zombie = saver.fenced(&old);
+    let puts = chain(&t, 4);
+    let ids: Vec<CheckpointId> = puts.iter().map(|p| p.checkpoint.id).collect();
+    for put in puts[..3].iter().cloned() {
+        zombie.put(put).await?;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let new = queue
+        .lease("new", Duration::from_secs(60))
+        .await?
+        .ok_or("the expired lease is taken over")?;
+    assert_eq!(new.epoch, 2);
+    let lost = zombie.put(puts[3].clone()).await;
+    assert!(
+        matches!(&lost, Err(CheckpointError::LeaseLost { run: r, epoch: 1 }) if *r == run),
+        "{lost:?}"
+    );
+    let ns = Namespace::root();
+    let head = saver.get(&t, &ns, None).await?.ok_or("no head")?;
+    assert_eq!(
+        head.checkpoint.id, ids[2],
+        "the zombie's put stored nothing"
+    );
+    // The puts that went by one call were logged under epoch 1, each with its checkpoint.
+    let log = queue.write_log(&t).await?;
+    let logged: Vec<CheckpointId> = log.iter().flat_map(|w| w.checkpoints.clone()).collect();
+    assert_eq!(logged, ids[..3].to_vec());
+    assert!(
+        log.iter().all(|w| w.epoch == 1 && w.worker == "old"),
+        "{log:?}"
+    );
+    // The current lease extends the same head.
+    saver
+        .fenced(&new)
+        .put(put_of(&t, Some(ids[2]), 2, vec![whole("n", "9")]))
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_made_before_the_function_existed_gets_it_when_opened() -> TestResult {
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let (first, guard) = pg_support::fresh(&url, "extend_old").await?;
+    let t = ThreadId::new("t")?;
+    let puts = chain(&t, 4);
+    first.put(puts[0].clone()).await?;
+    first.put(puts[1].clone()).await?;
+    drop(first);
+    let raw = pg_support::raw(&url).await?;
+    let s = format!("\"{}\"", guard.schema);
+    raw.batch_execute(&format!("DROP FUNCTION {s}.sg_extend_v1"))
+        .await?;
+    let reopened = open(&url, &guard.schema).await?;
+    let has: bool = raw
+        .query_one(
+            "SELECT to_regproc($1) IS NOT NULL",
+            &[&format!("{s}.sg_extend_v1")],
+        )
+        .await?
+        .try_get(0)?;
+    assert!(has, "opening created the function");
+    reopened.get(&t, &Namespace::root(), None).await?;
+    reopened.put(puts[2].clone()).await?;
+    reopened.put(puts[3].clone()).await?;
+    let head = reopened
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(head.checkpoint.id, puts[3].checkpoint.id);
+    assert_eq!(head.fields["log"].len(), 4);
+    Ok(())
+}
