@@ -57,7 +57,18 @@ pub fn open<'a>(bytes: &'a [u8], codec: u8, hash: &[u8]) -> Result<&'a [u8], Str
 
 /// Lower-case hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut out, bytes);
+    out
+}
+
+/// Append `bytes` to `out` as lowercase hex digits.
+pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
 }
 
 #[cfg(test)]

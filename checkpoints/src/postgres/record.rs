@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::envelope::{hex, seal, CODEC_JSON};
+use crate::envelope::{push_hex, seal, CODEC_JSON};
 use crate::{CheckpointError, CheckpointId, FieldPart, FieldWrite};
 
 use super::sql::bad_record;
@@ -18,8 +18,13 @@ pub(crate) struct PartRef {
 }
 
 impl PartRef {
-    fn text(&self) -> String {
-        format!("{}:{}", if self.whole { 'w' } else { 't' }, hex(&self.hash))
+    /// Append the text form, quoted as a JSON string (it holds nothing to escape).
+    fn push_json(&self, out: &mut String) {
+        out.push('"');
+        out.push(if self.whole { 'w' } else { 't' });
+        out.push(':');
+        push_hex(out, &self.hash);
+        out.push('"');
     }
 
     fn parse(text: &str) -> Option<PartRef> {
@@ -100,25 +105,51 @@ pub(crate) fn refs(wrote: &Wrote, base: Option<&Base>) -> Vec<Vec<u8>> {
 }
 
 pub(crate) fn wrote_text(wrote: &Wrote) -> String {
-    let items: Vec<(&str, String)> = wrote.iter().map(|(f, p)| (f.as_str(), p.text())).collect();
-    serde_json::Value::from(
-        items
-            .into_iter()
-            .map(|(f, p)| serde_json::json!([f, p]))
-            .collect::<Vec<_>>(),
-    )
-    .to_string()
+    let mut out = String::with_capacity(2 + wrote.len() * 80);
+    out.push('[');
+    for (i, (field, part)) in wrote.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('[');
+        push_json_string(&mut out, field);
+        out.push(',');
+        part.push_json(&mut out);
+        out.push(']');
+    }
+    out.push(']');
+    out
 }
 
 pub(crate) fn base_text(base: &Base) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = base
-        .iter()
-        .map(|(f, parts)| {
-            let parts: Vec<serde_json::Value> = parts.iter().map(|p| p.text().into()).collect();
-            (f.clone(), parts.into())
-        })
-        .collect();
-    serde_json::Value::Object(map).to_string()
+    let parts: usize = base.values().map(Vec::len).sum();
+    let mut out = String::with_capacity(2 + base.len() * 16 + parts * 70);
+    out.push('{');
+    for (i, (field, refs)) in base.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_json_string(&mut out, field);
+        out.push_str(":[");
+        for (j, part) in refs.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            part.push_json(&mut out);
+        }
+        out.push(']');
+    }
+    out.push('}');
+    out
+}
+
+/// Append `text` as a JSON string, escaped as serde_json escapes it.
+fn push_json_string(out: &mut String, text: &str) {
+    match serde_json::to_string(text) {
+        Ok(quoted) => out.push_str(&quoted),
+        // Serializing a `str` cannot fail; keep the text valid JSON regardless.
+        Err(_) => out.push_str("\"\""),
+    }
 }
 
 /// Decode a `wrote` column.
@@ -187,6 +218,41 @@ mod tests {
         assert_eq!(base["n"].len(), 1, "a whole value replaces");
         assert_eq!(parse_base(&base_text(&base), "t", id)?, base);
         assert_eq!(refs(&wrote, Some(&base)).len(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn record_text_is_the_json_serde_writes() -> Result<(), CheckpointError> {
+        let writes: Vec<FieldWrite> = ["log", "quote\"and\\slash", "ünï\n"]
+            .iter()
+            .map(|f| FieldWrite {
+                field: (*f).to_owned(),
+                part: FieldPart::Tail(f.as_bytes().to_vec()),
+            })
+            .collect();
+        let (wrote, _) = seal_writes(&writes, 1 << 20)?;
+        let text = |p: &PartRef| {
+            let kind = if p.whole { "w" } else { "t" };
+            format!("{kind}:{}", crate::envelope::hex(&p.hash))
+        };
+        let pairs: Vec<serde_json::Value> = wrote
+            .iter()
+            .map(|(f, p)| serde_json::json!([f, text(p)]))
+            .collect();
+        assert_eq!(
+            wrote_text(&wrote),
+            serde_json::Value::from(pairs).to_string()
+        );
+        let mut base = Base::new();
+        apply(&mut base, &wrote);
+        apply(&mut base, &wrote);
+        let map: serde_json::Map<String, serde_json::Value> = base
+            .iter()
+            .map(|(f, ps)| (f.clone(), ps.iter().map(text).collect::<Vec<_>>().into()))
+            .collect();
+        assert_eq!(base_text(&base), serde_json::Value::Object(map).to_string());
+        assert_eq!(base_text(&Base::new()), "{}");
+        assert_eq!(wrote_text(&Wrote::new()), "[]");
         Ok(())
     }
 
