@@ -14,7 +14,7 @@ use tokio_postgres::Client;
 
 use super::known::{Known, KnownHeads};
 use super::queue::Fence;
-use super::record::{apply, seal_writes};
+use super::record::{apply, base_due, seal_writes, Base};
 use super::rows::Rows;
 use super::sql::{col, id_bytes, Sql};
 use super::PostgresOptions;
@@ -25,7 +25,8 @@ use crate::{CheckpointError, PutCheckpoint, Source};
 /// is planned in microseconds where the same work as one statement of common table
 /// expressions took 0.9 ms of parsing and planning on every put, and no named prepared
 /// statement is needed (a transaction-mode pooler cannot follow those; decision 0047).
-/// `p_run` is `NULL` for a saver without a lease.
+/// `p_old_head` is `NULL` for a new thread (its head row is created, unless another writer
+/// made it first); `p_run` is `NULL` for a saver without a lease.
 pub(crate) const FUNCTION: &str = r#"
 CREATE OR REPLACE FUNCTION {s}.sg_extend_v1(
     p_thread text[], p_ns text[], p_id bytea[], p_parent bytea[], p_step int8[],
@@ -46,8 +47,14 @@ BEGIN
             RETURN 0;
         END IF;
     END IF;
-    UPDATE {s}.sg_heads h SET head = p_new_head
-    WHERE h.thread = p_head_thread AND h.ns = p_head_ns AND h.head = p_old_head;
+    IF p_old_head IS NULL THEN
+        INSERT INTO {s}.sg_heads (thread, ns, head)
+        VALUES (p_head_thread, p_head_ns, p_new_head)
+        ON CONFLICT DO NOTHING;
+    ELSE
+        UPDATE {s}.sg_heads h SET head = p_new_head
+        WHERE h.thread = p_head_thread AND h.ns = p_head_ns AND h.head = p_old_head;
+    END IF;
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
@@ -81,8 +88,8 @@ $fn$;
 pub(crate) const FUNCTION_NAME: &str = "sg_extend_v1";
 
 /// The call: `$1`–`$17` are [`Rows::columns`]; `$18` the collection lock's key; `$19`/`$20`
-/// thread and namespace; `$21` the new head; `$22` the head it must replace; `$23`/`$24` run
-/// and epoch, or `NULL`.
+/// thread and namespace; `$21` the new head; `$22` the head it must replace (`NULL`: none yet);
+/// `$23`/`$24` run and epoch, or `NULL`.
 const EXTEND: &str = "SELECT {s}.sg_extend_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
      $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)";
 
@@ -108,24 +115,29 @@ pub(crate) async fn try_extend(
     if !one_chain {
         return Ok(false);
     }
-    let Some(mut head) = known.take(thread, ns) else {
-        return Ok(false);
+    // A first put without a parent starts a new thread: the function creates its head row.
+    let start = match first.checkpoint.parent {
+        None => None,
+        Some(_) => match known.take(thread, ns) {
+            Some(head) => Some(head),
+            None => return Ok(false),
+        },
     };
-    let expected = head.head;
-    let Some(rows) = chain_rows(&mut head, puts, options)? else {
+    let expected = start.as_ref().map(|k| id_bytes(k.head));
+    let Some((rows, head)) = chain_rows(start, puts, options)? else {
         return Ok(false);
     };
     let (hashes, data) = rows.values();
     let mut params = rows.columns((&hashes, &data));
     let gc = sql.gc_lock_key();
     let (t, n) = (thread.as_str(), ns.as_str());
-    let (new_head, old_head) = (id_bytes(head.head), id_bytes(expected));
+    let new_head = id_bytes(head.head);
     params.extend([
         (&gc as &(dyn ToSql + Sync), Type::INT8),
         (&t, Type::TEXT),
         (&n, Type::TEXT),
         (&new_head, Type::BYTEA),
-        (&old_head, Type::BYTEA),
+        (&expected, Type::BYTEA),
     ]);
     let lease = fence.map(Fence::run_and_epoch);
     let (run, epoch) = (lease.map(|l| l.0), lease.map(|l| l.1));
@@ -151,29 +163,37 @@ pub(crate) async fn try_extend(
     Ok(moved == 1)
 }
 
-/// The rows of `puts` if each one's parent is the one before it (the first's `head`), moving
-/// `head` to the last; `None` when they are not such a chain or a check would refuse one.
+/// The rows of `puts` if each one's parent is the one before it (the first's: `start`'s
+/// head, or none for a new thread), and the head they make; `None` when they are not such a
+/// chain or a check would refuse one.
 fn chain_rows(
-    head: &mut Known,
+    start: Option<Known>,
     puts: &[PutCheckpoint],
     options: &PostgresOptions,
-) -> Result<Option<Rows>, CheckpointError> {
-    let full_every = i32::try_from(options.full_every).unwrap_or(i32::MAX);
+) -> Result<Option<(Rows, Known)>, CheckpointError> {
     let mut rows = Rows::default();
+    let mut head = start;
     for put in puts {
         let cp = &put.checkpoint;
-        if cp.parent != Some(head.head) || cp.id <= head.head {
-            return Ok(None);
-        }
+        let mut next = match (head.take(), cp.parent) {
+            (None, None) => Known {
+                head: cp.id,
+                since: -1,
+                state: Base::new(),
+            },
+            (Some(h), Some(parent)) if parent == h.head && cp.id > parent => h,
+            _ => return Ok(None),
+        };
         let Ok((wrote, values)) = seal_writes(&put.writes, options.max_value_bytes) else {
             return Ok(None);
         };
-        apply(&mut head.state, &wrote);
-        let since = head.since.saturating_add(1);
-        let full = since >= full_every;
-        rows.push(put, (&wrote, full.then_some(&head.state), since), values)?;
-        head.since = if full { 0 } else { since };
-        head.head = cp.id;
+        apply(&mut next.state, &wrote);
+        let since = next.since.saturating_add(1);
+        let full = since == 0 || base_due(since, &next.state, options.full_every);
+        rows.push(put, (&wrote, full.then_some(&next.state), since), values)?;
+        next.since = if full { 0 } else { since };
+        next.head = cp.id;
+        head = Some(next);
     }
-    Ok(Some(rows))
+    Ok(head.map(|h| (rows, h)))
 }

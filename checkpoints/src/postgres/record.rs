@@ -83,6 +83,22 @@ pub(crate) fn seal_writes(
     Ok((wrote, values))
 }
 
+/// How many parts of a state one row of a load's walk may stand for: a branch's next base
+/// record is due `full_every` checkpoints after its last one, or later for a big state, one
+/// checkpoint per this many of its parts (decision 0059).
+const PARTS_PER_WALKED_ROW: usize = 16;
+
+/// Whether a checkpoint `since` records after its branch's last base record, with the whole
+/// state `state`, gets a base record: writing one costs a reference per part, so for a big
+/// state they are spaced out in proportion, and a load walks no more rows than the state
+/// has parts divided by [`PARTS_PER_WALKED_ROW`] (or `full_every`, if more).
+pub(crate) fn base_due(since: i32, state: &Base, full_every: u32) -> bool {
+    let parts: usize = state.values().map(Vec::len).sum();
+    let every =
+        (parts / PARTS_PER_WALKED_ROW).max(usize::try_from(full_every).unwrap_or(usize::MAX));
+    usize::try_from(since).is_ok_and(|s| s >= every)
+}
+
 /// `base` moved forward by one put's writes: a whole part replaces a field, a tail appends.
 pub(crate) fn apply(base: &mut Base, wrote: &Wrote) {
     for (field, part) in wrote {
@@ -254,6 +270,22 @@ mod tests {
         assert_eq!(base_text(&Base::new()), "{}");
         assert_eq!(wrote_text(&Wrote::new()), "[]");
         Ok(())
+    }
+
+    #[test]
+    fn a_base_is_due_every_full_every_records_or_one_per_sixteen_parts_of_a_big_state() {
+        let part = PartRef {
+            whole: false,
+            hash: [0; 32],
+        };
+        let state = |parts: usize| Base::from([("log".to_owned(), vec![part; parts])]);
+        assert!(!base_due(15, &state(10), 16));
+        assert!(base_due(16, &state(10), 16));
+        assert!(!base_due(16, &state(1000), 16), "1,000 parts: every 62");
+        assert!(!base_due(61, &state(1000), 16));
+        assert!(base_due(62, &state(1000), 16));
+        assert!(base_due(16, &Base::new(), 16));
+        assert!(!base_due(-1, &Base::new(), 16));
     }
 
     #[test]

@@ -75,7 +75,8 @@ async fn a_chain_put_by_a_saver_that_knows_its_head_stores_the_rows_the_general_
     for put in puts.clone() {
         knowing.put(put).await?;
     }
-    // A new saver for every put: none knows a head, every put takes the general path.
+    // A new saver for every put: none knows a head, every put after the root takes the
+    // general path.
     let (_, general) = pg_support::fresh(&url, "extend_general").await?;
     for put in puts {
         open(&url, &general.schema).await?.put(put).await?;
@@ -229,5 +230,81 @@ async fn a_schema_made_before_the_function_existed_gets_it_when_opened() -> Test
         .ok_or("no head")?;
     assert_eq!(head.checkpoint.id, puts[3].checkpoint.id);
     assert_eq!(head.fields["log"].len(), 4);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_savers_starting_the_same_new_thread_store_one_root_and_refuse_the_other() -> TestResult
+{
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let (a, guard) = pg_support::fresh(&url, "extend_roots").await?;
+    let b = open(&url, &guard.schema).await?;
+    let ns = Namespace::root();
+    for round in 0..10 {
+        let t = ThreadId::new(format!("new-{round}"))?;
+        let (ca, cb) = (chain(&t, 3), chain(&t, 3));
+        let (ra, rb) = tokio::join!(a.put_many(ca.clone()), b.put_many(cb.clone()));
+        let won = match (&ra, &rb) {
+            (Ok(()), Err(CheckpointError::StaleParent { .. })) => ca,
+            (Err(CheckpointError::StaleParent { .. }), Ok(())) => cb,
+            other => return Err(format!("round {round}: {other:?}").into()),
+        };
+        let list = a.list(&t, &ns, ListOptions::default()).await?;
+        let ids: Vec<CheckpointId> = list.iter().rev().map(|c| c.id).collect();
+        let expected: Vec<CheckpointId> = won.iter().map(|p| p.checkpoint.id).collect();
+        assert_eq!(ids, expected, "round {round}: only the winner's chain");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_list_spaces_its_base_records_by_its_size_and_every_step_loads_whole() -> TestResult
+{
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let (saver, guard) = pg_support::fresh(&url, "extend_spacing").await?;
+    let t = ThreadId::new("long")?;
+    let puts = chain(&t, 600);
+    let ids: Vec<CheckpointId> = puts.iter().map(|p| p.checkpoint.id).collect();
+    for batch in puts.chunks(50) {
+        saver.put_many(batch.to_vec()).await?;
+    }
+    let raw = pg_support::raw(&url).await?;
+    let rows = raw
+        .query(
+            &format!(
+                "SELECT step, since_base, base IS NOT NULL FROM \"{}\".sg_checkpoints ORDER BY id",
+                guard.schema
+            ),
+            &[],
+        )
+        .await?;
+    let mut bases = 0;
+    for row in &rows {
+        let (step, since, based): (i64, i32, bool) =
+            (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+        // The state of step s has s + 2 parts in `log` and one in `n`.
+        let parts = usize::try_from(step + 3)?;
+        let bound = (parts / 16).max(16);
+        assert!(
+            usize::try_from(since)? < bound.max(17),
+            "step {step}: {since} rows to walk"
+        );
+        bases += usize::from(based);
+    }
+    assert!(
+        bases < 600 / 16,
+        "{bases} base records: spaced out as the list grew"
+    );
+    for &i in &[0usize, 15, 16, 17, 255, 300, 599] {
+        let cp = saver
+            .get(&t, &Namespace::root(), Some(ids[i]))
+            .await?
+            .ok_or("missing")?;
+        assert_eq!(cp.fields["log"].len(), i + 1, "step {i}: one tail per put");
+    }
     Ok(())
 }
