@@ -371,6 +371,14 @@ fn build_wide(n_nodes: usize, loops: i64) -> Result<CompiledGraph<WideState>, Bo
     Ok(b.compile()?)
 }
 
+/// A wide run's final state is right: the last writer's field holds the last iteration.
+fn wide_checked(s: &WideState, n_nodes: usize, loops: usize) -> Result<(), BoxError> {
+    match s.get(n_nodes - 1) {
+        Some(v) if v.iter == loops as i64 => Ok(()),
+        other => Err(format!("wide: last writer field is {other:?}, not iter {loops}").into()),
+    }
+}
+
 async fn run_wide(args: &Args) -> Result<(), BoxError> {
     let (n_fields, n_nodes) = (args.wide_fields, WIDE_NODES);
     let loops = (args.wide_steps / n_nodes).max(1);
@@ -378,12 +386,7 @@ async fn run_wide(args: &Args) -> Result<(), BoxError> {
     let graph = build_wide(n_nodes, loops as i64)?;
     let init = (0..n_fields).fold(WideState::update(), |u, i| u.set(i, wide_val(0)));
     let cfg = RunConfig::new().recursion_limit(supersteps + 50);
-    let check = |s: &WideState| -> Result<(), BoxError> {
-        match s.get(n_nodes - 1) {
-            Some(v) if v.iter == loops as i64 => Ok(()),
-            other => Err(format!("wide: last writer field is {other:?}, not iter {loops}").into()),
-        }
-    };
+    let check = |s: &WideState| wide_checked(s, n_nodes, loops);
     check(&graph.invoke(init.clone(), &cfg).await?.state)?; // warm-up
 
     let per_step = |wall: f64| round(wall * 1000.0 / supersteps as f64, 6);
@@ -584,7 +587,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
         match name.as_str() {
             "chain" => postgres_runs::chain_everywhere(&args).await?,
             "fanout" => postgres_runs::fanout_everywhere(&args).await?,
-            "wide" => run_wide(&args).await?,
+            "wide" => postgres_runs::wide_everywhere(&args).await?,
             "agent" => agent::run_agent(&args).await?,
             "agent_runtime" => agent_runtime::run_agent_runtime(&args).await?,
             "subagent" => subagent::run_subagent(&args).await?,

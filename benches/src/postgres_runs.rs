@@ -1,4 +1,4 @@
-//! The `chain` and `fanout` workloads on the PostgreSQL saver (`--checkpointer postgres`),
+//! The `chain`, `fanout` and `wide` workloads on the PostgreSQL saver (`--checkpointer postgres`),
 //! with the keys the SQLite runs print and a Postgres commit floor sampled next to each run.
 
 use super::*;
@@ -23,6 +23,12 @@ pub(crate) async fn chain_everywhere(args: &Args) -> Result<(), BoxError> {
 pub(crate) async fn fanout_everywhere(args: &Args) -> Result<(), BoxError> {
     crate::run_fanout(args).await?;
     run_fanout(args).await
+}
+
+/// `wide` on every checkpointer asked for: the others', then Postgres.
+pub(crate) async fn wide_everywhere(args: &Args) -> Result<(), BoxError> {
+    crate::run_wide(args).await?;
+    run_wide(args).await
 }
 
 /// `chain` on Postgres: one thread carrying its messages, and a thread per invoke.
@@ -98,6 +104,52 @@ pub(crate) async fn run_fanout(args: &Args) -> Result<(), BoxError> {
         let rec = fan_record("postgres", k, args.fanout_waves, args.repeats, &times)
             .kv("durability", dname.as_str())
             .kv("threads", args.repeats);
+        let rec = PgFloor { before, after }.keys(rec, wall, commits);
+        db.close(rec).await?.kv("peak_rss_mb", peak_rss_mb()).emit();
+    }
+    Ok(())
+}
+
+/// `wide` on Postgres: 100 fields, one of them rewritten each step, on one thread.
+pub(crate) async fn run_wide(args: &Args) -> Result<(), BoxError> {
+    let Some(url) = args.pg_url.as_deref() else {
+        return Ok(());
+    };
+    if !args.checkpointers.contains(&Saver::Postgres) {
+        return Ok(());
+    }
+    let (n_fields, n_nodes) = (args.wide_fields, WIDE_NODES);
+    let loops = (args.wide_steps / n_nodes).max(1);
+    let supersteps = loops * n_nodes;
+    let graph = build_wide(n_nodes, loops as i64)?;
+    let init = (0..n_fields).fold(WideState::update(), |u, i| u.set(i, wide_val(0)));
+    let cfg = RunConfig::new().recursion_limit(supersteps + 50);
+    for (dname, durability) in &args.durabilities {
+        let db = PgDb::open(url, &format!("wide_{dname}")).await?;
+        let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
+        let cfg = cfg.clone().thread("wide-1").durability(*durability);
+        let before = adjacent(url).await?;
+        let t0 = Instant::now();
+        let out = g.invoke(init.clone(), &cfg).await?;
+        let wall = t0.elapsed().as_secs_f64();
+        let after = adjacent(url).await?;
+        crate::wide_checked(&out.state, n_nodes, loops)?;
+        let t1 = Instant::now();
+        g.get_state("wide-1", None).await?;
+        let gs_ms = t1.elapsed().as_secs_f64() * 1000.0;
+        let commits = db.checkpoint_rows().await?;
+        drop(g);
+        let rec = Record::new()
+            .kv("engine", ENGINE)
+            .kv("workload", "wide")
+            .kv("checkpointer", "postgres")
+            .kv("durability", dname.as_str())
+            .kv("fields", n_fields)
+            .kv("writer_nodes", n_nodes)
+            .kv("supersteps", supersteps)
+            .kv("wall_s", round(wall, 6))
+            .kv("per_step_ms", round(wall * 1000.0 / supersteps as f64, 6))
+            .kv("get_state_ms", round(gs_ms, 3));
         let rec = PgFloor { before, after }.keys(rec, wall, commits);
         db.close(rec).await?.kv("peak_rss_mb", peak_rss_mb()).emit();
     }
