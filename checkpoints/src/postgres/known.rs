@@ -57,6 +57,19 @@ impl KnownHeads {
         heads.remove(&(thread.clone(), ns.clone()))
     }
 
+    /// A copy of the remembered state of checkpoint `id`, if `id` is `(thread, ns)`'s
+    /// remembered head, with its `since_base`.
+    pub(crate) fn state_of(
+        &self,
+        thread: &ThreadId,
+        ns: &Namespace,
+        id: CheckpointId,
+    ) -> Option<(Base, i32)> {
+        let heads = self.inner.lock().ok()?;
+        let known = heads.map.get(&(thread.clone(), ns.clone()))?;
+        (known.head == id).then(|| (known.state.clone(), known.since))
+    }
+
     /// Remember `known` as `(thread, ns)`'s head, forgetting others while over the bounds.
     pub(crate) fn remember(&self, thread: &ThreadId, ns: &Namespace, known: Known) {
         let parts = known.parts();

@@ -332,7 +332,7 @@ impl Saver for PostgresSaver {
         id: Option<CheckpointId>,
     ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
         Box::pin(async move {
-            let known = id.is_none().then_some(&self.inner.known);
+            let known = Some(&self.inner.known);
             in_read!(self, |tx, sql| read::get(&tx, sql, (thread, ns), id, known))
         })
     }

@@ -152,7 +152,9 @@ fn pending_write(
     })
 }
 
-/// [`Saver::get`](crate::Saver::get); the head it loads is remembered in `known`, if given.
+/// [`Saver::get`](crate::Saver::get). With `known`, a checkpoint that is a remembered head
+/// takes its state (the value references) from there instead of walking its chain — the
+/// values are still read and hash-checked — and a loaded head is remembered.
 pub(crate) async fn get(
     client: &impl GenericClient,
     sql: &Sql,
@@ -175,12 +177,16 @@ pub(crate) async fn get(
     let Some((checkpoint, _)) = header_row(client, sql, thread, ns, target).await? else {
         return Err(not_found(target));
     };
-    let (state, since) = state_and_since(client, sql, thread, ns, target)
-        .await?
-        .ok_or_else(|| not_found(target))?;
+    let remembered = known.and_then(|k| k.state_of(thread, ns, target));
+    let (state, since) = match remembered {
+        Some(found) => found,
+        None => state_and_since(client, sql, thread, ns, target)
+            .await?
+            .ok_or_else(|| not_found(target))?,
+    };
     let fields = load_fields(client, sql, thread, target, &state).await?;
     let pending = pending(client, sql, thread, ns, target).await?;
-    if let Some(known) = known {
+    if let (Some(known), None) = (known, id) {
         let head = Known {
             head: target,
             since,
