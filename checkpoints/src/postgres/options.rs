@@ -27,9 +27,10 @@ pub struct PostgresOptions {
     pub pool_size: usize,
     /// Largest value (one field's stored part) accepted, in bytes. Default 16 MiB.
     pub max_value_bytes: usize,
-    /// A full state record is stored at least every this many checkpoints of a branch (the
-    /// others store what changed since their parent); bounds the rows a load reads. Default
-    /// 16.
+    /// A full state record is stored every this many checkpoints of a branch (the others
+    /// store what changed since their parent); bounds the rows a load reads. A put that
+    /// extends a remembered head spaces them further for a big state, one per 16 of its
+    /// parts (decision 0059). Default 16.
     pub full_every: u32,
     /// Create the schema and its tables when they are missing (default `true`). With
     /// `false` (the inspector's choice), connecting to a schema without them fails with an
