@@ -5,6 +5,7 @@ use super::*;
 
 use crate::chain::{build_chain, invoke_chain, CHAIN_NODES};
 use crate::postgres_db::{floor_ms, PgDb, PgFloor};
+use crate::wide::Wide;
 
 /// Commits of each floor sample taken next to a run.
 const FLOOR_COMMITS: usize = 200;
@@ -27,7 +28,7 @@ pub(crate) async fn fanout_everywhere(args: &Args) -> Result<(), BoxError> {
 
 /// `wide` on every checkpointer asked for: the others', then Postgres.
 pub(crate) async fn wide_everywhere(args: &Args) -> Result<(), BoxError> {
-    crate::run_wide(args).await?;
+    crate::wide::run_wide(args).await?;
     run_wide(args).await
 }
 
@@ -118,12 +119,15 @@ pub(crate) async fn run_wide(args: &Args) -> Result<(), BoxError> {
     if !args.checkpointers.contains(&Saver::Postgres) {
         return Ok(());
     }
-    let (n_fields, n_nodes) = (args.wide_fields, WIDE_NODES);
-    let loops = (args.wide_steps / n_nodes).max(1);
-    let supersteps = loops * n_nodes;
-    let graph = build_wide(n_nodes, loops as i64)?;
-    let init = (0..n_fields).fold(WideState::update(), |u, i| u.set(i, wide_val(0)));
-    let cfg = RunConfig::new().recursion_limit(supersteps + 50);
+    let Wide {
+        n_fields,
+        n_nodes,
+        loops,
+        supersteps,
+        graph,
+        init,
+        cfg,
+    } = Wide::new(args)?;
     for (dname, durability) in &args.durabilities {
         let db = PgDb::open(url, &format!("wide_{dname}")).await?;
         let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
@@ -133,7 +137,7 @@ pub(crate) async fn run_wide(args: &Args) -> Result<(), BoxError> {
         let out = g.invoke(init.clone(), &cfg).await?;
         let wall = t0.elapsed().as_secs_f64();
         let after = adjacent(url).await?;
-        crate::wide_checked(&out.state, n_nodes, loops)?;
+        crate::wide::wide_checked(&out.state, n_nodes, loops)?;
         let t1 = Instant::now();
         g.get_state("wide-1", None).await?;
         let gs_ms = t1.elapsed().as_secs_f64() * 1000.0;
