@@ -137,7 +137,14 @@ async fn a_put_on_a_head_another_saver_moved_is_refused_as_stale_and_the_next_on
     let gone = b
         .put(put_of(&t, Some(next_id), 4, vec![whole("n", "5")]))
         .await;
-    assert!(gone.is_err(), "{gone:?}");
+    assert!(
+        matches!(
+            &gone,
+            Err(CheckpointError::StaleParent { expected, found: None, .. })
+                if *expected == Some(next_id)
+        ),
+        "{gone:?}"
+    );
     assert!(a.get(&t, &ns, None).await?.is_none(), "nothing stored");
     Ok(())
 }
