@@ -40,6 +40,8 @@ CREATE TABLE IF NOT EXISTS {s}.sg_checkpoints (
     refs       bytea[] NOT NULL,
     PRIMARY KEY (thread, ns, id)
 );
+ALTER TABLE {s}.sg_checkpoints
+    ALTER COLUMN base SET STORAGE EXTERNAL, ALTER COLUMN refs SET STORAGE EXTERNAL;
 CREATE INDEX IF NOT EXISTS sg_checkpoints_refs ON {s}.sg_checkpoints USING gin (refs);
 CREATE TABLE IF NOT EXISTS {s}.sg_values (
     hash bytea PRIMARY KEY,
@@ -175,8 +177,9 @@ pub(crate) async fn init(
 /// The object [`TABLES`] creates last: when it exists, every one before it does.
 const LAST_OBJECT: &str = "sg_run_writes_by_thread";
 
-/// Whether the schema holds every table and index of [`TABLES`] and the function of
-/// [`extend::FUNCTION`] (added to format 1 later: a schema an older build made lacks it).
+/// Whether the schema holds every table and index of [`TABLES`], the function of
+/// [`extend::FUNCTION`] and base records stored uncompressed (both added to format 1 later:
+/// a schema an older build made lacks them; decision 0060).
 async fn is_complete(
     tx: &tokio_postgres::Transaction<'_>,
     sql: &Sql,
@@ -184,11 +187,17 @@ async fn is_complete(
     if !holds(tx, sql, LAST_OBJECT, "looking for the newest table").await? {
         return Ok(false);
     }
-    let name = format!("\"{}\".{}", sql.schema(), extend::FUNCTION_NAME);
+    let function = format!("\"{}\".{}", sql.schema(), extend::FUNCTION_NAME);
+    let table = format!("\"{}\".sg_checkpoints", sql.schema());
     let row = tx
-        .query_typed("SELECT to_regproc($1) IS NOT NULL", &[(&name, Type::TEXT)])
+        .query_typed(
+            "SELECT to_regproc($1) IS NOT NULL AND (SELECT count(*) = 2 FROM pg_attribute \
+             WHERE attrelid = to_regclass($2) AND attname IN ('base', 'refs') \
+             AND attstorage = 'e')",
+            &[(&function, Type::TEXT), (&table, Type::TEXT)],
+        )
         .await
-        .during("looking for the function that extends a head")?;
+        .during("checking the function and column storage format 1 added later")?;
     match row.first() {
         Some(row) => col(row, 0),
         None => Ok(false),

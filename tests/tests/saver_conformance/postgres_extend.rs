@@ -315,3 +315,68 @@ async fn a_long_list_spaces_its_base_records_by_its_size_and_every_step_loads_wh
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn base_records_are_stored_uncompressed_also_in_a_schema_made_before_that_rule() -> TestResult
+{
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let (first, guard) = pg_support::fresh(&url, "extend_storage").await?;
+    drop(first);
+    let raw = pg_support::raw(&url).await?;
+    let table = format!("\"{}\".sg_checkpoints", guard.schema);
+    // As an older build made the table: both columns compressed when large.
+    raw.batch_execute(&format!(
+        "ALTER TABLE {table} ALTER COLUMN base SET STORAGE EXTENDED, \
+         ALTER COLUMN refs SET STORAGE EXTENDED"
+    ))
+    .await?;
+    let saver = open(&url, &guard.schema).await?;
+    let storage: Vec<(String, String)> = raw
+        .query(
+            "SELECT attname::text, attstorage::text FROM pg_attribute \
+             WHERE attrelid = to_regclass($1::text) AND attname IN ('base', 'refs') ORDER BY attname",
+            &[&table],
+        )
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_, tokio_postgres::Error>>()?;
+    let external = "e".to_owned();
+    assert_eq!(
+        storage,
+        vec![
+            ("base".to_owned(), external.clone()),
+            ("refs".to_owned(), external)
+        ],
+        "opening set both columns to stored uncompressed"
+    );
+    // A long list's base records are large enough to be compressed if the column allowed it.
+    let t = ThreadId::new("long")?;
+    let puts = chain(&t, 400);
+    for batch in puts.chunks(50) {
+        saver.put_many(batch.to_vec()).await?;
+    }
+    let row = raw
+        .query_one(
+            &format!(
+                "SELECT count(*), count(pg_column_compression(base)), \
+                 coalesce(max(octet_length(base)), 0) FROM {table} WHERE base IS NOT NULL"
+            ),
+            &[],
+        )
+        .await?;
+    let (bases, compressed, largest): (i64, i64, i32) =
+        (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+    assert!(bases > 1, "{bases} base records");
+    assert!(largest > 8192, "the largest base is {largest} bytes");
+    assert_eq!(compressed, 0, "no base record is compressed");
+    let last = puts.last().ok_or("no puts")?.checkpoint.id;
+    let head = saver
+        .get(&t, &Namespace::root(), Some(last))
+        .await?
+        .ok_or("missing")?;
+    assert_eq!(head.fields["log"].len(), 400);
+    Ok(())
+}
