@@ -4,8 +4,8 @@
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
-use super::extend;
 use super::sql::{col, PgResult, Sql};
+use super::{extend, queue};
 use crate::CheckpointError;
 
 /// The newest format of the PostgreSQL tables this build reads, and the one it gives a new
@@ -159,9 +159,11 @@ pub(crate) async fn init(
     tx.batch_execute(&sql.text(TABLES))
         .await
         .during("creating the tables")?;
-    tx.batch_execute(&sql.text(extend::FUNCTION))
-        .await
-        .during("creating the function that extends a head")?;
+    for (_, function) in FUNCTIONS {
+        tx.batch_execute(&sql.text(function))
+            .await
+            .during("creating the server-side functions")?;
+    }
     if found.is_none() {
         tx.query_typed(
             &sql.text("INSERT INTO {s}.sg_meta(key, value) VALUES ('format_version', $1)"),
@@ -177,9 +179,18 @@ pub(crate) async fn init(
 /// The object [`TABLES`] creates last: when it exists, every one before it does.
 const LAST_OBJECT: &str = "sg_run_writes_by_thread";
 
-/// Whether the schema holds every table and index of [`TABLES`], the function of
-/// [`extend::FUNCTION`] and base records stored uncompressed (both added to format 1 later:
-/// a schema an older build made lacks them; decision 0060).
+/// The server-side functions, `(name, definition)`, created with the tables: the statements
+/// of the hottest calls (a put that extends a head, a lease, a run's end), planned once per
+/// server connection instead of on every call (decision 0059).
+const FUNCTIONS: [(&str, &str); 3] = [
+    (extend::FUNCTION_NAME, extend::FUNCTION),
+    ("sg_lease_v1", queue::LEASE_FUNCTION),
+    ("sg_finish_v1", queue::FINISH_FUNCTION),
+];
+
+/// Whether the schema holds every table and index of [`TABLES`], every one of [`FUNCTIONS`]
+/// and base records stored uncompressed (the last two added to format 1 later: a schema an
+/// older build made lacks them; decision 0060).
 async fn is_complete(
     tx: &tokio_postgres::Transaction<'_>,
     sql: &Sql,
@@ -187,17 +198,21 @@ async fn is_complete(
     if !holds(tx, sql, LAST_OBJECT, "looking for the newest table").await? {
         return Ok(false);
     }
-    let function = format!("\"{}\".{}", sql.schema(), extend::FUNCTION_NAME);
+    let functions: Vec<String> = FUNCTIONS
+        .iter()
+        .map(|(name, _)| format!("\"{}\".{name}", sql.schema()))
+        .collect();
     let table = format!("\"{}\".sg_checkpoints", sql.schema());
     let row = tx
         .query_typed(
-            "SELECT to_regproc($1) IS NOT NULL AND (SELECT count(*) = 2 FROM pg_attribute \
+            "SELECT (SELECT bool_and(to_regproc(f) IS NOT NULL) FROM unnest($1::text[]) f) \
+             AND (SELECT count(*) = 2 FROM pg_attribute \
              WHERE attrelid = to_regclass($2) AND attname IN ('base', 'refs') \
              AND attstorage = 'e')",
-            &[(&function, Type::TEXT), (&table, Type::TEXT)],
+            &[(&functions, Type::TEXT_ARRAY), (&table, Type::TEXT)],
         )
         .await
-        .during("checking the function and column storage format 1 added later")?;
+        .during("checking the functions and column storage format 1 added later")?;
     match row.first() {
         Some(row) => col(row, 0),
         None => Ok(false),
@@ -258,7 +273,17 @@ async fn format_of(
 
 #[cfg(test)]
 mod tests {
-    use super::{LAST_OBJECT, TABLES};
+    use super::{FUNCTIONS, LAST_OBJECT, TABLES};
+
+    #[test]
+    fn each_function_is_checked_by_the_name_its_definition_creates() {
+        for (name, definition) in FUNCTIONS {
+            assert!(
+                definition.contains(&format!("FUNCTION {{s}}.{name}(")),
+                "{name}"
+            );
+        }
+    }
 
     #[test]
     fn the_completeness_check_names_the_object_created_last() {

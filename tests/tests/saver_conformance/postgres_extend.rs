@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use stategraph_checkpoints::{
     CheckpointError, CheckpointId, ListOptions, Multitask, Namespace, PostgresOptions,
-    PostgresSaver, PutCheckpoint, Saver, ThreadId,
+    PostgresSaver, PutCheckpoint, RunEnd, RunStatus, Saver, ThreadId,
 };
 use stategraph_tests::writes::{put_of, tail, whole};
 
@@ -205,7 +205,7 @@ async fn a_fenced_put_on_a_known_head_after_a_takeover_is_lease_lost_and_stores_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_schema_made_before_the_function_existed_gets_it_when_opened() -> TestResult {
+async fn a_schema_made_before_the_functions_existed_gets_them_when_opened() -> TestResult {
     let Some(url) = pg_support::url() else {
         return Ok(());
     };
@@ -217,17 +217,18 @@ async fn a_schema_made_before_the_function_existed_gets_it_when_opened() -> Test
     drop(first);
     let raw = pg_support::raw(&url).await?;
     let s = format!("\"{}\"", guard.schema);
-    raw.batch_execute(&format!("DROP FUNCTION {s}.sg_extend_v1"))
-        .await?;
+    let functions = ["sg_extend_v1", "sg_lease_v1", "sg_finish_v1"];
+    for f in functions {
+        raw.batch_execute(&format!("DROP FUNCTION {s}.{f}")).await?;
+    }
     let reopened = open(&url, &guard.schema).await?;
-    let has: bool = raw
-        .query_one(
-            "SELECT to_regproc($1) IS NOT NULL",
-            &[&format!("{s}.sg_extend_v1")],
-        )
-        .await?
-        .try_get(0)?;
-    assert!(has, "opening created the function");
+    for f in functions {
+        let has: bool = raw
+            .query_one("SELECT to_regproc($1) IS NOT NULL", &[&format!("{s}.{f}")])
+            .await?
+            .try_get(0)?;
+        assert!(has, "opening created {f}");
+    }
     reopened.get(&t, &Namespace::root(), None).await?;
     reopened.put(puts[2].clone()).await?;
     reopened.put(puts[3].clone()).await?;
@@ -237,6 +238,18 @@ async fn a_schema_made_before_the_function_existed_gets_it_when_opened() -> Test
         .ok_or("no head")?;
     assert_eq!(head.checkpoint.id, puts[3].checkpoint.id);
     assert_eq!(head.fields["log"].len(), 4);
+    let queue = reopened.queue();
+    let run = queue
+        .submit(&t, serde_json::json!({}), Multitask::Enqueue)
+        .await?;
+    let lease = queue
+        .lease("w", Duration::from_secs(30))
+        .await?
+        .ok_or("the run is runnable")?;
+    assert_eq!(lease.run, run);
+    queue.finish(&lease, RunEnd::Success).await?;
+    let status = queue.run(&run).await?.map(|r| r.status);
+    assert_eq!(status, Some(RunStatus::Success));
     Ok(())
 }
 

@@ -23,6 +23,7 @@ pub use types::{FencedWrite, Lease, Multitask, QueuedRun, RunEnd, StopRequest};
 use super::sql::{col, id_from, to_i64, to_u64, PgResult, Sql};
 use super::PostgresSaver;
 use crate::{CheckpointError, RunId, RunRecord, RunStatus, ThreadId};
+pub(crate) use statements::{FINISH_FUNCTION, LEASE_FUNCTION};
 use statements::{HEARTBEAT, LEASE, RUN_COLUMNS, WRITE_LOG};
 
 /// The run queue of a [`PostgresSaver`]'s schema: submit runs, lease them, heart-beat and

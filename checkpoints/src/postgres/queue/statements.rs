@@ -7,29 +7,43 @@
 /// heart-beating). Rows other workers are leasing are skipped, not waited for. The unique
 /// index `sg_run_queue_one_running` refuses a second running run of a thread, whatever
 /// two workers race to lease. `$1` worker, `$2` lease seconds, `$3` now (ms).
-pub(super) const LEASE: &str = "
-WITH candidate AS (
-    SELECT q.run_id FROM {s}.sg_run_queue q
-    WHERE q.status IN ('pending', 'running')
-      AND CASE WHEN q.status = 'running' THEN q.lease_until < now()
-          ELSE NOT EXISTS (
-              SELECT 1 FROM {s}.sg_run_queue o
-              WHERE o.thread = q.thread AND o.status IN ('pending', 'running')
-                AND (o.status = 'running' OR o.seq < q.seq))
-          END
-    ORDER BY q.seq
-    LIMIT 1
-    FOR UPDATE OF q SKIP LOCKED
-)
-UPDATE {s}.sg_run_queue q
-SET status = 'running', epoch = q.epoch + 1, worker = $1,
-    lease_until = now() + make_interval(secs => $2), attempts = q.attempts + 1,
-    updated_at = $3
-FROM candidate
-WHERE q.run_id = candidate.run_id
-RETURNING q.run_id, q.thread, q.epoch, q.input, q.attempts, q.stop, q.created_at,
-    EXISTS (SELECT 1 FROM {s}.sg_run_writes w
-            WHERE w.run_id = q.run_id AND w.kind = 'checkpoints')";
+pub(super) const LEASE: &str = "SELECT * FROM {s}.sg_lease_v1($1, $2, $3)";
+
+/// The function [`LEASE`] calls, created with the tables: a function so that the server
+/// plans its statement once per connection instead of on every lease (0.3–0.5 ms of parsing
+/// and planning each, in the server log of the `workers` bench; decision 0059).
+pub(crate) const LEASE_FUNCTION: &str = r#"
+CREATE OR REPLACE FUNCTION {s}.sg_lease_v1(p_worker text, p_secs float8, p_now int8)
+RETURNS TABLE(o_run text, o_thread text, o_epoch int8, o_input text, o_attempts int4,
+    o_stop text, o_created int8, o_resumed bool)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RETURN QUERY
+    WITH candidate AS (
+        SELECT q.run_id FROM {s}.sg_run_queue q
+        WHERE q.status IN ('pending', 'running')
+          AND CASE WHEN q.status = 'running' THEN q.lease_until < now()
+              ELSE NOT EXISTS (
+                  SELECT 1 FROM {s}.sg_run_queue o
+                  WHERE o.thread = q.thread AND o.status IN ('pending', 'running')
+                    AND (o.status = 'running' OR o.seq < q.seq))
+              END
+        ORDER BY q.seq
+        LIMIT 1
+        FOR UPDATE OF q SKIP LOCKED
+    )
+    UPDATE {s}.sg_run_queue q
+    SET status = 'running', epoch = q.epoch + 1, worker = p_worker,
+        lease_until = now() + make_interval(secs => p_secs), attempts = q.attempts + 1,
+        updated_at = p_now
+    FROM candidate
+    WHERE q.run_id = candidate.run_id
+    RETURNING q.run_id, q.thread, q.epoch, q.input, q.attempts, q.stop, q.created_at,
+        EXISTS (SELECT 1 FROM {s}.sg_run_writes w
+                WHERE w.run_id = q.run_id AND w.kind = 'checkpoints');
+END
+$fn$;
+"#;
 
 /// Extend a lease, if it is still the run's current one; the stop asked of the run, if any.
 /// `$1` run, `$2` epoch, `$3` lease seconds.
@@ -54,20 +68,35 @@ SELECT run_id, epoch, thread, worker, $3, $4, clock_timestamp() FROM lease
 RETURNING 1";
 
 /// End a run under its current lease (locking its row, so no fenced write of it is open),
-/// and log the end as a fenced write. `$1` run, `$2` epoch, `$3` status, `$4` reason,
-/// `$5` now (ms), `$6` whether the reason is the stop's.
-pub(super) const FINISH: &str = "
-WITH ended AS (
-    UPDATE {s}.sg_run_queue
-    SET status = $3, reason = CASE WHEN $6 THEN stop_reason ELSE $4 END,
-        lease_until = NULL, updated_at = $5
-    WHERE run_id = $1 AND epoch = $2 AND status = 'running'
-    RETURNING run_id, epoch, thread, worker, reason
-), logged AS (
-    INSERT INTO {s}.sg_run_writes (run_id, epoch, thread, worker, kind, checkpoints, at)
-    SELECT run_id, epoch, thread, worker, 'end', '{}', clock_timestamp() FROM ended
-)
-SELECT reason FROM ended";
+/// and log the end as a fenced write; the run's reason, no row when the lease is not current.
+/// `$1` run, `$2` epoch, `$3` status, `$4` reason, `$5` now (ms), `$6` whether the reason is
+/// the stop's.
+pub(super) const FINISH: &str = "SELECT * FROM {s}.sg_finish_v1($1, $2, $3, $4, $5, $6)";
+
+/// The function [`FINISH`] calls, created with the tables (planned once per connection, as
+/// [`LEASE_FUNCTION`]).
+pub(crate) const FINISH_FUNCTION: &str = r#"
+CREATE OR REPLACE FUNCTION {s}.sg_finish_v1(p_run text, p_epoch int8, p_status text,
+    p_reason text, p_now int8, p_stopped bool)
+RETURNS TABLE(o_reason text)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RETURN QUERY
+    WITH ended AS (
+        UPDATE {s}.sg_run_queue q
+        SET status = p_status, reason = CASE WHEN p_stopped THEN q.stop_reason ELSE p_reason END,
+            lease_until = NULL, updated_at = p_now
+        WHERE q.run_id = p_run AND q.epoch = p_epoch AND q.status = 'running'
+        RETURNING q.run_id, q.epoch, q.thread, q.worker, q.reason
+    ), logged AS (
+        INSERT INTO {s}.sg_run_writes (run_id, epoch, thread, worker, kind, checkpoints, at)
+        SELECT e.run_id, e.epoch, e.thread, e.worker, 'end', '{}', clock_timestamp()
+        FROM ended e
+    )
+    SELECT e.reason FROM ended e;
+END
+$fn$;
+"#;
 
 /// Delete the checkpoints a run wrote (as its fenced writes logged them) and their pending
 /// writes, and point the thread's heads back at the newest checkpoint left. `$1` run,
