@@ -1,15 +1,16 @@
 //! `workers` (needs `--pg-url`): how run throughput scales with workers on the PostgreSQL run
 //! queue. 8 threads, each with [`RUNS_PER_THREAD`] queued runs of a 3-node graph whose nodes
 //! each wait `IO_MS` (a model or tool call: agent steps wait on I/O, not on the CPU), run by
-//! 1 and then 8 workers, each a [`Worker`] with its own connection pool, `sync` durability.
+//! 1 and then 8 workers, each a [`Worker`] with its own connection pool serving the queue as a
+//! deployment does ([`Worker::serve`]: woken by the queue's notifications), `sync` durability.
 //! Keys: `workers`, `runs`, `supersteps`, `wall_s`, `steps_per_s`, and on the 8-worker row
 //! `speedup_vs_1` (its steps per second over the 1-worker row's).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use stategraph::checkpoints::{Multitask, PostgresOptions, PostgresSaver, ThreadId};
+use stategraph::checkpoints::{Multitask, PostgresOptions, PostgresSaver, RunStatus, ThreadId};
 use stategraph::worker::{Worker, WorkerOptions};
+use stategraph::CancelToken;
 
 use super::*;
 use crate::postgres_db::PgDb;
@@ -80,19 +81,24 @@ pub(crate) async fn run_workers(args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Queue every run, then let `workers` workers take them until all have ended; the seconds
-/// from the first lease to the last end.
+/// Queue every run, then let `workers` workers serve the queue (as deployed: [`Worker::serve`],
+/// woken by the queue's notifications) until every run has ended; the seconds from the
+/// start of serving to the end of the last run.
 async fn serve_all(url: &str, saver: &PostgresSaver, workers: usize) -> Result<f64, BoxError> {
     let queue = saver.queue();
+    let mut lasts = Vec::new();
     for t in 0..THREADS {
         let thread = ThreadId::new(format!("w{t}"))?;
         for r in 0..RUNS_PER_THREAD {
             let input = serde_json::json!({ "label": format!("{t}.{r}") });
-            queue.submit(&thread, input, Multitask::Enqueue).await?;
+            let run = queue.submit(&thread, input, Multitask::Enqueue).await?;
+            if r + 1 == RUNS_PER_THREAD {
+                lasts.push(run);
+            }
         }
     }
-    let total = THREADS * RUNS_PER_THREAD;
-    let ended = Arc::new(AtomicUsize::new(0));
+    let mut wakeups = queue.wakeups().await;
+    let shutdown = CancelToken::new();
     let start = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..workers {
@@ -108,21 +114,32 @@ async fn serve_all(url: &str, saver: &PostgresSaver, workers: usize) -> Result<f
             ..WorkerOptions::default()
         };
         let worker = Worker::new(own, graph()?, worker_options)?;
-        let ended = ended.clone();
-        tasks.push(tokio::spawn(async move {
-            while ended.load(Ordering::SeqCst) < total {
-                match worker.run_next().await? {
-                    Some(_) => {
-                        ended.fetch_add(1, Ordering::SeqCst);
-                    }
-                    None => tokio::time::sleep(Duration::from_millis(1)).await,
+        let shutdown = shutdown.clone();
+        tasks.push(tokio::spawn(async move { worker.serve(shutdown).await }));
+    }
+    // A thread's runs end in the order they were queued: all have ended when each thread's
+    // last one has.
+    for run in &lasts {
+        loop {
+            match queue.run(run).await?.map(|r| r.status) {
+                Some(status) if status.is_terminal() => break,
+                Some(_) => {
+                    wakeups.wait_for_run(run, Duration::from_millis(50)).await;
                 }
+                None => return Err(format!("run {run} is not queued").into()),
             }
-            Ok::<_, stategraph::worker::WorkerError>(())
-        }));
+        }
     }
+    let wall = start.elapsed().as_secs_f64();
+    shutdown.cancel();
     for t in tasks {
-        t.await??;
+        t.await?;
     }
-    Ok(start.elapsed().as_secs_f64())
+    for run in &lasts {
+        let status = queue.run(run).await?.map(|r| r.status);
+        if status != Some(RunStatus::Success) {
+            return Err(format!("run {run} ended {status:?}").into());
+        }
+    }
+    Ok(wall)
 }
