@@ -427,7 +427,10 @@ impl Saver for PostgresSaver {
         thread: &'a ThreadId,
         ns: &'a Namespace,
     ) -> BoxFuture<'a, Result<Option<Head>, CheckpointError>> {
-        Box::pin(async move { in_read!(self, |tx, sql| read::head(&tx, sql, thread, ns)) })
+        Box::pin(async move {
+            let client = self.client().await?;
+            read::head(&**client, &self.inner.sql, thread, ns).await
+        })
     }
 
     fn put_run(&self, run: RunRecord) -> BoxFuture<'_, Result<(), CheckpointError>> {

@@ -93,6 +93,11 @@ pub async fn an_empty_thread_has_no_checkpoint(s: Subject) -> TestResult {
         .list(&thread("t"), &Namespace::root(), ListOptions::default())
         .await?
         .is_empty());
+    assert!(s
+        .saver
+        .head(&thread("t"), &Namespace::root())
+        .await?
+        .is_none());
     Ok(())
 }
 
@@ -659,6 +664,10 @@ pub async fn pending_writes_replace_per_task_and_keep_order(s: Subject) -> TestR
             }
         )
     );
+    // The head reads the same writes in the same order, with its header.
+    let head = s.saver.head(&t, &ns).await?.ok_or("no head")?;
+    assert_eq!(head.checkpoint.id, ids[0]);
+    assert_eq!(head.pending, got);
     Ok(())
 }
 

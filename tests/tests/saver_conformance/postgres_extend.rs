@@ -217,7 +217,7 @@ async fn a_schema_made_before_the_functions_existed_gets_them_when_opened() -> T
     drop(first);
     let raw = pg_support::raw(&url).await?;
     let s = format!("\"{}\"", guard.schema);
-    let functions = ["sg_extend_v1", "sg_lease_v1", "sg_finish_v1"];
+    let functions = ["sg_extend_v1", "sg_head_v1", "sg_lease_v1", "sg_finish_v1"];
     for f in functions {
         raw.batch_execute(&format!("DROP FUNCTION {s}.{f}")).await?;
     }
