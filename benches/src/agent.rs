@@ -21,6 +21,7 @@ use stategraph::{
     StateGraph, END, START,
 };
 
+use crate::postgres_db::{floor_ms, PgDb, PgFloor};
 use crate::report::{median, peak_rss_mb, round, Record};
 use crate::sqlite_db::SqliteDb;
 use crate::{adjacent_floor, json_len, pad, Args, Saver, ENGINE};
@@ -179,9 +180,69 @@ pub(crate) async fn run_agent(args: &Args) -> Result<(), BoxError> {
             .emit();
     }
 
-    if !args.checkpointers.contains(&Saver::Sqlite) {
-        return Ok(());
+    if args.checkpointers.contains(&Saver::Sqlite) {
+        run_agent_sqlite(args, &graph).await?;
     }
+    if args.checkpointers.contains(&Saver::Postgres) {
+        if let Some(url) = args.pg_url.as_deref() {
+            run_agent_postgres(args, url, &graph).await?;
+        }
+    }
+    Ok(())
+}
+
+/// What a run's row needs in common: its configuration and the record's first keys.
+struct AgentRun {
+    tid: &'static str,
+    cfg: RunConfig,
+    turns: i64,
+    supersteps: usize,
+}
+
+impl AgentRun {
+    fn new(args: &Args, durability: stategraph::Durability) -> Self {
+        let tid = "agent-1";
+        AgentRun {
+            tid,
+            cfg: RunConfig::new()
+                .thread(tid)
+                .durability(durability)
+                .recursion_limit(4 * args.agent_turns + 50),
+            turns: args.agent_turns as i64,
+            supersteps: 2 * args.agent_turns + 1,
+        }
+    }
+
+    /// Run the agent on `g`: the wall time, the final messages' bytes, and the record's run
+    /// keys (`checkpointer` and `durability` first).
+    async fn run(
+        &self,
+        g: &CompiledGraph<AgentState>,
+        rec: Record,
+    ) -> Result<(f64, usize, Record), BoxError> {
+        let t0 = Instant::now();
+        let out = g.invoke(input(), &self.cfg).await?;
+        let wall = t0.elapsed().as_secs_f64();
+        let n_final = out.state.messages.len();
+        if n_final != 2 * self.turns as usize + 2 {
+            return Err(format!("agent: {n_final} messages, not {}", 2 * self.turns + 2).into());
+        }
+        let rec = rec
+            .kv("turns", self.turns)
+            .kv("supersteps", self.supersteps)
+            .kv("final_messages", n_final)
+            .kv("wall_s", round(wall, 6))
+            .kv("per_turn_ms", round(wall * 1000.0 / self.turns as f64, 6))
+            .kv(
+                "per_step_ms",
+                round(wall * 1000.0 / self.supersteps as f64, 6),
+            );
+        Ok((wall, msgs_bytes(&out.state.messages), rec))
+    }
+}
+
+/// The agent on SQLite, one row per durability.
+async fn run_agent_sqlite(args: &Args, graph: &CompiledGraph<AgentState>) -> Result<(), BoxError> {
     for (dname, durability) in &args.durabilities {
         let db = SqliteDb::open(
             &args.workdir,
@@ -189,31 +250,18 @@ pub(crate) async fn run_agent(args: &Args) -> Result<(), BoxError> {
             args.sqlite_options(),
         )?;
         let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
-        let tid = "agent-1";
-        let cfg = RunConfig::new()
-            .thread(tid)
-            .durability(*durability)
-            .recursion_limit(rl);
+        let run = AgentRun::new(args, *durability);
         let floor_before = adjacent_floor(args)?;
-        let t0 = Instant::now();
-        let out = g.invoke(input(), &cfg).await?;
-        let wall = t0.elapsed().as_secs_f64();
-        let floor_after = adjacent_floor(args)?;
-        let n_final = out.state.messages.len();
-        if n_final != 2 * args.agent_turns + 2 {
-            return Err(format!("agent: {n_final} messages, not {}", 2 * turns + 2).into());
-        }
-        let run_bytes = msgs_bytes(&out.state.messages);
-        let st_run = db.stats()?;
-        let mut rec = base("sqlite")
+        let head = Record::new()
+            .kv("engine", ENGINE)
+            .kv("workload", "agent")
+            .kv("checkpointer", "sqlite")
             .kv("durability", dname.as_str())
-            .kv("sqlite_synchronous", args.sqlite_sync.as_str())
-            .kv("turns", turns)
-            .kv("supersteps", supersteps)
-            .kv("final_messages", n_final)
-            .kv("wall_s", round(wall, 6))
-            .kv("per_turn_ms", round(wall * 1000.0 / turns as f64, 6))
-            .kv("per_step_ms", round(wall * 1000.0 / supersteps as f64, 6))
+            .kv("sqlite_synchronous", args.sqlite_sync.as_str());
+        let (wall, run_bytes, rec) = run.run(&g, head).await?;
+        let floor_after = adjacent_floor(args)?;
+        let st_run = db.stats()?;
+        let rec = rec
             .kv(
                 "per_commit_ms",
                 round(wall * 1000.0 / st_run.checkpoint_rows.max(1) as f64, 6),
@@ -225,101 +273,161 @@ pub(crate) async fn run_agent(args: &Args) -> Result<(), BoxError> {
             )
             .kv("write_rows_after_run", st_run.write_rows)
             .kv("db_logical_bytes_after_run", st_run.db_logical_bytes);
-
-        // get_state (latest): median of several calls
-        let mut gs = Vec::new();
-        let mut snap_msgs = 0;
-        for _ in 0..args.repeats.max(3) {
-            let t0 = Instant::now();
-            let snap = g.get_state(tid, None).await?.ok_or("agent: no state")?;
-            gs.push(ms(t0));
-            snap_msgs = snap.values.messages.len();
-        }
-        rec = crate::floor::Adjacent::keys(rec, floor_before, floor_after)
-            .kv("get_state_ms", round(median(&gs), 3))
-            .kv("get_state_messages", snap_msgs)
-            .kv(
-                "get_state_ms_samples",
-                gs.iter().map(|&x| round(x, 3)).collect::<Vec<_>>(),
-            );
-
-        // get_state_history (full list)
-        let t0 = Instant::now();
-        let hist = g.get_state_history(tid, ListOptions::default()).await?;
-        rec = rec
-            .kv("get_state_history_ms", round(ms(t0), 2))
-            .kv("history_len", hist.len());
-
-        // a page of the 10 newest
-        let t0 = Instant::now();
-        let page = g
-            .get_state_history(
-                tid,
-                ListOptions {
-                    limit: Some(10),
-                    ..Default::default()
-                },
-            )
-            .await?;
-        rec = rec.kv("get_state_history_limit10_ms", round(ms(t0), 3));
-        if page.len() != hist.len().min(10) {
-            return Err(format!("agent: a page of {} snapshots, not 10", page.len()).into());
-        }
-
-        // fork: continue from the middle checkpoint whose next node is `model`
-        let candidates: Vec<_> = hist.iter().filter(|s| s.next == ["model"]).collect();
-        let mut fork_bytes = 0;
-        if let Some(mid) = candidates.get(candidates.len() / 2) {
-            let from_msgs = mid.values.messages.len();
-            rec = rec
-                .kv("fork_from_step", mid.checkpoint.step)
-                .kv("fork_from_messages", from_msgs);
-            let before = db.stats()?.checkpoint_rows;
-            let fcfg = cfg.clone().checkpoint(mid.checkpoint.id);
-            let t0 = Instant::now();
-            let fout = g.invoke(Input::Continue, &fcfg).await?;
-            let fwall = t0.elapsed().as_secs_f64();
-            let fork_turns = (turns
-                - mid
-                    .values
-                    .messages
-                    .iter()
-                    .filter(|m| m.role == "tool")
-                    .count() as i64)
-                .max(1);
-            fork_bytes = msgs_bytes(fout.state.messages.iter().skip(from_msgs));
-            rec = rec
-                .kv("fork_invoke_ms", round(fwall * 1000.0, 2))
-                .kv("fork_final_messages", fout.state.messages.len())
-                .kv("fork_new_checkpoints", db.stats()?.checkpoint_rows - before)
-                .kv(
-                    "fork_per_turn_ms",
-                    round(fwall * 1000.0 / fork_turns as f64, 6),
-                );
-            // update_state(as_node) on the same middle checkpoint (a second fork)
-            let update = human(-1);
-            fork_bytes += json_len(&update);
-            let t0 = Instant::now();
-            g.update_state(
-                tid,
-                Some(mid.checkpoint.id),
-                AgentState::update().messages(vec![update]),
-                "tools",
-            )
-            .await?;
-            rec = rec.kv("update_state_as_node_ms", round(ms(t0), 3));
-        } else {
-            eprintln!("# agent: no checkpoint with next == [model]: fork skipped");
-        }
+        let rec = crate::floor::Adjacent::keys(rec, floor_before, floor_after);
+        let rows = || async { Ok(db.stats()?.checkpoint_rows) };
+        let (rec, fork_bytes) = reads_and_fork(args, &g, &run, rec, rows).await?;
         drop(g);
         let st = db.close(args.keep_db)?;
-        rec = st
-            .add_to(rec)
+        st.add_to(rec)
             .kv("bytes_written_by_steps", run_bytes + fork_bytes)
             .kv("bytes_written_by_run", run_bytes)
             .kv("bytes_written_by_fork_and_update", fork_bytes)
-            .kv("peak_rss_mb", peak_rss_mb());
-        rec.emit();
+            .kv("peak_rss_mb", peak_rss_mb())
+            .emit();
     }
     Ok(())
+}
+
+/// The agent on PostgreSQL, one row per durability, with the Postgres commit floor sampled
+/// before and after the run.
+async fn run_agent_postgres(
+    args: &Args,
+    url: &str,
+    graph: &CompiledGraph<AgentState>,
+) -> Result<(), BoxError> {
+    for (dname, durability) in &args.durabilities {
+        let db = PgDb::open(url, &format!("agent_{dname}")).await?;
+        let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
+        let run = AgentRun::new(args, *durability);
+        let before = pg_floor(url).await?;
+        let head = Record::new()
+            .kv("engine", ENGINE)
+            .kv("workload", "agent")
+            .kv("checkpointer", "postgres")
+            .kv("durability", dname.as_str());
+        let (wall, run_bytes, rec) = run.run(&g, head).await?;
+        let after = pg_floor(url).await?;
+        let commits = db.checkpoint_rows().await?;
+        let rec = PgFloor { before, after }
+            .keys(rec, wall, commits)
+            .kv("checkpoint_rows_after_run", commits);
+        let rows = || db.checkpoint_rows();
+        let (rec, fork_bytes) = reads_and_fork(args, &g, &run, rec, rows).await?;
+        drop(g);
+        db.close(rec)
+            .await?
+            .kv("bytes_written_by_steps", run_bytes + fork_bytes)
+            .kv("bytes_written_by_run", run_bytes)
+            .kv("bytes_written_by_fork_and_update", fork_bytes)
+            .kv("peak_rss_mb", peak_rss_mb())
+            .emit();
+    }
+    Ok(())
+}
+
+async fn pg_floor(url: &str) -> Result<f64, BoxError> {
+    floor_ms(url, crate::ADJACENT_FLOOR_STEPS, &crate::floor_row()).await
+}
+
+/// After a run: the reads LangGraph's users do on the thread (latest state, full history,
+/// a page of 10) and a fork plus an update-as-node from its middle, as record keys; the
+/// bytes the fork and the update wrote. `rows` counts the stored checkpoints.
+async fn reads_and_fork<F, Fut>(
+    args: &Args,
+    g: &CompiledGraph<AgentState>,
+    run: &AgentRun,
+    mut rec: Record,
+    rows: F,
+) -> Result<(Record, usize), BoxError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<i64, BoxError>>,
+{
+    let tid = run.tid;
+    // get_state (latest): median of several calls
+    let mut gs = Vec::new();
+    let mut snap_msgs = 0;
+    for _ in 0..args.repeats.max(3) {
+        let t0 = Instant::now();
+        let snap = g.get_state(tid, None).await?.ok_or("agent: no state")?;
+        gs.push(ms(t0));
+        snap_msgs = snap.values.messages.len();
+    }
+    rec = rec
+        .kv("get_state_ms", round(median(&gs), 3))
+        .kv("get_state_messages", snap_msgs)
+        .kv(
+            "get_state_ms_samples",
+            gs.iter().map(|&x| round(x, 3)).collect::<Vec<_>>(),
+        );
+
+    // get_state_history (full list)
+    let t0 = Instant::now();
+    let hist = g.get_state_history(tid, ListOptions::default()).await?;
+    rec = rec
+        .kv("get_state_history_ms", round(ms(t0), 2))
+        .kv("history_len", hist.len());
+
+    // a page of the 10 newest
+    let t0 = Instant::now();
+    let page = g
+        .get_state_history(
+            tid,
+            ListOptions {
+                limit: Some(10),
+                ..Default::default()
+            },
+        )
+        .await?;
+    rec = rec.kv("get_state_history_limit10_ms", round(ms(t0), 3));
+    if page.len() != hist.len().min(10) {
+        return Err(format!("agent: a page of {} snapshots, not 10", page.len()).into());
+    }
+
+    // fork: continue from the middle checkpoint whose next node is `model`
+    let candidates: Vec<_> = hist.iter().filter(|s| s.next == ["model"]).collect();
+    let Some(mid) = candidates.get(candidates.len() / 2) else {
+        eprintln!("# agent: no checkpoint with next == [model]: fork skipped");
+        return Ok((rec, 0));
+    };
+    let from_msgs = mid.values.messages.len();
+    rec = rec
+        .kv("fork_from_step", mid.checkpoint.step)
+        .kv("fork_from_messages", from_msgs);
+    let before = rows().await?;
+    let fcfg = run.cfg.clone().checkpoint(mid.checkpoint.id);
+    let t0 = Instant::now();
+    let fout = g.invoke(Input::Continue, &fcfg).await?;
+    let fwall = t0.elapsed().as_secs_f64();
+    let tools_before = mid
+        .values
+        .messages
+        .iter()
+        .filter(|m| m.role == "tool")
+        .count() as i64;
+    let fork_turns = (run.turns - tools_before).max(1);
+    let mut fork_bytes = msgs_bytes(fout.state.messages.iter().skip(from_msgs));
+    rec = rec
+        .kv("fork_invoke_ms", round(fwall * 1000.0, 2))
+        .kv("fork_final_messages", fout.state.messages.len())
+        .kv("fork_new_checkpoints", rows().await? - before)
+        .kv(
+            "fork_per_turn_ms",
+            round(fwall * 1000.0 / fork_turns as f64, 6),
+        );
+    // update_state(as_node) on the same middle checkpoint (a second fork)
+    let update = human(-1);
+    fork_bytes += json_len(&update);
+    let t0 = Instant::now();
+    g.update_state(
+        tid,
+        Some(mid.checkpoint.id),
+        AgentState::update().messages(vec![update]),
+        "tools",
+    )
+    .await?;
+    Ok((
+        rec.kv("update_state_as_node_ms", round(ms(t0), 3)),
+        fork_bytes,
+    ))
 }
