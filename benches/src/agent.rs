@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use stategraph::checkpoints::ListOptions;
 use stategraph::{
     BoxError, Command, CompiledGraph, Input, List, NodeContext, NodeOptions, RunConfig, State,
-    StateGraph, END, START,
+    StateGraph, StateSnapshot, END, START,
 };
 
 use crate::postgres_db::{floor_ms, PgDb, PgFloor};
@@ -336,15 +336,48 @@ async fn reads_and_fork<F, Fut>(
     args: &Args,
     g: &CompiledGraph<AgentState>,
     run: &AgentRun,
-    mut rec: Record,
+    rec: Record,
     rows: F,
 ) -> Result<(Record, usize), BoxError>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<i64, BoxError>>,
 {
-    let tid = run.tid;
-    // get_state (latest): median of several calls
+    let (rec, hist) = reads(args, g, run.tid, rec).await?;
+    // fork: continue from the middle checkpoint whose next node is `model`
+    let candidates: Vec<_> = hist.iter().filter(|s| s.next == ["model"]).collect();
+    let Some(mid) = candidates.get(candidates.len() / 2) else {
+        eprintln!("# agent: no checkpoint with next == [model]: fork skipped");
+        return Ok((rec, 0));
+    };
+    let before = rows().await?;
+    let (rec, fork_bytes) = fork(g, run, rec, mid).await?;
+    let rec = rec.kv("fork_new_checkpoints", rows().await? - before);
+    // update_state(as_node) on the same middle checkpoint (a second fork)
+    let update = human(-1);
+    let update_bytes = json_len(&update);
+    let t0 = Instant::now();
+    g.update_state(
+        run.tid,
+        Some(mid.checkpoint.id),
+        AgentState::update().messages(vec![update]),
+        "tools",
+    )
+    .await?;
+    Ok((
+        rec.kv("update_state_as_node_ms", round(ms(t0), 3)),
+        fork_bytes + update_bytes,
+    ))
+}
+
+/// The latest state (median of several reads), the full history and a page of the 10
+/// newest, as record keys; the history.
+async fn reads(
+    args: &Args,
+    g: &CompiledGraph<AgentState>,
+    tid: &str,
+    rec: Record,
+) -> Result<(Record, Vec<StateSnapshot<AgentState>>), BoxError> {
     let mut gs = Vec::new();
     let mut snap_msgs = 0;
     for _ in 0..args.repeats.max(3) {
@@ -353,22 +386,9 @@ where
         gs.push(ms(t0));
         snap_msgs = snap.values.messages.len();
     }
-    rec = rec
-        .kv("get_state_ms", round(median(&gs), 3))
-        .kv("get_state_messages", snap_msgs)
-        .kv(
-            "get_state_ms_samples",
-            gs.iter().map(|&x| round(x, 3)).collect::<Vec<_>>(),
-        );
-
-    // get_state_history (full list)
     let t0 = Instant::now();
     let hist = g.get_state_history(tid, ListOptions::default()).await?;
-    rec = rec
-        .kv("get_state_history_ms", round(ms(t0), 2))
-        .kv("history_len", hist.len());
-
-    // a page of the 10 newest
+    let history_ms = ms(t0);
     let t0 = Instant::now();
     let page = g
         .get_state_history(
@@ -379,22 +399,31 @@ where
             },
         )
         .await?;
-    rec = rec.kv("get_state_history_limit10_ms", round(ms(t0), 3));
+    let page_ms = ms(t0);
     if page.len() != hist.len().min(10) {
         return Err(format!("agent: a page of {} snapshots, not 10", page.len()).into());
     }
+    let rec = rec
+        .kv("get_state_ms", round(median(&gs), 3))
+        .kv("get_state_messages", snap_msgs)
+        .kv(
+            "get_state_ms_samples",
+            gs.iter().map(|&x| round(x, 3)).collect::<Vec<_>>(),
+        )
+        .kv("get_state_history_ms", round(history_ms, 2))
+        .kv("history_len", hist.len())
+        .kv("get_state_history_limit10_ms", round(page_ms, 3));
+    Ok((rec, hist))
+}
 
-    // fork: continue from the middle checkpoint whose next node is `model`
-    let candidates: Vec<_> = hist.iter().filter(|s| s.next == ["model"]).collect();
-    let Some(mid) = candidates.get(candidates.len() / 2) else {
-        eprintln!("# agent: no checkpoint with next == [model]: fork skipped");
-        return Ok((rec, 0));
-    };
+/// Continue the thread from `mid` (a fork) to its end; the keys and the bytes it wrote.
+async fn fork(
+    g: &CompiledGraph<AgentState>,
+    run: &AgentRun,
+    rec: Record,
+    mid: &StateSnapshot<AgentState>,
+) -> Result<(Record, usize), BoxError> {
     let from_msgs = mid.values.messages.len();
-    rec = rec
-        .kv("fork_from_step", mid.checkpoint.step)
-        .kv("fork_from_messages", from_msgs);
-    let before = rows().await?;
     let fcfg = run.cfg.clone().checkpoint(mid.checkpoint.id);
     let t0 = Instant::now();
     let fout = g.invoke(Input::Continue, &fcfg).await?;
@@ -406,28 +435,14 @@ where
         .filter(|m| m.role == "tool")
         .count() as i64;
     let fork_turns = (run.turns - tools_before).max(1);
-    let mut fork_bytes = msgs_bytes(fout.state.messages.iter().skip(from_msgs));
-    rec = rec
+    let rec = rec
+        .kv("fork_from_step", mid.checkpoint.step)
+        .kv("fork_from_messages", from_msgs)
         .kv("fork_invoke_ms", round(fwall * 1000.0, 2))
-        .kv("fork_final_messages", fout.state.messages.len())
-        .kv("fork_new_checkpoints", rows().await? - before)
-        .kv(
-            "fork_per_turn_ms",
-            round(fwall * 1000.0 / fork_turns as f64, 6),
-        );
-    // update_state(as_node) on the same middle checkpoint (a second fork)
-    let update = human(-1);
-    fork_bytes += json_len(&update);
-    let t0 = Instant::now();
-    g.update_state(
-        tid,
-        Some(mid.checkpoint.id),
-        AgentState::update().messages(vec![update]),
-        "tools",
-    )
-    .await?;
-    Ok((
-        rec.kv("update_state_as_node_ms", round(ms(t0), 3)),
-        fork_bytes,
-    ))
+        .kv("fork_final_messages", fout.state.messages.len());
+    let rec = rec.kv(
+        "fork_per_turn_ms",
+        round(fwall * 1000.0 / fork_turns as f64, 6),
+    );
+    Ok((rec, msgs_bytes(fout.state.messages.iter().skip(from_msgs))))
 }

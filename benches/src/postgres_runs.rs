@@ -119,41 +119,20 @@ pub(crate) async fn run_wide(args: &Args) -> Result<(), BoxError> {
     if !args.checkpointers.contains(&Saver::Postgres) {
         return Ok(());
     }
-    let Wide {
-        n_fields,
-        n_nodes,
-        loops,
-        supersteps,
-        graph,
-        init,
-        cfg,
-    } = Wide::new(args)?;
+    let w = Wide::new(args)?;
     for (dname, durability) in &args.durabilities {
         let db = PgDb::open(url, &format!("wide_{dname}")).await?;
-        let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
-        let cfg = cfg.clone().thread("wide-1").durability(*durability);
+        let g = w.graph.with_checkpointer(Arc::new(db.saver.clone()));
+        let cfg = w.cfg.clone().thread("wide-1").durability(*durability);
         let before = adjacent(url).await?;
-        let t0 = Instant::now();
-        let out = g.invoke(init.clone(), &cfg).await?;
-        let wall = t0.elapsed().as_secs_f64();
+        let wall = w.timed(&g, &cfg).await?;
         let after = adjacent(url).await?;
-        crate::wide::wide_checked(&out.state, n_nodes, loops)?;
-        let t1 = Instant::now();
-        g.get_state("wide-1", None).await?;
-        let gs_ms = t1.elapsed().as_secs_f64() * 1000.0;
+        let gs_ms = Wide::get_state_ms(&g).await?;
         let commits = db.checkpoint_rows().await?;
         drop(g);
-        let rec = Record::new()
-            .kv("engine", ENGINE)
-            .kv("workload", "wide")
-            .kv("checkpointer", "postgres")
-            .kv("durability", dname.as_str())
-            .kv("fields", n_fields)
-            .kv("writer_nodes", n_nodes)
-            .kv("supersteps", supersteps)
-            .kv("wall_s", round(wall, 6))
-            .kv("per_step_ms", round(wall * 1000.0 / supersteps as f64, 6))
-            .kv("get_state_ms", round(gs_ms, 3));
+        let rec = w
+            .record("postgres", &[("durability", dname.as_str())], wall)
+            .kv("get_state_ms", gs_ms);
         let rec = PgFloor { before, after }.keys(rec, wall, commits);
         db.close(rec).await?.kv("peak_rss_mb", peak_rss_mb()).emit();
     }

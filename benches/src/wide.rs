@@ -94,163 +94,182 @@ pub(crate) fn wide_checked(s: &WideState, n_nodes: usize, loops: usize) -> Resul
 
 /// `wide` on the in-process checkpointers asked for: none, memory, SQLite.
 pub(crate) async fn run_wide(args: &Args) -> Result<(), BoxError> {
-    let Wide {
-        n_fields,
-        n_nodes,
-        loops,
-        supersteps,
-        graph,
-        init,
-        cfg,
-    } = Wide::new(args)?;
-    let check = |s: &WideState| wide_checked(s, n_nodes, loops);
-    check(&graph.invoke(init.clone(), &cfg).await?.state)?; // warm-up
+    let w = Wide::new(args)?;
+    w.check(&w.graph.invoke(w.init.clone(), &w.cfg).await?.state)?; // warm-up
+    if args.checkpointers.contains(&Saver::None) {
+        wide_none(args, &w).await?;
+    }
+    if args.checkpointers.contains(&Saver::Memory) {
+        wide_memory(args, &w).await?;
+    }
+    if args.checkpointers.contains(&Saver::Sqlite) {
+        for (dname, durability) in &args.durabilities {
+            wide_sqlite(args, &w, dname, *durability).await?;
+        }
+    }
+    Ok(())
+}
 
-    let per_step = |wall: f64| round(wall * 1000.0 / supersteps as f64, 6);
-    let base = |cp: &str| {
-        Record::new()
+impl Wide {
+    fn check(&self, s: &WideState) -> Result<(), BoxError> {
+        wide_checked(s, self.n_nodes, self.loops)
+    }
+
+    fn per_step(&self, wall: f64) -> f64 {
+        round(wall * 1000.0 / self.supersteps as f64, 6)
+    }
+
+    /// A row's first keys: the checkpointer, then `labels` (durability and such), then the
+    /// workload's shape and the run's time.
+    pub(crate) fn record(&self, checkpointer: &str, labels: &[(&str, &str)], wall: f64) -> Record {
+        let r = Record::new()
             .kv("engine", ENGINE)
             .kv("workload", "wide")
-            .kv("checkpointer", cp)
-    };
-
-    if args.checkpointers.contains(&Saver::None) {
-        // The Python script times one run; the extra runs only show the spread.
-        let mut walls = Vec::new();
-        for _ in 0..args.repeats {
-            let input = init.clone();
-            let t0 = Instant::now();
-            let out = graph.invoke(input, &cfg).await?;
-            walls.push(t0.elapsed().as_secs_f64());
-            check(&out.state)?;
-        }
-        let wall = walls[0];
-        base("none")
-            .kv("fields", n_fields)
-            .kv("writer_nodes", n_nodes)
-            .kv("supersteps", supersteps)
+            .kv("checkpointer", checkpointer);
+        labels
+            .iter()
+            .fold(r, |r, (k, v)| r.kv(k, *v))
+            .kv("fields", self.n_fields)
+            .kv("writer_nodes", self.n_nodes)
+            .kv("supersteps", self.supersteps)
             .kv("wall_s", round(wall, 6))
-            .kv("per_step_ms", per_step(wall))
-            .kv(
-                "repeats_per_step_ms",
-                walls.iter().map(|&w| per_step(w)).collect::<Vec<_>>(),
-            )
+            .kv("per_step_ms", self.per_step(wall))
+    }
+
+    /// One checked run on `g` as `cfg` says; its wall time in seconds.
+    pub(crate) async fn timed(
+        &self,
+        g: &CompiledGraph<WideState>,
+        cfg: &RunConfig,
+    ) -> Result<f64, BoxError> {
+        let t0 = Instant::now();
+        let out = g.invoke(self.init.clone(), cfg).await?;
+        let wall = t0.elapsed().as_secs_f64();
+        self.check(&out.state)?;
+        Ok(wall)
+    }
+
+    /// Milliseconds of a `get_state` of the run's thread.
+    pub(crate) async fn get_state_ms(g: &CompiledGraph<WideState>) -> Result<f64, BoxError> {
+        let t1 = Instant::now();
+        g.get_state("wide-1", None).await?;
+        Ok(round(t1.elapsed().as_secs_f64() * 1000.0, 3))
+    }
+
+    /// The bytes the input and the steps write: every field once, then one field per step.
+    fn bytes_written(&self) -> usize {
+        self.n_fields * json_len(&wide_val(0))
+            + (0..self.supersteps)
+                .map(|s| json_len(&wide_val((s / self.n_nodes + 1) as i64)))
+                .sum::<usize>()
+    }
+}
+
+/// Without a checkpointer. The Python script times one run; the extra runs only show the
+/// spread.
+async fn wide_none(args: &Args, w: &Wide) -> Result<(), BoxError> {
+    let mut walls = Vec::new();
+    for _ in 0..args.repeats {
+        walls.push(w.timed(&w.graph, &w.cfg).await?);
+    }
+    let wall = walls.first().copied().unwrap_or_default();
+    w.record("none", &[], wall)
+        .kv(
+            "repeats_per_step_ms",
+            walls.iter().map(|&x| w.per_step(x)).collect::<Vec<_>>(),
+        )
+        .kv("peak_rss_mb", peak_rss_mb())
+        .emit();
+    Ok(())
+}
+
+async fn wide_memory(args: &Args, w: &Wide) -> Result<(), BoxError> {
+    for (dname, durability) in &args.durabilities {
+        let saver = MemorySaver::new();
+        let g = w.graph.with_checkpointer(Arc::new(saver.clone()));
+        let cfg = w.cfg.clone().thread("wide-1").durability(*durability);
+        let wall = w.timed(&g, &cfg).await?;
+        let gs_ms = Wide::get_state_ms(&g).await?;
+        w.record("memory", &[("durability", dname.as_str())], wall)
+            .kv("get_state_ms", gs_ms)
+            .kv("checkpoint_rows", saver.checkpoint_count())
             .kv("peak_rss_mb", peak_rss_mb())
             .emit();
     }
+    Ok(())
+}
 
-    if args.checkpointers.contains(&Saver::Memory) {
-        for (dname, durability) in &args.durabilities {
-            let saver = MemorySaver::new();
-            let g = graph.with_checkpointer(Arc::new(saver.clone()));
-            let cfg = cfg.clone().thread("wide-1").durability(*durability);
-            let input = init.clone();
-            let t0 = Instant::now();
-            let out = g.invoke(input, &cfg).await?;
-            let wall = t0.elapsed().as_secs_f64();
-            check(&out.state)?;
-            let t1 = Instant::now();
-            g.get_state("wide-1", None).await?;
-            let gs_ms = t1.elapsed().as_secs_f64() * 1000.0;
-            base("memory")
-                .kv("durability", dname.as_str())
-                .kv("fields", n_fields)
-                .kv("writer_nodes", n_nodes)
-                .kv("supersteps", supersteps)
-                .kv("wall_s", round(wall, 6))
-                .kv("per_step_ms", per_step(wall))
-                .kv("get_state_ms", round(gs_ms, 3))
-                .kv("checkpoint_rows", saver.checkpoint_count())
-                .kv("peak_rss_mb", peak_rss_mb())
-                .emit();
-        }
+/// One SQLite row: the first pass's keys, and the per-commit ratio to the floor over
+/// `--repeats` passes.
+async fn wide_sqlite(
+    args: &Args,
+    w: &Wide,
+    dname: &str,
+    durability: stategraph::Durability,
+) -> Result<(), BoxError> {
+    let cfg = w.cfg.clone().thread("wide-1").durability(durability);
+    let db = SqliteDb::open(
+        &args.workdir,
+        &format!("wide-{dname}"),
+        args.sqlite_options(),
+    )?;
+    let g = w.graph.with_checkpointer(Arc::new(db.saver.clone()));
+    let floor_before = adjacent_floor(args)?;
+    let wall = w.timed(&g, &cfg).await?;
+    let floor_after = adjacent_floor(args)?;
+    let gs_ms = Wide::get_state_ms(&g).await?;
+    drop(g);
+    let st = db.close(args.keep_db)?;
+    let per_commit = wall * 1000.0 / st.checkpoint_rows.max(1) as f64;
+    // A run of 100 commits is a small sample of a noisy disk: the extra passes (each on a
+    // fresh file, between its own floor samples) give the per-commit ratio to the floor a
+    // median; the keys above stay those of the first pass, as the Python script times one
+    // run.
+    let ratio = |per_commit: f64, floor: floor::Adjacent| {
+        (per_commit / floor.plain, per_commit / floor.preallocated)
+    };
+    let mut ratios = vec![ratio(
+        per_commit,
+        floor::Adjacent::mean(floor_before, floor_after),
+    )];
+    for r in 1..args.repeats {
+        let db = SqliteDb::open(
+            &args.workdir,
+            &format!("wide-{dname}-{r}"),
+            args.sqlite_options(),
+        )?;
+        let g = w.graph.with_checkpointer(Arc::new(db.saver.clone()));
+        let before = adjacent_floor(args)?;
+        let wall = w.timed(&g, &cfg).await?;
+        let after = adjacent_floor(args)?;
+        drop(g);
+        let rows = db.close(false)?.checkpoint_rows.max(1);
+        ratios.push(ratio(
+            wall * 1000.0 / rows as f64,
+            floor::Adjacent::mean(before, after),
+        ));
     }
-
-    if args.checkpointers.contains(&Saver::Sqlite) {
-        // Bytes written: the input's fields, then one field value per step.
-        let bytes_written = n_fields * json_len(&wide_val(0))
-            + (0..supersteps)
-                .map(|s| json_len(&wide_val((s / n_nodes + 1) as i64)))
-                .sum::<usize>();
-        for (dname, durability) in &args.durabilities {
-            let db = SqliteDb::open(
-                &args.workdir,
-                &format!("wide-{dname}"),
-                args.sqlite_options(),
-            )?;
-            let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
-            let cfg = cfg.clone().thread("wide-1").durability(*durability);
-            let input = init.clone();
-            let floor_before = adjacent_floor(args)?;
-            let t0 = Instant::now();
-            let out = g.invoke(input, &cfg).await?;
-            let wall = t0.elapsed().as_secs_f64();
-            let floor_after = adjacent_floor(args)?;
-            check(&out.state)?;
-            let t1 = Instant::now();
-            g.get_state("wide-1", None).await?;
-            let gs_ms = t1.elapsed().as_secs_f64() * 1000.0;
-            drop(g);
-            let st = db.close(args.keep_db)?;
-            let commits = st.checkpoint_rows.max(1);
-            let per_commit = wall * 1000.0 / commits as f64;
-            // A run of 100 commits is a small sample of a noisy disk: the extra passes (each on
-            // a fresh file, between its own floor samples) give the per-commit ratio to the
-            // floor a median; the keys above stay those of the first pass, as the Python
-            // script times one run.
-            let ratio = |per_commit: f64, floor: floor::Adjacent| {
-                (per_commit / floor.plain, per_commit / floor.preallocated)
-            };
-            let mut ratios = vec![ratio(
-                per_commit,
-                floor::Adjacent::mean(floor_before, floor_after),
-            )];
-            for r in 1..args.repeats {
-                let db = SqliteDb::open(
-                    &args.workdir,
-                    &format!("wide-{dname}-{r}"),
-                    args.sqlite_options(),
-                )?;
-                let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
-                let before = adjacent_floor(args)?;
-                let t0 = Instant::now();
-                check(&g.invoke(init.clone(), &cfg).await?.state)?;
-                let wall = t0.elapsed().as_secs_f64();
-                let after = adjacent_floor(args)?;
-                drop(g);
-                let rows = db.close(false)?.checkpoint_rows.max(1);
-                ratios.push(ratio(
-                    wall * 1000.0 / rows as f64,
-                    floor::Adjacent::mean(before, after),
-                ));
-            }
-            let rec = base("sqlite")
-                .kv("durability", dname.as_str())
-                .kv("sqlite_synchronous", args.sqlite_sync.as_str())
-                .kv("fields", n_fields)
-                .kv("writer_nodes", n_nodes)
-                .kv("supersteps", supersteps)
-                .kv("wall_s", round(wall, 6))
-                .kv("per_step_ms", per_step(wall))
-                .kv("get_state_ms", round(gs_ms, 3));
-            let (plain, preallocated): (Vec<f64>, Vec<f64>) = ratios.into_iter().unzip();
-            let rec = st
-                .add_to(rec)
-                .kv("bytes_written_by_steps", bytes_written)
-                .kv("per_commit_ms", round(per_commit, 6));
-            floor::Adjacent::keys(rec, floor_before, floor_after)
-                .kv(
-                    "repeats_per_commit_vs_floor",
-                    plain.iter().map(|&x| round(x, 3)).collect::<Vec<_>>(),
-                )
-                .kv("per_commit_vs_floor_median", round(median(&plain), 3))
-                .kv(
-                    "per_commit_vs_preallocated_floor_median",
-                    round(median(&preallocated), 3),
-                )
-                .kv("peak_rss_mb", peak_rss_mb())
-                .emit();
-        }
-    }
+    let labels = [
+        ("durability", dname),
+        ("sqlite_synchronous", args.sqlite_sync.as_str()),
+    ];
+    let rec = w.record("sqlite", &labels, wall).kv("get_state_ms", gs_ms);
+    let (plain, preallocated): (Vec<f64>, Vec<f64>) = ratios.into_iter().unzip();
+    let rec = st
+        .add_to(rec)
+        .kv("bytes_written_by_steps", w.bytes_written())
+        .kv("per_commit_ms", round(per_commit, 6));
+    floor::Adjacent::keys(rec, floor_before, floor_after)
+        .kv(
+            "repeats_per_commit_vs_floor",
+            plain.iter().map(|&x| round(x, 3)).collect::<Vec<_>>(),
+        )
+        .kv("per_commit_vs_floor_median", round(median(&plain), 3))
+        .kv(
+            "per_commit_vs_preallocated_floor_median",
+            round(median(&preallocated), 3),
+        )
+        .kv("peak_rss_mb", peak_rss_mb())
+        .emit();
     Ok(())
 }
