@@ -2,13 +2,16 @@
 //! queue. 8 threads, each with [`RUNS_PER_THREAD`] queued runs of a 3-node graph whose nodes
 //! each wait `IO_MS` (a model or tool call: agent steps wait on I/O, not on the CPU), run by
 //! 1 and then 8 workers, each a [`Worker`] with its own connection pool serving the queue as a
-//! deployment does ([`Worker::serve`]: woken by the queue's notifications), `sync` durability.
+//! deployment does ([`Worker::serve`]: woken by the queue's notifications), `sync` durability,
+//! after one warm-up run per thread (not timed).
 //! Keys: `workers`, `runs`, `supersteps`, `wall_s`, `steps_per_s`, and on the 8-worker row
 //! `speedup_vs_1` (its steps per second over the 1-worker row's).
 
 use std::time::Duration;
 
-use stategraph::checkpoints::{Multitask, PostgresOptions, PostgresSaver, RunStatus, ThreadId};
+use stategraph::checkpoints::{
+    Multitask, PostgresOptions, PostgresSaver, RunId, RunStatus, ThreadId,
+};
 use stategraph::worker::{Worker, WorkerOptions};
 use stategraph::CancelToken;
 
@@ -81,26 +84,13 @@ pub(crate) async fn run_workers(args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Queue every run, then let `workers` workers serve the queue (as deployed: [`Worker::serve`],
-/// woken by the queue's notifications) until every run has ended; the seconds from the
-/// start of serving to the end of the last run.
+/// Start `workers` workers, warm them with one run per thread (each worker's connections
+/// then hold the plans of the server-side functions, as a worker that has been serving
+/// does), then queue every measured run and let the workers serve the queue (as deployed:
+/// [`Worker::serve`], woken by the queue's notifications) until all have ended; the seconds
+/// from the start of serving them to the end of the last one.
 async fn serve_all(url: &str, saver: &PostgresSaver, workers: usize) -> Result<f64, BoxError> {
-    let queue = saver.queue();
-    let mut lasts = Vec::new();
-    for t in 0..THREADS {
-        let thread = ThreadId::new(format!("w{t}"))?;
-        for r in 0..RUNS_PER_THREAD {
-            let input = serde_json::json!({ "label": format!("{t}.{r}") });
-            let run = queue.submit(&thread, input, Multitask::Enqueue).await?;
-            if r + 1 == RUNS_PER_THREAD {
-                lasts.push(run);
-            }
-        }
-    }
-    let mut wakeups = queue.wakeups().await;
-    let shutdown = CancelToken::new();
-    let start = Instant::now();
-    let mut tasks = Vec::new();
+    let mut pool = Vec::new();
     for w in 0..workers {
         let options = PostgresOptions {
             schema: saver.schema().to_owned(),
@@ -113,13 +103,55 @@ async fn serve_all(url: &str, saver: &PostgresSaver, workers: usize) -> Result<f
             name: format!("bench-{w}"),
             ..WorkerOptions::default()
         };
-        let worker = Worker::new(own, graph()?, worker_options)?;
-        let shutdown = shutdown.clone();
-        tasks.push(tokio::spawn(async move { worker.serve(shutdown).await }));
+        pool.push(Arc::new(Worker::new(own, graph()?, worker_options)?));
     }
-    // A thread's runs end in the order they were queued: all have ended when each thread's
-    // last one has.
-    for run in &lasts {
+    let warm = queue_runs(saver, 1, "warm").await?;
+    serve_until_done(saver, &pool, &warm).await?;
+    let lasts = queue_runs(saver, RUNS_PER_THREAD, "run").await?;
+    let start = Instant::now();
+    serve_until_done(saver, &pool, &lasts).await?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Queue `per_thread` runs on each thread; each thread's last run.
+async fn queue_runs(
+    saver: &PostgresSaver,
+    per_thread: usize,
+    label: &str,
+) -> Result<Vec<RunId>, BoxError> {
+    let queue = saver.queue();
+    let mut lasts = Vec::new();
+    for t in 0..THREADS {
+        let thread = ThreadId::new(format!("w{t}"))?;
+        for r in 0..per_thread {
+            let input = serde_json::json!({ "label": format!("{label} {t}.{r}") });
+            let run = queue.submit(&thread, input, Multitask::Enqueue).await?;
+            if r + 1 == per_thread {
+                lasts.push(run);
+            }
+        }
+    }
+    Ok(lasts)
+}
+
+/// Let `pool` serve the queue until each of `lasts` has ended (a thread's runs end in the
+/// order they were queued), then stop them; an error unless each succeeded.
+async fn serve_until_done(
+    saver: &PostgresSaver,
+    pool: &[Arc<Worker<Work>>],
+    lasts: &[RunId],
+) -> Result<(), BoxError> {
+    let queue = saver.queue();
+    let mut wakeups = queue.wakeups().await;
+    let shutdown = CancelToken::new();
+    let tasks: Vec<_> = pool
+        .iter()
+        .map(|worker| {
+            let (worker, shutdown) = (worker.clone(), shutdown.clone());
+            tokio::spawn(async move { worker.serve(shutdown).await })
+        })
+        .collect();
+    for run in lasts {
         loop {
             match queue.run(run).await?.map(|r| r.status) {
                 Some(status) if status.is_terminal() => break,
@@ -130,16 +162,15 @@ async fn serve_all(url: &str, saver: &PostgresSaver, workers: usize) -> Result<f
             }
         }
     }
-    let wall = start.elapsed().as_secs_f64();
     shutdown.cancel();
     for t in tasks {
         t.await?;
     }
-    for run in &lasts {
+    for run in lasts {
         let status = queue.run(run).await?.map(|r| r.status);
         if status != Some(RunStatus::Success) {
             return Err(format!("run {run} ended {status:?}").into());
         }
     }
-    Ok(wall)
+    Ok(())
 }
