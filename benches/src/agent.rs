@@ -213,6 +213,15 @@ impl AgentRun {
         }
     }
 
+    /// A row's first keys.
+    fn record(checkpointer: &str, durability: &str) -> Record {
+        Record::new()
+            .kv("engine", ENGINE)
+            .kv("workload", "agent")
+            .kv("checkpointer", checkpointer)
+            .kv("durability", durability)
+    }
+
     /// Run the agent on `g`: the wall time, the final messages' bytes, and the record's run
     /// keys (`checkpointer` and `durability` first).
     async fn run(
@@ -252,12 +261,8 @@ async fn run_agent_sqlite(args: &Args, graph: &CompiledGraph<AgentState>) -> Res
         let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
         let run = AgentRun::new(args, *durability);
         let floor_before = adjacent_floor(args)?;
-        let head = Record::new()
-            .kv("engine", ENGINE)
-            .kv("workload", "agent")
-            .kv("checkpointer", "sqlite")
-            .kv("durability", dname.as_str())
-            .kv("sqlite_synchronous", args.sqlite_sync.as_str());
+        let head =
+            AgentRun::record("sqlite", dname).kv("sqlite_synchronous", args.sqlite_sync.as_str());
         let (wall, run_bytes, rec) = run.run(&g, head).await?;
         let floor_after = adjacent_floor(args)?;
         let st_run = db.stats()?;
@@ -278,12 +283,7 @@ async fn run_agent_sqlite(args: &Args, graph: &CompiledGraph<AgentState>) -> Res
         let (rec, fork_bytes) = reads_and_fork(args, &g, &run, rec, rows).await?;
         drop(g);
         let st = db.close(args.keep_db)?;
-        st.add_to(rec)
-            .kv("bytes_written_by_steps", run_bytes + fork_bytes)
-            .kv("bytes_written_by_run", run_bytes)
-            .kv("bytes_written_by_fork_and_update", fork_bytes)
-            .kv("peak_rss_mb", peak_rss_mb())
-            .emit();
+        bytes_keys(st.add_to(rec), run_bytes, fork_bytes).emit();
     }
     Ok(())
 }
@@ -300,11 +300,7 @@ async fn run_agent_postgres(
         let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
         let run = AgentRun::new(args, *durability);
         let before = pg_floor(url).await?;
-        let head = Record::new()
-            .kv("engine", ENGINE)
-            .kv("workload", "agent")
-            .kv("checkpointer", "postgres")
-            .kv("durability", dname.as_str());
+        let head = AgentRun::record("postgres", dname);
         let (wall, run_bytes, rec) = run.run(&g, head).await?;
         let after = pg_floor(url).await?;
         let commits = db.checkpoint_rows().await?;
@@ -314,15 +310,17 @@ async fn run_agent_postgres(
         let rows = || db.checkpoint_rows();
         let (rec, fork_bytes) = reads_and_fork(args, &g, &run, rec, rows).await?;
         drop(g);
-        db.close(rec)
-            .await?
-            .kv("bytes_written_by_steps", run_bytes + fork_bytes)
-            .kv("bytes_written_by_run", run_bytes)
-            .kv("bytes_written_by_fork_and_update", fork_bytes)
-            .kv("peak_rss_mb", peak_rss_mb())
-            .emit();
+        bytes_keys(db.close(rec).await?, run_bytes, fork_bytes).emit();
     }
     Ok(())
+}
+
+/// A row's last keys: the bytes the run and then the fork and update wrote, and the peak RSS.
+fn bytes_keys(rec: Record, run_bytes: usize, fork_bytes: usize) -> Record {
+    rec.kv("bytes_written_by_steps", run_bytes + fork_bytes)
+        .kv("bytes_written_by_run", run_bytes)
+        .kv("bytes_written_by_fork_and_update", fork_bytes)
+        .kv("peak_rss_mb", peak_rss_mb())
 }
 
 async fn pg_floor(url: &str) -> Result<f64, BoxError> {
