@@ -17,8 +17,11 @@
 //! graph, over HTTP), `workers` (the PostgreSQL run queue served by 1 and by 8 workers;
 //! `--pg-url`) and `sales_review` (ours only;
 //! `sales_review` times the example's release binary, built first with `cargo build --release
-//! --example sales_review`), `--checkpointer none|memory|sqlite` (a comma list is accepted:
-//! `none,memory`), `--steps 1000`,
+//! --example sales_review`), `--checkpointer none|memory|sqlite|postgres` (a comma list is
+//! accepted: `none,memory`; `postgres` runs chain, fanout, agent and wide on a fresh schema of
+//! the server at `--pg-url` or `STATEGRAPH_PG_URL`, with `pg_floor_adjacent_ms` and
+//! `per_commit_vs_pg_floor`: a one-row autocommit insert loop on the same server sampled
+//! before and after each run), `--steps 1000`,
 //! `--fanout-k 1000`, `--agent-turns 200`, `--wide-fields 100`, `--wide-steps 100`,
 //! `--repeats 3`, `--durabilities async,sync,exit` (checkpointer runs; default `async,sync`
 //! with `sqlite`, else all three), `--sqlite-synchronous FULL|NORMAL` (default FULL),
