@@ -8,7 +8,11 @@
 #   .ci/postgres.sh        start (or reuse) the cluster and print its URL
 #   .ci/postgres.sh stop   stop the cluster (its files stay for the next start)
 #
+#   .ci/postgres.sh ca     print STATEGRAPH_PG_CA=<file>: the CA that signed the server's
+#                          certificate (the cluster accepts TLS as well as plain TCP)
+#
 # Use it as:  eval "export $(.ci/postgres.sh | tail -n 1)"
+#             eval "export $(.ci/postgres.sh ca | tail -n 1)"
 # Settings: STATEGRAPH_PG_PORT (default 54329), STATEGRAPH_PG_DIR (default
 # /tmp/stategraph-pg-<port>), STATEGRAPH_PG_DB (default stategraph).
 set -euo pipefail
@@ -18,6 +22,7 @@ dir="${STATEGRAPH_PG_DIR:-/tmp/stategraph-pg-$port}"
 db="${STATEGRAPH_PG_DB:-stategraph}"
 data="$dir/data"
 log="$dir/server.log"
+tls="$dir/tls"
 url="postgres://postgres@127.0.0.1:$port/$db"
 
 say() { echo "postgres: $*" >&2; }
@@ -41,6 +46,33 @@ as_pg() {
 }
 
 bin="$(find_bin)"
+
+# A test CA and a server certificate it signed, for 127.0.0.1 and localhost.
+make_certs() {
+    [ -f "$tls/server.key" ] && [ -f "$tls/ca.crt" ] && return 0
+    command -v openssl >/dev/null 2>&1 || {
+        say "installing openssl from the distribution's packages"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl </dev/null >&2
+    }
+    mkdir -p "$tls"
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "basicConstraints=CA:FALSE" \
+        "keyUsage=digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" >"$tls/ext.cnf"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=stategraph test CA" \
+        -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+        -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
+        -CAcreateserial -days 3650 -extfile "$tls/ext.cnf" -out "$tls/server.crt" 2>/dev/null
+    chmod 600 "$tls/server.key"
+    [ "$(id -u)" = 0 ] && chown -R postgres: "$tls"
+    return 0
+}
+
+if [ "${1:-start}" = ca ]; then
+    [ -f "$tls/ca.crt" ] || { say "no CA yet: start the cluster first (.ci/postgres.sh)"; exit 1; }
+    echo "STATEGRAPH_PG_CA=$tls/ca.crt"
+    exit 0
+fi
 
 if [ "${1:-start}" = stop ]; then
     if [ -n "$bin" ] && [ -f "$data/postmaster.pid" ]; then
@@ -80,11 +112,13 @@ if ! ready; then
     if [ -f "$data/postmaster.pid" ] && ! as_pg "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
         rm -f "$data/postmaster.pid"
     fi
-    say "starting the server on 127.0.0.1:$port"
+    make_certs
+    say "starting the server on 127.0.0.1:$port (plain TCP and TLS)"
     # Tests run in parallel, each with its own pool: room for many connections.
     as_pg "$bin/pg_ctl" -D "$data" -l "$log" -w -t 60 start -o \
         "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir \
-         -c max_connections=300 -c shared_buffers=128MB -c synchronous_commit=on" >&2 \
+         -c max_connections=300 -c shared_buffers=128MB -c synchronous_commit=on \
+         -c ssl=on -c ssl_cert_file=$tls/server.crt -c ssl_key_file=$tls/server.key" >&2 \
         || { tail -n 20 "$log" >&2; exit 1; }
 fi
 

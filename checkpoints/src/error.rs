@@ -67,6 +67,15 @@ pub enum CheckpointError {
         /// The parent's id.
         parent: CheckpointId,
     },
+    /// The TLS settings of a PostgreSQL saver cannot be used: a CA file that cannot be read
+    /// or holds no certificate, or a system without root certificates.
+    #[error("TLS to PostgreSQL: {what}: {detail}")]
+    TlsSetup {
+        /// What the saver was doing (naming the file, if any).
+        what: String,
+        /// Why it failed.
+        detail: String,
+    },
     /// A PostgreSQL schema name the saver cannot use (it must be a plain lowercase
     /// identifier, as `PostgresOptions::schema` documents).
     #[error("invalid PostgreSQL schema name `{}`: {reason}", .name.escape_debug())]

@@ -32,19 +32,21 @@ mod rows;
 mod runs;
 mod schema;
 mod sql;
+mod tls;
 mod tx;
 mod verify;
 mod write;
 
 use std::sync::Arc;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{ManagerConfig, Pool, RecyclingMethod};
 use futures::future::BoxFuture;
-use tokio_postgres::{Client, IsolationLevel, NoTls};
+use tokio_postgres::{Client, IsolationLevel};
 
 pub use options::PostgresOptions;
 pub use queue::{FencedWrite, Lease, Multitask, QueuedRun, RunEnd, RunQueue, StopRequest, Wakeups};
 pub use schema::POSTGRES_FORMAT_VERSION;
+pub use tls::PostgresTls;
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, Head, ListOptions,
@@ -62,6 +64,8 @@ struct Inner {
     known: known::KnownHeads,
     /// How to open the run queue's listening connection (`PostgresOptions::listen_url`).
     listen: tokio_postgres::Config,
+    /// In the clear or with TLS (`PostgresOptions::tls`).
+    connector: tls::Connector,
 }
 
 /// A [`Saver`] over a PostgreSQL database: for many processes on many machines sharing
@@ -145,15 +149,16 @@ impl PostgresSaver {
         let config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| StorageError::new("parsing the database URL", e))?;
+        let connector = tls::Connector::new(&options.tls)?;
         let listen = match &options.listen_url {
             Some(url) => url
                 .parse()
                 .map_err(|e| StorageError::new("parsing the listen URL", e))?,
             None => config.clone(),
         };
-        let manager = Manager::from_config(
-            config,
-            NoTls,
+        let listen = connector.configure(listen);
+        let manager = connector.manager(
+            connector.configure(config),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -174,6 +179,7 @@ impl PostgresSaver {
                 options,
                 known: known::KnownHeads::default(),
                 listen,
+                connector,
             }),
             fence: None,
         })

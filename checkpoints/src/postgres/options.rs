@@ -1,6 +1,7 @@
 //! [`PostgresOptions`]: where in the database a [`PostgresSaver`](super::PostgresSaver) keeps
 //! its tables, and how it talks to the server.
 
+use super::tls::PostgresTls;
 use crate::CheckpointError;
 
 /// Longest schema name PostgreSQL keeps whole (its identifiers are at most 63 bytes).
@@ -41,6 +42,9 @@ pub struct PostgresOptions {
     /// no notification, so workers would wake only by their poll). Default `None`: the
     /// saver's URL.
     pub listen_url: Option<String>,
+    /// TLS to the server (default [`PostgresTls::Off`]). With TLS on, every connection must
+    /// be TLS and the server's certificate is checked (decision 0062).
+    pub tls: PostgresTls,
 }
 
 impl Default for PostgresOptions {
@@ -52,6 +56,7 @@ impl Default for PostgresOptions {
             full_every: 16,
             create_schema: true,
             listen_url: None,
+            tls: PostgresTls::Off,
         }
     }
 }

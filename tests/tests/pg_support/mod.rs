@@ -48,6 +48,26 @@ pub fn pgb_url() -> Option<String> {
     }
 }
 
+/// How to get the server's CA, as the skip and failure messages say it.
+pub const HOW_TO_GET_CA: &str = "start the server, then export its CA with: \
+     eval \"export $(.ci/postgres.sh | tail -n 1)\"; eval \"export $(.ci/postgres.sh ca | tail -n 1)\"";
+
+/// The file of the CA that signed the server's TLS certificate, from `STATEGRAPH_PG_CA`
+/// (printed by `.ci/postgres.sh ca`); `None` (after saying how to get it) when unset. Under
+/// `CI=true` a missing CA fails the test instead of skipping it.
+pub fn ca() -> Option<std::path::PathBuf> {
+    match std::env::var("STATEGRAPH_PG_CA") {
+        Ok(path) if !path.is_empty() => Some(path.into()),
+        _ => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("STATEGRAPH_PG_CA is not set and CI=true: {HOW_TO_GET_CA}");
+            }
+            eprintln!("skipped: STATEGRAPH_PG_CA is not set; {HOW_TO_GET_CA}");
+            None
+        }
+    }
+}
+
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// A schema name no other test (or test process) uses.

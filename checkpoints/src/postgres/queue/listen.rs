@@ -10,9 +10,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
-use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Socket};
 
 use super::super::sql::PgResult;
+use super::super::tls::Connector;
 use crate::{CheckpointError, RunId};
 
 /// A receiver of the queue's notifications, each naming a run. Each clone sees every
@@ -41,10 +43,26 @@ impl Clone for Wakeups {
 
 impl Wakeups {
     /// Listen on `channel` over a connection of its own (not pooled: `LISTEN` is session
-    /// state). A server that refuses gives an error; [`Wakeups::polling`] is the fallback.
-    pub(super) async fn listen(config: &Config, channel: &str) -> Result<Self, CheckpointError> {
+    /// state), made as `connector` makes the saver's. A server that refuses gives an error;
+    /// [`Wakeups::polling`] is the fallback.
+    pub(super) async fn listen(
+        config: &Config,
+        connector: &Connector,
+        channel: &str,
+    ) -> Result<Self, CheckpointError> {
+        match connector {
+            Connector::Plain => Self::listen_with(config, NoTls, channel).await,
+            Connector::Tls(tls) => Self::listen_with(config, tls.clone(), channel).await,
+        }
+    }
+
+    async fn listen_with<T>(config: &Config, tls: T, channel: &str) -> Result<Self, CheckpointError>
+    where
+        T: MakeTlsConnect<Socket>,
+        T::Stream: Send + 'static,
+    {
         let (client, mut connection) = config
-            .connect(NoTls)
+            .connect(tls)
             .await
             .during("opening the listening connection")?;
         let (sender, seen) = broadcast::channel(1024);

@@ -245,7 +245,8 @@ impl RunQueue {
     /// [`Wakeups::polling`] instead, so a worker always has a way to wake.
     pub async fn wakeups(&self) -> Wakeups {
         let channel = self.sql().channel();
-        match Wakeups::listen(&self.saver.inner.listen, &channel).await {
+        let inner = &self.saver.inner;
+        match Wakeups::listen(&inner.listen, &inner.connector, &channel).await {
             Ok(w) => w,
             Err(_) => Wakeups::polling(),
         }

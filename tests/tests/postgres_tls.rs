@@ -1,0 +1,152 @@
+//! TLS to PostgreSQL (decision 0062): a saver with `PostgresTls::CaFile` talks to the server
+//! only over TLS, its certificate checked against that CA — the pool's connections and the
+//! run queue's listener alike — and refuses a server whose certificate another CA signed, or
+//! a CA file it cannot use. Against `.ci/postgres.sh`'s server, which takes TLS and plain
+//! TCP (`STATEGRAPH_PG_CA`: the CA that signed its certificate).
+#![allow(missing_docs, clippy::expect_used, clippy::unwrap_used)]
+
+#[path = "pg_support/mod.rs"]
+mod pg_support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use stategraph_checkpoints::{
+    CheckpointError, Multitask, Namespace, PostgresOptions, PostgresSaver, PostgresTls, Saver,
+    ThreadId,
+};
+use stategraph_tests::writes::{put_of, whole};
+
+type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// `url` with an application name this test can find its connections by.
+fn named(url: &str, app: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}application_name={app}")
+}
+
+fn with_tls(tls: PostgresTls) -> PostgresOptions {
+    PostgresOptions {
+        pool_size: 2,
+        tls,
+        ..PostgresOptions::default()
+    }
+}
+
+/// The repository's fixture: a CA that signed nothing the server holds.
+fn unrelated_ca() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/unrelated-ca.pem")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saver_with_a_ca_file_stores_and_loads_over_tls_and_so_does_its_listener() -> TestResult {
+    let (Some(url), Some(ca)) = (pg_support::url(), pg_support::ca()) else {
+        return Ok(());
+    };
+    let app = pg_support::unique_schema("tls_app");
+    let (saver, _guard) =
+        pg_support::fresh_with(&named(&url, &app), "tls", with_tls(PostgresTls::CaFile(ca)))
+            .await?;
+    let t = ThreadId::new("t")?;
+    let put = put_of(&t, None, -1, vec![whole("n", "1")]);
+    let id = put.checkpoint.id;
+    saver.put(put).await?;
+    let loaded = saver
+        .get(&t, &Namespace::root(), None)
+        .await?
+        .ok_or("no head")?;
+    assert_eq!(loaded.checkpoint.id, id);
+    // The queue's listening connection is made as the pool's are, and hears a submission.
+    let queue = saver.queue();
+    let mut wakeups = queue.wakeups().await;
+    assert!(wakeups.is_listening(), "the listener connected over TLS");
+    queue
+        .submit(&t, serde_json::json!({}), Multitask::Enqueue)
+        .await?;
+    assert!(wakeups.wait(Duration::from_secs(10)).await, "woken");
+    // Every connection of this saver the server has is encrypted, the listener among them.
+    let raw = pg_support::raw(&url).await?;
+    let rows = raw
+        .query(
+            "SELECT s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+             WHERE a.application_name = $1",
+            &[&app],
+        )
+        .await?;
+    let encrypted: Vec<bool> = rows.iter().map(|r| r.get(0)).collect();
+    assert!(encrypted.len() >= 2, "pool and listener: {encrypted:?}");
+    assert!(encrypted.iter().all(|&e| e), "{encrypted:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_certificate_another_ca_signed_is_refused_before_anything_is_sent(
+) -> TestResult {
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let options = PostgresOptions {
+        schema: pg_support::unique_schema("tls_refused"),
+        ..with_tls(PostgresTls::CaFile(unrelated_ca()))
+    };
+    let schema = options.schema.clone();
+    let refused = PostgresSaver::connect_with(&url, options).await;
+    assert!(
+        matches!(refused, Err(CheckpointError::Storage(_))),
+        "expected a storage error, got {refused:?}"
+    );
+    // The cause is the certificate check (rustls: an unknown issuer).
+    let told = format!("{refused:?}");
+    assert!(told.contains("UnknownIssuer"), "{told}");
+    // Nothing was created: the handshake failed before any statement.
+    let raw = pg_support::raw(&url).await?;
+    let made: bool = raw
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&schema],
+        )
+        .await?
+        .get(0);
+    assert!(!made, "schema {schema} was created");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_file_that_is_missing_or_holds_no_certificate_is_a_tls_setup_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let missing = dir.path().join("missing.pem");
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n")?;
+    // No server is needed: the options are checked before connecting.
+    let url = "postgres://nobody@127.0.0.1:1/none";
+    for (path, says) in [(&missing, "missing.pem"), (&empty, "no certificate")] {
+        let r = PostgresSaver::connect_with(url, with_tls(PostgresTls::CaFile(path.clone()))).await;
+        match r {
+            Err(CheckpointError::TlsSetup { what, detail }) => {
+                let text = format!("{what}: {detail}");
+                assert!(text.contains(says), "{text}");
+                assert!(what.contains(&path.display().to_string()), "{what}");
+            }
+            other => panic!("{}: expected TlsSetup, got {other:?}", path.display()),
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tls_a_url_that_requires_it_is_refused() -> TestResult {
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let options = PostgresOptions {
+        schema: pg_support::unique_schema("tls_off"),
+        ..with_tls(PostgresTls::Off)
+    };
+    let refused = PostgresSaver::connect_with(&format!("{url}{sep}sslmode=require"), options).await;
+    assert!(
+        matches!(refused, Err(CheckpointError::Storage(_))),
+        "{refused:?}"
+    );
+    Ok(())
+}
