@@ -325,8 +325,20 @@ impl StorageError {
 
 impl std::fmt::Display for StorageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The cause's message is part of this one (so it is not also given as `source`).
-        write!(f, "{}: {}", self.during, self.cause)
+        // The cause's message is part of this one (so it is not also given as `source`), and
+        // so are the causes under it that it does not already say: a failed TLS handshake's
+        // "error performing TLS handshake" is followed by the certificate problem.
+        let mut text = format!("{}: {}", self.during, self.cause);
+        let mut below = self.cause.source();
+        while let Some(e) = below {
+            let said = e.to_string();
+            if !said.is_empty() && !text.contains(&said) {
+                text.push_str(": ");
+                text.push_str(&said);
+            }
+            below = e.source();
+        }
+        f.write_str(&text)
     }
 }
 
