@@ -12,7 +12,7 @@ use stategraph_checkpoints::inspect::{self, find_checkpoint, LookupError};
 use stategraph_checkpoints::shape::Shape;
 use stategraph_checkpoints::{
     ChannelName, Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint,
-    Namespace, PostgresOptions, PostgresSaver, Saver, SqliteSaver, ThreadId,
+    Namespace, PostgresOptions, PostgresSaver, PostgresTls, Saver, SqliteSaver, ThreadId,
 };
 
 use crate::failure::{Failure, Outcome};
@@ -80,18 +80,29 @@ async fn open_url(file: &Path) -> Result<Store, Failure> {
     open_database(file).await.map(Store::Postgres)
 }
 
-/// [`open_url`]'s saver.
+/// [`open_url`]'s saver. Besides `schema=`, the URL may ask for TLS as libpq's do:
+/// `sslrootcert=FILE` (the CA to check the server's certificate against; `system` for the
+/// system's roots) or `sslmode=verify-full` / `verify-ca` (the system's roots unless
+/// `sslrootcert` names a file); either turns TLS on and required (decision 0062).
 pub(crate) async fn open_database(file: &Path) -> Result<PostgresSaver, Failure> {
     let text = file.to_str().unwrap_or_default();
     let (base, query) = text.split_once('?').unwrap_or((text, ""));
     let mut schema = "stategraph".to_owned();
+    let (mut root, mut verify) = (None, false);
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.strip_prefix("schema=") {
-            Some(name) => schema = name.to_owned(),
-            None => rest.push(pair),
+        match pair.split_once('=') {
+            Some(("schema", name)) => schema = name.to_owned(),
+            Some(("sslrootcert", path)) => root = Some(path.to_owned()),
+            Some(("sslmode", "verify-full" | "verify-ca")) => verify = true,
+            _ => rest.push(pair),
         }
     }
+    let tls = match (root.as_deref(), verify) {
+        (Some("system"), _) | (None, true) => PostgresTls::SystemRoots,
+        (Some(path), _) => PostgresTls::CaFile(path.into()),
+        (None, false) => PostgresTls::Off,
+    };
     let url = if rest.is_empty() {
         base.to_owned()
     } else {
@@ -101,6 +112,7 @@ pub(crate) async fn open_database(file: &Path) -> Result<PostgresSaver, Failure>
         schema,
         pool_size: 2,
         create_schema: false,
+        tls,
         ..PostgresOptions::default()
     };
     PostgresSaver::connect_with(&url, options)

@@ -298,3 +298,43 @@ fn runs_lists_queued_runs_with_their_status_and_reason() {
         "{text}"
     );
 }
+
+/// The CA of `.ci/postgres.sh`'s server certificate (`STATEGRAPH_PG_CA`, printed by
+/// `.ci/postgres.sh ca`); skips without it, fails under `CI=true`.
+fn ca() -> Option<String> {
+    match std::env::var("STATEGRAPH_PG_CA") {
+        Ok(path) if !path.is_empty() => Some(path),
+        _ => {
+            let how =
+                "export the server's CA with: eval \"export $(.ci/postgres.sh ca | tail -n 1)\"";
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("STATEGRAPH_PG_CA is not set and CI=true: {how}");
+            }
+            eprintln!("skipped: STATEGRAPH_PG_CA is not set; {how}");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_url_with_sslrootcert_reads_over_tls_and_refuses_a_server_another_ca_signed() {
+    let (Some(base), Some(ca)) = (url(), ca()) else {
+        return;
+    };
+    let schema = Schema::new(&base, "tls");
+    let with_root = |root: &str| format!("{}&sslrootcert={root}", schema.url);
+    let plain = sg(&["threads", &schema.url, "--json"]).ok().json();
+    let over_tls = sg(&["threads", &with_root(&ca), "--json"]).ok().json();
+    assert_eq!(plain, over_tls, "the same threads over TLS");
+    let unrelated = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/unrelated-ca.pem"
+    );
+    let refused = sg(&["threads", &with_root(unrelated), "--json"]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains("certificate"),
+        "says why: {}",
+        refused.stderr
+    );
+}
