@@ -68,12 +68,6 @@ make_certs() {
     return 0
 }
 
-if [ "${1:-start}" = ca ]; then
-    [ -f "$tls/ca.crt" ] || { say "no CA yet: start the cluster first (.ci/postgres.sh)"; exit 1; }
-    echo "STATEGRAPH_PG_CA=$tls/ca.crt"
-    exit 0
-fi
-
 if [ "${1:-start}" = stop ]; then
     if [ -n "$bin" ] && [ -f "$data/postmaster.pid" ]; then
         as_pg "$bin/pg_ctl" -D "$data" -m fast -w stop >&2 || true
@@ -98,6 +92,20 @@ if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
 fi
 
 ready() { "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -d postgres -U postgres; }
+
+if [ "${1:-start}" = ca ]; then
+    if [ ! -f "$tls/ca.crt" ]; then
+        if ready; then
+            say "the cluster on port $port runs without TLS (an older script started it):"
+            say "stop it (.ci/postgres.sh stop) and start it again (.ci/postgres.sh)"
+        else
+            say "no CA yet: start the cluster first (.ci/postgres.sh)"
+        fi
+        exit 1
+    fi
+    echo "STATEGRAPH_PG_CA=$tls/ca.crt"
+    exit 0
+fi
 
 if ! ready; then
     mkdir -p "$dir"
