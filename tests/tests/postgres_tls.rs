@@ -148,5 +148,8 @@ async fn without_tls_a_url_that_requires_it_is_refused() -> TestResult {
         matches!(refused, Err(CheckpointError::Storage(_))),
         "{refused:?}"
     );
+    // Refused for the TLS it lacks, not for anything else about the server.
+    let told = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(told.contains("no TLS implementation"), "{told}");
     Ok(())
 }
