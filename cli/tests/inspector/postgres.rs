@@ -11,19 +11,24 @@ use stategraph::checkpoints::{PostgresOptions, PostgresSaver};
 
 use crate::support::{doc_graph_on, fixture, p, runtime, sg, write_fixture};
 
-fn url() -> Option<String> {
-    match std::env::var("STATEGRAPH_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
+/// The value of `var`; `None` (after saying `how` to get it) when unset, a failure under
+/// `CI=true`.
+fn from_env(var: &str, how: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(value) if !value.is_empty() => Some(value),
         _ => {
-            let how =
-                "start a throwaway server with: eval \"export $(.ci/postgres.sh | tail -n 1)\"";
             if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("STATEGRAPH_PG_URL is not set and CI=true: {how}");
+                panic!("{var} is not set and CI=true: {how}");
             }
-            eprintln!("skipped: STATEGRAPH_PG_URL is not set; {how}");
+            eprintln!("skipped: {var} is not set; {how}");
             None
         }
     }
+}
+
+fn url() -> Option<String> {
+    let how = "start a throwaway server with: eval \"export $(.ci/postgres.sh | tail -n 1)\"";
+    from_env("STATEGRAPH_PG_URL", how)
 }
 
 /// A schema with the fixture's threads; dropped when the guard goes.
@@ -300,20 +305,10 @@ fn runs_lists_queued_runs_with_their_status_and_reason() {
 }
 
 /// The CA of `.ci/postgres.sh`'s server certificate (`STATEGRAPH_PG_CA`, printed by
-/// `.ci/postgres.sh ca`); skips without it, fails under `CI=true`.
+/// `.ci/postgres.sh ca`).
 fn ca() -> Option<String> {
-    match std::env::var("STATEGRAPH_PG_CA") {
-        Ok(path) if !path.is_empty() => Some(path),
-        _ => {
-            let how =
-                "export the server's CA with: eval \"export $(.ci/postgres.sh ca | tail -n 1)\"";
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("STATEGRAPH_PG_CA is not set and CI=true: {how}");
-            }
-            eprintln!("skipped: STATEGRAPH_PG_CA is not set; {how}");
-            None
-        }
-    }
+    let how = "export the server's CA with: eval \"export $(.ci/postgres.sh ca | tail -n 1)\"";
+    from_env("STATEGRAPH_PG_CA", how)
 }
 
 #[test]

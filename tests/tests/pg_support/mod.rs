@@ -12,19 +12,24 @@ use stategraph_checkpoints::{CheckpointError, PostgresOptions, PostgresSaver};
 pub const HOW_TO_START: &str =
     "start a throwaway server with: eval \"export $(.ci/postgres.sh | tail -n 1)\"";
 
-/// The server's URL; `None` (after saying how to start one) when `STATEGRAPH_PG_URL` is
-/// unset. Under `CI=true` a missing server fails the test instead of skipping it.
-pub fn url() -> Option<String> {
-    match std::env::var("STATEGRAPH_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
+/// The value of the environment variable `var`; `None` (after saying `how` to get it) when it
+/// is unset or empty. Under `CI=true` a missing value fails the test instead of skipping it.
+pub fn from_env(var: &str, how: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(value) if !value.is_empty() => Some(value),
         _ => {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("STATEGRAPH_PG_URL is not set and CI=true: {HOW_TO_START}");
+                panic!("{var} is not set and CI=true: {how}");
             }
-            eprintln!("skipped: STATEGRAPH_PG_URL is not set; {HOW_TO_START}");
+            eprintln!("skipped: {var} is not set; {how}");
             None
         }
     }
+}
+
+/// The server's URL, from `STATEGRAPH_PG_URL` (see [`from_env`]).
+pub fn url() -> Option<String> {
+    from_env("STATEGRAPH_PG_URL", HOW_TO_START)
 }
 
 /// How to start the transaction-mode pooler, as the skip and failure messages say it.
@@ -33,19 +38,9 @@ pub const HOW_TO_START_PGB: &str = "start the server, then a PgBouncer in transa
      eval \"export $(.ci/pgbouncer.sh | tail -n 1)\"";
 
 /// The URL of the transaction-mode PgBouncer in front of the server, from
-/// `STATEGRAPH_PGB_URL` (printed by `.ci/pgbouncer.sh`); `None` (after saying how to start
-/// it) when unset. Under `CI=true` a missing pooler fails the test instead of skipping it.
+/// `STATEGRAPH_PGB_URL` (printed by `.ci/pgbouncer.sh`; see [`from_env`]).
 pub fn pgb_url() -> Option<String> {
-    match std::env::var("STATEGRAPH_PGB_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("STATEGRAPH_PGB_URL is not set and CI=true: {HOW_TO_START_PGB}");
-            }
-            eprintln!("skipped: STATEGRAPH_PGB_URL is not set; {HOW_TO_START_PGB}");
-            None
-        }
-    }
+    from_env("STATEGRAPH_PGB_URL", HOW_TO_START_PGB)
 }
 
 /// How to get the server's CA, as the skip and failure messages say it.
@@ -53,19 +48,9 @@ pub const HOW_TO_GET_CA: &str = "start the server, then export its CA with: \
      eval \"export $(.ci/postgres.sh | tail -n 1)\"; eval \"export $(.ci/postgres.sh ca | tail -n 1)\"";
 
 /// The file of the CA that signed the server's TLS certificate, from `STATEGRAPH_PG_CA`
-/// (printed by `.ci/postgres.sh ca`); `None` (after saying how to get it) when unset. Under
-/// `CI=true` a missing CA fails the test instead of skipping it.
+/// (printed by `.ci/postgres.sh ca`; see [`from_env`]).
 pub fn ca() -> Option<std::path::PathBuf> {
-    match std::env::var("STATEGRAPH_PG_CA") {
-        Ok(path) if !path.is_empty() => Some(path.into()),
-        _ => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("STATEGRAPH_PG_CA is not set and CI=true: {HOW_TO_GET_CA}");
-            }
-            eprintln!("skipped: STATEGRAPH_PG_CA is not set; {HOW_TO_GET_CA}");
-            None
-        }
-    }
+    from_env("STATEGRAPH_PG_CA", HOW_TO_GET_CA).map(Into::into)
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
