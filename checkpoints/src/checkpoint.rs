@@ -139,6 +139,27 @@ pub enum WriteKind {
     Resume(Vec<serde_json::Value>),
 }
 
+/// The answer to pending interrupts: run input (`Command::resume` in the engine) or a queued
+/// run's (`RunQueue::submit_resume`). Stored as JSON `{"value": v}` or `{"map": {id: v}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resume {
+    /// One value, for the single pending interrupt.
+    Value(serde_json::Value),
+    /// Values by interrupt id, when several are pending.
+    Map(std::collections::BTreeMap<String, serde_json::Value>),
+}
+
+impl Resume {
+    /// A single resume value.
+    ///
+    /// # Panics
+    /// Never; a value that cannot be serialized becomes JSON `null`.
+    pub fn value(v: impl Serialize) -> Self {
+        Resume::Value(serde_json::to_value(v).unwrap_or(serde_json::Value::Null))
+    }
+}
+
 /// A pending write of one task against the checkpoint its step started from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingWrite {

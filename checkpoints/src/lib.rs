@@ -48,7 +48,7 @@ pub mod tree;
 pub use channel::{ChannelName, BRANCH_PREFIX, JOIN_PREFIX};
 pub use checkpoint::{
     Checkpoint, Control, FieldPart, FieldWrite, ListOptions, LoadedCheckpoint, PendingSend,
-    PendingWrite, PutCheckpoint, Retention, Source, StepChanges, ThreadInfo, ThreadStatus,
+    PendingWrite, PutCheckpoint, Resume, Retention, Source, StepChanges, ThreadInfo, ThreadStatus,
     WriteKind,
 };
 pub use error::{validate_filter_key, CheckpointError, StorageError};

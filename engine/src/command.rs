@@ -1,7 +1,6 @@
 //! What a node returns: [`Command`], [`Goto`], [`SendTo`], and [`Resume`] for interrupts.
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
@@ -88,24 +87,7 @@ impl<T: Into<Goto>> From<Vec<T>> for Route {
     }
 }
 
-/// The answer to pending interrupts.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Resume {
-    /// One value, for the single pending interrupt.
-    Value(serde_json::Value),
-    /// Values by interrupt id, when several are pending.
-    Map(BTreeMap<String, serde_json::Value>),
-}
-
-impl Resume {
-    /// A single resume value.
-    ///
-    /// # Panics
-    /// Never; a value that cannot be serialized becomes JSON `null`.
-    pub fn value(v: impl Serialize) -> Self {
-        Resume::Value(serde_json::to_value(v).unwrap_or(serde_json::Value::Null))
-    }
-}
+pub use stategraph_checkpoints::Resume;
 
 /// An update sent to the enclosing graph (see [`Command::to_parent`]).
 pub struct ParentCommand {

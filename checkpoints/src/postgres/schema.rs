@@ -85,6 +85,7 @@ CREATE TABLE IF NOT EXISTS {s}.sg_run_queue (
     created_at  bigint      NOT NULL,
     updated_at  bigint      NOT NULL
 );
+ALTER TABLE {s}.sg_run_queue ADD COLUMN IF NOT EXISTS resume text;
 CREATE UNIQUE INDEX IF NOT EXISTS sg_run_queue_one_running
     ON {s}.sg_run_queue (thread) WHERE status = 'running';
 CREATE INDEX IF NOT EXISTS sg_run_queue_open
@@ -186,13 +187,13 @@ const LAST_OBJECT: &str = "sg_run_writes_by_thread";
 const FUNCTIONS: [(&str, &str); 4] = [
     (extend::FUNCTION_NAME, extend::FUNCTION),
     ("sg_head_v1", read::HEAD_FUNCTION),
-    ("sg_lease_v1", queue::LEASE_FUNCTION),
+    ("sg_lease_v2", queue::LEASE_FUNCTION),
     ("sg_finish_v1", queue::FINISH_FUNCTION),
 ];
 
-/// Whether the schema holds every table and index of [`TABLES`], every one of [`FUNCTIONS`]
-/// and base records stored uncompressed (the last two added to format 1 later: a schema an
-/// older build made lacks them; decision 0060).
+/// Whether the schema holds every table and index of [`TABLES`], every one of [`FUNCTIONS`],
+/// base records stored uncompressed and the run queue's `resume` column (the last three added
+/// to format 1 later: a schema an older build made lacks them; decision 0060).
 async fn is_complete(
     tx: &tokio_postgres::Transaction<'_>,
     sql: &Sql,
@@ -205,16 +206,23 @@ async fn is_complete(
         .map(|(name, _)| format!("\"{}\".{name}", sql.schema()))
         .collect();
     let table = format!("\"{}\".sg_checkpoints", sql.schema());
+    let queue = format!("\"{}\".sg_run_queue", sql.schema());
     let row = tx
         .query_typed(
             "SELECT (SELECT bool_and(to_regproc(f) IS NOT NULL) FROM unnest($1::text[]) f) \
              AND (SELECT count(*) = 2 FROM pg_attribute \
              WHERE attrelid = to_regclass($2) AND attname IN ('base', 'refs') \
-             AND attstorage = 'e')",
-            &[(&functions, Type::TEXT_ARRAY), (&table, Type::TEXT)],
+             AND attstorage = 'e') \
+             AND EXISTS (SELECT 1 FROM pg_attribute \
+             WHERE attrelid = to_regclass($3) AND attname = 'resume' AND NOT attisdropped)",
+            &[
+                (&functions, Type::TEXT_ARRAY),
+                (&table, Type::TEXT),
+                (&queue, Type::TEXT),
+            ],
         )
         .await
-        .during("checking the functions and column storage format 1 added later")?;
+        .during("checking the functions and columns format 1 added later")?;
     match row.first() {
         Some(row) => col(row, 0),
         None => Ok(false),

@@ -18,7 +18,7 @@ use stategraph_checkpoints::{
 };
 
 use crate::node::CancelToken;
-use crate::{CompiledGraph, Durability, Input, RunConfig, RunError, State};
+use crate::{Command, CompiledGraph, Durability, Input, RunConfig, RunError, State};
 use heartbeat::{Beat, Heartbeat};
 
 /// How a [`Worker`] leases and heart-beats.
@@ -261,9 +261,16 @@ impl<S: State> Worker<S> {
         self.end(lease, end).await
     }
 
-    /// The run's input: its own on its first run, "go on" once an earlier lease wrote.
+    /// The run's input: its own (an input, or a resume of the thread's interrupts) on its
+    /// first run, "go on" once an earlier lease wrote.
     fn input_of(&self, lease: &Lease) -> Result<Input<S>, String> {
-        if lease.resumed || lease.input.is_null() {
+        if lease.resumed {
+            return Ok(Input::Continue);
+        }
+        if let Some(resume) = &lease.resume {
+            return Ok(Input::Command(Command::resume(resume.clone())));
+        }
+        if lease.input.is_null() {
             return Ok(Input::Continue);
         }
         serde_json::from_value::<S::Update>(lease.input.clone())

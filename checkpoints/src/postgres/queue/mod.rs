@@ -302,6 +302,12 @@ fn lease_of(row: &Row, worker: &str) -> Result<Lease, CheckpointError> {
         stop: col::<Option<&str>>(row, 5)?.and_then(StopRequest::parse),
         created_at_ms: to_u64(col(row, 6)?),
         resumed: col(row, 7)?,
+        resume: match col::<Option<&str>>(row, 8)? {
+            Some(text) => {
+                Some(serde_json::from_str(text).map_err(|e| bad_row(run, &e.to_string()))?)
+            }
+            None => None,
+        },
     })
 }
 

@@ -7,15 +7,15 @@
 /// heart-beating). Rows other workers are leasing are skipped, not waited for. The unique
 /// index `sg_run_queue_one_running` refuses a second running run of a thread, whatever
 /// two workers race to lease. `$1` worker, `$2` lease seconds, `$3` now (ms).
-pub(super) const LEASE: &str = "SELECT * FROM {s}.sg_lease_v1($1, $2, $3)";
+pub(super) const LEASE: &str = "SELECT * FROM {s}.sg_lease_v2($1, $2, $3)";
 
 /// The function [`LEASE`] calls, created with the tables: a function so that the server
 /// plans its statement once per connection instead of on every lease (0.3–0.5 ms of parsing
 /// and planning each, in the server log of the `workers` bench; decision 0059).
 pub(crate) const LEASE_FUNCTION: &str = r#"
-CREATE OR REPLACE FUNCTION {s}.sg_lease_v1(p_worker text, p_secs float8, p_now int8)
+CREATE OR REPLACE FUNCTION {s}.sg_lease_v2(p_worker text, p_secs float8, p_now int8)
 RETURNS TABLE(o_run text, o_thread text, o_epoch int8, o_input text, o_attempts int4,
-    o_stop text, o_created int8, o_resumed bool)
+    o_stop text, o_created int8, o_resumed bool, o_resume text)
 LANGUAGE plpgsql AS $fn$
 BEGIN
     RETURN QUERY
@@ -40,7 +40,8 @@ BEGIN
     WHERE q.run_id = candidate.run_id
     RETURNING q.run_id, q.thread, q.epoch, q.input, q.attempts, q.stop, q.created_at,
         EXISTS (SELECT 1 FROM {s}.sg_run_writes w
-                WHERE w.run_id = q.run_id AND w.kind = 'checkpoints');
+                WHERE w.run_id = q.run_id AND w.kind = 'checkpoints'),
+        q.resume;
 END
 $fn$;
 "#;
@@ -140,10 +141,11 @@ pub(super) const END_PENDING: &str = "
 UPDATE {s}.sg_run_queue SET status = $2, reason = $3, updated_at = $4
 WHERE run_id = $1 AND status = 'pending'";
 
-/// Queue a run. `$1` run, `$2` thread, `$3` input, `$4` now (ms).
+/// Queue a run. `$1` run, `$2` thread, `$3` input, `$4` now (ms), `$5` the resume (JSON) of
+/// a run that answers interrupts, else `NULL`.
 pub(super) const INSERT: &str = "
-INSERT INTO {s}.sg_run_queue (run_id, thread, input, status, created_at, updated_at)
-VALUES ($1, $2, $3, 'pending', $4, $4)";
+INSERT INTO {s}.sg_run_queue (run_id, thread, input, status, created_at, updated_at, resume)
+VALUES ($1, $2, $3, 'pending', $4, $4, $5)";
 
 /// The columns a [`QueuedRun`](super::QueuedRun) is read from.
 pub(super) const RUN_COLUMNS: &str = "run_id, thread, status, reason, epoch, worker, attempts, \

@@ -8,7 +8,7 @@ use super::super::runs;
 use super::super::sql::{col, to_i64, to_u64, PgResult, Sql};
 use super::statements::{ASK_STOP, END_PENDING, FINISH, INSERT, OPEN_RUNS, RESET_HEADS, ROLL_BACK};
 use super::{now_ms, record, run_id, Fence, Lease, Multitask, RunEnd, RunQueue, StopRequest};
-use crate::{CheckpointError, RunId, RunStatus, ThreadId};
+use crate::{CheckpointError, Resume, RunId, RunStatus, ThreadId};
 
 impl RunQueue {
     /// Queue a run of `thread` with `input` (the graph's input as JSON; `null` continues the
@@ -24,9 +24,39 @@ impl RunQueue {
         input: serde_json::Value,
         strategy: Multitask,
     ) -> Result<RunId, CheckpointError> {
-        let run = RunId::generate();
         let input = serde_json::to_string(&input)
             .map_err(|e| crate::StorageError::new("encoding a run's input", e))?;
+        self.enqueue(thread, &input, None, strategy).await
+    }
+
+    /// Queue a run that answers `thread`'s pending interrupts with `resume` (what
+    /// `Command::resume` is to an invoke): the worker that takes it resumes the interrupted
+    /// step. Its id; `strategy` as for [`submit`](Self::submit). A run whose thread has no
+    /// pending interrupt, or none of the ids a [`Resume::Map`] names, ends as `error` with the
+    /// reason.
+    ///
+    /// # Errors
+    /// As [`submit`](Self::submit).
+    pub async fn submit_resume(
+        &self,
+        thread: &ThreadId,
+        resume: &Resume,
+        strategy: Multitask,
+    ) -> Result<RunId, CheckpointError> {
+        let resume = serde_json::to_string(resume)
+            .map_err(|e| crate::StorageError::new("encoding a run's resume", e))?;
+        self.enqueue(thread, "null", Some(&resume), strategy).await
+    }
+
+    /// Queue a run with its encoded input or resume, making way under `strategy`.
+    async fn enqueue(
+        &self,
+        thread: &ThreadId,
+        input: &str,
+        resume: Option<&str>,
+        strategy: Multitask,
+    ) -> Result<RunId, CheckpointError> {
+        let run = RunId::generate();
         let sql = self.sql();
         let mut pooled = self.saver.client().await?;
         let client: &mut tokio_postgres::Client = &mut pooled;
@@ -53,6 +83,7 @@ impl RunQueue {
                 (&thread.as_str(), Type::TEXT),
                 (&input, Type::TEXT),
                 (&now_i, Type::INT8),
+                (&resume, Type::TEXT),
             ],
             "queueing a run",
         )
