@@ -226,50 +226,28 @@ fn fan_record(cp: &str, k: i64, waves: u64, repeats: usize, times: &[f64]) -> Re
         )
 }
 
+/// The config of repeat `r` of a fanout on a saver: a thread of its own per repeat.
+fn thread_per_repeat(durability: stategraph::Durability) -> impl Fn(usize) -> RunConfig {
+    move |r| {
+        RunConfig::new()
+            .thread(format!("fan-{r}"))
+            .durability(durability)
+    }
+}
+
+/// `fanout` without a saver, in memory and on SQLite, as `--checkpointer` asks.
 async fn run_fanout(args: &Args) -> Result<(), BoxError> {
     let k = args.fanout_k;
     let graph = build_fanout(args.fanout_waves)?;
     graph.invoke(fan_input(10), &RunConfig::new()).await?; // warm-up
-
     if args.checkpointers.contains(&Saver::None) {
-        let times = time_fanout(&graph, k, args.repeats, |_| RunConfig::new()).await?;
-        fan_record("none", k, args.fanout_waves, args.repeats, &times)
-            .kv("peak_rss_mb", peak_rss_mb())
-            .emit();
-
-        // Each K again in a fresh process: its own peak RSS, so memory against K shows.
-        for &mk in &args.fanout_mem_ks {
-            let exe = std::env::current_exe()?;
-            let status = std::process::Command::new(exe)
-                .args([
-                    "--internal-fanout-mem".to_owned(),
-                    mk.to_string(),
-                    "--repeats".to_owned(),
-                    args.repeats.to_string(),
-                ])
-                .args(
-                    args.worker_threads
-                        .into_iter()
-                        .flat_map(|n| ["--worker-threads".to_owned(), n.to_string()]),
-                )
-                .args(["--checkpointer", "none"])
-                .status()?;
-            if !status.success() {
-                return Err(format!("the fanout K={mk} child failed: {status}").into());
-            }
-        }
+        fanout_unsaved(args, &graph).await?;
     }
-
     if args.checkpointers.contains(&Saver::Memory) {
         for (dname, durability) in &args.durabilities {
             let saver = MemorySaver::new();
             let g = graph.with_checkpointer(Arc::new(saver.clone()));
-            let times = time_fanout(&g, k, args.repeats, |r| {
-                RunConfig::new()
-                    .thread(format!("fan-{r}"))
-                    .durability(*durability)
-            })
-            .await?;
+            let times = time_fanout(&g, k, args.repeats, thread_per_repeat(*durability)).await?;
             fan_record("memory", k, args.fanout_waves, args.repeats, &times)
                 .kv("durability", dname.as_str())
                 .kv("threads", args.repeats)
@@ -278,40 +256,72 @@ async fn run_fanout(args: &Args) -> Result<(), BoxError> {
                 .emit();
         }
     }
-
     if args.checkpointers.contains(&Saver::Sqlite) {
-        // Bytes one run writes: the input's `k`, each Send's `{"i": i}`, each worker's item,
-        // the total (the input's empty list appends nothing).
-        let expected: i64 = (0..k).map(|i| i * 2).sum();
-        let per_run: usize = json_len(&k)
-            + (0..k)
-                .map(|i| json_len(&WorkerIn { i }) + json_len(&(i * 2)))
-                .sum::<usize>()
-            + json_len(&expected);
-        for (dname, durability) in &args.durabilities {
-            let db = SqliteDb::open(
-                &args.workdir,
-                &format!("fanout-{dname}"),
-                args.sqlite_options(),
-            )?;
-            let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
-            let times = time_fanout(&g, k, args.repeats, |r| {
-                RunConfig::new()
-                    .thread(format!("fan-{r}"))
-                    .durability(*durability)
-            })
-            .await?;
-            drop(g);
-            let st = db.close(args.keep_db)?;
-            let rec = fan_record("sqlite", k, args.fanout_waves, args.repeats, &times)
-                .kv("durability", dname.as_str())
-                .kv("sqlite_synchronous", args.sqlite_sync.as_str())
-                .kv("threads", args.repeats);
-            st.add_to(rec)
-                .kv("bytes_written_by_steps", per_run * args.repeats)
-                .kv("peak_rss_mb", peak_rss_mb())
-                .emit();
+        fanout_sqlite(args, &graph).await?;
+    }
+    Ok(())
+}
+
+/// Without a saver; then each K of `--fanout-mem-ks` again in a fresh process, for its own
+/// peak RSS, so memory against K shows.
+async fn fanout_unsaved(args: &Args, graph: &CompiledGraph<FanState>) -> Result<(), BoxError> {
+    let k = args.fanout_k;
+    let times = time_fanout(graph, k, args.repeats, |_| RunConfig::new()).await?;
+    fan_record("none", k, args.fanout_waves, args.repeats, &times)
+        .kv("peak_rss_mb", peak_rss_mb())
+        .emit();
+    for &mk in &args.fanout_mem_ks {
+        let exe = std::env::current_exe()?;
+        let status = std::process::Command::new(exe)
+            .args([
+                "--internal-fanout-mem".to_owned(),
+                mk.to_string(),
+                "--repeats".to_owned(),
+                args.repeats.to_string(),
+            ])
+            .args(
+                args.worker_threads
+                    .into_iter()
+                    .flat_map(|n| ["--worker-threads".to_owned(), n.to_string()]),
+            )
+            .args(["--checkpointer", "none"])
+            .status()?;
+        if !status.success() {
+            return Err(format!("the fanout K={mk} child failed: {status}").into());
         }
+    }
+    Ok(())
+}
+
+/// On SQLite, per durability, with the bytes the runs' steps wrote.
+async fn fanout_sqlite(args: &Args, graph: &CompiledGraph<FanState>) -> Result<(), BoxError> {
+    let k = args.fanout_k;
+    // Bytes one run writes: the input's `k`, each Send's `{"i": i}`, each worker's item,
+    // the total (the input's empty list appends nothing).
+    let expected: i64 = (0..k).map(|i| i * 2).sum();
+    let per_run: usize = json_len(&k)
+        + (0..k)
+            .map(|i| json_len(&WorkerIn { i }) + json_len(&(i * 2)))
+            .sum::<usize>()
+        + json_len(&expected);
+    for (dname, durability) in &args.durabilities {
+        let db = SqliteDb::open(
+            &args.workdir,
+            &format!("fanout-{dname}"),
+            args.sqlite_options(),
+        )?;
+        let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
+        let times = time_fanout(&g, k, args.repeats, thread_per_repeat(*durability)).await?;
+        drop(g);
+        let st = db.close(args.keep_db)?;
+        let rec = fan_record("sqlite", k, args.fanout_waves, args.repeats, &times)
+            .kv("durability", dname.as_str())
+            .kv("sqlite_synchronous", args.sqlite_sync.as_str())
+            .kv("threads", args.repeats);
+        st.add_to(rec)
+            .kv("bytes_written_by_steps", per_run * args.repeats)
+            .kv("peak_rss_mb", peak_rss_mb())
+            .emit();
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-use crate::chain::{build_chain, invoke_chain, CHAIN_NODES};
+use crate::chain::{build_chain, invoke_chain, ChainSize, CHAIN_NODES};
 use crate::postgres_db::{floor_ms, PgDb, PgFloor};
 use crate::wide::Wide;
 
@@ -40,36 +40,21 @@ pub(crate) async fn run_chain(args: &Args) -> Result<(), BoxError> {
     if !args.checkpointers.contains(&Saver::Postgres) {
         return Ok(());
     }
-    let invokes = (args.steps / CHAIN_NODES).max(1);
-    let supersteps = invokes * CHAIN_NODES;
-    let engine_steps = invokes * (CHAIN_NODES + 1);
+    let size = ChainSize::of(args);
     let graph = build_chain(CHAIN_NODES)?;
     for (dname, durability) in &args.durabilities {
         for thread_mode in ["one_thread", "thread_per_invoke"] {
             let db = PgDb::open(url, &format!("chain_{dname}_{thread_mode}")).await?;
             let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
             let before = adjacent(url).await?;
-            let (wall, last) = invoke_chain(&g, invokes, thread_mode, *durability).await?;
+            let (wall, last) = invoke_chain(&g, size.invokes, thread_mode, *durability).await?;
             let after = adjacent(url).await?;
             let commits = db.checkpoint_rows().await?;
             drop(g);
-            let rec = Record::new()
-                .kv("engine", ENGINE)
-                .kv("workload", "chain")
-                .kv("checkpointer", "postgres")
+            let rec = size
+                .record("postgres", thread_mode, wall)
                 .kv("durability", dname.as_str())
-                .kv("state_mode", thread_mode)
-                .kv("invokes", invokes)
-                .kv("supersteps", supersteps)
-                .kv("engine_supersteps", engine_steps)
-                .kv("final_messages", last.messages.len())
-                .kv("wall_s", round(wall, 6))
-                .kv("per_step_ms", round(wall * 1000.0 / supersteps as f64, 6))
-                .kv(
-                    "per_engine_step_ms",
-                    round(wall * 1000.0 / engine_steps as f64, 6),
-                )
-                .kv("per_invoke_ms", round(wall * 1000.0 / invokes as f64, 6));
+                .kv("final_messages", last.messages.len());
             let rec = PgFloor { before, after }.keys(rec, wall, commits);
             db.close(rec).await?.kv("peak_rss_mb", peak_rss_mb()).emit();
         }
@@ -92,12 +77,7 @@ pub(crate) async fn run_fanout(args: &Args) -> Result<(), BoxError> {
         let g = graph.with_checkpointer(Arc::new(db.saver.clone()));
         let before = adjacent(url).await?;
         let t0 = Instant::now();
-        let times = time_fanout(&g, k, args.repeats, |r| {
-            RunConfig::new()
-                .thread(format!("fan-{r}"))
-                .durability(*durability)
-        })
-        .await?;
+        let times = time_fanout(&g, k, args.repeats, thread_per_repeat(*durability)).await?;
         let wall = t0.elapsed().as_secs_f64();
         let after = adjacent(url).await?;
         let commits = db.checkpoint_rows().await?;
