@@ -578,3 +578,54 @@ fn worker_options_that_cannot_work_are_refused() {
         }
     });
 }
+
+#[tokio::test]
+async fn trimming_the_write_log_deletes_only_the_log_of_runs_that_ended_before_the_cutoff() {
+    let Some((saver, _guard)) = fresh("q_trim").await else {
+        return;
+    };
+    let queue = saver.queue();
+    let (ended, open) = (thread("ended"), thread("open"));
+    let graph = || steps(Duration::ZERO, Arc::default());
+    queue
+        .submit(&ended, input("done"), Multitask::Enqueue)
+        .await
+        .unwrap();
+    let worker = Worker::new(saver.clone(), graph(), options(LONG)).unwrap();
+    let worked = worker.run_next().await.unwrap().expect("the run is leased");
+    assert_eq!(worked.worked, Worked::Ended(RunStatus::Success));
+    let ended_log = queue.write_log(&ended).await.unwrap().len();
+    assert!(ended_log > 0, "the ended run logged its writes");
+    // A run still running: leased, it wrote under its fence and has not ended.
+    let running = queue
+        .submit(&open, input("open"), Multitask::Enqueue)
+        .await
+        .unwrap();
+    let lease = queue.lease("w", LONG).await.unwrap().expect("runnable");
+    assert_eq!(lease.run, running);
+    graph()
+        .with_checkpointer(Arc::new(saver.fenced(&lease)))
+        .invoke(
+            Steps::update().label("open".to_owned()),
+            &RunConfig::new().thread("open"),
+        )
+        .await
+        .unwrap();
+    let open_log = queue.write_log(&open).await.unwrap();
+    assert!(!open_log.is_empty());
+
+    let past = std::time::SystemTime::now() - Duration::from_secs(3600);
+    assert_eq!(
+        queue.trim_write_log(past).await.unwrap(),
+        0,
+        "nothing ended an hour ago"
+    );
+    let later = std::time::SystemTime::now() + Duration::from_secs(1);
+    let trimmed = queue.trim_write_log(later).await.unwrap();
+    assert_eq!(trimmed, u64::try_from(ended_log).unwrap());
+    assert!(queue.write_log(&ended).await.unwrap().is_empty());
+    assert_eq!(queue.write_log(&open).await.unwrap(), open_log);
+    let status = queue.run(&worked.run).await.unwrap().map(|r| r.status);
+    assert_eq!(status, Some(RunStatus::Success), "the run's status stays");
+    assert_eq!(state_of(&saver, &ended).await.label, "done");
+}

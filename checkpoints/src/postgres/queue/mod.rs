@@ -11,7 +11,7 @@ mod statements;
 mod transitions;
 mod types;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio_postgres::types::Type;
 use tokio_postgres::Row;
@@ -24,7 +24,7 @@ use super::sql::{col, id_from, to_i64, to_u64, PgResult, Sql};
 use super::PostgresSaver;
 use crate::{CheckpointError, RunId, RunRecord, RunStatus, ThreadId};
 pub(crate) use statements::{FINISH_FUNCTION, LEASE_FUNCTION};
-use statements::{HEARTBEAT, LEASE, RUN_COLUMNS, WRITE_LOG};
+use statements::{HEARTBEAT, LEASE, RUN_COLUMNS, TRIM_WRITE_LOG, WRITE_LOG};
 
 /// The run queue of a [`PostgresSaver`]'s schema: submit runs, lease them, heart-beat and
 /// end them. Cloning shares the saver's pool.
@@ -239,6 +239,40 @@ impl RunQueue {
                 })
             })
             .collect()
+    }
+
+    /// Delete the write log of every run that ended (a status other than pending or
+    /// running) before `ended_before`; the number of log rows deleted. The runs, their
+    /// status and the threads' checkpoints stay; a run that has not ended keeps its log,
+    /// which its takeover reads.
+    ///
+    /// # Errors
+    /// Storage errors (nothing is deleted).
+    pub async fn trim_write_log(&self, ended_before: SystemTime) -> Result<u64, CheckpointError> {
+        let cutoff = to_i64(
+            ended_before
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        );
+        let ended: Vec<&str> = RunStatus::ALL
+            .iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| s.as_str())
+            .collect();
+        let client = self.saver.client().await?;
+        let rows = self
+            .sql()
+            .query(
+                &**client,
+                TRIM_WRITE_LOG,
+                &[(&ended, Type::TEXT_ARRAY), (&cutoff, Type::INT8)],
+                "trimming the write log of ended runs",
+            )
+            .await?;
+        match rows.first() {
+            Some(row) => Ok(to_u64(col(row, 0)?)),
+            None => Ok(0),
+        }
     }
 
     /// Listen for the queue's notifications; a server (or pooler) that refuses gives
