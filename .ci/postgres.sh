@@ -10,9 +10,13 @@
 #
 #   .ci/postgres.sh ca     print STATEGRAPH_PG_CA=<file>: the CA that signed the server's
 #                          certificate (the cluster accepts TLS as well as plain TCP)
+#   .ci/postgres.sh client print STATEGRAPH_PG_CLIENT_CERT=<file> STATEGRAPH_PG_CLIENT_KEY=<file>:
+#                          a certificate the CA signed for the user sg_cert, who may log in
+#                          over TLS with it and in no other way (pg_hba.conf: cert)
 #
 # Use it as:  eval "export $(.ci/postgres.sh | tail -n 1)"
 #             eval "export $(.ci/postgres.sh ca | tail -n 1)"
+#             eval "export $(.ci/postgres.sh client | tail -n 1)"
 # Settings: STATEGRAPH_PG_PORT (default 54329), STATEGRAPH_PG_DIR (default
 # /tmp/stategraph-pg-<port>), STATEGRAPH_PG_DB (default stategraph).
 set -euo pipefail
@@ -68,6 +72,51 @@ make_certs() {
     return 0
 }
 
+# The user that logs in by client certificate, and its certificate (CN = the user).
+cert_user=sg_cert
+make_client_cert() {
+    [ -f "$tls/client.crt" ] && [ -f "$tls/client.key" ] && return 0
+    printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" \
+        "extendedKeyUsage=clientAuth" >"$tls/client-ext.cnf"
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=$cert_user" \
+        -keyout "$tls/client.key" -out "$tls/client.csr" 2>/dev/null
+    openssl x509 -req -in "$tls/client.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
+        -CAcreateserial -days 3650 -extfile "$tls/client-ext.cnf" -out "$tls/client.crt" 2>/dev/null
+    chmod 600 "$tls/client.key"
+    [ "$(id -u)" = 0 ] && chown -R postgres: "$tls"
+    return 0
+}
+
+# Let $cert_user log in over TLS with a certificate the CA signed, and in no other way over
+# TCP; checks the client certificates against the CA. Also brings a running cluster an older
+# script started up to date (a reload, no restart).
+client_auth() {
+    local psql=("$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qtA)
+    local hba="$data/pg_hba.conf" changed=""
+    if ! grep -q "^hostssl all $cert_user " "$hba"; then
+        local tmp
+        tmp="$(mktemp)"
+        printf '%s\n' "hostssl all $cert_user 127.0.0.1/32 cert" \
+            "host all $cert_user 127.0.0.1/32 reject" | cat - "$hba" >"$tmp"
+        cat "$tmp" >"$hba"
+        rm -f "$tmp"
+        changed=1
+    fi
+    if [ "$("${psql[@]}" -c "SHOW ssl_ca_file" </dev/null)" != "$tls/ca.crt" ]; then
+        "${psql[@]}" -c "ALTER SYSTEM SET ssl_ca_file = '$tls/ca.crt'" </dev/null >&2
+        changed=1
+    fi
+    "${psql[@]}" -c "DO \$\$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$cert_user')
+        THEN CREATE ROLE $cert_user LOGIN SUPERUSER; END IF; END \$\$" </dev/null >&2
+    if [ -n "$changed" ]; then
+        "${psql[@]}" -c "SELECT pg_reload_conf()" </dev/null >/dev/null
+        for _ in $(seq 1 40); do
+            [ "$("${psql[@]}" -c "SHOW ssl_ca_file" </dev/null)" = "$tls/ca.crt" ] && break
+            sleep 0.25
+        done
+    fi
+}
+
 if [ "${1:-start}" = stop ]; then
     if [ -n "$bin" ] && [ -f "$data/postmaster.pid" ]; then
         as_pg "$bin/pg_ctl" -D "$data" -m fast -w stop >&2 || true
@@ -107,6 +156,15 @@ if [ "${1:-start}" = ca ]; then
     exit 0
 fi
 
+if [ "${1:-start}" = client ]; then
+    if [ ! -f "$tls/client.crt" ] || ! grep -q "^hostssl all $cert_user " "$data/pg_hba.conf" 2>/dev/null; then
+        say "no client certificate yet: start the cluster first (.ci/postgres.sh)"
+        exit 1
+    fi
+    echo "STATEGRAPH_PG_CLIENT_CERT=$tls/client.crt STATEGRAPH_PG_CLIENT_KEY=$tls/client.key"
+    exit 0
+fi
+
 if ! ready; then
     mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && chown postgres: "$dir"
@@ -139,6 +197,10 @@ ready || { say "the server on port $port does not accept connections"; tail -n 2
 if ! "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc \
     "SELECT 1 FROM pg_database WHERE datname = '$db'" </dev/null | grep -q 1; then
     "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qc "CREATE DATABASE \"$db\"" </dev/null >&2
+fi
+if [ -f "$tls/ca.key" ]; then
+    make_client_cert
+    client_auth
 fi
 say "ready: database $db on port $port"
 echo "STATEGRAPH_PG_URL=$url"

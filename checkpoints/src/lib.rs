@@ -57,7 +57,7 @@ pub use memory::MemorySaver;
 #[cfg(feature = "postgres")]
 pub use postgres::{
     FencedWrite, Lease, Multitask, PostgresOptions, PostgresSaver, PostgresTls, QueuedRun, RunEnd,
-    RunQueue, StopRequest, Wakeups, POSTGRES_FORMAT_VERSION,
+    RunQueue, StopRequest, TlsClientCert, Wakeups, POSTGRES_FORMAT_VERSION,
 };
 pub use run::{DeliveryReceipt, RunId, RunRecord, RunStatus};
 pub use saver::{Head, Saver};

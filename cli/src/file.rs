@@ -4,7 +4,7 @@
 //! saver on the schema its `schema=` query parameter names (default `stategraph`), which
 //! must exist.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use stategraph_checkpoints::diff::fields_to_json;
@@ -13,6 +13,7 @@ use stategraph_checkpoints::shape::Shape;
 use stategraph_checkpoints::{
     ChannelName, Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint,
     Namespace, PostgresOptions, PostgresSaver, PostgresTls, Saver, SqliteSaver, ThreadId,
+    TlsClientCert,
 };
 
 use crate::failure::{Failure, Outcome};
@@ -84,20 +85,33 @@ async fn open_url(file: &Path) -> Result<Store, Failure> {
 /// `sslrootcert=FILE` (the CA to check the server's certificate against; `system` for the
 /// system's roots) or `sslmode=verify-full` / `verify-ca` (the system's roots unless
 /// `sslrootcert` names a file); either turns TLS on and required (decision 0062).
+/// `sslcert=FILE&sslkey=FILE` present a client certificate (with TLS on).
 pub(crate) async fn open_database(file: &Path) -> Result<PostgresSaver, Failure> {
     let text = file.to_str().unwrap_or_default();
     let (base, query) = text.split_once('?').unwrap_or((text, ""));
     let mut schema = "stategraph".to_owned();
     let (mut root, mut verify) = (None, false);
+    let (mut cert, mut key) = (None, None);
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("schema", name)) => schema = name.to_owned(),
             Some(("sslrootcert", path)) => root = Some(path.to_owned()),
             Some(("sslmode", "verify-full" | "verify-ca")) => verify = true,
+            Some(("sslcert", path)) => cert = Some(PathBuf::from(path)),
+            Some(("sslkey", path)) => key = Some(PathBuf::from(path)),
             _ => rest.push(pair),
         }
     }
+    let tls_client_cert = match (cert, key) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some(TlsClientCert { cert, key }),
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(Failure::usage(
+                "a client certificate needs both sslcert=FILE and sslkey=FILE in the URL",
+            ))
+        }
+    };
     let tls = match (root.as_deref(), verify) {
         (Some("system"), _) | (None, true) => PostgresTls::SystemRoots,
         (Some(path), _) => PostgresTls::CaFile(path.into()),
@@ -113,6 +127,7 @@ pub(crate) async fn open_database(file: &Path) -> Result<PostgresSaver, Failure>
         pool_size: 2,
         create_schema: false,
         tls,
+        tls_client_cert,
         ..PostgresOptions::default()
     };
     PostgresSaver::connect_with(&url, options)

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use stategraph_checkpoints::{
     CheckpointError, Multitask, Namespace, PostgresOptions, PostgresSaver, PostgresTls, Saver,
-    ThreadId,
+    ThreadId, TlsClientCert,
 };
 use stategraph_tests::writes::{put_of, whole};
 
@@ -151,5 +151,139 @@ async fn without_tls_a_url_that_requires_it_is_refused() -> TestResult {
     // Refused for the TLS it lacks, not for anything else about the server.
     let told = refused.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(told.contains("no TLS implementation"), "{told}");
+    Ok(())
+}
+
+/// `url` logging in as the user the server admits by client certificate only.
+fn as_cert_user(url: &str) -> String {
+    url.replacen("postgres@", &format!("{}@", pg_support::CERT_USER), 1)
+}
+
+/// Options for a fresh schema over TLS checked against `ca`, presenting `client`.
+fn cert_options(ca: PathBuf, client: Option<TlsClientCert>, prefix: &str) -> PostgresOptions {
+    PostgresOptions {
+        schema: pg_support::unique_schema(prefix),
+        tls_client_cert: client,
+        ..with_tls(PostgresTls::CaFile(ca))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saver_presenting_a_client_certificate_logs_in_as_its_user_pool_and_listener_alike(
+) -> TestResult {
+    let (Some(url), Some(ca), Some(client)) = (
+        pg_support::url(),
+        pg_support::ca(),
+        pg_support::client_cert(),
+    ) else {
+        return Ok(());
+    };
+    let app = pg_support::unique_schema("tls_cert_app");
+    let options = cert_options(ca, Some(client), "tls_cert");
+    // The schema is dropped over the plain connection the guard makes as `postgres`.
+    let _guard = pg_support::SchemaGuard {
+        url: url.clone(),
+        schema: options.schema.clone(),
+    };
+    let saver = PostgresSaver::connect_with(&named(&as_cert_user(&url), &app), options).await?;
+    let t = ThreadId::new("t")?;
+    let put = put_of(&t, None, -1, vec![whole("n", "1")]);
+    let id = put.checkpoint.id;
+    saver.put(put).await?;
+    let head = saver.get(&t, &Namespace::root(), None).await?;
+    assert_eq!(head.map(|h| h.checkpoint.id), Some(id));
+    let mut wakeups = saver.queue().wakeups().await;
+    assert!(
+        wakeups.is_listening(),
+        "the listener logged in by certificate"
+    );
+    saver
+        .queue()
+        .submit(&t, serde_json::json!({}), Multitask::Enqueue)
+        .await?;
+    assert!(wakeups.wait(Duration::from_secs(10)).await, "woken");
+    // The server saw each connection as the certificate's user, with that certificate.
+    let raw = pg_support::raw(&url).await?;
+    let rows = raw
+        .query(
+            "SELECT a.usename::text, s.ssl, COALESCE(s.client_dn, '') FROM pg_stat_activity a \
+             JOIN pg_stat_ssl s USING (pid) WHERE a.application_name = $1",
+            &[&app],
+        )
+        .await?;
+    let seen: Vec<(String, bool, String)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert!(seen.len() >= 2, "pool and listener: {seen:?}");
+    for (user, ssl, dn) in &seen {
+        assert_eq!(user, pg_support::CERT_USER, "{seen:?}");
+        assert!(*ssl, "{seen:?}");
+        assert!(
+            dn.contains(&format!("CN={}", pg_support::CERT_USER)),
+            "{seen:?}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_its_client_certificate_the_certificate_user_is_refused_saying_why() -> TestResult {
+    let (Some(url), Some(ca)) = (pg_support::url(), pg_support::ca()) else {
+        return Ok(());
+    };
+    let refused =
+        PostgresSaver::connect_with(&as_cert_user(&url), cert_options(ca, None, "tls_nocert"))
+            .await;
+    let told = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(told.contains("valid client certificate"), "{told}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_that_cannot_be_used_is_a_tls_setup_error_naming_it() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (cert, key) = (dir.path().join("app.crt"), dir.path().join("app.key"));
+    let url = "postgres://nobody@127.0.0.1:1/none";
+    let client = |cert: &PathBuf, key: &PathBuf| TlsClientCert {
+        cert: cert.clone(),
+        key: key.clone(),
+    };
+    // With TLS off a certificate could not be presented: refused, not ignored.
+    let off = PostgresOptions {
+        tls_client_cert: Some(client(&cert, &key)),
+        ..with_tls(PostgresTls::Off)
+    };
+    // A missing certificate file; a file with no certificate; a missing key.
+    std::fs::write(dir.path().join("junk.crt"), "not a certificate\n")?;
+    let junk = dir.path().join("junk.crt");
+    let cases = [
+        (off, "TLS is off", cert.clone()),
+        (
+            cert_options(unrelated_ca(), Some(client(&cert, &key)), "x"),
+            "app.crt",
+            cert.clone(),
+        ),
+        (
+            cert_options(unrelated_ca(), Some(client(&junk, &key)), "x"),
+            "no certificate",
+            junk.clone(),
+        ),
+        (
+            cert_options(unrelated_ca(), Some(client(&unrelated_ca(), &key)), "x"),
+            "client key",
+            key.clone(),
+        ),
+    ];
+    for (options, says, names) in cases {
+        match PostgresSaver::connect_with(url, options).await {
+            Err(CheckpointError::TlsSetup { what, detail }) => {
+                let text = format!("{what}: {detail}");
+                assert!(text.contains(says), "{text}");
+                assert!(what.contains(&names.display().to_string()), "{text}");
+            }
+            other => panic!("{says}: expected TlsSetup, got {other:?}"),
+        }
+    }
     Ok(())
 }

@@ -46,7 +46,7 @@ use tokio_postgres::{Client, IsolationLevel};
 pub use options::PostgresOptions;
 pub use queue::{FencedWrite, Lease, Multitask, QueuedRun, RunEnd, RunQueue, StopRequest, Wakeups};
 pub use schema::POSTGRES_FORMAT_VERSION;
-pub use tls::PostgresTls;
+pub use tls::{PostgresTls, TlsClientCert};
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, Head, ListOptions,
@@ -149,7 +149,7 @@ impl PostgresSaver {
         let config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| StorageError::new("parsing the database URL", e))?;
-        let connector = tls::Connector::new(&options.tls)?;
+        let connector = tls::Connector::new(&options.tls, options.tls_client_cert.as_ref())?;
         let listen = match &options.listen_url {
             Some(url) => url
                 .parse()

@@ -1,7 +1,7 @@
 //! [`PostgresOptions`]: where in the database a [`PostgresSaver`](super::PostgresSaver) keeps
 //! its tables, and how it talks to the server.
 
-use super::tls::PostgresTls;
+use super::tls::{PostgresTls, TlsClientCert};
 use crate::CheckpointError;
 
 /// Longest schema name PostgreSQL keeps whole (its identifiers are at most 63 bytes).
@@ -45,6 +45,8 @@ pub struct PostgresOptions {
     /// TLS to the server (default [`PostgresTls::Off`]). With TLS on, every connection must
     /// be TLS and the server's certificate is checked (decision 0062).
     pub tls: PostgresTls,
+    /// A client certificate to present to the server (default `None`); needs TLS on.
+    pub tls_client_cert: Option<TlsClientCert>,
 }
 
 impl Default for PostgresOptions {
@@ -57,6 +59,7 @@ impl Default for PostgresOptions {
             create_schema: true,
             listen_url: None,
             tls: PostgresTls::Off,
+            tls_client_cert: None,
         }
     }
 }

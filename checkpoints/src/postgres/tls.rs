@@ -1,5 +1,5 @@
 //! TLS between the saver and the server: [`PostgresTls`] says whether to use it and which
-//! roots to trust; [`Connector`] makes the pool's and the listener's connections with it
+//! roots to trust, [`TlsClientCert`] which certificate to present; [`Connector`] makes the pool's and the listener's connections with it
 //! (rustls, the server's certificate checked against those roots and the host name).
 //! Decision 0062.
 
@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 
 use deadpool_postgres::{Manager, ManagerConfig};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::SslMode;
@@ -49,6 +49,30 @@ pub enum PostgresTls {
     CaFile(PathBuf),
 }
 
+/// A certificate the saver presents to the server, for servers that authenticate clients by
+/// certificate (`cert` in `pg_hba.conf`, where the certificate's common name is the user) or
+/// require one (`clientcert=verify-full`). Used only with TLS on.
+///
+/// ```
+/// use stategraph_checkpoints::{PostgresOptions, PostgresTls, TlsClientCert};
+/// let options = PostgresOptions {
+///     tls: PostgresTls::CaFile("/etc/ssl/db-ca.pem".into()),
+///     tls_client_cert: Some(TlsClientCert {
+///         cert: "/etc/ssl/app.crt".into(),
+///         key: "/etc/ssl/app.key".into(),
+///     }),
+///     ..PostgresOptions::default()
+/// };
+/// assert!(options.tls_client_cert.is_some());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsClientCert {
+    /// A PEM file of the certificate, followed by any intermediate certificates.
+    pub cert: PathBuf,
+    /// A PEM file of its private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
 /// How the saver opens connections: in the clear, or with rustls.
 #[derive(Clone)]
 pub(crate) enum Connector {
@@ -66,23 +90,49 @@ impl std::fmt::Debug for Connector {
 }
 
 impl Connector {
-    /// The connector `tls` asks for.
+    /// The connector `tls` asks for, presenting `client` to the server if given.
     ///
     /// # Errors
     /// [`CheckpointError::TlsSetup`] for a CA file that cannot be read or holds no
-    /// certificate, or a system without root certificates.
-    pub(crate) fn new(tls: &PostgresTls) -> Result<Self, CheckpointError> {
-        let roots = match tls {
-            PostgresTls::Off => return Ok(Connector::Plain),
-            PostgresTls::SystemRoots => system_roots()?,
-            PostgresTls::CaFile(path) => file_roots(path)?,
+    /// certificate, a system without root certificates, a client certificate or key that
+    /// cannot be read or do not match, or a client certificate with TLS off.
+    pub(crate) fn new(
+        tls: &PostgresTls,
+        client: Option<&TlsClientCert>,
+    ) -> Result<Self, CheckpointError> {
+        let roots = match (tls, client) {
+            (PostgresTls::Off, None) => return Ok(Connector::Plain),
+            (PostgresTls::Off, Some(c)) => {
+                return Err(setup(
+                    &format!("presenting the client certificate {}", c.cert.display()),
+                    "TLS is off (PostgresOptions::tls); a client certificate needs it on"
+                        .to_owned(),
+                ))
+            }
+            (PostgresTls::SystemRoots, _) => system_roots()?,
+            (PostgresTls::CaFile(path), _) => file_roots(path)?,
         };
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = ClientConfig::builder_with_provider(provider)
+        let builder = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| setup("choosing the TLS versions", e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .with_root_certificates(roots);
+        let config = match client {
+            None => builder.with_no_client_auth(),
+            Some(c) => {
+                let (chain, key) = client_identity(c)?;
+                builder.with_client_auth_cert(chain, key).map_err(|e| {
+                    setup(
+                        &format!(
+                            "pairing the client certificate {} with the key {}",
+                            c.cert.display(),
+                            c.key.display()
+                        ),
+                        e.to_string(),
+                    )
+                })?
+            }
+        };
         Ok(Connector::Tls(MakeRustls(Arc::new(config))))
     }
 
@@ -136,6 +186,27 @@ fn file_roots(path: &PathBuf) -> Result<RootCertStore, CheckpointError> {
         return Err(setup(&what(), "no certificate in it".to_owned()));
     }
     Ok(roots)
+}
+
+/// The certificate chain and private key of `client`, read from their PEM files.
+fn client_identity(
+    client: &TlsClientCert,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), CheckpointError> {
+    let what = || format!("reading the client certificate {}", client.cert.display());
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&client.cert)
+        .map_err(|e| setup(&what(), e.to_string()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| setup(&what(), e.to_string()))?;
+    if chain.is_empty() {
+        return Err(setup(&what(), "no certificate in it".to_owned()));
+    }
+    let key = PrivateKeyDer::from_pem_file(&client.key).map_err(|e| {
+        setup(
+            &format!("reading the client key {}", client.key.display()),
+            e.to_string(),
+        )
+    })?;
+    Ok((chain, key))
 }
 
 /// tokio-postgres's hook for TLS: a rustls client configuration shared by every connection.

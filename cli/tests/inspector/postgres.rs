@@ -333,3 +333,43 @@ fn a_url_with_sslrootcert_reads_over_tls_and_refuses_a_server_another_ca_signed(
         refused.stderr
     );
 }
+
+/// The certificate and key `.ci/postgres.sh client` prints, for the user `sg_cert`, whom the
+/// server admits by client certificate only.
+fn client_cert() -> Option<(String, String)> {
+    let how = "export the client certificate with: \
+               eval \"export $(.ci/postgres.sh client | tail -n 1)\"";
+    Some((
+        from_env("STATEGRAPH_PG_CLIENT_CERT", how)?,
+        from_env("STATEGRAPH_PG_CLIENT_KEY", how)?,
+    ))
+}
+
+#[test]
+fn a_url_with_sslcert_and_sslkey_logs_in_by_certificate_and_one_without_the_other_is_refused() {
+    let (Some(base), Some(ca), Some((cert, key))) = (url(), ca(), client_cert()) else {
+        return;
+    };
+    let schema = Schema::new(&base, "tls_cert");
+    let as_cert_user = schema.url.replacen("postgres@", "sg_cert@", 1);
+    let with = |extra: &str| format!("{as_cert_user}&sslrootcert={ca}{extra}");
+    let plain = sg(&["threads", &schema.url, "--json"]).ok().json();
+    let by_cert = sg(&[
+        "threads",
+        &with(&format!("&sslcert={cert}&sslkey={key}")),
+        "--json",
+    ])
+    .ok()
+    .json();
+    assert_eq!(plain, by_cert, "the same threads, logged in by certificate");
+    let no_cert = sg(&["threads", &with(""), "--json"]);
+    assert_ne!(no_cert.code, 0);
+    assert!(
+        no_cert.stderr.contains("client certificate"),
+        "says why: {}",
+        no_cert.stderr
+    );
+    let half = sg(&["threads", &with(&format!("&sslcert={cert}")), "--json"]);
+    assert_eq!(half.code, 2, "a usage error: {}", half.stderr);
+    assert!(half.stderr.contains("sslkey"), "{}", half.stderr);
+}

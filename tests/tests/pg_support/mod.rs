@@ -53,6 +53,26 @@ pub fn ca() -> Option<std::path::PathBuf> {
     from_env("STATEGRAPH_PG_CA", HOW_TO_GET_CA).map(Into::into)
 }
 
+/// How to get the client certificate, as the skip and failure messages say it.
+pub const HOW_TO_GET_CLIENT: &str = "start the server, then export its client certificate \
+     with: eval \"export $(.ci/postgres.sh | tail -n 1)\"; \
+     eval \"export $(.ci/postgres.sh client | tail -n 1)\"";
+
+/// The user the server lets in by client certificate only (`.ci/postgres.sh`).
+pub const CERT_USER: &str = "sg_cert";
+
+/// The certificate and key the server's CA signed for [`CERT_USER`], from
+/// `STATEGRAPH_PG_CLIENT_CERT` and `STATEGRAPH_PG_CLIENT_KEY` (printed by
+/// `.ci/postgres.sh client`; see [`from_env`]).
+pub fn client_cert() -> Option<stategraph_checkpoints::TlsClientCert> {
+    let cert = from_env("STATEGRAPH_PG_CLIENT_CERT", HOW_TO_GET_CLIENT)?;
+    let key = from_env("STATEGRAPH_PG_CLIENT_KEY", HOW_TO_GET_CLIENT)?;
+    Some(stategraph_checkpoints::TlsClientCert {
+        cert: cert.into(),
+        key: key.into(),
+    })
+}
+
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// A schema name no other test (or test process) uses.
