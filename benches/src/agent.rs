@@ -148,11 +148,22 @@ fn ms(t0: Instant) -> f64 {
     t0.elapsed().as_secs_f64() * 1000.0
 }
 
+/// The recursion limit an agent run of `--agent-turns` needs (two steps a turn, room to spare).
+fn recursion_limit(args: &Args) -> usize {
+    4 * args.agent_turns + 50
+}
+
+/// The node steps of an agent run: two a turn and the last answer (plus a hidden
+/// `__start__`).
+fn supersteps(args: &Args) -> usize {
+    2 * args.agent_turns + 1
+}
+
 pub(crate) async fn run_agent(args: &Args) -> Result<(), BoxError> {
     let turns = args.agent_turns as i64;
     let graph = build_agent(turns)?;
-    let rl = 4 * args.agent_turns + 50;
-    let supersteps = 2 * args.agent_turns + 1; // node supersteps; plus one hidden __start__
+    let rl = recursion_limit(args);
+    let supersteps = supersteps(args);
     let base = |cp: &str| {
         Record::new()
             .kv("engine", ENGINE)
@@ -207,9 +218,9 @@ impl AgentRun {
             cfg: RunConfig::new()
                 .thread(tid)
                 .durability(durability)
-                .recursion_limit(4 * args.agent_turns + 50),
+                .recursion_limit(recursion_limit(args)),
             turns: args.agent_turns as i64,
-            supersteps: 2 * args.agent_turns + 1,
+            supersteps: supersteps(args),
         }
     }
 
