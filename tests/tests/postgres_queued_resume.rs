@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stategraph::checkpoints::{Multitask, PostgresSaver, RunStatus, ThreadId};
+use stategraph::checkpoints::{Multitask, PostgresSaver, RunId, RunStatus, ThreadId};
 use stategraph::prelude::*;
 use stategraph::worker::{Worked, Worker, WorkerOptions};
 
@@ -70,6 +70,21 @@ async fn paused(saver: &PostgresSaver, worker: &Worker<Log>, thread: &ThreadId) 
     assert_eq!(worked.worked, Worked::Ended(RunStatus::Interrupted));
 }
 
+/// Pause `thread` (see [`paused`]), then queue `answer` to its one interrupt.
+async fn paused_and_answered(
+    saver: &PostgresSaver,
+    worker: &Worker<Log>,
+    thread: &ThreadId,
+    answer: &str,
+) -> RunId {
+    paused(saver, worker, thread).await;
+    saver
+        .queue()
+        .submit_resume(thread, &Resume::value(answer), Multitask::Enqueue)
+        .await
+        .unwrap()
+}
+
 async fn sorted_log(
     saver: &PostgresSaver,
     graph: &CompiledGraph<Log>,
@@ -94,12 +109,7 @@ async fn a_paused_run_is_answered_by_a_queued_resume_that_a_worker_runs_to_succe
     };
     let t = ThreadId::new("review").unwrap();
     let w = worker(&saver, asking(&["ask"]));
-    paused(&saver, &w, &t).await;
-    let run = saver
-        .queue()
-        .submit_resume(&t, &Resume::value("yes"), Multitask::Enqueue)
-        .await
-        .unwrap();
+    let run = paused_and_answered(&saver, &w, &t, "yes").await;
     let worked = w.run_next().await.unwrap().expect("the resume is leased");
     assert_eq!(worked.run, run);
     assert_eq!(worked.worked, Worked::Ended(RunStatus::Success));
@@ -174,12 +184,7 @@ async fn a_resume_whose_worker_died_before_writing_is_resumed_again_by_the_next_
     };
     let t = ThreadId::new("dead").unwrap();
     let w = worker(&saver, asking(&["ask"]));
-    paused(&saver, &w, &t).await;
-    let run = saver
-        .queue()
-        .submit_resume(&t, &Resume::value("later"), Multitask::Enqueue)
-        .await
-        .unwrap();
+    let run = paused_and_answered(&saver, &w, &t, "later").await;
     // A worker leases it and dies at once: it wrote nothing and never heart-beats.
     let dead = saver
         .queue()

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use stategraph_checkpoints::{
     CheckpointError, Multitask, Namespace, PostgresOptions, PostgresSaver, PostgresTls, Saver,
-    ThreadId, TlsClientCert,
+    ThreadId, TlsClientCert, Wakeups,
 };
 use stategraph_tests::writes::{put_of, whole};
 
@@ -38,6 +38,27 @@ fn unrelated_ca() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/unrelated-ca.pem")
 }
 
+/// `saver` stores a checkpoint and loads it back, and the run queue's listening connection
+/// (made as the pool's are) hears a submission; that listener, still connected.
+async fn stores_loads_and_hears_a_submission(
+    saver: &PostgresSaver,
+) -> Result<Wakeups, Box<dyn std::error::Error + Send + Sync>> {
+    let t = ThreadId::new("t")?;
+    let put = put_of(&t, None, -1, vec![whole("n", "1")]);
+    let id = put.checkpoint.id;
+    saver.put(put).await?;
+    let loaded = saver.get(&t, &Namespace::root(), None).await?;
+    assert_eq!(loaded.map(|l| l.checkpoint.id), Some(id));
+    let queue = saver.queue();
+    let mut wakeups = queue.wakeups().await;
+    assert!(wakeups.is_listening(), "the listener connected");
+    queue
+        .submit(&t, serde_json::json!({}), Multitask::Enqueue)
+        .await?;
+    assert!(wakeups.wait(Duration::from_secs(10)).await, "woken");
+    Ok(wakeups)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saver_with_a_ca_file_stores_and_loads_over_tls_and_so_does_its_listener() -> TestResult {
     let (Some(url), Some(ca)) = (pg_support::url(), pg_support::ca()) else {
@@ -47,23 +68,7 @@ async fn a_saver_with_a_ca_file_stores_and_loads_over_tls_and_so_does_its_listen
     let (saver, _guard) =
         pg_support::fresh_with(&named(&url, &app), "tls", with_tls(PostgresTls::CaFile(ca)))
             .await?;
-    let t = ThreadId::new("t")?;
-    let put = put_of(&t, None, -1, vec![whole("n", "1")]);
-    let id = put.checkpoint.id;
-    saver.put(put).await?;
-    let loaded = saver
-        .get(&t, &Namespace::root(), None)
-        .await?
-        .ok_or("no head")?;
-    assert_eq!(loaded.checkpoint.id, id);
-    // The queue's listening connection is made as the pool's are, and hears a submission.
-    let queue = saver.queue();
-    let mut wakeups = queue.wakeups().await;
-    assert!(wakeups.is_listening(), "the listener connected over TLS");
-    queue
-        .submit(&t, serde_json::json!({}), Multitask::Enqueue)
-        .await?;
-    assert!(wakeups.wait(Duration::from_secs(10)).await, "woken");
+    let _listening = stores_loads_and_hears_a_submission(&saver).await?;
     // Every connection of this saver the server has is encrypted, the listener among them.
     let raw = pg_support::raw(&url).await?;
     let rows = raw
@@ -186,22 +191,7 @@ async fn a_saver_presenting_a_client_certificate_logs_in_as_its_user_pool_and_li
         schema: options.schema.clone(),
     };
     let saver = PostgresSaver::connect_with(&named(&as_cert_user(&url), &app), options).await?;
-    let t = ThreadId::new("t")?;
-    let put = put_of(&t, None, -1, vec![whole("n", "1")]);
-    let id = put.checkpoint.id;
-    saver.put(put).await?;
-    let head = saver.get(&t, &Namespace::root(), None).await?;
-    assert_eq!(head.map(|h| h.checkpoint.id), Some(id));
-    let mut wakeups = saver.queue().wakeups().await;
-    assert!(
-        wakeups.is_listening(),
-        "the listener logged in by certificate"
-    );
-    saver
-        .queue()
-        .submit(&t, serde_json::json!({}), Multitask::Enqueue)
-        .await?;
-    assert!(wakeups.wait(Duration::from_secs(10)).await, "woken");
+    let _listening = stores_loads_and_hears_a_submission(&saver).await?;
     // The server saw each connection as the certificate's user, with that certificate.
     let raw = pg_support::raw(&url).await?;
     let rows = raw
