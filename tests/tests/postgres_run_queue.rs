@@ -253,7 +253,7 @@ async fn a_write_under_a_lost_lease_fails_with_a_typed_error_and_stores_nothing(
 }
 
 #[tokio::test]
-async fn a_dead_workers_run_is_leased_again_and_resumes_from_its_last_checkpoint() {
+async fn a_dead_workers_run_shows_its_lease_expired_then_is_leased_again_and_resumes() {
     let Some((saver, _guard)) = fresh("q_resume").await else {
         return;
     };
@@ -264,11 +264,14 @@ async fn a_dead_workers_run_is_leased_again_and_resumes_from_its_last_checkpoint
         .await
         .unwrap();
     // A worker that ran `a` and `b`, then died (it stops before `c` and never ends the run).
-    let dead = queue
-        .lease("dead", Duration::from_millis(300))
-        .await
-        .unwrap()
-        .unwrap();
+    let lease = Duration::from_secs(1);
+    let leased_at = std::time::Instant::now();
+    let dead = queue.lease("dead", lease).await.unwrap().unwrap();
+    let held = queue.run(&run).await.unwrap().unwrap();
+    assert_eq!(
+        (held.status, held.lease_expired),
+        (RunStatus::Running, false)
+    );
     let runs = Arc::new(AtomicUsize::new(0));
     let partial =
         steps(Duration::ZERO, runs.clone()).with_checkpointer(Arc::new(saver.fenced(&dead)));
@@ -278,6 +281,14 @@ async fn a_dead_workers_run_is_leased_again_and_resumes_from_its_last_checkpoint
         .await
         .unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 2);
+    // Past its lease the run still shows running, and says its lease ended.
+    tokio::time::sleep((lease + Duration::from_millis(200)).saturating_sub(leased_at.elapsed()))
+        .await;
+    let stale = queue.run(&run).await.unwrap().unwrap();
+    assert_eq!(
+        (stale.status, stale.lease_expired),
+        (RunStatus::Running, true)
+    );
 
     let worker = Worker::new(
         saver.clone(),
@@ -297,8 +308,8 @@ async fn a_dead_workers_run_is_leased_again_and_resumes_from_its_last_checkpoint
     assert_eq!(state_of(&saver, &t).await.log, ["r/a", "r/b", "r/c"]);
     let done = queue.run(&run).await.unwrap().unwrap();
     assert_eq!(
-        (done.status, done.attempts, done.epoch),
-        (RunStatus::Success, 2, 2)
+        (done.status, done.attempts, done.epoch, done.lease_expired),
+        (RunStatus::Success, 2, 2, false)
     );
 }
 

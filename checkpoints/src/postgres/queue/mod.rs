@@ -363,6 +363,7 @@ fn queued_of(row: &Row) -> Result<QueuedRun, CheckpointError> {
         stop: col::<Option<&str>>(row, 7)?.and_then(StopRequest::parse),
         created_at_ms: to_u64(col(row, 9)?),
         updated_at_ms: to_u64(col(row, 10)?),
+        lease_expired: col::<Option<bool>>(row, 11)?.unwrap_or(false),
     })
 }
 

@@ -147,9 +147,11 @@ pub(super) const INSERT: &str = "
 INSERT INTO {s}.sg_run_queue (run_id, thread, input, status, created_at, updated_at, resume)
 VALUES ($1, $2, $3, 'pending', $4, $4, $5)";
 
-/// The columns a [`QueuedRun`](super::QueuedRun) is read from.
+/// The columns a [`QueuedRun`](super::QueuedRun) is read from; the last says whether a
+/// running run's lease has ended by the server's clock.
 pub(super) const RUN_COLUMNS: &str = "run_id, thread, status, reason, epoch, worker, attempts, \
-     stop, stop_reason, created_at, updated_at";
+     stop, stop_reason, created_at, updated_at, \
+     (status = 'running' AND lease_until < now()) AS lease_expired";
 
 /// A thread's fenced writes, in the order they were made.
 pub(super) const WRITE_LOG: &str = "

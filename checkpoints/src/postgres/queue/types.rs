@@ -161,6 +161,9 @@ pub struct QueuedRun {
     pub created_at_ms: u64,
     /// When it last changed (ms since the Unix epoch).
     pub updated_at_ms: u64,
+    /// A running run whose lease ended (by the server's clock) without a heartbeat: its
+    /// worker stopped, and the next lease any worker takes will be this run's takeover.
+    pub lease_expired: bool,
 }
 
 /// One fenced write transaction, as logged in it (`sg_run_writes`): which run wrote, under
