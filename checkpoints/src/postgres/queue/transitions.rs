@@ -32,8 +32,8 @@ impl RunQueue {
     /// Queue a run that answers `thread`'s pending interrupts with `resume` (what
     /// `Command::resume` is to an invoke): the worker that takes it resumes the interrupted
     /// step. Its id; `strategy` as for [`submit`](Self::submit). A run whose thread has no
-    /// pending interrupt, or none of the ids a [`Resume::Map`] names, ends as `error` with the
-    /// reason.
+    /// pending interrupt when it runs, or whose [`Resume::Map`] names an id that is not
+    /// pending, ends as `error` with the reason.
     ///
     /// # Errors
     /// As [`submit`](Self::submit).
