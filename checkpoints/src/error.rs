@@ -67,8 +67,10 @@ pub enum CheckpointError {
         /// The parent's id.
         parent: CheckpointId,
     },
-    /// The TLS settings of a PostgreSQL saver cannot be used: a CA file that cannot be read
-    /// or holds no certificate, or a system without root certificates.
+    /// The TLS settings of a PostgreSQL saver cannot be used: a CA file or client
+    /// certificate that cannot be read or holds no certificate, a client key that cannot be
+    /// read or does not match, a client certificate with TLS off, or a system without root
+    /// certificates.
     #[error("TLS to PostgreSQL: {what}: {detail}")]
     TlsSetup {
         /// What the saver was doing (naming the file, if any).

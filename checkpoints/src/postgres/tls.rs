@@ -174,16 +174,28 @@ fn system_roots() -> Result<RootCertStore, CheckpointError> {
     Ok(roots)
 }
 
-fn file_roots(path: &PathBuf) -> Result<RootCertStore, CheckpointError> {
-    let what = || format!("reading the CA file {}", path.display());
+/// The certificates of the PEM file `path`, at least one; errors say `what` was read.
+fn pem_certs(path: &PathBuf, what: &str) -> Result<Vec<CertificateDer<'static>>, CheckpointError> {
+    let what = || format!("{what} {}", path.display());
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
         .map_err(|e| setup(&what(), e.to_string()))?
         .collect::<Result<_, _>>()
         .map_err(|e| setup(&what(), e.to_string()))?;
+    if certs.is_empty() {
+        return Err(setup(&what(), "no certificate in it".to_owned()));
+    }
+    Ok(certs)
+}
+
+fn file_roots(path: &PathBuf) -> Result<RootCertStore, CheckpointError> {
+    let certs = pem_certs(path, "reading the CA file")?;
     let mut roots = RootCertStore::empty();
     let (added, _) = roots.add_parsable_certificates(certs);
     if added == 0 {
-        return Err(setup(&what(), "no certificate in it".to_owned()));
+        return Err(setup(
+            &format!("reading the CA file {}", path.display()),
+            "no certificate in it can be used".to_owned(),
+        ));
     }
     Ok(roots)
 }
@@ -192,14 +204,7 @@ fn file_roots(path: &PathBuf) -> Result<RootCertStore, CheckpointError> {
 fn client_identity(
     client: &TlsClientCert,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), CheckpointError> {
-    let what = || format!("reading the client certificate {}", client.cert.display());
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&client.cert)
-        .map_err(|e| setup(&what(), e.to_string()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| setup(&what(), e.to_string()))?;
-    if chain.is_empty() {
-        return Err(setup(&what(), "no certificate in it".to_owned()));
-    }
+    let chain = pem_certs(&client.cert, "reading the client certificate")?;
     let key = PrivateKeyDer::from_pem_file(&client.key).map_err(|e| {
         setup(
             &format!("reading the client key {}", client.key.display()),
