@@ -254,18 +254,13 @@ impl RunQueue {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         );
-        let ended: Vec<&str> = RunStatus::ALL
-            .iter()
-            .filter(|s| s.is_terminal())
-            .map(|s| s.as_str())
-            .collect();
         let client = self.saver.client().await?;
         let rows = self
             .sql()
             .query(
                 &**client,
                 TRIM_WRITE_LOG,
-                &[(&ended, Type::TEXT_ARRAY), (&cutoff, Type::INT8)],
+                &[(&cutoff, Type::INT8)],
                 "trimming the write log of ended runs",
             )
             .await?;

@@ -158,12 +158,13 @@ pub(super) const WRITE_LOG: &str = "
 SELECT seq, run_id, epoch, worker, kind, checkpoints FROM {s}.sg_run_writes
 WHERE thread = $1 ORDER BY seq";
 
-/// Delete the write log of runs whose status is one of `$1` (the ended ones) and whose last
-/// change is older than `$2` (ms); the number of rows deleted.
+/// Delete the write log of runs that ended (neither pending nor running) with their last
+/// change older than `$1` (ms); the number of rows deleted.
 pub(super) const TRIM_WRITE_LOG: &str = "
 WITH gone AS (
     DELETE FROM {s}.sg_run_writes w USING {s}.sg_run_queue q
-    WHERE w.run_id = q.run_id AND q.status = ANY($1) AND q.updated_at < $2
+    WHERE w.run_id = q.run_id AND q.status NOT IN ('pending', 'running')
+      AND q.updated_at < $1
     RETURNING 1
 )
 SELECT count(*) FROM gone";
