@@ -59,32 +59,31 @@ make_certs() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl </dev/null >&2
     }
     mkdir -p "$tls"
-    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "basicConstraints=CA:FALSE" \
-        "keyUsage=digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" >"$tls/ext.cnf"
     openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=stategraph test CA" \
         -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
-        -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
-    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
-        -CAcreateserial -days 3650 -extfile "$tls/ext.cnf" -out "$tls/server.crt" 2>/dev/null
-    chmod 600 "$tls/server.key"
-    [ "$(id -u)" = 0 ] && chown -R postgres: "$tls"
-    return 0
+    sign server 127.0.0.1 "subjectAltName=IP:127.0.0.1,DNS:localhost" "extendedKeyUsage=serverAuth"
+}
+
+# A key $tls/NAME.key and a certificate $tls/NAME.crt for the common name CN, signed by the
+# test CA, with the extensions given after CN; the files go to the postgres user.
+sign() {
+    local name="$1" cn="$2"
+    shift 2
+    printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" "$@" \
+        >"$tls/$name-ext.cnf"
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=$cn" \
+        -keyout "$tls/$name.key" -out "$tls/$name.csr" 2>/dev/null
+    openssl x509 -req -in "$tls/$name.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
+        -CAcreateserial -days 3650 -extfile "$tls/$name-ext.cnf" -out "$tls/$name.crt" 2>/dev/null
+    chmod 600 "$tls/$name.key"
+    if [ "$(id -u)" = 0 ]; then chown -R postgres: "$tls"; fi
 }
 
 # The user that logs in by client certificate, and its certificate (CN = the user).
 cert_user=sg_cert
 make_client_cert() {
     [ -f "$tls/client.crt" ] && [ -f "$tls/client.key" ] && return 0
-    printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" \
-        "extendedKeyUsage=clientAuth" >"$tls/client-ext.cnf"
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=$cert_user" \
-        -keyout "$tls/client.key" -out "$tls/client.csr" 2>/dev/null
-    openssl x509 -req -in "$tls/client.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
-        -CAcreateserial -days 3650 -extfile "$tls/client-ext.cnf" -out "$tls/client.crt" 2>/dev/null
-    chmod 600 "$tls/client.key"
-    [ "$(id -u)" = 0 ] && chown -R postgres: "$tls"
-    return 0
+    sign client "$cert_user" "extendedKeyUsage=clientAuth"
 }
 
 # Let $cert_user log in over TLS with a certificate the CA signed, and in no other way over
