@@ -37,15 +37,6 @@ fn asking(askers: &[&'static str]) -> CompiledGraph<Log> {
     g.compile().expect("the graph compiles")
 }
 
-async fn fresh(prefix: &str) -> Option<(PostgresSaver, pg_support::SchemaGuard)> {
-    let url = pg_support::url()?;
-    Some(
-        pg_support::fresh(&url, prefix)
-            .await
-            .expect("a fresh schema"),
-    )
-}
-
 fn worker(saver: &PostgresSaver, graph: CompiledGraph<Log>) -> Worker<Log> {
     let options = WorkerOptions {
         lease: Duration::from_secs(30),
@@ -104,7 +95,7 @@ async fn sorted_log(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_run_is_answered_by_a_queued_resume_that_a_worker_runs_to_success() {
-    let Some((saver, _guard)) = fresh("qr_value").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("qr_value").await else {
         return;
     };
     let t = ThreadId::new("review").unwrap();
@@ -121,7 +112,7 @@ async fn a_paused_run_is_answered_by_a_queued_resume_that_a_worker_runs_to_succe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_resume_by_interrupt_id_answers_each_pending_interrupt() {
-    let Some((saver, _guard)) = fresh("qr_map").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("qr_map").await else {
         return;
     };
     let t = ThreadId::new("two").unwrap();
@@ -155,7 +146,7 @@ async fn a_queued_resume_by_interrupt_id_answers_each_pending_interrupt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_resume_of_a_thread_with_nothing_pending_ends_as_an_error_saying_so() {
-    let Some((saver, _guard)) = fresh("qr_none").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("qr_none").await else {
         return;
     };
     let t = ThreadId::new("idle").unwrap();
@@ -179,7 +170,7 @@ async fn a_queued_resume_of_a_thread_with_nothing_pending_ends_as_an_error_sayin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_whose_worker_died_before_writing_is_resumed_again_by_the_next_lease() {
-    let Some((saver, _guard)) = fresh("qr_dead").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("qr_dead").await else {
         return;
     };
     let t = ThreadId::new("dead").unwrap();

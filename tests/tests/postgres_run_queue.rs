@@ -40,15 +40,6 @@ fn options(lease: Duration) -> WorkerOptions {
     }
 }
 
-async fn fresh(prefix: &str) -> Option<(PostgresSaver, pg_support::SchemaGuard)> {
-    let url = pg_support::url()?;
-    Some(
-        pg_support::fresh(&url, prefix)
-            .await
-            .expect("a fresh schema"),
-    )
-}
-
 fn thread(name: &str) -> ThreadId {
     ThreadId::new(name).expect("a valid thread id")
 }
@@ -65,7 +56,7 @@ async fn state_of(saver: &PostgresSaver, t: &ThreadId) -> Steps {
 
 #[tokio::test]
 async fn a_lease_takes_the_oldest_runnable_run_and_never_two_of_one_thread() {
-    let Some((saver, _guard)) = fresh("q_order").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_order").await else {
         return;
     };
     let queue = saver.queue();
@@ -122,7 +113,7 @@ async fn a_lease_takes_the_oldest_runnable_run_and_never_two_of_one_thread() {
 
 #[tokio::test]
 async fn racing_leases_and_the_database_itself_refuse_a_second_running_run_of_a_thread() {
-    let Some((saver, _guard)) = fresh("q_race").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_race").await else {
         return;
     };
     let queue = saver.queue();
@@ -166,7 +157,7 @@ async fn racing_leases_and_the_database_itself_refuse_a_second_running_run_of_a_
 
 #[tokio::test]
 async fn a_write_under_a_lost_lease_fails_with_a_typed_error_and_stores_nothing() {
-    let Some((saver, _guard)) = fresh("q_fence").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_fence").await else {
         return;
     };
     let queue = saver.queue();
@@ -254,7 +245,7 @@ async fn a_write_under_a_lost_lease_fails_with_a_typed_error_and_stores_nothing(
 
 #[tokio::test]
 async fn a_dead_workers_run_shows_its_lease_expired_then_is_leased_again_and_resumes() {
-    let Some((saver, _guard)) = fresh("q_resume").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_resume").await else {
         return;
     };
     let queue = saver.queue();
@@ -315,7 +306,7 @@ async fn a_dead_workers_run_shows_its_lease_expired_then_is_leased_again_and_res
 
 #[tokio::test]
 async fn reject_refuses_a_busy_thread_and_queues_nothing() {
-    let Some((saver, _guard)) = fresh("q_reject").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_reject").await else {
         return;
     };
     let queue = saver.queue();
@@ -354,7 +345,7 @@ async fn until_it_wrote(saver: &PostgresSaver, t: &ThreadId) {
 
 #[tokio::test]
 async fn interrupt_stops_the_running_run_at_a_step_boundary_and_keeps_its_checkpoints() {
-    let Some((saver, _guard)) = fresh("q_interrupt").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_interrupt").await else {
         return;
     };
     let queue = saver.queue();
@@ -397,7 +388,7 @@ async fn interrupt_stops_the_running_run_at_a_step_boundary_and_keeps_its_checkp
 
 #[tokio::test]
 async fn rollback_stops_the_running_run_and_deletes_every_checkpoint_it_wrote() {
-    let Some((saver, _guard)) = fresh("q_rollback").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_rollback").await else {
         return;
     };
     let queue = saver.queue();
@@ -465,7 +456,7 @@ async fn until_it_wrote_past(saver: &PostgresSaver, t: &ThreadId, n: usize) {
 
 #[tokio::test]
 async fn cancel_ends_a_pending_run_at_once_and_stops_a_running_one() {
-    let Some((saver, _guard)) = fresh("q_cancel").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_cancel").await else {
         return;
     };
     let queue = saver.queue();
@@ -502,7 +493,7 @@ async fn cancel_ends_a_pending_run_at_once_and_stops_a_running_one() {
 
 #[tokio::test]
 async fn an_input_that_does_not_fit_the_state_ends_the_run_as_an_error() {
-    let Some((saver, _guard)) = fresh("q_badinput").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_badinput").await else {
         return;
     };
     let queue = saver.queue();
@@ -530,7 +521,7 @@ async fn an_input_that_does_not_fit_the_state_ends_the_run_as_an_error() {
 
 #[tokio::test]
 async fn a_submission_wakes_an_idle_worker_long_before_its_poll() {
-    let Some((saver, _guard)) = fresh("q_notify").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_notify").await else {
         return;
     };
     let worker = Worker::new(
@@ -570,7 +561,7 @@ fn worker_options_that_cannot_work_are_refused() {
         return;
     };
     rt.block_on(async {
-        let Some((saver, _guard)) = fresh("q_options").await else {
+        let Some((saver, _guard)) = pg_support::fresh_or_skip("q_options").await else {
             return;
         };
         let g = || steps(Duration::ZERO, Arc::default());
@@ -592,7 +583,7 @@ fn worker_options_that_cannot_work_are_refused() {
 
 #[tokio::test]
 async fn trimming_the_write_log_deletes_only_the_log_of_runs_that_ended_before_the_cutoff() {
-    let Some((saver, _guard)) = fresh("q_trim").await else {
+    let Some((saver, _guard)) = pg_support::fresh_or_skip("q_trim").await else {
         return;
     };
     let queue = saver.queue();

@@ -38,6 +38,39 @@ fn unrelated_ca() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/unrelated-ca.pem")
 }
 
+/// One server connection, as `pg_stat_activity` and `pg_stat_ssl` show it.
+#[derive(Debug)]
+struct Seen {
+    user: String,
+    ssl: bool,
+    /// The client certificate's subject, empty without one.
+    client_dn: String,
+}
+
+/// The connections the server holds whose application name is `app`, looked at over a
+/// plain connection of the test's own.
+async fn connections_named(
+    url: &str,
+    app: &str,
+) -> Result<Vec<Seen>, Box<dyn std::error::Error + Send + Sync>> {
+    let raw = pg_support::raw(url).await?;
+    let rows = raw
+        .query(
+            "SELECT a.usename::text, s.ssl, COALESCE(s.client_dn, '') FROM pg_stat_activity a \
+             JOIN pg_stat_ssl s USING (pid) WHERE a.application_name = $1",
+            &[&app],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Seen {
+            user: r.get(0),
+            ssl: r.get(1),
+            client_dn: r.get(2),
+        })
+        .collect())
+}
+
 /// `saver` stores a checkpoint and loads it back, and the run queue's listening connection
 /// (made as the pool's are) hears a submission; that listener, still connected.
 async fn stores_loads_and_hears_a_submission(
@@ -70,17 +103,9 @@ async fn a_saver_with_a_ca_file_stores_and_loads_over_tls_and_so_does_its_listen
             .await?;
     let _listening = stores_loads_and_hears_a_submission(&saver).await?;
     // Every connection of this saver the server has is encrypted, the listener among them.
-    let raw = pg_support::raw(&url).await?;
-    let rows = raw
-        .query(
-            "SELECT s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
-             WHERE a.application_name = $1",
-            &[&app],
-        )
-        .await?;
-    let encrypted: Vec<bool> = rows.iter().map(|r| r.get(0)).collect();
-    assert!(encrypted.len() >= 2, "pool and listener: {encrypted:?}");
-    assert!(encrypted.iter().all(|&e| e), "{encrypted:?}");
+    let seen = connections_named(&url, &app).await?;
+    assert!(seen.len() >= 2, "pool and listener: {seen:?}");
+    assert!(seen.iter().all(|c| c.ssl), "{seen:?}");
     Ok(())
 }
 
@@ -193,24 +218,14 @@ async fn a_saver_presenting_a_client_certificate_logs_in_as_its_user_pool_and_li
     let saver = PostgresSaver::connect_with(&named(&as_cert_user(&url), &app), options).await?;
     let _listening = stores_loads_and_hears_a_submission(&saver).await?;
     // The server saw each connection as the certificate's user, with that certificate.
-    let raw = pg_support::raw(&url).await?;
-    let rows = raw
-        .query(
-            "SELECT a.usename::text, s.ssl, COALESCE(s.client_dn, '') FROM pg_stat_activity a \
-             JOIN pg_stat_ssl s USING (pid) WHERE a.application_name = $1",
-            &[&app],
-        )
-        .await?;
-    let seen: Vec<(String, bool, String)> = rows
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
+    let seen = connections_named(&url, &app).await?;
     assert!(seen.len() >= 2, "pool and listener: {seen:?}");
-    for (user, ssl, dn) in &seen {
-        assert_eq!(user, pg_support::CERT_USER, "{seen:?}");
-        assert!(*ssl, "{seen:?}");
+    for c in &seen {
+        assert_eq!(c.user, pg_support::CERT_USER, "{seen:?}");
+        assert!(c.ssl, "{seen:?}");
         assert!(
-            dn.contains(&format!("CN={}", pg_support::CERT_USER)),
+            c.client_dn
+                .contains(&format!("CN={}", pg_support::CERT_USER)),
             "{seen:?}"
         );
     }

@@ -153,6 +153,15 @@ pub async fn fresh(
     fresh_with(url, prefix, options).await
 }
 
+/// [`fresh`] on the server of [`url`]; `None` (the test skips) without one.
+///
+/// # Panics
+/// When the schema cannot be made: the server is there but refuses.
+pub async fn fresh_or_skip(prefix: &str) -> Option<(PostgresSaver, SchemaGuard)> {
+    let url = url()?;
+    Some(fresh(&url, prefix).await.expect("a fresh schema"))
+}
+
 /// A plain connection for looking at (or damaging) the tables directly.
 pub async fn raw(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
