@@ -181,7 +181,8 @@ pub(super) fn checkpoint_check(
 
 fn read_rows(conn: &Connection, names: &mut Names) -> rusqlite::Result<Scan> {
     let mut stmt = conn.prepare(
-        "SELECT seq, thread, ns, id, parent, parent_seq, source, metadata, body_hash, body
+        "SELECT seq, thread, ns, id, parent, parent_seq, source, metadata, body_hash, body,
+                typeof(step)
          FROM sg_checkpoints ORDER BY seq",
     )?;
     // Room for the rows at once (growing by doubling copies them into fresh pages several
@@ -213,6 +214,12 @@ fn read_rows(conn: &Connection, names: &mut Names) -> rusqlite::Result<Scan> {
             body: bytes(r, 9)?,
         };
         let mut found = VerifyReport::default();
+        // The step is read as an integer by every listing: any other type is damage.
+        let step_type = text(r, 10)?;
+        if step_type != "integer" {
+            let key = cp_key(&link.thread, &link.ns, link.id.as_slice());
+            found.problem("sg_checkpoints", key, format!("step stored as {step_type}"));
+        }
         if let Some(load) = check_row(&link, bad_thread, &row, names, &mut found) {
             scan.loads.push(load);
         }

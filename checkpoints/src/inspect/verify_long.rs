@@ -207,6 +207,11 @@ async fn a_damaged_middle_value_and_a_broken_parent_link_are_named() -> TestResu
         "UPDATE sg_checkpoints SET parent_seq = 99999 WHERE id = ?1",
         [&(1_000u128 + 1_550).to_be_bytes()[..]],
     )?;
+    // Checkpoint 1,700's step is a blob, which every listing fails to read as a number.
+    conn.execute(
+        "UPDATE sg_checkpoints SET step = x'01' WHERE id = ?1",
+        [&(1_000u128 + 1_700).to_be_bytes()[..]],
+    )?;
     drop(conn);
     let report = verify(&db).await?;
     let blob = naming(&report, "sg_blobs", &hex(hash.as_bytes()));
@@ -224,6 +229,8 @@ async fn a_damaged_middle_value_and_a_broken_parent_link_are_named() -> TestResu
         at.iter().any(|d| d.contains("parent_seq 99999 is missing")),
         "{at:?}"
     );
+    let at = naming(&report, "sg_checkpoints", &cp_hex(1_700));
+    assert!(at.contains(&"step stored as blob"), "{at:?}");
     assert!(naming(&report, "sg_checkpoints", &cp_hex(999)).is_empty());
     assert!(naming(&report, "sg_checkpoints", &cp_hex(1_100)).is_empty());
     Ok(())
