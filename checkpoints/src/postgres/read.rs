@@ -162,6 +162,18 @@ fn pending_write_at(
     })
 }
 
+/// Which checkpoint [`get`] loads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Which {
+    /// The thread's head, read inside the read.
+    Newest,
+    /// A checkpoint that was the thread's head when read just before: remembered as the
+    /// head once loaded.
+    Head(CheckpointId),
+    /// The checkpoint asked for.
+    At(CheckpointId),
+}
+
 /// [`Saver::get`](crate::Saver::get). With `known`, a checkpoint that is a remembered head
 /// takes its state (the value references) from there instead of walking its chain — the
 /// values are still read and hash-checked — and a loaded head is remembered.
@@ -169,7 +181,7 @@ pub(crate) async fn get(
     client: &impl GenericClient,
     sql: &Sql,
     (thread, ns): (&ThreadId, &Namespace),
-    id: Option<CheckpointId>,
+    which: Which,
     known: Option<&KnownHeads>,
 ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
     let not_found = |id| CheckpointError::NotFound {
@@ -177,9 +189,9 @@ pub(crate) async fn get(
         ns: ns.clone(),
         id,
     };
-    let target = match id {
-        Some(id) => id,
-        None => match head_id(client, sql, thread, ns).await? {
+    let target = match which {
+        Which::Head(id) | Which::At(id) => id,
+        Which::Newest => match head_id(client, sql, thread, ns).await? {
             Some(h) => h,
             None => return Ok(None),
         },
@@ -196,7 +208,7 @@ pub(crate) async fn get(
     };
     let fields = load_fields(client, sql, thread, target, &state).await?;
     let pending = pending(client, sql, thread, ns, target).await?;
-    if let (Some(known), None) = (known, id) {
+    if let (Some(known), Which::Newest | Which::Head(_)) = (known, which) {
         let head = Known {
             head: target,
             since,

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use stategraph_checkpoints::{
-    CheckpointError, CheckpointId, ListOptions, Multitask, Namespace, PostgresOptions,
+    CheckpointError, CheckpointId, FieldPart, ListOptions, Multitask, Namespace, PostgresOptions,
     PostgresSaver, PutCheckpoint, Resume, RunEnd, RunStatus, Saver, ThreadId,
 };
 use stategraph_tests::writes::{put_of, tail, whole};
@@ -286,6 +286,64 @@ async fn two_savers_starting_the_same_new_thread_store_one_root_and_refuse_the_o
         let expected: Vec<CheckpointId> = won.iter().map(|p| p.checkpoint.id).collect();
         assert_eq!(ids, expected, "round {round}: only the winner's chain");
     }
+    Ok(())
+}
+
+/// The `n` field of a loaded checkpoint, as stored JSON.
+fn n_of(loaded: &stategraph_checkpoints::LoadedCheckpoint) -> Option<String> {
+    match loaded.fields.get("n")?.last()? {
+        FieldPart::Whole(json) => String::from_utf8(json.clone()).ok(),
+        FieldPart::Tail(_) => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_of_the_newest_reads_the_head_as_it_is_when_another_saver_moved_or_deleted_it(
+) -> TestResult {
+    let Some(url) = pg_support::url() else {
+        return Ok(());
+    };
+    let (a, guard) = pg_support::fresh(&url, "get_newest").await?;
+    let b = open(&url, &guard.schema).await?;
+    let (t, ns) = (ThreadId::new("t")?, Namespace::root());
+    assert!(
+        b.get(&t, &ns, None).await?.is_none(),
+        "a new thread has none"
+    );
+    let puts = chain(&t, 3);
+    let h2 = puts[2].checkpoint.id;
+    a.put_many(puts).await?;
+    // `b` loads the head and remembers it; `a` then moves it on twice.
+    let seen = b.get(&t, &ns, None).await?.ok_or("no head")?;
+    assert_eq!(
+        (seen.checkpoint.id, n_of(&seen)),
+        (h2, Some("2".to_owned()))
+    );
+    let h3 = put_of(&t, Some(h2), 2, vec![tail("log", "[3]"), whole("n", "3")]);
+    let h4 = put_of(&t, Some(h3.checkpoint.id), 3, vec![whole("n", "4")]);
+    let newest = h4.checkpoint.id;
+    a.put_many(vec![h3, h4]).await?;
+    let loaded = b.get(&t, &ns, None).await?.ok_or("no head")?;
+    assert_eq!(loaded.checkpoint.id, newest, "the head another saver moved");
+    assert_eq!(n_of(&loaded), Some("4".to_owned()));
+    assert_eq!(
+        loaded.fields.get("log").map(Vec::len),
+        Some(4),
+        "every appended part"
+    );
+    // `b` extends the head it loaded, so it knew it exactly.
+    b.put(put_of(&t, Some(newest), 4, vec![whole("n", "5")]))
+        .await?;
+    a.delete_thread(&t).await?;
+    assert!(
+        b.get(&t, &ns, None).await?.is_none(),
+        "deleted by another saver"
+    );
+    let by_id = b.get(&t, &ns, Some(newest)).await;
+    assert!(
+        matches!(&by_id, Err(CheckpointError::NotFound { id, .. }) if *id == newest),
+        "{by_id:?}"
+    );
     Ok(())
 }
 
