@@ -56,8 +56,9 @@ pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};
 pub use memory::MemorySaver;
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    FencedWrite, Lease, Multitask, PostgresOptions, PostgresSaver, PostgresTls, QueuedRun, RunEnd,
-    RunQueue, StopRequest, TlsClientCert, Wakeups, POSTGRES_FORMAT_VERSION,
+    FencedWrite, Lease, Multitask, PostgresOptions, PostgresSaver, PostgresTls, QueuedCommand,
+    QueuedGoto, QueuedRun, RunEnd, RunQueue, StopRequest, TlsClientCert, Wakeups,
+    POSTGRES_FORMAT_VERSION,
 };
 pub use run::{DeliveryReceipt, RunId, RunRecord, RunStatus};
 pub use saver::{Head, Saver};

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stategraph::checkpoints::{Multitask, PostgresSaver, RunId, RunStatus, ThreadId};
+use stategraph::checkpoints::{
+    Multitask, PostgresSaver, QueuedCommand, RunId, RunStatus, ThreadId,
+};
 use stategraph::prelude::*;
 use stategraph::worker::{Worked, Worker, WorkerOptions};
 
@@ -184,7 +186,10 @@ async fn a_resume_whose_worker_died_before_writing_is_resumed_again_by_the_next_
         .unwrap()
         .expect("the resume is runnable");
     assert_eq!(dead.run, run);
-    assert_eq!(dead.resume, Some(Resume::value("later")));
+    assert_eq!(
+        dead.command,
+        Some(QueuedCommand::resume(Resume::value("later")))
+    );
     assert!(dead.input.is_null());
     tokio::time::sleep(Duration::from_millis(400)).await;
     let worked = w

@@ -44,7 +44,10 @@ use futures::future::BoxFuture;
 use tokio_postgres::{Client, IsolationLevel};
 
 pub use options::PostgresOptions;
-pub use queue::{FencedWrite, Lease, Multitask, QueuedRun, RunEnd, RunQueue, StopRequest, Wakeups};
+pub use queue::{
+    FencedWrite, Lease, Multitask, QueuedCommand, QueuedGoto, QueuedRun, RunEnd, RunQueue,
+    StopRequest, Wakeups,
+};
 pub use schema::POSTGRES_FORMAT_VERSION;
 pub use tls::{PostgresTls, TlsClientCert};
 

@@ -86,6 +86,7 @@ CREATE TABLE IF NOT EXISTS {s}.sg_run_queue (
     updated_at  bigint      NOT NULL
 );
 ALTER TABLE {s}.sg_run_queue ADD COLUMN IF NOT EXISTS resume text;
+ALTER TABLE {s}.sg_run_queue ADD COLUMN IF NOT EXISTS command text;
 CREATE UNIQUE INDEX IF NOT EXISTS sg_run_queue_one_running
     ON {s}.sg_run_queue (thread) WHERE status = 'running';
 CREATE INDEX IF NOT EXISTS sg_run_queue_open
@@ -187,13 +188,14 @@ const LAST_OBJECT: &str = "sg_run_writes_by_thread";
 const FUNCTIONS: [(&str, &str); 4] = [
     (extend::FUNCTION_NAME, extend::FUNCTION),
     ("sg_head_v1", read::HEAD_FUNCTION),
-    ("sg_lease_v2", queue::LEASE_FUNCTION),
+    ("sg_lease_v3", queue::LEASE_FUNCTION),
     ("sg_finish_v1", queue::FINISH_FUNCTION),
 ];
 
 /// Whether the schema holds every table and index of [`TABLES`], every one of [`FUNCTIONS`],
-/// base records stored uncompressed and the run queue's `resume` column (the last three added
-/// to format 1 later: a schema an older build made lacks them; decision 0060).
+/// base records stored uncompressed and the run queue's `resume` and `command` columns (the
+/// last three added to format 1 later: a schema an older build made lacks them; decision
+/// 0060).
 async fn is_complete(
     tx: &tokio_postgres::Transaction<'_>,
     sql: &Sql,
@@ -213,8 +215,9 @@ async fn is_complete(
              AND (SELECT count(*) = 2 FROM pg_attribute \
              WHERE attrelid = to_regclass($2) AND attname IN ('base', 'refs') \
              AND attstorage = 'e') \
-             AND EXISTS (SELECT 1 FROM pg_attribute \
-             WHERE attrelid = to_regclass($3) AND attname = 'resume' AND NOT attisdropped)",
+             AND (SELECT count(*) = 2 FROM pg_attribute \
+             WHERE attrelid = to_regclass($3) AND attname IN ('resume', 'command') \
+             AND NOT attisdropped)",
             &[
                 (&functions, Type::TEXT_ARRAY),
                 (&table, Type::TEXT),

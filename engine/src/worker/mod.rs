@@ -8,6 +8,7 @@
 //! on from the thread's newest checkpoint, reusing the writes its finished tasks recorded.
 //! See `docs/guides/scale-out.md` and decision 0058.
 
+mod command;
 mod heartbeat;
 
 use std::sync::Arc;
@@ -18,7 +19,8 @@ use stategraph_checkpoints::{
 };
 
 use crate::node::CancelToken;
-use crate::{Command, CompiledGraph, Durability, Input, RunConfig, RunError, State};
+use crate::{CompiledGraph, Durability, Input, RunConfig, RunError, State};
+pub use command::CommandNotQueueable;
 use heartbeat::{Beat, Heartbeat};
 
 /// How a [`Worker`] leases and heart-beats.
@@ -261,14 +263,14 @@ impl<S: State> Worker<S> {
         self.end(lease, end).await
     }
 
-    /// The run's input: its own (an input, or a resume of the thread's interrupts) on its
-    /// first run, "go on" once an earlier lease wrote.
+    /// The run's input: its own (an input, or a command) on its first run, "go on" once an
+    /// earlier lease wrote.
     fn input_of(&self, lease: &Lease) -> Result<Input<S>, String> {
         if lease.resumed {
             return Ok(Input::Continue);
         }
-        if let Some(resume) = &lease.resume {
-            return Ok(Input::Command(Command::resume(resume.clone())));
+        if let Some(command) = &lease.command {
+            return command::command_of(command).map(Input::Command);
         }
         if lease.input.is_null() {
             return Ok(Input::Continue);

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use stategraph_checkpoints::{
     CheckpointError, CheckpointId, FieldPart, ListOptions, Multitask, Namespace, PostgresOptions,
-    PostgresSaver, PutCheckpoint, Resume, RunEnd, RunStatus, Saver, ThreadId,
+    PostgresSaver, PutCheckpoint, QueuedCommand, QueuedGoto, Resume, RunEnd, RunStatus, Saver,
+    ThreadId,
 };
 use stategraph_tests::writes::{put_of, tail, whole};
 
@@ -205,7 +206,7 @@ async fn a_fenced_put_on_a_known_head_after_a_takeover_is_lease_lost_and_stores_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_schema_made_before_the_functions_and_resume_column_gets_them_when_opened() -> TestResult
+async fn a_schema_made_before_the_functions_and_queue_columns_gets_them_when_opened() -> TestResult
 {
     let Some(url) = pg_support::url() else {
         return Ok(());
@@ -218,12 +219,14 @@ async fn a_schema_made_before_the_functions_and_resume_column_gets_them_when_ope
     drop(first);
     let raw = pg_support::raw(&url).await?;
     let s = format!("\"{}\"", guard.schema);
-    let functions = ["sg_extend_v1", "sg_head_v1", "sg_lease_v2", "sg_finish_v1"];
+    let functions = ["sg_extend_v1", "sg_head_v1", "sg_lease_v3", "sg_finish_v1"];
     for f in functions {
         raw.batch_execute(&format!("DROP FUNCTION {s}.{f}")).await?;
     }
-    raw.batch_execute(&format!("ALTER TABLE {s}.sg_run_queue DROP COLUMN resume"))
-        .await?;
+    raw.batch_execute(&format!(
+        "ALTER TABLE {s}.sg_run_queue DROP COLUMN resume, DROP COLUMN command"
+    ))
+    .await?;
     let reopened = open(&url, &guard.schema).await?;
     for f in functions {
         let has: bool = raw
@@ -259,7 +262,19 @@ async fn a_schema_made_before_the_functions_and_resume_column_gets_them_when_ope
         .lease("w", Duration::from_secs(30))
         .await?
         .ok_or("the resume is runnable")?;
-    assert_eq!((lease.run, lease.resume), (run, Some(resume)));
+    let resumed = Some(QueuedCommand::resume(resume));
+    assert_eq!((&lease.run, &lease.command), (&run, &resumed));
+    queue.finish(&lease, RunEnd::Success).await?;
+    let command =
+        QueuedCommand::update(serde_json::json!({"n": 9})).with_goto(QueuedGoto::node("a"));
+    let run = queue
+        .submit_command(&t, &command, Multitask::Enqueue)
+        .await?;
+    let lease = queue
+        .lease("w", Duration::from_secs(30))
+        .await?
+        .ok_or("the command is runnable")?;
+    assert_eq!((lease.run, lease.command), (run, Some(command)));
     Ok(())
 }
 

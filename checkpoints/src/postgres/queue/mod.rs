@@ -5,6 +5,7 @@
 //! fenced write makes in its transaction; `listen` wake-ups; `transitions` submitting,
 //! stopping and ending runs.
 
+mod command;
 mod fence;
 mod listen;
 mod statements;
@@ -16,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_postgres::types::Type;
 use tokio_postgres::Row;
 
+pub use command::{QueuedCommand, QueuedGoto};
 pub(crate) use fence::{Fence, Fenced};
 pub use listen::Wakeups;
 pub use types::{FencedWrite, Lease, Multitask, QueuedRun, RunEnd, StopRequest};
@@ -331,7 +333,7 @@ fn lease_of(row: &Row, worker: &str) -> Result<Lease, CheckpointError> {
         stop: col::<Option<&str>>(row, 5)?.and_then(StopRequest::parse),
         created_at_ms: to_u64(col(row, 6)?),
         resumed: col(row, 7)?,
-        resume: match col::<Option<&str>>(row, 8)? {
+        command: match col::<Option<&str>>(row, 8)? {
             Some(text) => {
                 Some(serde_json::from_str(text).map_err(|e| bad_row(run, &e.to_string()))?)
             }

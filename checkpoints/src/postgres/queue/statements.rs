@@ -7,15 +7,18 @@
 /// heart-beating). Rows other workers are leasing are skipped, not waited for. The unique
 /// index `sg_run_queue_one_running` refuses a second running run of a thread, whatever
 /// two workers race to lease. `$1` worker, `$2` lease seconds, `$3` now (ms).
-pub(super) const LEASE: &str = "SELECT * FROM {s}.sg_lease_v2($1, $2, $3)";
+pub(super) const LEASE: &str = "SELECT * FROM {s}.sg_lease_v3($1, $2, $3)";
 
 /// The function [`LEASE`] calls, created with the tables: a function so that the server
 /// plans its statement once per connection instead of on every lease (0.3–0.5 ms of parsing
-/// and planning each, in the server log of the `workers` bench; decision 0059).
+/// and planning each, in the server log of the `workers` bench; decision 0059). Its last
+/// column is the run's command as JSON: the `command` column, or a bare resume from the
+/// `resume` column, where a command that only resumes is kept (so workers of the build that
+/// added `resume`, which lease with `sg_lease_v2`, still run it).
 pub(crate) const LEASE_FUNCTION: &str = r#"
-CREATE OR REPLACE FUNCTION {s}.sg_lease_v2(p_worker text, p_secs float8, p_now int8)
+CREATE OR REPLACE FUNCTION {s}.sg_lease_v3(p_worker text, p_secs float8, p_now int8)
 RETURNS TABLE(o_run text, o_thread text, o_epoch int8, o_input text, o_attempts int4,
-    o_stop text, o_created int8, o_resumed bool, o_resume text)
+    o_stop text, o_created int8, o_resumed bool, o_command text)
 LANGUAGE plpgsql AS $fn$
 BEGIN
     RETURN QUERY
@@ -41,7 +44,7 @@ BEGIN
     RETURNING q.run_id, q.thread, q.epoch, q.input, q.attempts, q.stop, q.created_at,
         EXISTS (SELECT 1 FROM {s}.sg_run_writes w
                 WHERE w.run_id = q.run_id AND w.kind = 'checkpoints'),
-        q.resume;
+        COALESCE(q.command, '{"resume":' || q.resume || '}');
 END
 $fn$;
 "#;
@@ -141,11 +144,13 @@ pub(super) const END_PENDING: &str = "
 UPDATE {s}.sg_run_queue SET status = $2, reason = $3, updated_at = $4
 WHERE run_id = $1 AND status = 'pending'";
 
-/// Queue a run. `$1` run, `$2` thread, `$3` input, `$4` now (ms), `$5` the resume (JSON) of
-/// a run that answers interrupts, else `NULL`.
+/// Queue a run. `$1` run, `$2` thread, `$3` input, `$4` now (ms); `$5` the resume (JSON) of
+/// a run whose command only answers interrupts, `$6` any other command (JSON), each else
+/// `NULL`.
 pub(super) const INSERT: &str = "
-INSERT INTO {s}.sg_run_queue (run_id, thread, input, status, created_at, updated_at, resume)
-VALUES ($1, $2, $3, 'pending', $4, $4, $5)";
+INSERT INTO {s}.sg_run_queue
+    (run_id, thread, input, status, created_at, updated_at, resume, command)
+VALUES ($1, $2, $3, 'pending', $4, $4, $5, $6)";
 
 /// The columns a [`QueuedRun`](super::QueuedRun) is read from; the last says whether a
 /// running run's lease has ended by the server's clock.

@@ -7,8 +7,32 @@ use tokio_postgres::GenericClient;
 use super::super::runs;
 use super::super::sql::{col, to_i64, to_u64, PgResult, Sql};
 use super::statements::{ASK_STOP, END_PENDING, FINISH, INSERT, OPEN_RUNS, RESET_HEADS, ROLL_BACK};
+use super::QueuedCommand;
 use super::{now_ms, record, run_id, Fence, Lease, Multitask, RunEnd, RunQueue, StopRequest};
 use crate::{CheckpointError, Resume, RunId, RunStatus, ThreadId};
+
+/// Where a queued command is kept: a command that only resumes in `resume`, which workers of
+/// every build that takes resumes read; any other in `command` (decision 0058).
+enum Stored {
+    Resume(String),
+    Command(String),
+}
+
+impl Stored {
+    fn resume(&self) -> Option<&str> {
+        match self {
+            Stored::Resume(text) => Some(text),
+            Stored::Command(_) => None,
+        }
+    }
+
+    fn command(&self) -> Option<&str> {
+        match self {
+            Stored::Command(text) => Some(text),
+            Stored::Resume(_) => None,
+        }
+    }
+}
 
 impl RunQueue {
     /// Queue a run of `thread` with `input` (the graph's input as JSON; `null` continues the
@@ -43,17 +67,42 @@ impl RunQueue {
         resume: &Resume,
         strategy: Multitask,
     ) -> Result<RunId, CheckpointError> {
-        let resume = serde_json::to_string(resume)
-            .map_err(|e| crate::StorageError::new("encoding a run's resume", e))?;
-        self.enqueue(thread, "null", Some(&resume), strategy).await
+        self.submit_command(thread, &QueuedCommand::resume(resume.clone()), strategy)
+            .await
     }
 
-    /// Queue a run with its encoded input or resume, making way under `strategy`.
+    /// Queue a run that applies `command` to `thread` instead of an input (what a `Command`
+    /// is to an invoke: resume its interrupts, update its state, route). Its id; `strategy`
+    /// as for [`submit`](Self::submit). A run whose update does not fit the graph's state,
+    /// whose route names no node of the graph, or whose resume the thread cannot take, ends
+    /// as `error` with the reason.
+    ///
+    /// # Errors
+    /// As [`submit`](Self::submit).
+    pub async fn submit_command(
+        &self,
+        thread: &ThreadId,
+        command: &QueuedCommand,
+        strategy: Multitask,
+    ) -> Result<RunId, CheckpointError> {
+        let text = |v: Result<String, serde_json::Error>| {
+            v.map_err(|e| crate::StorageError::new("encoding a run's command", e))
+        };
+        let stored = match &command.resume {
+            Some(resume) if command.is_resume_only() => {
+                Stored::Resume(text(serde_json::to_string(resume))?)
+            }
+            _ => Stored::Command(text(serde_json::to_string(command))?),
+        };
+        self.enqueue(thread, "null", Some(stored), strategy).await
+    }
+
+    /// Queue a run with its encoded input or command, making way under `strategy`.
     async fn enqueue(
         &self,
         thread: &ThreadId,
         input: &str,
-        resume: Option<&str>,
+        command: Option<Stored>,
         strategy: Multitask,
     ) -> Result<RunId, CheckpointError> {
         let run = RunId::generate();
@@ -83,7 +132,8 @@ impl RunQueue {
                 (&thread.as_str(), Type::TEXT),
                 (&input, Type::TEXT),
                 (&now_i, Type::INT8),
-                (&resume, Type::TEXT),
+                (&command.as_ref().and_then(Stored::resume), Type::TEXT),
+                (&command.as_ref().and_then(Stored::command), Type::TEXT),
             ],
             "queueing a run",
         )

@@ -89,9 +89,10 @@ pub struct Lease {
     pub worker: String,
     /// The input the run was submitted with (JSON `null`: continue the thread).
     pub input: serde_json::Value,
-    /// The answer to the thread's pending interrupts a run was submitted with
-    /// ([`RunQueue::submit_resume`](super::RunQueue::submit_resume)), instead of an input.
-    pub resume: Option<crate::Resume>,
+    /// The command a run was submitted with instead of an input
+    /// ([`RunQueue::submit_command`](super::RunQueue::submit_command) or
+    /// [`submit_resume`](super::RunQueue::submit_resume)).
+    pub command: Option<super::QueuedCommand>,
     /// How many times the run was leased, this time included.
     pub attempt: u32,
     /// Whether an earlier lease of the run wrote checkpoints: the run goes on from the
