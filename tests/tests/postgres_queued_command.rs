@@ -1,6 +1,8 @@
 //! Commands through the run queue on a real PostgreSQL server (`STATEGRAPH_PG_URL`, a schema
 //! per test): a queued run that updates the state, routes, or answers an interrupt and edits
-//! the state at once (`RunQueue::submit_command`), as `Command` does as an invoke's input.
+//! the state at once (`RunQueue::submit_command`), as `Command` does as an invoke's input;
+//! and a queued row that does not read (a newer build's, a damaged one) ends as an error
+//! instead of blocking the queue.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod pg_support;
@@ -241,4 +243,105 @@ async fn a_command_that_only_resumes_is_stored_where_workers_that_predate_comman
     assert_eq!(resume, None);
     let command: Option<QueuedCommand> = command.map(|c| serde_json::from_str(&c).unwrap());
     assert_eq!(command, Some(edited));
+}
+
+/// Set `column` of `run`'s queue row to `value`, as a newer build or a damaged row could.
+async fn overwrite(guard: &pg_support::SchemaGuard, run: &RunId, column: &str, value: &str) {
+    let raw = pg_support::raw(&pg_support::url().unwrap()).await.unwrap();
+    let sql = format!(
+        "UPDATE \"{}\".sg_run_queue SET {column} = $1 WHERE run_id = $2",
+        guard.schema
+    );
+    let changed = raw.execute(&sql, &[&value, &run.as_str()]).await.unwrap();
+    assert_eq!(changed, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_stored_command_does_not_read_ends_as_an_error_and_the_queue_goes_on() {
+    let Some((saver, guard)) = pg_support::fresh_or_skip("qc_unreadable").await else {
+        return;
+    };
+    let (t, w, queue) = (
+        ThreadId::new("newer").unwrap(),
+        worker(&saver),
+        saver.queue(),
+    );
+    let update = QueuedCommand::update(json!({ "log": ["x"] }));
+    let newer = queue
+        .submit_command(&t, &update, Multitask::Enqueue)
+        .await
+        .unwrap();
+    // A key this build does not know, as a newer build might write.
+    overwrite(
+        &guard,
+        &newer,
+        "command",
+        r#"{"update": {}, "priority": 1}"#,
+    )
+    .await;
+    let other = ThreadId::new("other").unwrap();
+    let next = queue
+        .submit_command(
+            &other,
+            &QueuedCommand::update(json!({ "log": ["y"] })),
+            Multitask::Enqueue,
+        )
+        .await
+        .unwrap();
+    let worked = w
+        .run_next()
+        .await
+        .unwrap()
+        .expect("the unreadable run is leased");
+    assert_eq!(
+        (&worked.run, &worked.worked),
+        (&newer, &Worked::Ended(RunStatus::Error))
+    );
+    let reason = reason_of(&saver, &newer).await;
+    assert!(reason.contains("stored command does not read"), "{reason}");
+    assert!(reason.contains("priority"), "{reason}");
+    let worked = w.run_next().await.unwrap().expect("the next run is leased");
+    assert_eq!(
+        (&worked.run, &worked.worked),
+        (&next, &Worked::Ended(RunStatus::Success))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_thread_does_not_read_is_ended_by_its_lease_and_the_next_lease_goes_past_it() {
+    let Some((saver, guard)) = pg_support::fresh_or_skip("qc_badthread").await else {
+        return;
+    };
+    let queue = saver.queue();
+    let t = ThreadId::new("fine").unwrap();
+    let damaged = queue
+        .submit(&t, json!({}), Multitask::Enqueue)
+        .await
+        .unwrap();
+    overwrite(&guard, &damaged, "thread", "").await;
+    let next = queue
+        .submit(&t, json!({}), Multitask::Enqueue)
+        .await
+        .unwrap();
+    let refused = queue.lease("w", Duration::from_secs(30)).await;
+    assert!(
+        matches!(&refused, Err(stategraph::checkpoints::CheckpointError::Integrity { blob, .. })
+            if blob.contains(damaged.as_str())),
+        "{refused:?}"
+    );
+    let raw = pg_support::raw(&pg_support::url().unwrap()).await.unwrap();
+    let status: String = raw
+        .query_one(
+            &format!(
+                "SELECT status FROM \"{}\".sg_run_queue WHERE run_id = $1",
+                guard.schema
+            ),
+            &[&damaged.as_str()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "error", "ended by the lease that read it");
+    let leased = queue.lease("w", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(leased.map(|l| l.run), Some(next));
 }

@@ -266,6 +266,9 @@ impl<S: State> Worker<S> {
     /// The run's input: its own (an input, or a command) on its first run, "go on" once an
     /// earlier lease wrote.
     fn input_of(&self, lease: &Lease) -> Result<Input<S>, String> {
+        if let Some(problem) = &lease.unreadable {
+            return Err(problem.clone());
+        }
         if lease.resumed {
             return Ok(Input::Continue);
         }

@@ -109,7 +109,16 @@ impl RunQueue {
             Err(e) if is_unique_violation(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let lease = lease_of(&row, worker)?;
+        let lease = match lease_of(&row, worker) {
+            Ok(lease) => lease,
+            Err(e) => {
+                // Its id or thread does not read either: end it here, so the next lease
+                // goes past it, and report it.
+                self.end_unreadable(&tx, &row, &e).await?;
+                tx.commit().await.during("committing a lease")?;
+                return Err(e);
+            }
+        };
         transitions::mirror(
             &tx,
             self.sql(),
@@ -319,10 +328,26 @@ fn bad_row(run: &str, detail: &str) -> CheckpointError {
     }
 }
 
+/// A leased row as a [`Lease`]. An input or command that does not read makes a lease whose
+/// `unreadable` says why, not an error: the run must end rather than stay the oldest
+/// runnable one and stop every lease after it.
 fn lease_of(row: &Row, worker: &str) -> Result<Lease, CheckpointError> {
     let run: &str = col(row, 0)?;
-    let input: &str = col(row, 3)?;
-    let input = serde_json::from_str(input).map_err(|e| bad_row(run, &e.to_string()))?;
+    let mut unreadable = None;
+    let input = serde_json::from_str(col(row, 3)?).unwrap_or_else(|e| {
+        unreadable = Some(format!("the run's stored input does not read: {e}"));
+        serde_json::Value::Null
+    });
+    let command = match col::<Option<&str>>(row, 8)? {
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| {
+                unreadable = Some(format!(
+                    "the run's stored command does not read (written by a newer build?): {e}"
+                ));
+            })
+            .ok(),
+        None => None,
+    };
     Ok(Lease {
         run: run_id(run)?,
         thread: thread_id(col(row, 1)?, run)?,
@@ -333,12 +358,8 @@ fn lease_of(row: &Row, worker: &str) -> Result<Lease, CheckpointError> {
         stop: col::<Option<&str>>(row, 5)?.and_then(StopRequest::parse),
         created_at_ms: to_u64(col(row, 6)?),
         resumed: col(row, 7)?,
-        command: match col::<Option<&str>>(row, 8)? {
-            Some(text) => {
-                Some(serde_json::from_str(text).map_err(|e| bad_row(run, &e.to_string()))?)
-            }
-            None => None,
-        },
+        command,
+        unreadable,
     })
 }
 

@@ -139,6 +139,13 @@ pub(super) const ASK_STOP: &str = "
 UPDATE {s}.sg_run_queue SET stop = $2, stop_reason = $3, updated_at = $4
 WHERE run_id = $1 AND status = 'running' AND stop IS NULL";
 
+/// End a leased run whose id or thread does not read (so it cannot be run, nor mirrored in
+/// `sg_runs`). `$1` run, `$2` reason, `$3` now (ms).
+pub(super) const END_UNREADABLE: &str = "
+UPDATE {s}.sg_run_queue
+SET status = 'error', reason = $2, lease_until = NULL, updated_at = $3
+WHERE run_id = $1";
+
 /// End a run that has not started. `$1` run, `$2` status, `$3` reason, `$4` now (ms).
 pub(super) const END_PENDING: &str = "
 UPDATE {s}.sg_run_queue SET status = $2, reason = $3, updated_at = $4

@@ -6,7 +6,9 @@ use tokio_postgres::GenericClient;
 
 use super::super::runs;
 use super::super::sql::{col, to_i64, to_u64, PgResult, Sql};
-use super::statements::{ASK_STOP, END_PENDING, FINISH, INSERT, OPEN_RUNS, RESET_HEADS, ROLL_BACK};
+use super::statements::{
+    ASK_STOP, END_PENDING, END_UNREADABLE, FINISH, INSERT, OPEN_RUNS, RESET_HEADS, ROLL_BACK,
+};
 use super::QueuedCommand;
 use super::{now_ms, record, run_id, Fence, Lease, Multitask, RunEnd, RunQueue, StopRequest};
 use crate::{CheckpointError, Resume, RunId, RunStatus, ThreadId};
@@ -143,6 +145,32 @@ impl RunQueue {
         notify(&tx, sql, &run).await?;
         tx.commit().await.during("committing a submission")?;
         Ok(run)
+    }
+
+    /// End the leased run of `row`, whose id or thread does not read, as `error` with
+    /// `problem` as its reason, in the lease's transaction.
+    pub(super) async fn end_unreadable(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        row: &tokio_postgres::Row,
+        problem: &CheckpointError,
+    ) -> Result<(), CheckpointError> {
+        let run: &str = col(row, 0)?;
+        let reason = problem.to_string();
+        let now = to_i64(now_ms());
+        self.sql()
+            .query(
+                tx,
+                END_UNREADABLE,
+                &[
+                    (&run, Type::TEXT),
+                    (&reason, Type::TEXT),
+                    (&now, Type::INT8),
+                ],
+                "ending a run whose row does not read",
+            )
+            .await?;
+        Ok(())
     }
 
     /// Cancel `run`: a pending run ends now (`cancelled`); a running one is asked to stop at

@@ -102,6 +102,11 @@ pub struct Lease {
     pub stop: Option<StopRequest>,
     /// When the run was submitted (ms since the Unix epoch).
     pub created_at_ms: u64,
+    /// Why the run's stored input or command does not read, if it does not (a row a newer
+    /// build wrote, or a damaged one; `input` is then `null` or `command` `None`). A worker
+    /// ends such a run as `error` with this reason instead of running it; it is leased all
+    /// the same, so the queue goes on past it.
+    pub unreadable: Option<String>,
 }
 
 /// How a leased run ended, as its worker reports it to
