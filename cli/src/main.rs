@@ -183,6 +183,15 @@ pub(crate) enum Command {
         #[arg(long, short = 't')]
         thread: String,
     },
+    /// Delete the fenced-write log (sg_run_writes) of queued runs that ended longer ago than
+    /// --older-than; the runs, their status and the checkpoints stay. PostgreSQL only.
+    TrimLog {
+        /// A postgres:// URL.
+        file: PathBuf,
+        /// How long ago a run must have ended: a whole number and s, m, h or d (e.g. 30d).
+        #[arg(long, value_parser = cmd::parse_age, value_name = "AGE")]
+        older_than: std::time::Duration,
+    },
     /// Serve a local web inspector for the file: threads, the graph, the branch tree, states,
     /// diffs, agent conversations and traces, and fork from a checkpoint.
     ///

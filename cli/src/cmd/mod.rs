@@ -12,7 +12,10 @@ mod runs;
 mod show;
 mod studio;
 mod threads;
+mod trim_log;
 mod verify;
+
+pub(crate) use trim_log::parse_age;
 
 use crate::failure::{Failure, Outcome};
 use crate::output::{Output, Style};
@@ -86,6 +89,7 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
         Command::Prune { file, thread, keep } => prune::run(out, file, thread, *keep).await,
         Command::Runs { file, thread } => runs::run(out, file, thread).await,
         Command::Run { file, run_id } => run::run(out, file, run_id).await,
+        Command::TrimLog { file, older_than } => trim_log::run(out, file, *older_than).await,
         Command::Studio {
             file,
             port,

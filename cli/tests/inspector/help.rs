@@ -6,7 +6,8 @@ use crate::support::*;
 fn help_lists_every_command_and_the_exit_codes() {
     let help = sg(&["--help"]).ok().stdout;
     for cmd in [
-        "threads", "history", "show", "diff", "fork", "verify", "prune", "runs", "run", "--json",
+        "threads", "history", "show", "diff", "fork", "verify", "prune", "runs", "run", "trim-log",
+        "--json",
     ] {
         assert!(help.contains(cmd), "{cmd} missing from:\n{help}");
     }

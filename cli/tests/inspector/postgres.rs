@@ -304,6 +304,49 @@ fn runs_lists_queued_runs_with_their_status_and_reason() {
     );
 }
 
+#[test]
+fn trim_log_deletes_the_write_log_of_ended_runs_older_than_asked_and_refuses_a_file() {
+    use stategraph::checkpoints::{Multitask, RunEnd, ThreadId};
+    let Some(base) = url() else { return };
+    let schema = Schema::new(&base, "trim");
+    let queue = schema.saver.queue();
+    let thread = ThreadId::new("trimmed").expect("thread id");
+    let logged = || {
+        runtime()
+            .block_on(queue.write_log(&thread))
+            .expect("log")
+            .len()
+    };
+    runtime().block_on(async {
+        queue
+            .submit(&thread, serde_json::json!({}), Multitask::Enqueue)
+            .await
+            .expect("submit");
+        let lease = queue
+            .lease("w", std::time::Duration::from_secs(30))
+            .await
+            .expect("lease")
+            .expect("a run");
+        queue.finish(&lease, RunEnd::Success).await.expect("finish");
+    });
+    assert_eq!(logged(), 1, "the run's end is logged");
+    let kept = sg(&["trim-log", &schema.url, "--older-than", "1h", "--json"])
+        .ok()
+        .json();
+    assert_eq!(kept["deleted"], 0, "it ended moments ago");
+    assert_eq!(logged(), 1);
+    let text = sg(&["trim-log", &schema.url, "--older-than", "0s"])
+        .ok()
+        .stdout;
+    assert!(text.starts_with("deleted 1 write-log row(s)"), "{text}");
+    assert_eq!(logged(), 0);
+    let (_dir, db) = fixture();
+    let refused = sg(&["trim-log", p(&db), "--older-than", "1d"]).fails(2);
+    assert!(refused.stderr.contains("postgres:// URL"), "{refused:?}");
+    let bad = sg(&["trim-log", &schema.url, "--older-than", "3 weeks"]).fails(2);
+    assert!(bad.stderr.contains("s, m, h or d"), "{bad:?}");
+}
+
 /// The CA of `.ci/postgres.sh`'s server certificate (`STATEGRAPH_PG_CA`, printed by
 /// `.ci/postgres.sh ca`).
 fn ca() -> Option<String> {
