@@ -60,6 +60,9 @@ pub(crate) struct Args {
     /// The PostgreSQL server of `--checkpointer postgres` (`--pg-url`, default
     /// `STATEGRAPH_PG_URL`).
     pub(crate) pg_url: Option<String>,
+    /// The Postgres saver's `prepared_statements` (`--pg-prepared-statements on|off`, default
+    /// off, as the saver's default).
+    pub(crate) pg_prepared: bool,
     /// Internal: run one fanout of this K in this (fresh) process and report its memory.
     pub(crate) internal_fanout_mem: Option<i64>,
 }
@@ -79,7 +82,7 @@ pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,age
 [--checkpointer none|memory|sqlite|postgres] [--pg-url URL] [--steps 1000] [--fanout-k 1000] [--fanout-waves 0] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
-[--verify-steps 10000,100000] [--prune-keep 100] [--worker-threads N]";
+[--verify-steps 10000,100000] [--prune-keep 100] [--worker-threads N] [--pg-prepared-statements on|off]";
 
 /// A command-line problem: message and exit code.
 pub(crate) struct Usage(pub(crate) String, pub(crate) u8);
@@ -121,6 +124,7 @@ fn defaults() -> Args {
         keep_db: false,
         worker_threads: None,
         internal_fanout_mem: None,
+        pg_prepared: false,
         pg_url: std::env::var("STATEGRAPH_PG_URL")
             .ok()
             .filter(|u| !u.is_empty()),
@@ -187,6 +191,7 @@ fn apply_flag(
         "--verify-steps" => args.verify_steps = numbers(flag, &value()?)?,
         "--prune-keep" => args.prune_keep = number(flag, &value()?)?,
         "--pg-url" => args.pg_url = Some(value()?),
+        "--pg-prepared-statements" => args.pg_prepared = on_off(flag, &value()?)?,
         "--worker-threads" => args.worker_threads = Some(number(flag, &value()?)?),
         "--internal-fanout-mem" => args.internal_fanout_mem = Some(number(flag, &value()?)?),
         other => return Err(Usage(format!("unknown argument {other:?}\n{USAGE}"), 2)),

@@ -29,7 +29,8 @@
 //! `--workdir DIR` / `--keep-db` (where the SQLite files go; default a temporary directory,
 //! removed), `--fanout-mem-ks 1000,10000` (fanout runs repeated each in a fresh process, so
 //! that each K's own peak RSS shows), `--worker-threads N` (tokio worker threads; default one
-//! per CPU).
+//! per CPU), `--pg-prepared-statements on|off` (the Postgres saver's `prepared_statements`,
+//! default off as in the saver; each Postgres row says `pg_prepared_statements`).
 //!
 //! SQLite runs of chain, agent and wide also print `per_commit_ms` (wall time over the
 //! checkpoints the run committed) and `floor_adjacent_ms`: two short floor samples (200
@@ -435,6 +436,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    postgres_db::set_prepared(args.pg_prepared);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.worker_threads {
         builder.worker_threads(n.max(1));

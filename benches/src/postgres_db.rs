@@ -15,7 +15,7 @@
 //! `synchronous_commit = on`) on its own connection to the same server: what one durable
 //! round trip costs there.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use stategraph::checkpoints::{PostgresOptions, PostgresSaver};
@@ -24,6 +24,25 @@ use stategraph::BoxError;
 use crate::report::{round, Record};
 
 static SERIAL: AtomicU64 = AtomicU64::new(0);
+
+/// `--pg-prepared-statements`, set once at start.
+static PREPARED: AtomicBool = AtomicBool::new(false);
+
+/// Set the savers' `prepared_statements` (`--pg-prepared-statements`).
+pub(crate) fn set_prepared(on: bool) {
+    PREPARED.store(on, Ordering::Relaxed);
+}
+
+/// Options of a bench saver on `schema`: `pool_size` connections, prepared statements as
+/// the flag says.
+pub(crate) fn options(schema: String, pool_size: usize) -> PostgresOptions {
+    PostgresOptions {
+        schema,
+        pool_size,
+        prepared_statements: PREPARED.load(Ordering::Relaxed),
+        ..PostgresOptions::default()
+    }
+}
 
 /// A saver on a fresh schema, dropped by [`PgDb::close`].
 pub(crate) struct PgDb {
@@ -37,12 +56,7 @@ impl PgDb {
         let n = SERIAL.fetch_add(1, Ordering::Relaxed);
         let mut schema = format!("bench_{label}_{}_{n}", std::process::id()).replace('-', "_");
         schema.truncate(63);
-        let options = PostgresOptions {
-            schema,
-            pool_size: 8,
-            ..PostgresOptions::default()
-        };
-        let saver = PostgresSaver::connect_with(url, options).await?;
+        let saver = PostgresSaver::connect_with(url, options(schema, 8)).await?;
         Ok(PgDb {
             saver,
             url: url.to_owned(),
@@ -77,6 +91,7 @@ impl PgDb {
         let g = |i: usize| row.try_get::<_, i64>(i);
         let (body, blobs) = (g(1)?, g(5)?);
         let r = r
+            .kv("pg_prepared_statements", PREPARED.load(Ordering::Relaxed))
             .kv("checkpoint_rows", g(0)?)
             .kv("checkpoint_blob_bytes", body + blobs)
             .kv("checkpoint_blob_max_bytes", g(2)?)

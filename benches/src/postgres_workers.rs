@@ -93,10 +93,8 @@ async fn serve_all(url: &str, saver: &PostgresSaver, workers: usize) -> Result<f
     let mut pool = Vec::new();
     for w in 0..workers {
         let options = PostgresOptions {
-            schema: saver.schema().to_owned(),
-            pool_size: 2,
             create_schema: false,
-            ..PostgresOptions::default()
+            ..crate::postgres_db::options(saver.schema().to_owned(), 2)
         };
         let own = PostgresSaver::connect_with(url, options).await?;
         let worker_options = WorkerOptions {

@@ -2,7 +2,8 @@
 //! per test): a queued run that updates the state, routes, or answers an interrupt and edits
 //! the state at once (`RunQueue::submit_command`), as `Command` does as an invoke's input;
 //! and a queued row that does not read (a newer build's, a damaged one) ends as an error
-//! instead of blocking the queue.
+//! instead of blocking the queue. Also a saver whose hot calls are prepared statements
+//! (`PostgresOptions::prepared_statements`) serving the queue.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod pg_support;
@@ -12,7 +13,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use stategraph::checkpoints::{
-    Multitask, PostgresSaver, QueuedCommand, QueuedGoto, RunId, RunStatus, ThreadId,
+    Multitask, PostgresOptions, PostgresSaver, QueuedCommand, QueuedGoto, RunEnd, RunId, RunStatus,
+    ThreadId,
 };
 use stategraph::prelude::*;
 use stategraph::worker::{CommandNotQueueable, Worked, Worker, WorkerOptions};
@@ -344,4 +346,49 @@ async fn a_run_whose_thread_does_not_read_is_ended_by_its_lease_and_the_next_lea
     assert_eq!(status, "error", "ended by the lease that read it");
     let leased = queue.lease("w", Duration::from_secs(30)).await.unwrap();
     assert_eq!(leased.map(|l| l.run), Some(next));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saver_with_prepared_statements_serves_leases_heartbeats_ends_and_resumes() {
+    let Some(url) = pg_support::url() else { return };
+    let options = PostgresOptions {
+        pool_size: 2,
+        prepared_statements: true,
+        ..PostgresOptions::default()
+    };
+    let (saver, _guard) = pg_support::fresh_with(&url, "qc_prepared", options)
+        .await
+        .unwrap();
+    let (t, w, queue) = (
+        ThreadId::new("prepared").unwrap(),
+        worker(&saver),
+        saver.queue(),
+    );
+    // Every hot call runs many times on the pool's two connections: prepared by each once,
+    // then reused.
+    for round in 0..3 {
+        paused(&saver, &w, &t).await;
+        let command = QueuedCommand::resume(Resume::value(format!("r{round}")));
+        let (_, worked) = run_command(&saver, &w, &t, &command).await;
+        assert_eq!(worked, Worked::Ended(RunStatus::Success));
+    }
+    let log = log_of(&saver, &t).await;
+    let answers: Vec<&String> = log.iter().filter(|e| e.starts_with("ask:")).collect();
+    assert_eq!(answers, ["ask:r0", "ask:r1", "ask:r2"]);
+    queue
+        .submit(&t, json!({}), Multitask::Enqueue)
+        .await
+        .unwrap();
+    let lease = queue
+        .lease("by-hand", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("a run");
+    for _ in 0..3 {
+        let beat = queue.heartbeat(&lease, Duration::from_secs(30)).await;
+        assert_eq!(beat.unwrap(), None, "the lease holds and no stop was asked");
+    }
+    queue.finish(&lease, RunEnd::Success).await.unwrap();
+    let ended = queue.run(&lease.run).await.unwrap().map(|r| r.status);
+    assert_eq!(ended, Some(RunStatus::Success));
 }

@@ -9,8 +9,8 @@
 //! hint, a lost lease), it wrote nothing and the batch takes the general path, which says
 //! why.
 
+use deadpool_postgres::ClientWrapper;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::Client;
 
 use super::known::{Known, KnownHeads};
 use super::queue::Fence;
@@ -96,7 +96,7 @@ const EXTEND: &str = "SELECT {s}.sg_extend_v1($1, $2, $3, $4, $5, $6, $7, $8, $9
 /// Store `puts` by one statement if they extend a head this saver knows: `Ok(true)` when
 /// stored, `Ok(false)` when nothing was written and the general path must run.
 pub(crate) async fn try_extend(
-    client: &Client,
+    client: &ClientWrapper,
     sql: &Sql,
     options: &PostgresOptions,
     known: &KnownHeads,
@@ -145,15 +145,15 @@ pub(crate) async fn try_extend(
         (&run as &(dyn ToSql + Sync), Type::TEXT),
         (&epoch, Type::INT8),
     ]);
-    let row = sql
-        .query_opt(
+    let rows = sql
+        .call(
             client,
             EXTEND,
             &params,
             "storing checkpoints that extend the head",
         )
         .await?;
-    let moved: i32 = match &row {
+    let moved: i32 = match rows.first() {
         Some(r) => col(r, 0)?,
         None => 0,
     };

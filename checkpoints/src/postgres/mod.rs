@@ -170,7 +170,7 @@ impl PostgresSaver {
             .max_size(options.pool_size)
             .build()
             .map_err(|e| StorageError::new("building the connection pool", e))?;
-        let sql = Sql::new(&options.schema);
+        let sql = Sql::new(&options.schema).with_prepared(options.prepared_statements);
         {
             let mut client = pool.get().await.during("connecting to the database")?;
             schema::init(&mut client, &sql, options.create_schema).await?;
@@ -274,7 +274,7 @@ impl PostgresSaver {
         ns: &Namespace,
     ) -> Result<Option<CheckpointId>, CheckpointError> {
         let client = self.client().await?;
-        read::head_id(&**client, &self.inner.sql, thread, ns).await
+        read::head_id_now(&client, &self.inner.sql, thread, ns).await
     }
 
     /// [`Saver::get`] of `which`, in one read transaction.
@@ -480,7 +480,7 @@ impl Saver for PostgresSaver {
     ) -> BoxFuture<'a, Result<Option<Head>, CheckpointError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            read::head(&**client, &self.inner.sql, thread, ns).await
+            read::head(&client, &self.inner.sql, thread, ns).await
         })
     }
 

@@ -47,6 +47,15 @@ pub struct PostgresOptions {
     pub tls: PostgresTls,
     /// A client certificate to present to the server (default `None`); needs TLS on.
     pub tls_client_cert: Option<TlsClientCert>,
+    /// Send the hot calls (a put that extends a head, the head read at an invoke's start,
+    /// a lease, a heartbeat, a run's end) as named statements each pooled connection
+    /// prepares once, instead of unnamed statements parsed and planned on every call
+    /// (default `false`). It saves the server about 0.1 ms a call, but needs a direct
+    /// connection or a pooler that follows named prepared statements (PgBouncer 1.21 or
+    /// newer with `max_prepared_statements` set): PgBouncer in transaction mode before
+    /// that sends a call to a server connection that never prepared it, and the call fails
+    /// with "prepared statement … does not exist" (decision 0063).
+    pub prepared_statements: bool,
 }
 
 impl Default for PostgresOptions {
@@ -60,6 +69,7 @@ impl Default for PostgresOptions {
             listen_url: None,
             tls: PostgresTls::Off,
             tls_client_cert: None,
+            prepared_statements: false,
         }
     }
 }

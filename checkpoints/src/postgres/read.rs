@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use deadpool_postgres::ClientWrapper;
 use tokio_postgres::types::Type;
 use tokio_postgres::{GenericClient, Row};
 
@@ -56,6 +57,9 @@ pub(crate) fn header(row: &Row, thread: &str) -> Result<Checkpoint, CheckpointEr
     })
 }
 
+/// The statement that reads a thread's head.
+const HEAD_ID: &str = "SELECT head FROM {s}.sg_heads WHERE thread = $1 AND ns = $2";
+
 /// The id of the newest checkpoint of `(thread, ns)`.
 pub(crate) async fn head_id(
     client: &impl GenericClient,
@@ -63,20 +67,37 @@ pub(crate) async fn head_id(
     thread: &ThreadId,
     ns: &Namespace,
 ) -> Result<Option<CheckpointId>, CheckpointError> {
+    let params = [
+        (&thread.as_str() as _, Type::TEXT),
+        (&ns.as_str() as _, Type::TEXT),
+    ];
     let row = sql
-        .query_opt(
-            client,
-            "SELECT head FROM {s}.sg_heads WHERE thread = $1 AND ns = $2",
-            &[(&thread.as_str(), Type::TEXT), (&ns.as_str(), Type::TEXT)],
-            "reading a thread's head",
-        )
+        .query_opt(client, HEAD_ID, &params, "reading a thread's head")
         .await?;
+    head_of(row.as_ref(), thread)
+}
+
+/// [`head_id`] as a hot call on `conn`, outside any transaction.
+pub(crate) async fn head_id_now(
+    conn: &ClientWrapper,
+    sql: &Sql,
+    thread: &ThreadId,
+    ns: &Namespace,
+) -> Result<Option<CheckpointId>, CheckpointError> {
+    let params = [
+        (&thread.as_str() as _, Type::TEXT),
+        (&ns.as_str() as _, Type::TEXT),
+    ];
+    let rows = sql
+        .call(conn, HEAD_ID, &params, "reading a thread's head")
+        .await?;
+    head_of(rows.first(), thread)
+}
+
+/// The head id in `row`, if there is one.
+fn head_of(row: Option<&Row>, thread: &ThreadId) -> Result<Option<CheckpointId>, CheckpointError> {
     match row {
-        Some(r) => Ok(Some(id_from(
-            col(&r, 0)?,
-            thread.as_str(),
-            "sg_heads.head",
-        )?)),
+        Some(r) => Ok(Some(id_from(col(r, 0)?, thread.as_str(), "sg_heads.head")?)),
         None => Ok(None),
     }
 }
@@ -257,13 +278,13 @@ $fn$;
 /// [`Saver::head`](crate::Saver::head): the newest header with its pending writes, by one
 /// call of [`HEAD_FUNCTION`] outside any explicit transaction.
 pub(crate) async fn head(
-    client: &impl GenericClient,
+    client: &ClientWrapper,
     sql: &Sql,
     thread: &ThreadId,
     ns: &Namespace,
 ) -> Result<Option<crate::Head>, CheckpointError> {
     let rows = sql
-        .query(
+        .call(
             client,
             "SELECT * FROM {s}.sg_head_v1($1, $2)",
             &[(&thread.as_str(), Type::TEXT), (&ns.as_str(), Type::TEXT)],

@@ -1,8 +1,9 @@
 //! Talking to PostgreSQL: errors as typed storage errors, statements with the schema named
 //! in them, and the column encodings of ids, hashes and JSON.
 
+use deadpool_postgres::ClientWrapper;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::{GenericClient, Row, Statement};
 
 use crate::{CheckpointError, CheckpointId, StorageError, TaskId};
 
@@ -55,13 +56,83 @@ pub(crate) type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
 #[derive(Debug, Clone)]
 pub(crate) struct Sql {
     schema: String,
+    /// Whether the hot calls go as named statements each connection prepares once
+    /// (`PostgresOptions::prepared_statements`).
+    prepared: bool,
+}
+
+/// One of the hot calls (a server-side function), ready to run on one connection: its text
+/// (schema named), and the named statement the connection prepared for it, if the saver
+/// prepares them.
+pub(crate) struct Hot {
+    text: String,
+    prepared: Option<Statement>,
 }
 
 impl Sql {
     pub(crate) fn new(schema: &str) -> Self {
         Sql {
             schema: schema.to_owned(),
+            prepared: false,
         }
+    }
+
+    /// These statements, with the hot calls prepared per connection or not.
+    pub(crate) fn with_prepared(mut self, prepared: bool) -> Self {
+        self.prepared = prepared;
+        self
+    }
+
+    /// `text` (a hot call) as `conn` runs it: with prepared statements, the named statement
+    /// `conn` prepared for it the first time (one round trip then; its cache keeps it with
+    /// the connection), else the text, sent unnamed. Made before a transaction begins on
+    /// `conn`, which then runs it with [`Sql::run_hot`].
+    pub(crate) async fn hot(
+        &self,
+        conn: &ClientWrapper,
+        text: &str,
+        params: &Params<'_>,
+    ) -> Result<Hot, CheckpointError> {
+        let text = self.text(text);
+        let prepared = match self.prepared {
+            false => None,
+            true => {
+                let types: Vec<Type> = params.iter().map(|(_, t)| t.clone()).collect();
+                let stmt = conn.prepare_typed_cached(&text, &types).await;
+                Some(stmt.during("preparing a statement")?)
+            }
+        };
+        Ok(Hot { text, prepared })
+    }
+
+    /// Run a hot call made by [`Sql::hot`] on its connection (or a transaction on it).
+    pub(crate) async fn run_hot(
+        &self,
+        client: &impl GenericClient,
+        hot: &Hot,
+        params: &Params<'_>,
+        what: &'static str,
+    ) -> Result<Vec<Row>, CheckpointError> {
+        match &hot.prepared {
+            Some(stmt) => {
+                let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
+                client.query(stmt, &values).await.during(what)
+            }
+            None => client.query_typed(&hot.text, params).await.during(what),
+        }
+    }
+
+    /// [`Sql::hot`] and [`Sql::run_hot`] on `conn` itself, outside any explicit
+    /// transaction: the call's rows.
+    pub(crate) async fn call(
+        &self,
+        conn: &ClientWrapper,
+        text: &str,
+        params: &Params<'_>,
+        what: &'static str,
+    ) -> Result<Vec<Row>, CheckpointError> {
+        let hot = self.hot(conn, text, params).await?;
+        self.run_hot(&**conn, &hot, params, what).await
     }
 
     /// The schema's name.

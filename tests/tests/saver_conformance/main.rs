@@ -68,6 +68,25 @@ pub async fn postgres() -> Option<Subject> {
     })
 }
 
+/// [`postgres`] with `prepared_statements`: the hot calls as named statements each pooled
+/// connection prepares once.
+pub async fn postgres_prepared() -> Option<Subject> {
+    let url = pg_support::url()?;
+    let options = stategraph_checkpoints::PostgresOptions {
+        pool_size: 4,
+        prepared_statements: true,
+        ..stategraph_checkpoints::PostgresOptions::default()
+    };
+    let (saver, guard) = pg_support::fresh_with(&url, "conf_prep", options)
+        .await
+        .expect("open postgres");
+    Some(Subject {
+        saver: Arc::new(saver),
+        _dir: None,
+        _schema: Some(guard),
+    })
+}
+
 macro_rules! conformance {
     ($saver:ident: $($clause:ident),* $(,)?; runs: $($run_clause:ident),* $(,)?) => {
         mod $saver {
@@ -139,3 +158,4 @@ macro_rules! all_clauses {
 all_clauses!(memory);
 all_clauses!(sqlite);
 all_clauses!(postgres);
+all_clauses!(postgres_prepared);

@@ -14,7 +14,7 @@ mod types;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 pub use command::{QueuedCommand, QueuedGoto};
@@ -85,22 +85,21 @@ impl RunQueue {
         lease_for: Duration,
     ) -> Result<Option<Lease>, CheckpointError> {
         let mut pooled = self.saver.client().await?;
+        let now = to_i64(now_ms());
+        let secs = lease_for.as_secs_f64();
+        let params: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&worker, Type::TEXT),
+            (&secs, Type::FLOAT8),
+            (&now, Type::INT8),
+        ];
+        let hot = self.sql().hot(&pooled, LEASE, &params).await?;
         let client: &mut tokio_postgres::Client = &mut pooled;
         let tx = client.transaction().await.during("beginning a lease")?;
-        let now = to_i64(now_ms());
         let leased = self
             .sql()
-            .query_opt(
-                &tx,
-                LEASE,
-                &[
-                    (&worker, Type::TEXT),
-                    (&lease_for.as_secs_f64(), Type::FLOAT8),
-                    (&now, Type::INT8),
-                ],
-                "leasing a run",
-            )
-            .await;
+            .run_hot(&tx, &hot, &params, "leasing a run")
+            .await
+            .map(|rows| rows.into_iter().next());
         let row = match leased {
             Ok(Some(row)) => row,
             Ok(None) => return Ok(None),
@@ -143,10 +142,10 @@ impl RunQueue {
     ) -> Result<Option<StopRequest>, CheckpointError> {
         let client = self.saver.client().await?;
         let epoch = to_i64(lease.epoch);
-        let row = self
+        let rows = self
             .sql()
-            .query_opt(
-                &**client,
+            .call(
+                &client,
                 HEARTBEAT,
                 &[
                     (&lease.run.as_str(), Type::TEXT),
@@ -156,8 +155,8 @@ impl RunQueue {
                 "extending a lease",
             )
             .await?;
-        match row {
-            Some(row) => Ok(col::<Option<&str>>(&row, 0)?.and_then(StopRequest::parse)),
+        match rows.first() {
+            Some(row) => Ok(col::<Option<&str>>(row, 0)?.and_then(StopRequest::parse)),
             None => Err(Fence::of(lease).lost()),
         }
     }

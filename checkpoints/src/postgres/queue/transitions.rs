@@ -1,7 +1,7 @@
 //! Submitting, stopping and ending runs: each change of a run's status in one transaction
 //! with its mirror in `sg_runs` and a notification to the workers.
 
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::GenericClient;
 
 use super::super::runs;
@@ -220,27 +220,22 @@ impl RunQueue {
     pub async fn finish(&self, lease: &Lease, end: RunEnd) -> Result<(), CheckpointError> {
         let sql = self.sql();
         let mut pooled = self.saver.client().await?;
-        let client: &mut tokio_postgres::Client = &mut pooled;
-        let tx = client.transaction().await.during("beginning a run's end")?;
         let (status, reason) = (end.status(), end.reason());
         let stopped = matches!(end, RunEnd::Stopped(_));
-        let now = to_i64(now_ms());
-        let ended = sql
-            .query_opt(
-                &tx,
-                FINISH,
-                &[
-                    (&lease.run.as_str(), Type::TEXT),
-                    (&to_i64(lease.epoch), Type::INT8),
-                    (&status.as_str(), Type::TEXT),
-                    (&reason, Type::TEXT),
-                    (&now, Type::INT8),
-                    (&stopped, Type::BOOL),
-                ],
-                "ending a run",
-            )
-            .await?;
-        let Some(ended) = ended else {
+        let (now, epoch) = (to_i64(now_ms()), to_i64(lease.epoch));
+        let params: [(&(dyn ToSql + Sync), Type); 6] = [
+            (&lease.run.as_str(), Type::TEXT),
+            (&epoch, Type::INT8),
+            (&status.as_str(), Type::TEXT),
+            (&reason, Type::TEXT),
+            (&now, Type::INT8),
+            (&stopped, Type::BOOL),
+        ];
+        let hot = sql.hot(&pooled, FINISH, &params).await?;
+        let client: &mut tokio_postgres::Client = &mut pooled;
+        let tx = client.transaction().await.during("beginning a run's end")?;
+        let ended = sql.run_hot(&tx, &hot, &params, "ending a run").await?;
+        let Some(ended) = ended.into_iter().next() else {
             return Err(Fence::of(lease).lost());
         };
         if end == RunEnd::Stopped(StopRequest::Rollback) {
