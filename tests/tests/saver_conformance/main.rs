@@ -57,27 +57,23 @@ pub async fn sqlite() -> Option<Subject> {
 /// A [`stategraph_checkpoints::PostgresSaver`] on a schema of its own, dropped after the
 /// test; `None` (the test skips) without a server outside CI.
 pub async fn postgres() -> Option<Subject> {
-    let url = pg_support::url()?;
-    let (saver, guard) = pg_support::fresh(&url, "conf")
-        .await
-        .expect("open postgres");
-    Some(Subject {
-        saver: Arc::new(saver),
-        _dir: None,
-        _schema: Some(guard),
-    })
+    postgres_with("conf", false).await
 }
 
 /// [`postgres`] with `prepared_statements`: the hot calls as named statements each pooled
 /// connection prepares once.
 pub async fn postgres_prepared() -> Option<Subject> {
+    postgres_with("conf_prep", true).await
+}
+
+async fn postgres_with(prefix: &str, prepared_statements: bool) -> Option<Subject> {
     let url = pg_support::url()?;
     let options = stategraph_checkpoints::PostgresOptions {
         pool_size: 4,
-        prepared_statements: true,
+        prepared_statements,
         ..stategraph_checkpoints::PostgresOptions::default()
     };
-    let (saver, guard) = pg_support::fresh_with(&url, "conf_prep", options)
+    let (saver, guard) = pg_support::fresh_with(&url, prefix, options)
         .await
         .expect("open postgres");
     Some(Subject {
