@@ -36,5 +36,5 @@ pub use existing::{namespaces, open_existing, open_existing_read_only};
 pub use json::{header_json, pending_json};
 pub use lookup::{find_checkpoint, short_suffix, short_suffix_len, LookupError, MIN_REF_LEN};
 pub use prefix::{resolve_prefix, short_id_len, PrefixError, MIN_PREFIX_LEN};
-pub use time::format_utc_ms;
+pub use time::{format_utc_ms, unix_ms};
 pub use verify::{verify, Problem, VerifyCounts, VerifyReport};

@@ -1,4 +1,13 @@
-//! Time stamps as ISO-8601 UTC text.
+//! Time stamps as milliseconds since the Unix epoch, and as ISO-8601 UTC text.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// `t` in milliseconds since the Unix epoch: 0 for a time before it, `u64::MAX` for one too
+/// far after it to count.
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 /// Milliseconds since the Unix epoch as ISO-8601 UTC with milliseconds
 /// (`2024-05-01T12:00:00.000Z`), computed without a date library.
@@ -24,6 +33,13 @@ pub fn format_utc_ms(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_count_from_the_epoch_and_clamp_before_it() {
+        use std::time::Duration;
+        assert_eq!(unix_ms(UNIX_EPOCH + Duration::from_millis(1_700)), 1_700);
+        assert_eq!(unix_ms(UNIX_EPOCH - Duration::from_secs(1)), 0);
+    }
 
     #[test]
     fn times_format_as_iso_8601_utc() {

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use serde_json::json;
-use stategraph_checkpoints::inspect::format_utc_ms;
+use stategraph_checkpoints::inspect::{format_utc_ms, unix_ms};
 
 use crate::failure::{Failure, Outcome};
 use crate::file::{file_error, is_url, open_database};
@@ -28,10 +28,7 @@ pub(super) async fn run(out: Output, file: &Path, older_than: Duration) -> Outco
         .trim_write_log(cutoff)
         .await
         .map_err(|e| file_error(file, e))?;
-    let ms = cutoff
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let before = format_utc_ms(ms);
+    let before = format_utc_ms(unix_ms(cutoff));
     if out.json {
         let doc = json!({ "deleted": deleted, "ended_before": before });
         return Ok(emit(&json_text(&doc))?);

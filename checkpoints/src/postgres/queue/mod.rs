@@ -12,7 +12,7 @@ mod statements;
 mod transitions;
 mod types;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
@@ -24,6 +24,7 @@ pub use types::{FencedWrite, Lease, Multitask, QueuedRun, RunEnd, StopRequest};
 
 use super::sql::{col, id_from, to_i64, to_u64, PgResult, Sql};
 use super::PostgresSaver;
+use crate::inspect::unix_ms;
 use crate::{CheckpointError, RunId, RunRecord, RunStatus, ThreadId};
 pub(crate) use statements::{FINISH_FUNCTION, LEASE_FUNCTION};
 use statements::{HEARTBEAT, LEASE, RUN_COLUMNS, TRIM_WRITE_LOG, WRITE_LOG};
@@ -259,11 +260,7 @@ impl RunQueue {
     /// # Errors
     /// Storage errors (nothing is deleted).
     pub async fn trim_write_log(&self, ended_before: SystemTime) -> Result<u64, CheckpointError> {
-        let cutoff = to_i64(
-            ended_before
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        );
+        let cutoff = to_i64(unix_ms(ended_before));
         let client = self.saver.client().await?;
         let rows = self
             .sql()
@@ -386,10 +383,7 @@ fn queued_of(row: &Row) -> Result<QueuedRun, CheckpointError> {
 
 /// Now, in milliseconds since the Unix epoch (0 for a clock before it).
 pub(super) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+    unix_ms(SystemTime::now())
 }
 
 /// The record mirrored into `sg_runs` for a queued run.
