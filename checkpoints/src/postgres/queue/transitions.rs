@@ -13,29 +13,6 @@ use super::QueuedCommand;
 use super::{now_ms, record, run_id, Fence, Lease, Multitask, RunEnd, RunQueue, StopRequest};
 use crate::{CheckpointError, Resume, RunId, RunStatus, ThreadId};
 
-/// Where a queued command is kept: a command that only resumes in `resume`, which workers of
-/// every build that takes resumes read; any other in `command` (decision 0058).
-enum Stored {
-    Resume(String),
-    Command(String),
-}
-
-impl Stored {
-    fn resume(&self) -> Option<&str> {
-        match self {
-            Stored::Resume(text) => Some(text),
-            Stored::Command(_) => None,
-        }
-    }
-
-    fn command(&self) -> Option<&str> {
-        match self {
-            Stored::Command(text) => Some(text),
-            Stored::Resume(_) => None,
-        }
-    }
-}
-
 impl RunQueue {
     /// Queue a run of `thread` with `input` (the graph's input as JSON; `null` continues the
     /// thread from its newest checkpoint); its id. `strategy` says what happens to the
@@ -52,7 +29,7 @@ impl RunQueue {
     ) -> Result<RunId, CheckpointError> {
         let input = serde_json::to_string(&input)
             .map_err(|e| crate::StorageError::new("encoding a run's input", e))?;
-        self.enqueue(thread, &input, None, strategy).await
+        self.enqueue(thread, &input, (None, None), strategy).await
     }
 
     /// Queue a run that answers `thread`'s pending interrupts with `resume` (what
@@ -90,21 +67,25 @@ impl RunQueue {
         let text = |v: Result<String, serde_json::Error>| {
             v.map_err(|e| crate::StorageError::new("encoding a run's command", e))
         };
-        let stored = match &command.resume {
+        // A command that only resumes goes in `resume`, which workers of every build that
+        // takes resumes read; any other in `command` (decision 0058).
+        let (resume, command) = match &command.resume {
             Some(resume) if command.is_resume_only() => {
-                Stored::Resume(text(serde_json::to_string(resume))?)
+                (Some(text(serde_json::to_string(resume))?), None)
             }
-            _ => Stored::Command(text(serde_json::to_string(command))?),
+            _ => (None, Some(text(serde_json::to_string(command))?)),
         };
-        self.enqueue(thread, "null", Some(stored), strategy).await
+        let columns = (resume.as_deref(), command.as_deref());
+        self.enqueue(thread, "null", columns, strategy).await
     }
 
-    /// Queue a run with its encoded input or command, making way under `strategy`.
+    /// Queue a run with its encoded input, or its command as the `resume` and `command`
+    /// columns hold it, making way under `strategy`.
     async fn enqueue(
         &self,
         thread: &ThreadId,
         input: &str,
-        command: Option<Stored>,
+        (resume, command): (Option<&str>, Option<&str>),
         strategy: Multitask,
     ) -> Result<RunId, CheckpointError> {
         let run = RunId::generate();
@@ -134,8 +115,8 @@ impl RunQueue {
                 (&thread.as_str(), Type::TEXT),
                 (&input, Type::TEXT),
                 (&now_i, Type::INT8),
-                (&command.as_ref().and_then(Stored::resume), Type::TEXT),
-                (&command.as_ref().and_then(Stored::command), Type::TEXT),
+                (&resume, Type::TEXT),
+                (&command, Type::TEXT),
             ],
             "queueing a run",
         )
