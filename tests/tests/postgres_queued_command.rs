@@ -221,30 +221,28 @@ async fn a_command_that_only_resumes_is_stored_where_workers_that_predate_comman
                 .unwrap(),
         );
     }
-    let raw = pg_support::raw(&pg_support::url().unwrap()).await.unwrap();
-    let stored = |run: &RunId| {
-        let query = format!(
-            "SELECT resume, command FROM \"{}\".sg_run_queue WHERE run_id = $1",
-            guard.schema
-        );
-        let (raw, run) = (&raw, run.as_str().to_owned());
-        async move {
-            let row = raw.query_one(&query, &[&run]).await.unwrap();
-            (
-                row.get::<_, Option<String>>(0),
-                row.get::<_, Option<String>>(1),
-            )
-        }
-    };
-    let (resume, command) = stored(&runs[0]).await;
-    assert_eq!(
-        (resume.as_deref(), command),
-        (Some(r#"{"value":"yes"}"#), None)
-    );
-    let (resume, command) = stored(&runs[1]).await;
+    let row = queue_row(&guard, &runs[0], "resume, command").await;
+    let (resume, command): (Option<&str>, Option<&str>) = (row.get(0), row.get(1));
+    assert_eq!((resume, command), (Some(r#"{"value":"yes"}"#), None));
+    let row = queue_row(&guard, &runs[1], "resume, command").await;
+    let (resume, command): (Option<&str>, Option<&str>) = (row.get(0), row.get(1));
     assert_eq!(resume, None);
-    let command: Option<QueuedCommand> = command.map(|c| serde_json::from_str(&c).unwrap());
+    let command: Option<QueuedCommand> = command.map(|c| serde_json::from_str(c).unwrap());
     assert_eq!(command, Some(edited));
+}
+
+/// `columns` of `run`'s queue row, read over a plain connection.
+async fn queue_row(
+    guard: &pg_support::SchemaGuard,
+    run: &RunId,
+    columns: &str,
+) -> tokio_postgres::Row {
+    let raw = pg_support::raw(&pg_support::url().unwrap()).await.unwrap();
+    let sql = format!(
+        "SELECT {columns} FROM \"{}\".sg_run_queue WHERE run_id = $1",
+        guard.schema
+    );
+    raw.query_one(&sql, &[&run.as_str()]).await.unwrap()
 }
 
 /// Set `column` of `run`'s queue row to `value`, as a newer build or a damaged row could.
@@ -331,18 +329,7 @@ async fn a_run_whose_thread_does_not_read_is_ended_by_its_lease_and_the_next_lea
             if blob.contains(damaged.as_str())),
         "{refused:?}"
     );
-    let raw = pg_support::raw(&pg_support::url().unwrap()).await.unwrap();
-    let status: String = raw
-        .query_one(
-            &format!(
-                "SELECT status FROM \"{}\".sg_run_queue WHERE run_id = $1",
-                guard.schema
-            ),
-            &[&damaged.as_str()],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let status: String = queue_row(&guard, &damaged, "status").await.get(0);
     assert_eq!(status, "error", "ended by the lease that read it");
     let leased = queue.lease("w", Duration::from_secs(30)).await.unwrap();
     assert_eq!(leased.map(|l| l.run), Some(next));
