@@ -106,8 +106,9 @@ pub(crate) async fn run_wide(args: &Args) -> Result<(), BoxError> {
         let cfg = w.cfg.clone().thread("wide-1").durability(*durability);
         let before = adjacent(url).await?;
         let wall = w.timed(&g, &cfg).await?;
-        let after = adjacent(url).await?;
+        // Right after the run, as the Python script times it.
         let gs_ms = Wide::get_state_ms(&g).await?;
+        let after = adjacent(url).await?;
         let commits = db.checkpoint_rows().await?;
         drop(g);
         let rec = w

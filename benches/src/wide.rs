@@ -216,8 +216,9 @@ async fn wide_sqlite(
     let g = w.graph.with_checkpointer(Arc::new(db.saver.clone()));
     let floor_before = adjacent_floor(args)?;
     let wall = w.timed(&g, &cfg).await?;
-    let floor_after = adjacent_floor(args)?;
+    // Right after the run, as the Python script times it.
     let gs_ms = Wide::get_state_ms(&g).await?;
+    let floor_after = adjacent_floor(args)?;
     drop(g);
     let st = db.close(args.keep_db)?;
     let per_commit = wall * 1000.0 / st.checkpoint_rows.max(1) as f64;
