@@ -57,17 +57,10 @@ impl KnownHeads {
         heads.remove(&(thread.clone(), ns.clone()))
     }
 
-    /// A copy of the remembered state of checkpoint `id`, if `id` is `(thread, ns)`'s
-    /// remembered head, with its `since_base`.
-    pub(crate) fn state_of(
-        &self,
-        thread: &ThreadId,
-        ns: &Namespace,
-        id: CheckpointId,
-    ) -> Option<(Base, i32)> {
+    /// A copy of `(thread, ns)`'s remembered head.
+    pub(crate) fn head(&self, thread: &ThreadId, ns: &Namespace) -> Option<Known> {
         let heads = self.inner.lock().ok()?;
-        let known = heads.map.get(&(thread.clone(), ns.clone()))?;
-        (known.head == id).then(|| (known.state.clone(), known.since))
+        heads.map.get(&(thread.clone(), ns.clone())).cloned()
     }
 
     /// Remember `known` as `(thread, ns)`'s head, forgetting others while over the bounds.

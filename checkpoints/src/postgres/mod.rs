@@ -21,6 +21,7 @@
 //! `maintain` delete, copy, prune and garbage collection; `runs` runs and receipts.
 
 mod extend;
+mod get;
 mod known;
 mod maintain;
 mod options;
@@ -264,36 +265,6 @@ impl PostgresSaver {
             .during("dropping the schema")
     }
 
-    /// The id of a thread's head by one statement outside any transaction: a `get` of a
-    /// thread that has none (every new thread's first run) answers in one round trip, where
-    /// a read transaction takes three; a thread that has one is then read by that id, in as
-    /// many round trips as reading the head inside the transaction took.
-    async fn head_id(
-        &self,
-        thread: &ThreadId,
-        ns: &Namespace,
-    ) -> Result<Option<CheckpointId>, CheckpointError> {
-        let client = self.client().await?;
-        read::head_id_now(&client, &self.inner.sql, thread, ns).await
-    }
-
-    /// [`Saver::get`] of `which`, in one read transaction.
-    async fn get_in_read(
-        &self,
-        thread: &ThreadId,
-        ns: &Namespace,
-        which: read::Which,
-    ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
-        let known = Some(&self.inner.known);
-        in_read!(self, |tx, sql| read::get(
-            &tx,
-            sql,
-            (thread, ns),
-            which,
-            known
-        ))
-    }
-
     async fn client(&self) -> Result<deadpool_postgres::Object, CheckpointError> {
         self.inner
             .pool
@@ -371,19 +342,22 @@ impl Saver for PostgresSaver {
         id: Option<CheckpointId>,
     ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
         Box::pin(async move {
-            let which = match id {
-                Some(id) => read::Which::At(id),
-                None => match self.head_id(thread, ns).await? {
-                    Some(head) => read::Which::Head(head),
-                    None => return Ok(None),
-                },
-            };
-            match self.get_in_read(thread, ns, which).await {
-                // The head was deleted (its thread, by another process) after it was read.
-                Err(CheckpointError::NotFound { .. }) if id.is_none() => {
-                    self.get_in_read(thread, ns, read::Which::Newest).await
+            let client = self.client().await?;
+            let (sql, known) = (&self.inner.sql, &self.inner.known);
+            match get::call(&client, sql, (thread, ns), id, known).await? {
+                Ok(loaded) => Ok(loaded),
+                // Perhaps deleted (by another process) after the call read it: a read
+                // transaction tells.
+                Err(_missing) => {
+                    drop(client);
+                    in_read!(self, |tx, sql| get::read(
+                        &tx,
+                        sql,
+                        (thread, ns),
+                        id,
+                        Some(known)
+                    ))
                 }
-                loaded => loaded,
             }
         })
     }

@@ -1,4 +1,4 @@
-//! Reads: checkpoint headers, a loaded checkpoint, pending writes, history lists, what a
+//! Reads: checkpoint headers, the head, pending writes, history lists, what a
 //! step changed, and the list of threads.
 
 use std::collections::BTreeMap;
@@ -7,9 +7,8 @@ use deadpool_postgres::ClientWrapper;
 use tokio_postgres::types::Type;
 use tokio_postgres::{GenericClient, Row};
 
-use super::known::{Known, KnownHeads};
 use super::record::{parse_wrote, PartRef};
-use super::resolve::{load_fields, parts, state_and_since, state_of, values};
+use super::resolve::{load_fields, parts, state_of, values};
 use super::sql::{bad_record, col, id_bytes, id_from, task_from, to_u64, Sql};
 use crate::checkpoint::whole_first;
 use crate::{
@@ -55,51 +54,6 @@ pub(crate) fn header(row: &Row, thread: &str) -> Result<Checkpoint, CheckpointEr
         control,
         metadata,
     })
-}
-
-/// The statement that reads a thread's head.
-const HEAD_ID: &str = "SELECT head FROM {s}.sg_heads WHERE thread = $1 AND ns = $2";
-
-/// The id of the newest checkpoint of `(thread, ns)`.
-pub(crate) async fn head_id(
-    client: &impl GenericClient,
-    sql: &Sql,
-    thread: &ThreadId,
-    ns: &Namespace,
-) -> Result<Option<CheckpointId>, CheckpointError> {
-    let params = [
-        (&thread.as_str() as _, Type::TEXT),
-        (&ns.as_str() as _, Type::TEXT),
-    ];
-    let row = sql
-        .query_opt(client, HEAD_ID, &params, "reading a thread's head")
-        .await?;
-    head_of(row.as_ref(), thread)
-}
-
-/// [`head_id`] as a hot call on `conn`, outside any transaction.
-pub(crate) async fn head_id_now(
-    conn: &ClientWrapper,
-    sql: &Sql,
-    thread: &ThreadId,
-    ns: &Namespace,
-) -> Result<Option<CheckpointId>, CheckpointError> {
-    let params = [
-        (&thread.as_str() as _, Type::TEXT),
-        (&ns.as_str() as _, Type::TEXT),
-    ];
-    let rows = sql
-        .call(conn, HEAD_ID, &params, "reading a thread's head")
-        .await?;
-    head_of(rows.first(), thread)
-}
-
-/// The head id in `row`, if there is one.
-fn head_of(row: Option<&Row>, thread: &ThreadId) -> Result<Option<CheckpointId>, CheckpointError> {
-    match row {
-        Some(r) => Ok(Some(id_from(col(r, 0)?, thread.as_str(), "sg_heads.head")?)),
-        None => Ok(None),
-    }
 }
 
 /// A checkpoint's header with its `wrote` record; `None` if it is not stored.
@@ -168,7 +122,7 @@ fn pending_write(
 }
 
 /// A pending write from a row's columns `task, node, kind` starting at `at`.
-fn pending_write_at(
+pub(crate) fn pending_write_at(
     row: &Row,
     at: usize,
     thread: &str,
@@ -181,67 +135,6 @@ fn pending_write_at(
         node: col(row, at + 1)?,
         kind,
     })
-}
-
-/// Which checkpoint [`get`] loads.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Which {
-    /// The thread's head, read inside the read.
-    Newest,
-    /// A checkpoint that was the thread's head when read just before: remembered as the
-    /// head once loaded.
-    Head(CheckpointId),
-    /// The checkpoint asked for.
-    At(CheckpointId),
-}
-
-/// [`Saver::get`](crate::Saver::get). With `known`, a checkpoint that is a remembered head
-/// takes its state (the value references) from there instead of walking its chain — the
-/// values are still read and hash-checked — and a loaded head is remembered.
-pub(crate) async fn get(
-    client: &impl GenericClient,
-    sql: &Sql,
-    (thread, ns): (&ThreadId, &Namespace),
-    which: Which,
-    known: Option<&KnownHeads>,
-) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
-    let not_found = |id| CheckpointError::NotFound {
-        thread: thread.clone(),
-        ns: ns.clone(),
-        id,
-    };
-    let target = match which {
-        Which::Head(id) | Which::At(id) => id,
-        Which::Newest => match head_id(client, sql, thread, ns).await? {
-            Some(h) => h,
-            None => return Ok(None),
-        },
-    };
-    let Some((checkpoint, _)) = header_row(client, sql, thread, ns, target).await? else {
-        return Err(not_found(target));
-    };
-    let remembered = known.and_then(|k| k.state_of(thread, ns, target));
-    let (state, since) = match remembered {
-        Some(found) => found,
-        None => state_and_since(client, sql, thread, ns, target)
-            .await?
-            .ok_or_else(|| not_found(target))?,
-    };
-    let fields = load_fields(client, sql, thread, target, &state).await?;
-    let pending = pending(client, sql, thread, ns, target).await?;
-    if let (Some(known), Which::Newest | Which::Head(_)) = (known, which) {
-        let head = Known {
-            head: target,
-            since,
-            state,
-        };
-        known.remember(thread, ns, head);
-    }
-    Ok(Some(LoadedCheckpoint {
-        checkpoint,
-        fields,
-        pending,
-    }))
 }
 
 /// The function [`head`] calls, created with the tables: the head's header and its pending

@@ -5,7 +5,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use super::sql::{col, PgResult, Sql};
-use super::{extend, queue, read};
+use super::{extend, get, queue, read};
 use crate::CheckpointError;
 
 /// The newest format of the PostgreSQL tables this build reads, and the one it gives a new
@@ -185,8 +185,9 @@ const LAST_OBJECT: &str = "sg_run_writes_by_thread";
 /// of the hottest calls (a put that extends a head, the head read at an invoke's start, a
 /// lease, a run's end), planned once per server connection instead of on every call
 /// (decision 0059).
-const FUNCTIONS: [(&str, &str); 4] = [
+const FUNCTIONS: [(&str, &str); 5] = [
     (extend::FUNCTION_NAME, extend::FUNCTION),
+    (get::FUNCTION_NAME, get::FUNCTION),
     ("sg_head_v1", read::HEAD_FUNCTION),
     ("sg_lease_v3", queue::LEASE_FUNCTION),
     ("sg_finish_v1", queue::FINISH_FUNCTION),

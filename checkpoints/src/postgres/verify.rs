@@ -4,7 +4,7 @@
 use tokio_postgres::types::Type;
 use tokio_postgres::GenericClient;
 
-use super::read::{get, Which};
+use super::get;
 use super::sql::{col, id_from, Sql};
 use crate::envelope::{hex, open, CODEC_JSON};
 use crate::inspect::{Problem, VerifyCounts, VerifyReport};
@@ -148,7 +148,7 @@ async fn check_loads(
         for r in &rows {
             counts.checkpoints += 1;
             let id = id_from(col(r, 0)?, thread, "sg_checkpoints.id")?;
-            match get(client, sql, (&t, &ns), Which::At(id), None).await {
+            match get::read(client, sql, (&t, &ns), Some(id), None).await {
                 Ok(Some(loaded)) => {
                     counts.loaded += 1;
                     counts.writes += loaded.pending.len();

@@ -12,6 +12,7 @@ mod old_files;
 #[path = "../pg_support/mod.rs"]
 mod pg_support;
 mod postgres_extend;
+mod postgres_get;
 mod postgres_only;
 mod receipt_crash;
 mod runs;

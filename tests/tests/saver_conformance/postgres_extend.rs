@@ -17,7 +17,7 @@ use crate::pg_support::{self, SchemaGuard};
 use crate::TestResult;
 
 /// A saver with its own pool (as another process has) on `schema`.
-async fn open(url: &str, schema: &str) -> Result<PostgresSaver, CheckpointError> {
+pub(crate) async fn open(url: &str, schema: &str) -> Result<PostgresSaver, CheckpointError> {
     let options = PostgresOptions {
         schema: schema.to_owned(),
         pool_size: 2,
@@ -27,7 +27,7 @@ async fn open(url: &str, schema: &str) -> Result<PostgresSaver, CheckpointError>
 }
 
 /// A chain of `n` puts on `t`: a root, then steps appending to `log` and replacing `n`.
-fn chain(t: &ThreadId, n: i64) -> Vec<PutCheckpoint> {
+pub(crate) fn chain(t: &ThreadId, n: i64) -> Vec<PutCheckpoint> {
     let mut puts = Vec::new();
     let mut parent: Option<CheckpointId> = None;
     for i in 0..n {
@@ -219,7 +219,13 @@ async fn a_schema_made_before_the_functions_and_queue_columns_gets_them_when_ope
     drop(first);
     let raw = pg_support::raw(&url).await?;
     let s = format!("\"{}\"", guard.schema);
-    let functions = ["sg_extend_v1", "sg_head_v1", "sg_lease_v3", "sg_finish_v1"];
+    let functions = [
+        "sg_extend_v1",
+        "sg_get_v1",
+        "sg_head_v1",
+        "sg_lease_v3",
+        "sg_finish_v1",
+    ];
     for f in functions {
         raw.batch_execute(&format!("DROP FUNCTION {s}.{f}")).await?;
     }
