@@ -118,8 +118,7 @@ pub(crate) async fn call(
     known: &KnownHeads,
 ) -> Result<Loaded, CheckpointError> {
     let ask = Ask::new(key, id, Some(known));
-    let hashes = ask.hashes();
-    let hashes: Vec<&[u8]> = hashes.iter().map(|h| &h[..]).collect();
+    let hashes: Vec<&[u8]> = ask.hashes.iter().map(|h| &h[..]).collect();
     let hashes: &(dyn ToSql + Sync) = &hashes;
     let rows = sql.call(conn, CALL, &ask.params(hashes), WHAT).await?;
     load(&**conn, sql, key, &rows, ask, Some(known)).await
@@ -138,8 +137,7 @@ pub(crate) async fn read(
     known: Option<&KnownHeads>,
 ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
     let ask = Ask::new(key, id, known);
-    let hashes = ask.hashes();
-    let hashes: Vec<&[u8]> = hashes.iter().map(|h| &h[..]).collect();
+    let hashes: Vec<&[u8]> = ask.hashes.iter().map(|h| &h[..]).collect();
     let hashes: &(dyn ToSql + Sync) = &hashes;
     let rows = sql.query(client, CALL, &ask.params(hashes), WHAT).await?;
     load(client, sql, key, &rows, ask, known)
@@ -150,13 +148,15 @@ pub(crate) async fn read(
 }
 
 /// The function's arguments: the thread, the checkpoint asked for, and the head this saver
-/// remembers, when it may be the one asked for.
+/// remembers (with its hashes), when it may be the one asked for.
 struct Ask<'a> {
     thread: &'a str,
     ns: &'a str,
     id: Option<Vec<u8>>,
     known: Option<Known>,
     known_id: Option<Vec<u8>>,
+    /// The remembered head's hashes, each once, for `p_hashes`.
+    hashes: Vec<[u8; 32]>,
 }
 
 impl<'a> Ask<'a> {
@@ -173,19 +173,15 @@ impl<'a> Ask<'a> {
             ns: ns.as_str(),
             id: id.map(id_bytes),
             known_id: known.as_ref().map(|k| id_bytes(k.head)),
+            hashes: known
+                .as_ref()
+                .map(|k| wanted(k.state.values().flatten()))
+                .unwrap_or_default(),
             known,
         }
     }
 
-    /// The remembered head's hashes, for `p_hashes`.
-    fn hashes(&self) -> Vec<[u8; 32]> {
-        self.known
-            .as_ref()
-            .map(|k| wanted(k.state.values().flatten()))
-            .unwrap_or_default()
-    }
-
-    /// The arguments, with `hashes` (of [`Ask::hashes`]) as `p_hashes`.
+    /// The arguments, with `hashes` (of `self.hashes`) as `p_hashes`.
     fn params<'p>(&'p self, hashes: &'p (dyn ToSql + Sync)) -> [(&'p (dyn ToSql + Sync), Type); 5] {
         [
             (&self.thread, Type::TEXT),
@@ -244,20 +240,17 @@ async fn load(
     let checkpoint = header(first, thread.as_str())?;
     let id = checkpoint.id;
     let rest = Rows::sort(rest, thread, id)?;
-    let (state, since, values) = match ask.known {
+    let (state, since, wanted, values) = match ask.known {
         Some(k) if k.head == id => {
             let values = open_values(rest.values, VALUE_AT, thread, id)?;
-            (k.state, k.since, Some(values))
+            (k.state, k.since, ask.hashes, values)
         }
         _ => {
             let (state, since) = fold_chain(rest.chain, CHAIN_AT, thread, id)?;
-            (state, since, None)
+            let wanted = wanted(state.values().flatten());
+            let values = fetch_values(client, sql, thread, id, &wanted).await?;
+            (state, since, wanted, values)
         }
-    };
-    let wanted = wanted(state.values().flatten());
-    let values = match values {
-        Some(v) => v,
-        None => fetch_values(client, sql, thread, id, &wanted).await?,
     };
     if let Some(hash) = missing(&wanted, &values) {
         let hash = *hash;

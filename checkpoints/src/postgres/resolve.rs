@@ -47,19 +47,6 @@ pub(crate) async fn state_of(
     ns: &Namespace,
     id: CheckpointId,
 ) -> Result<Option<Base>, CheckpointError> {
-    Ok(state_and_since(client, sql, thread, ns, id)
-        .await?
-        .map(|(state, _)| state))
-}
-
-/// [`state_of`], with how many records after its base record the checkpoint is.
-pub(crate) async fn state_and_since(
-    client: &impl GenericClient,
-    sql: &Sql,
-    thread: &ThreadId,
-    ns: &Namespace,
-    id: CheckpointId,
-) -> Result<Option<(Base, i32)>, CheckpointError> {
     let rows = sql
         .query(
             client,
@@ -75,7 +62,7 @@ pub(crate) async fn state_and_since(
     if rows.is_empty() {
         return Ok(None);
     }
-    fold_chain(&rows, 0, thread, id).map(Some)
+    fold_chain(&rows, 0, thread, id).map(|(state, _)| Some(state))
 }
 
 /// The state at the first of `rows`, a chain nearest first whose columns from `at` are
