@@ -23,7 +23,8 @@ use crate::{RunError, State};
 use stategraph_checkpoints::sync::Unpoisoned;
 
 /// Under durability `async`, checkpoints go to a saver that does not order batches (see
-/// [`Saver::queues_in_call_order`]) in batches of this many.
+/// [`Saver::queues_in_call_order`]) in batches of at least this many (but for the last of a
+/// run): more when the batch before is still being stored.
 const ASYNC_BATCH: usize = 16;
 
 /// A checkpoint write's outcome, once the saver has it.
@@ -45,8 +46,11 @@ enum AsyncWrites {
     /// saying more follow ([`Saver::put_streamed`]), so a grouping saver stores them while
     /// the run goes on and commits them together; [`Saver::flush`] commits what it holds.
     Streamed,
-    /// Any other saver: checkpoints are buffered and sent in batches of [`ASYNC_BATCH`], each
-    /// once the batch before it is stored.
+    /// Any other saver: checkpoints are buffered and sent as one batch once the batch before
+    /// it is stored and [`ASYNC_BATCH`] are buffered. While the batch before is still being
+    /// stored, the buffer keeps growing (to [`MAX_INFLIGHT`] with the batch in flight), so a
+    /// store slower than the steps gets fewer, larger batches, each paying its round trip and
+    /// commit once (decision 0065).
     Batched,
 }
 
@@ -161,12 +165,7 @@ impl CheckpointPipeline {
                 ),
                 false,
             )?,
-            AsyncWrites::Batched => {
-                self.buffer.push(put);
-                if self.buffer.len() >= ASYNC_BATCH {
-                    self.send_buffer().await?;
-                }
-            }
+            AsyncWrites::Batched => self.buffer.push(put),
         }
         // Surface finished writes (and their errors) early; bound what is in flight.
         while let Some(front) = self.inflight.front_mut() {
@@ -184,6 +183,9 @@ impl CheckpointPipeline {
                 Some(front) => front.await?,
                 None => break,
             }
+        }
+        if self.buffer.len() >= ASYNC_BATCH && self.inflight.is_empty() {
+            self.send_buffer().await?;
         }
         Ok(())
     }

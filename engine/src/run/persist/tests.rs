@@ -15,13 +15,15 @@ type Error = Box<dyn std::error::Error>;
 type Done<'a, T> = BoxFuture<'a, Result<T, CheckpointError>>;
 
 /// A memory saver that records how checkpoints reach it, says whether it orders
-/// batches, and fails every put from the `fail_from`-th on.
+/// batches, and fails every put from the `fail_from`-th on. A gated one stores a batch
+/// only once a permit of `gate` lets it.
 struct Recording {
     inner: MemorySaver,
     ordered: bool,
     fail_from: usize,
     puts: AtomicUsize,
     calls: Mutex<Vec<String>>,
+    gate: Option<tokio::sync::Semaphore>,
 }
 
 impl Recording {
@@ -32,7 +34,27 @@ impl Recording {
             fail_from,
             puts: AtomicUsize::new(0),
             calls: Mutex::new(Vec::new()),
+            gate: None,
         })
+    }
+
+    /// A saver that does not order batches and stores each only once let through.
+    fn gated() -> Arc<Self> {
+        Arc::new(Recording {
+            inner: MemorySaver::new(),
+            ordered: false,
+            fail_from: usize::MAX,
+            puts: AtomicUsize::new(0),
+            calls: Mutex::new(Vec::new()),
+            gate: Some(tokio::sync::Semaphore::new(0)),
+        })
+    }
+
+    /// Let `n` more batches of a gated saver be stored.
+    fn let_through(&self, n: usize) {
+        if let Some(gate) = &self.gate {
+            gate.add_permits(n);
+        }
     }
 
     fn note(&self, call: String) {
@@ -44,6 +66,12 @@ impl Recording {
     }
 
     async fn put_each(&self, puts: Vec<PutCheckpoint>) -> Result<(), CheckpointError> {
+        if let Some(gate) = &self.gate {
+            gate.acquire()
+                .await
+                .map_err(|e| CheckpointError::Storage(Box::new(e)))?
+                .forget();
+        }
         for put in puts {
             self.put_one(put).await?;
         }
@@ -168,6 +196,56 @@ async fn a_saver_that_does_not_order_batches_gets_batches() -> Result<(), Error>
     p.drain().await?;
     assert_eq!(saver.calls(), ["put_many(16)", "put_many(4)"]);
     assert_eq!(stored(&saver).await?, 20);
+    Ok(())
+}
+
+#[tokio::test]
+async fn checkpoints_made_while_a_batch_is_stored_go_together_as_the_next_batch(
+) -> Result<(), Error> {
+    let saver = Recording::gated();
+    let mut p = pipeline(&saver, Durability::Async);
+    let mut puts = chain(16 + 40)?.into_iter();
+    for put in puts.by_ref() {
+        p.submit(put, false).await?;
+    }
+    // The first batch is not stored yet: the 40 made meanwhile wait, as one.
+    assert_eq!(saver.calls(), ["put_many(16)"]);
+    saver.let_through(2);
+    p.drain().await?;
+    assert_eq!(saver.calls(), ["put_many(16)", "put_many(40)"]);
+    assert_eq!(stored(&saver).await?, 56);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_batch_still_being_stored_holds_the_run_at_the_in_flight_bound() -> Result<(), Error> {
+    let saver = Recording::gated();
+    let mut p = pipeline(&saver, Durability::Async);
+    let mut puts = chain(MAX_INFLIGHT + 1)?.into_iter();
+    for put in puts.by_ref().take(MAX_INFLIGHT) {
+        p.submit(put, false).await?;
+    }
+    assert_eq!(p.inflight_puts + p.buffer.len(), MAX_INFLIGHT);
+    let over = puts.next().ok_or("no checkpoint over the bound")?;
+    // The one over the bound waits for the batch in flight, then goes with the buffer.
+    let waited = tokio::spawn({
+        let saver = saver.clone();
+        async move {
+            tokio::task::yield_now().await;
+            saver.let_through(2);
+        }
+    });
+    p.submit(over, false).await?;
+    waited.await?;
+    assert_eq!(
+        saver.calls(),
+        [
+            "put_many(16)".to_owned(),
+            format!("put_many({})", MAX_INFLIGHT + 1 - 16)
+        ]
+    );
+    p.drain().await?;
+    assert_eq!(stored(&saver).await?, MAX_INFLIGHT + 1);
     Ok(())
 }
 
