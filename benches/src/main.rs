@@ -30,7 +30,12 @@
 //! removed), `--fanout-mem-ks 1000,10000` (fanout runs repeated each in a fresh process, so
 //! that each K's own peak RSS shows), `--worker-threads N` (tokio worker threads; default one
 //! per CPU), `--pg-prepared-statements on|off` (the Postgres saver's `prepared_statements`,
-//! default off as in the saver; each Postgres row says `pg_prepared_statements`).
+//! default off as in the saver; each Postgres row says `pg_prepared_statements`). With
+//! `postgres`, the `env` row also prints the server's version (`postgres`) and the settings
+//! that bear on what a commit costs (`pg_synchronous_commit`, `pg_fsync`,
+//! `pg_wal_sync_method`, `pg_full_page_writes`, `pg_shared_buffers`, `pg_commit_delay`,
+//! `pg_commit_siblings`) as a session opened with `--pg-url` has them, so that options the URL
+//! passes show (such as a dearer commit emulated with `commit_delay`; decision 0066).
 //!
 //! SQLite runs of chain, agent and wide also print `per_commit_ms` (wall time over the
 //! checkpoints the run committed) and `floor_adjacent_ms`: two short floor samples (200
@@ -362,7 +367,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
         Some(t)
     };
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
-    Record::new()
+    let env = Record::new()
         .kv("engine", ENGINE)
         .kv("workload", "env")
         .kv("stategraph", env!("CARGO_PKG_VERSION"))
@@ -386,8 +391,14 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
                 "sqlite_synchronous": args.sqlite_sync.as_str(),
                 "keep_db": args.keep_db,
             }),
-        )
-        .emit();
+        );
+    let env = match args.pg_url.as_deref() {
+        Some(url) if args.checkpointers.contains(&Saver::Postgres) => {
+            postgres_db::server_keys(url, env).await?
+        }
+        _ => env,
+    };
+    env.emit();
     for name in &args.only {
         let t0 = Instant::now();
         match name.as_str() {

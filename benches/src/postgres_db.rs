@@ -123,6 +123,32 @@ async fn connect(url: &str) -> Result<tokio_postgres::Client, BoxError> {
     Ok(client)
 }
 
+/// The `env` row's `pg_*` keys: the server's version and the settings that bear on what a
+/// commit costs, as a session opened with `url` has them — so options the URL passes (such as
+/// `options=-c commit_delay=1000 -c commit_siblings=0`, a slower flush emulated on every
+/// commit) show in the output.
+pub(crate) async fn server_keys(url: &str, r: Record) -> Result<Record, BoxError> {
+    const SETTINGS: [(&str, &str); 8] = [
+        ("postgres", "server_version"),
+        ("pg_synchronous_commit", "synchronous_commit"),
+        ("pg_fsync", "fsync"),
+        ("pg_wal_sync_method", "wal_sync_method"),
+        ("pg_full_page_writes", "full_page_writes"),
+        ("pg_shared_buffers", "shared_buffers"),
+        ("pg_commit_delay", "commit_delay"),
+        ("pg_commit_siblings", "commit_siblings"),
+    ];
+    let client = connect(url).await?;
+    let mut r = r;
+    for (key, setting) in SETTINGS {
+        let row = client
+            .query_one("SELECT current_setting($1)", &[&setting])
+            .await?;
+        r = r.kv(key, row.try_get::<_, String>(0)?);
+    }
+    Ok(r)
+}
+
 /// Milliseconds per commit of `commits` one-row autocommit inserts of `row` on the server,
 /// with `synchronous_commit = on`.
 pub(crate) async fn floor_ms(url: &str, commits: usize, row: &[u8]) -> Result<f64, BoxError> {
@@ -173,5 +199,56 @@ impl PgFloor {
                 "per_commit_vs_pg_floor",
                 round(per_commit / mean.max(f64::MIN_POSITIVE), 3),
             )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The server's URL from `STATEGRAPH_PG_URL`; `None` (after saying how to start one) when
+    /// unset, a failure under `CI=true`, as the other Postgres tests do.
+    fn url() -> Option<String> {
+        let how = "start a throwaway server with: eval \"export $(.ci/postgres.sh | tail -n 1)\"";
+        match std::env::var("STATEGRAPH_PG_URL") {
+            Ok(url) if !url.is_empty() => Some(url),
+            _ => {
+                assert!(
+                    std::env::var("CI").map_or(true, |v| v != "true"),
+                    "STATEGRAPH_PG_URL is not set and CI=true: {how}"
+                );
+                eprintln!("skipped: STATEGRAPH_PG_URL is not set; {how}");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn the_env_row_reports_the_commit_settings_a_url_passes() -> Result<(), BoxError> {
+        let Some(url) = url() else { return Ok(()) };
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let dearer =
+            format!("{url}{sep}options=-c%20commit_delay%3D700%20-c%20commit_siblings%3D3");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (plain, passed) = rt.block_on(async {
+            let plain = server_keys(&url, Record::new()).await?;
+            let passed = server_keys(&dearer, Record::new()).await?;
+            Ok::<_, BoxError>((serde_json::to_value(plain)?, serde_json::to_value(passed)?))
+        })?;
+        assert_eq!(passed["pg_commit_delay"], "700", "{passed}");
+        assert_eq!(passed["pg_commit_siblings"], "3", "{passed}");
+        assert_eq!(
+            plain["pg_commit_delay"], "0",
+            "the server's default: {plain}"
+        );
+        assert!(
+            passed["postgres"]
+                .as_str()
+                .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit())),
+            "a server version: {passed}"
+        );
+        Ok(())
     }
 }
