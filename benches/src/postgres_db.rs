@@ -138,15 +138,20 @@ pub(crate) async fn server_keys(url: &str, r: Record) -> Result<Record, BoxError
         ("pg_commit_delay", "commit_delay"),
         ("pg_commit_siblings", "commit_siblings"),
     ];
-    let client = connect(url).await?;
-    let mut r = r;
-    for (key, setting) in SETTINGS {
-        let row = client
-            .query_one("SELECT current_setting($1)", &[&setting])
-            .await?;
-        r = r.kv(key, row.try_get::<_, String>(0)?);
-    }
-    Ok(r)
+    let names: Vec<&str> = SETTINGS.iter().map(|(_, setting)| *setting).collect();
+    let row = connect(url)
+        .await?
+        .query_one(
+            "SELECT array_agg(current_setting(name) ORDER BY i) \
+             FROM unnest($1::text[]) WITH ORDINALITY AS s(name, i)",
+            &[&names],
+        )
+        .await?;
+    let values: Vec<String> = row.try_get(0)?;
+    Ok(SETTINGS
+        .iter()
+        .zip(values)
+        .fold(r, |r, ((key, _), value)| r.kv(key, value)))
 }
 
 /// Milliseconds per commit of `commits` one-row autocommit inserts of `row` on the server,
