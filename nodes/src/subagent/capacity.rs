@@ -4,12 +4,11 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde::Serialize;
-use stategraph::checkpoints::sync::Unpoisoned;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::message::{FinishReason, ToolCall};
@@ -111,13 +110,15 @@ impl RunStopReason {
 /// the first `per_turn` `task` calls and every other call, and no delegation beyond `total`
 /// per run (counted from the run's ledger entries). When the total cut a call, the message
 /// gets [`LIMIT_NOTICE`] and the run's stop reason becomes
-/// [`RunStopReason::SubagentLimitCapped`] (read it with [`DelegationLimit::stop_reason`]).
+/// [`RunStopReason::SubagentLimitCapped`], stamped on the run's own
+/// [`StopStamp`](crate::StopStamp): read it from that run's settlement
+/// ([`Settlement::stop_reason`](crate::Settlement::stop_reason)). The layer itself keeps no state
+/// of a run, so one layer serves every run of a reused agent.
 /// A `multi_task` call counts as one delegation per task and is kept only whole.
 #[derive(Clone)]
 pub struct DelegationLimit {
     per_turn: usize,
     total: usize,
-    stop: Arc<Mutex<Option<RunStopReason>>>,
 }
 
 impl fmt::Debug for DelegationLimit {
@@ -136,13 +137,7 @@ impl DelegationLimit {
         DelegationLimit {
             per_turn: per_turn.max(1),
             total: total.max(1),
-            stop: Arc::default(),
         }
-    }
-
-    /// The stop reason this layer set (clones share it).
-    pub fn stop_reason(&self) -> Option<RunStopReason> {
-        *self.stop.lock().unpoisoned()
     }
 
     /// Rewrite `calls` for a run that already made `prior` delegations: the kept calls, and
@@ -221,7 +216,6 @@ impl ModelLayer for DelegationLimit {
                     response.message.content.push_str("\n\n");
                 }
                 response.message.content.push_str(LIMIT_NOTICE);
-                *self.stop.lock().unpoisoned() = Some(RunStopReason::SubagentLimitCapped);
                 stop.stamp(RunStopReason::SubagentLimitCapped.as_str());
             }
             if had_calls && response.message.tool_calls.is_empty() {

@@ -144,24 +144,19 @@ async fn reaching_the_total_limit_appends_the_notice_and_stops_with_subagent_lim
             },
         ],
     );
-    let limit = DelegationLimit::new(3, 1);
     let agent = lead(parent.clone(), subagents)
         .0
-        .model_layer(limit.clone())
+        .model_layer(DelegationLimit::new(3, 1))
         .assemble(RunContext::new("t", "ana").run("r1"))
         .await?;
     let out = agent.ask("go").await?;
     let last = out.state.last_ai().ok_or("no answer")?;
     assert!(last.tool_calls.is_empty());
     assert_eq!(last.content, format!("one more\n\n{LIMIT_NOTICE}"));
-    assert_eq!(
-        limit.stop_reason(),
-        Some(RunStopReason::SubagentLimitCapped)
-    );
     // The run's settlement carries the guard's stamp as its stop reason.
     assert_eq!(
         out.settlement.stop_reason.as_deref(),
-        Some("subagent_limit_capped")
+        Some(RunStopReason::SubagentLimitCapped.as_str())
     );
     assert_eq!(out.state.delegations.len(), 1);
     parent.verify()?;
@@ -209,6 +204,37 @@ async fn without_a_run_id_the_limit_counts_only_this_runs_delegations() -> R {
             Some(second.settlement.run_id.to_string())
         ]
     );
+    parent.verify()?;
+    child.verify()?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_reused_agent_reports_each_runs_own_stop_reason() -> R {
+    let child = ScriptedModel::new("child", [AiMessage::text("first")]);
+    let subagents =
+        Subagents::new(Arc::new(child.clone())).register(SubagentSpec::new("worker", "d", "p"));
+    let parent = ScriptedModel::new(
+        "lead",
+        [
+            AiMessage::calls([task_call("c1", "worker", "x")]),
+            AiMessage::calls([task_call("c2", "worker", "y")]),
+            AiMessage::text("second run answers without delegating"),
+        ],
+    );
+    // One layer serves both runs: a run's stop reason lives with that run only.
+    let agent = lead(parent.clone(), subagents)
+        .0
+        .model_layer(DelegationLimit::new(3, 1))
+        .assemble(RunContext::new("t", "ana"))
+        .await?;
+    let first = agent.ask("go").await?;
+    assert_eq!(
+        first.settlement.stop_reason.as_deref(),
+        Some("subagent_limit_capped")
+    );
+    let second = agent.ask("again").await?;
+    assert_eq!(second.settlement.stop_reason, None);
     parent.verify()?;
     child.verify()?;
     Ok(())
