@@ -26,9 +26,9 @@ async fn the_example_runs_twice_on_one_thread(
     for run in &runs {
         assert_eq!(run.status, stategraph::checkpoints::RunStatus::Success);
         let receipt = saver.get_receipt(&run.run_id).await?.ok_or("no receipt")?;
-        if receipt.as_json()["stage"] == "presented" {
+        if receipt.as_json()["verdict"]["stage"] == "presented" {
             assert_eq!(
-                receipt.as_json()["matched_paths"],
+                receipt.as_json()["verdict"]["matched_paths"],
                 serde_json::json!(["/mnt/user-data/outputs/report.md"])
             );
             delivered += 1;

@@ -96,10 +96,16 @@ async fn the_review_delivers_a_report_from_the_pdf_and_the_corpus() -> Result<()
 
     assert_eq!(first.status, RunStatus::Success);
     assert_eq!(first.artifacts, [REPORT]);
-    assert_eq!(first.receipt["stage"], "presented");
-    assert_eq!(first.receipt["satisfied"], true);
-    assert_eq!(first.receipt["matched_paths"], serde_json::json!([REPORT]));
-    assert_eq!(first.receipt["produced_paths"], serde_json::json!([REPORT]));
+    assert_eq!(first.receipt["verdict"]["stage"], "presented");
+    assert_eq!(first.receipt["verdict"]["satisfied"], true);
+    assert_eq!(
+        first.receipt["verdict"]["matched_paths"],
+        serde_json::json!([REPORT])
+    );
+    assert_eq!(
+        first.receipt["verdict"]["produced_paths"],
+        serde_json::json!([REPORT])
+    );
 
     // The delegation: an exploring analyst with read-only tools only.
     assert_eq!(first.delegations.len(), 1);
@@ -189,10 +195,10 @@ async fn a_report_never_presented_ends_the_run_in_error() -> Result<(), Error> {
     assert_eq!(review.status, RunStatus::Error);
     let reason = review.reason.as_deref().unwrap_or_default();
     assert!(reason.contains("delivery incomplete"), "{reason}");
-    assert_eq!(review.receipt["stage"], "not_started");
-    assert_eq!(review.receipt["satisfied"], false);
+    assert_eq!(review.receipt["verdict"]["stage"], "not_started");
+    assert_eq!(review.receipt["verdict"]["satisfied"], false);
     assert_eq!(
-        review.receipt["produced_paths"],
+        review.receipt["verdict"]["produced_paths"],
         serde_json::json!([REPORT])
     );
     assert!(review.artifacts.is_empty());
@@ -257,7 +263,7 @@ async fn running_the_example_again_continues_the_thread() -> Result<(), Error> {
     // second review delivers it too.
     assert_eq!(first_follow_up.history, 26);
     assert_eq!((review.history, follow_up.history), (45, 52));
-    assert_eq!(review.receipt["stage"], "presented");
+    assert_eq!(review.receipt["verdict"]["stage"], "presented");
     assert_eq!(follow_up.last_step, 2 * first_follow_up.last_step + 2);
     let report = std::fs::read_to_string(outputs(tmp.path()).join("sales-review.md"))?;
     assert!(report.contains("Review 2 of this thread"), "{report}");

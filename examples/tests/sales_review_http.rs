@@ -100,7 +100,7 @@ async fn the_review_runs_on_the_http_provider() -> Result<(), Error> {
     let ws = Workspace::open_with(tmp.path(), Arc::new(HttpSearch::new(&base)?))?;
     let review = example::review(&ws, PDF, Script::Deliver).await?;
     assert_eq!(review.status, RunStatus::Success);
-    assert_eq!(review.receipt["stage"], "presented");
+    assert_eq!(review.receipt["verdict"]["stage"], "presented");
     let report = std::fs::read_to_string(
         tmp.path()
             .join("sandboxes/threads/sales-review/user-data/outputs/sales-review.md"),

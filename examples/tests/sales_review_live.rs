@@ -162,8 +162,8 @@ async fn the_job_runs_on_an_openai_compatible_server() -> Result<(), Error> {
         example::live_review(&ws, Arc::new(OpenAiModel::new(config)?)).await?;
 
     assert_eq!(review.status, RunStatus::Success);
-    assert_eq!(review.receipt["stage"], "presented");
-    assert_eq!(review.receipt["satisfied"], true);
+    assert_eq!(review.receipt["verdict"]["stage"], "presented");
+    assert_eq!(review.receipt["verdict"]["satisfied"], true);
     assert_eq!(review.artifacts, [REPORT]);
     assert_eq!(follow_up.status, RunStatus::Success);
     assert_eq!(follow_up.answer, "We recommended growing Iberia.");

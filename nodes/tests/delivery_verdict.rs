@@ -166,31 +166,47 @@ fn deletions_symlinks_and_unchanged_files_are_not_produced() -> TestResult {
 }
 
 #[test]
-fn the_receipt_uses_the_settlement_field_names() -> TestResult {
+fn the_receipt_is_stored_as_the_value_is_shaped_with_the_verdict_nested() -> TestResult {
     let mut run = Run::start(&[])?;
     run.write("r.md", "r")?;
     run.present(&["/mnt/user-data/outputs/r.md"])?;
     let receipt = run.finish()?;
     let value = serde_json::to_value(&receipt)?;
+    let verdict = json!({
+        "verification": {
+            "source": "outputs_changed",
+            "requirement": "present_files_matches_produced_output"
+        },
+        "produced_paths": ["/mnt/user-data/outputs/r.md"],
+        "presented_paths": ["/mnt/user-data/outputs/r.md"],
+        "matched_paths": ["/mnt/user-data/outputs/r.md"],
+        "satisfied": true,
+        "stage": "presented"
+    });
     assert_eq!(
         value,
         json!({
             "presented": 1,
             "paths": ["/mnt/user-data/outputs/r.md"],
             "by_tool": {"present_files": ["/mnt/user-data/outputs/r.md"]},
-            "verification": {
-                "source": "outputs_changed",
-                "requirement": "present_files_matches_produced_output"
-            },
-            "produced_paths": ["/mnt/user-data/outputs/r.md"],
-            "presented_paths": ["/mnt/user-data/outputs/r.md"],
-            "matched_paths": ["/mnt/user-data/outputs/r.md"],
-            "satisfied": true,
-            "stage": "presented"
+            "verdict": verdict,
         })
     );
+    assert_eq!(receipt.to_json(), value);
     let back: DeliveryReceipt = serde_json::from_value(value)?;
     assert_eq!(back, receipt);
+    // A receipt stored before the verdict was nested (its fields beside the facts') reads
+    // back as the same value.
+    let mut flat = json!({
+        "presented": 1,
+        "paths": ["/mnt/user-data/outputs/r.md"],
+        "by_tool": {"present_files": ["/mnt/user-data/outputs/r.md"]},
+    });
+    if let (Some(flat), Some(verdict)) = (flat.as_object_mut(), verdict.as_object()) {
+        flat.extend(verdict.clone());
+    }
+    let old: DeliveryReceipt = serde_json::from_value(flat)?;
+    assert_eq!(old, receipt);
     let facts_only: DeliveryReceipt =
         serde_json::from_value(json!({"presented": 0, "paths": [], "by_tool": {}}))?;
     assert_eq!(facts_only, DeliveryReceipt::default());

@@ -107,14 +107,58 @@ pub struct DeliveryVerdict {
 }
 
 /// A run's delivery receipt: the facts, and the verdict when the run produced outputs.
+///
+/// Stored as the value is shaped: the facts' fields at the top level and the verdict under
+/// `verdict` (absent when nothing was produced). A receipt stored before the verdict was
+/// nested — its fields beside the facts' — reads back as the same value.
+///
+/// ```
+/// use stategraph_nodes::delivery::DeliveryReceipt;
+///
+/// let old = serde_json::json!({
+///     "presented": 0, "paths": [], "by_tool": {},
+///     "verification": {"source": "outputs_changed",
+///                      "requirement": "present_files_matches_produced_output"},
+///     "produced_paths": ["/mnt/user-data/outputs/r.md"], "presented_paths": [],
+///     "matched_paths": [], "satisfied": false, "stage": "not_started"
+/// });
+/// let receipt: DeliveryReceipt = serde_json::from_value(old)?;
+/// let stored = receipt.to_json();
+/// assert_eq!(stored["verdict"]["stage"], "not_started");
+/// assert!(stored.get("stage").is_none());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredReceipt")]
 pub struct DeliveryReceipt {
     /// What was presented.
     #[serde(flatten)]
     pub facts: DeliveryFacts,
     /// The verdict (absent when nothing was produced: facts only, nothing to verify).
-    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<DeliveryVerdict>,
+}
+
+/// A stored receipt as read: the verdict nested, or (written before it was) beside the facts.
+#[derive(Deserialize)]
+struct StoredReceipt {
+    #[serde(flatten)]
+    facts: DeliveryFacts,
+    #[serde(default)]
+    verdict: Option<DeliveryVerdict>,
+    /// The verdict's fields at the top level: the layout of receipts stored before the
+    /// verdict was nested.
+    #[serde(flatten)]
+    flat_verdict: Option<DeliveryVerdict>,
+}
+
+impl From<StoredReceipt> for DeliveryReceipt {
+    fn from(stored: StoredReceipt) -> Self {
+        DeliveryReceipt {
+            facts: stored.facts,
+            verdict: stored.verdict.or(stored.flat_verdict),
+        }
+    }
 }
 
 impl DeliveryReceipt {

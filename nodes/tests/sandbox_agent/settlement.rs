@@ -149,10 +149,10 @@ async fn a_file_written_but_never_presented_fails_the_run_with_a_not_started_rec
         .stored_receipt(&settled.run_id)
         .await?
         .ok_or("no receipt")?;
-    assert_eq!(receipt["satisfied"], json!(false));
-    assert_eq!(receipt["stage"], json!("not_started"));
+    assert_eq!(receipt["verdict"]["satisfied"], json!(false));
+    assert_eq!(receipt["verdict"]["stage"], json!("not_started"));
     assert_eq!(
-        receipt["produced_paths"],
+        receipt["verdict"]["produced_paths"],
         json!(["/mnt/user-data/outputs/report.md"])
     );
     // The state is committed all the same: the model's last turn is in the thread.
@@ -184,12 +184,12 @@ async fn presenting_only_an_unrelated_unchanged_file_is_mismatched() -> R {
         .stored_receipt(&settled.run_id)
         .await?
         .ok_or("no receipt")?;
-    assert_eq!(receipt["stage"], json!("mismatched"));
+    assert_eq!(receipt["verdict"]["stage"], json!("mismatched"));
     assert_eq!(
-        receipt["presented_paths"],
+        receipt["verdict"]["presented_paths"],
         json!(["/mnt/user-data/outputs/old.md"])
     );
-    assert_eq!(receipt["matched_paths"], json!([]));
+    assert_eq!(receipt["verdict"]["matched_paths"], json!([]));
     model.verify()?;
     Ok(())
 }
