@@ -19,6 +19,7 @@ use crate::state::{ThreadState, ThreadStateUpdate};
 use crate::tool::ToolContext;
 use crate::trace::TraceEntry;
 
+use super::capacity::SubagentPermit;
 use super::ledger::LedgerKey;
 use super::pool::ResolvedPool;
 use super::spec::{ModelChoice, SubagentSpec};
@@ -113,6 +114,10 @@ impl Subagents {
     /// Run one delegation with id `id` for the parent call whose context is `parent`: resolve
     /// the type, take a global slot (bounded wait), resolve the pool, build the child, run it.
     /// Never fails: every end is an outcome.
+    ///
+    /// The child runs on a task of its own, which holds the slot until the child has stopped.
+    /// Dropping this future (the lead was cancelled, or its step failed) tells the child to
+    /// stop; the slot is released when it has, not when this future is dropped.
     pub async fn delegate(
         &self,
         id: &str,
@@ -127,7 +132,7 @@ impl Subagents {
             ));
             return DelegationReport::early(id, request, outcome);
         };
-        let _permit = match self.limiter.acquire().await {
+        let permit = match self.limiter.acquire().await {
             Ok(p) => p,
             Err(e) => {
                 return DelegationReport::early(id, request, SubagentOutcome::failed(e.to_string()))
@@ -154,20 +159,24 @@ impl Subagents {
             subagent_type: spec.name.clone(),
         };
         events.assembly(&agent).await;
+        let model = agent_model(&spec, self);
+        let child = Child {
+            agent,
+            sandbox,
+            spec,
+            events,
+        };
         let input = child_input(&request.prompt, &parent.state);
-        let started = Instant::now();
-        let outcome = run_child(&agent, sandbox.as_ref(), &spec, input, &events).await;
-        let run_time = started.elapsed();
-        events.ended(&outcome).await;
+        let ended = child.run_holding(permit, input).await;
         DelegationReport {
             id: id.to_owned(),
             request,
-            outcome,
+            outcome: ended.outcome,
             pool: Some(pool),
-            trace: agent.trace().entries(),
-            model: Some(agent_model(&spec, self)),
+            trace: ended.trace,
+            model: Some(model),
             compile_time,
-            run_time,
+            run_time: ended.run_time,
         }
     }
 
@@ -239,23 +248,78 @@ fn child_input(prompt: &str, parent: &ThreadState) -> ThreadStateUpdate {
     input
 }
 
-/// Run the child to its end: its events forwarded, its wall-clock limit and the parent's
-/// cancellation watched; the first terminal status wins.
-async fn run_child(
-    agent: &Agent,
-    sandbox: Option<&Arc<SandboxRuntime>>,
-    spec: &SubagentSpec,
-    input: ThreadStateUpdate,
-    events: &Forward,
-) -> SubagentOutcome {
-    let token = CancelToken::new();
+/// A built child and what its run needs.
+struct Child {
+    agent: Agent,
+    sandbox: Option<Arc<SandboxRuntime>>,
+    spec: Arc<SubagentSpec>,
+    events: Forward,
+}
+
+/// How a child's run ended.
+struct ChildEnd {
+    outcome: SubagentOutcome,
+    run_time: Duration,
+    trace: Vec<TraceEntry>,
+}
+
+/// Cancels the child's run when the delegation's future is dropped before the child ended
+/// (the lead was cancelled, or its step failed): the child is told to stop, and stops on its
+/// own task.
+struct StopOnDrop(CancelToken);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+impl Child {
+    /// Runs the child on a task of its own that holds `permit` (the global slot) until the
+    /// child has stopped: a delegation dropped early tells the child to stop, and the slot is
+    /// free only once the child's run, its sandbox lease and its last event are done.
+    async fn run_holding(self, permit: SubagentPermit, input: ThreadStateUpdate) -> ChildEnd {
+        let stop = CancelToken::new();
+        let _stop_on_drop = StopOnDrop(stop.clone());
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let outcome = run_child(&self, input, stop).await;
+            let run_time = started.elapsed();
+            self.events.ended(&outcome).await;
+            let trace = self.agent.trace().entries();
+            drop(self);
+            drop(permit);
+            ChildEnd {
+                outcome,
+                run_time,
+                trace,
+            }
+        });
+        task.await.unwrap_or_else(|e| ChildEnd {
+            outcome: SubagentOutcome::failed(format!("the subagent's task failed: {e}")),
+            run_time: Duration::ZERO,
+            trace: Vec::new(),
+        })
+    }
+}
+
+/// Run the child to its end, under `token` (cancelled when the delegation is dropped): its
+/// events forwarded, its wall-clock limit and the parent's cancellation watched; the first
+/// terminal status wins.
+async fn run_child(child: &Child, input: ThreadStateUpdate, token: CancelToken) -> SubagentOutcome {
+    let Child {
+        agent,
+        sandbox,
+        spec,
+        events,
+    } = child;
     let config = agent.run_config().cancel_token(token.clone());
     let mode = StreamMode {
         values: true,
         custom: true,
         ..StreamMode::none()
     };
-    let lease = InvocationLease::begin(sandbox);
+    let lease = InvocationLease::begin(sandbox.as_ref());
     let mut stream = agent.graph().stream(input, &config, mode);
     let cell = StatusCell::new();
     let deadline = tokio::time::sleep(spec.timeout);

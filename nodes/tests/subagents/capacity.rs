@@ -13,6 +13,7 @@ use stategraph_nodes::subagent::{
 };
 
 use super::support::{lead, ok_tool, task_call, tool_messages, WorkOnce, R};
+use stategraph_nodes::ToolError;
 
 /// A tool that records how many of its calls run at once (the peak in `peak`).
 fn gauge(now: Arc<AtomicUsize>, peak: Arc<AtomicUsize>) -> FnTool {
@@ -235,6 +236,77 @@ async fn a_reused_agent_reports_each_runs_own_stop_reason() -> R {
     );
     let second = agent.ask("again").await?;
     assert_eq!(second.settlement.stop_reason, None);
+    parent.verify()?;
+    child.verify()?;
+    Ok(())
+}
+
+/// A tool that signals `started`, never finishes, and whose future takes `linger` to drop
+/// (a child that needs time to stop); `stopped` is set when that drop is done.
+fn slow_to_stop(
+    started: Arc<tokio::sync::Notify>,
+    stopped: Arc<std::sync::atomic::AtomicBool>,
+    linger: Duration,
+) -> FnTool {
+    struct Linger(Arc<std::sync::atomic::AtomicBool>, Duration);
+    impl Drop for Linger {
+        fn drop(&mut self) {
+            std::thread::sleep(self.1);
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    FnTool::new(
+        ToolSpec::new("linger", "stops slowly", ToolSource::BuiltIn),
+        move |_call, _cx| {
+            let started = Arc::clone(&started);
+            let guard = Linger(Arc::clone(&stopped), linger);
+            async move {
+                let _guard = guard;
+                started.notify_one();
+                futures::future::pending::<()>().await;
+                Err(ToolError::failed("linger", "unreachable"))
+            }
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_global_slot_is_free_only_once_a_cancelled_child_has_stopped() -> R {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let limiter = SubagentLimiter::new(1, Duration::from_secs(10));
+    let child = ScriptedModel::new(
+        "child",
+        [AiMessage::calls([ToolCall::new("l1", "linger", json!({}))])],
+    );
+    let subagents = Subagents::new(Arc::new(child.clone()))
+        .builtin(Arc::new(slow_to_stop(
+            Arc::clone(&started),
+            Arc::clone(&stopped),
+            Duration::from_millis(300),
+        )))
+        .limiter(limiter.clone())
+        .register(SubagentSpec::new("slow", "d", "p"));
+    let parent = ScriptedModel::new("lead", [AiMessage::calls([task_call("c1", "slow", "x")])]);
+    let agent = lead(parent.clone(), subagents)
+        .0
+        .assemble(RunContext::new("t", "ana"))
+        .await?;
+    let token = stategraph::CancelToken::new();
+    let config = agent.run_config().cancel_token(token.clone());
+    let run = agent.invoke(ThreadState::human_input("go"), &config);
+    let cancel = async {
+        started.notified().await;
+        token.cancel();
+    };
+    let (result, ()) = tokio::join!(run, cancel);
+    assert!(result.is_err(), "the lead was cancelled: {result:?}");
+    // The slot is taken again only after the child's run has stopped.
+    let _slot = limiter.acquire().await?;
+    assert!(
+        stopped.load(Ordering::SeqCst),
+        "the slot was released while the cancelled child was still stopping"
+    );
     parent.verify()?;
     child.verify()?;
     Ok(())
