@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use stategraph_checkpoints::{CheckpointError, Namespace, TaskId, ThreadId};
+use stategraph_checkpoints::{CheckpointError, CheckpointId, Namespace, TaskId, ThreadId};
 use stategraph_reducers::ReduceError;
 
 /// A boxed error from user code (a node, a router, a tool).
@@ -224,6 +224,18 @@ pub enum RunError {
     /// A thread is needed (checkpointer present) but the config has none.
     #[error("the graph has a checkpointer: the run config needs a thread id")]
     MissingThread,
+    /// The thread's newest checkpoint holds writes of a step that did not finish (tasks that
+    /// finished before it failed or paused): a checkpoint written on top of it would make
+    /// those tasks run again.
+    #[error("{} holds {writes} recorded writes of an unfinished step at checkpoint {checkpoint}; continue or resume it first", thread_text(.thread))]
+    RecordedWrites {
+        /// The thread.
+        thread: Option<ThreadId>,
+        /// Its newest checkpoint.
+        checkpoint: CheckpointId,
+        /// How many writes it holds.
+        writes: usize,
+    },
     /// The run was cancelled.
     #[error("run cancelled at step {step}")]
     Cancelled {

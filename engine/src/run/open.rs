@@ -328,7 +328,7 @@ impl<S: State> RunLoop<S> {
     }
 
     /// A command given as input: its update and routing apply at once, as writes of no task.
-    fn apply_input_command(&mut self, out: TaskOutput<S>) -> Result<(), RunError> {
+    pub(super) fn apply_input_command(&mut self, out: TaskOutput<S>) -> Result<(), RunError> {
         let version = self.control.max_version + 1;
         let mut next = NextSchedule::new(self.g.nodes.len());
         self.route(out.goto, "input", None, &mut next)?;

@@ -81,6 +81,82 @@ impl<S: State> CompiledGraph<S> {
         lp.persist.head().ok_or(RunError::MissingThread)
     }
 
+    /// Write `update` into the thread's newest checkpoint as writes of no node, keeping what
+    /// the thread had left to run: the update goes through the reducers (as a command's
+    /// update does), and the new checkpoint (source `update`) runs next what its parent would
+    /// have run. For recording what a run learned after its last step — a cancelled run's
+    /// unfinished work, say — without choosing a node to write as.
+    ///
+    /// ```
+    /// use stategraph::checkpoints::MemorySaver;
+    /// use stategraph::{BoxError, NodeContext, RunConfig, State, StateGraph, END, START};
+    /// use std::sync::Arc;
+    ///
+    /// #[derive(State, Clone, Default, Debug)]
+    /// struct S { #[reduce(append)] notes: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = StateGraph::<S>::new()
+    ///     .add_node("a", |_s: Arc<S>, _c: NodeContext| async {
+    ///         Ok::<_, BoxError>(S::update().notes(vec!["a".into()]))
+    ///     })
+    ///     .add_edge(START, "a").add_edge("a", END)
+    ///     .compile()?
+    ///     .with_checkpointer(Arc::new(MemorySaver::new()));
+    /// let config = RunConfig::new().thread("t").interrupt_before(["a"]);
+    /// graph.invoke(S::update(), &config).await?;
+    /// graph.amend_state("t", S::update().notes(vec!["note".into()])).await?;
+    /// let snapshot = graph.get_state("t", None).await?.ok_or("no state")?;
+    /// assert_eq!(snapshot.next, ["a"]);
+    /// assert_eq!(snapshot.values.notes, ["note"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`RunError::MissingThread`] without a checkpointer or a checkpoint on `thread`;
+    /// [`RunError::RecordedWrites`] when the newest checkpoint holds writes of an unfinished
+    /// step (a new checkpoint would make that step's finished tasks run again); reducer and
+    /// storage errors.
+    pub async fn amend_state(
+        &self,
+        thread: &str,
+        update: S::Update,
+    ) -> Result<CheckpointId, RunError> {
+        if self.saver.is_none() {
+            return Err(RunError::MissingThread);
+        }
+        let config = RunConfig::new().thread(thread).durability(Durability::Sync);
+        let shared = self.shared(&config, config.cancel.clone(), None)?;
+        let level = GraphLevel::root(self.saver.clone());
+        let mut lp = RunLoop::start_at(
+            self,
+            shared,
+            level,
+            Input::Continue,
+            None,
+            OlderStart::Branch,
+        )
+        .await?;
+        let head = lp.persist.head().ok_or(RunError::MissingThread)?;
+        if !lp.pending.is_empty() {
+            return Err(RunError::RecordedWrites {
+                thread: lp.shared.thread.clone(),
+                checkpoint: head,
+                writes: lp.pending.len(),
+            });
+        }
+        lp.apply_input_command(TaskOutput {
+            updates: vec![update],
+            goto: Vec::new(),
+            parents: Vec::new(),
+        })?;
+        let writes = lp.take_unsaved()?;
+        lp.put(Source::Update, lp.step, writes).await?;
+        lp.flush().await?;
+        lp.persist.head().ok_or(RunError::MissingThread)
+    }
+
     /// The thread's state at its newest checkpoint (or at `checkpoint`).
     ///
     /// # Errors

@@ -358,3 +358,60 @@ async fn a_graph_sees_what_another_graph_wrote_to_the_thread_since_its_last_run(
     assert_eq!(out.state.value, 101);
     Ok(())
 }
+
+#[tokio::test]
+async fn amend_state_writes_an_update_checkpoint_that_keeps_what_runs_next() -> TestResult {
+    let saver = RecordingSaver::new();
+    let g = ab()?.with_checkpointer(saver.shared());
+    let paused = RunConfig::new().thread("t").interrupt_before(["b"]);
+    g.invoke(Log::update().value(1), &paused).await?;
+    let before = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(before.next, ["b"]);
+    let id = g.amend_state("t", push("amended").value(5)).await?;
+    let snap = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(snap.checkpoint.id, id);
+    assert_eq!(snap.checkpoint.source, Source::Update);
+    assert_eq!(snap.checkpoint.parent, Some(before.checkpoint.id));
+    assert_eq!(snap.next, ["b"]);
+    assert_eq!(snap.values.log, ["a", "amended"]);
+    let out = g
+        .invoke(Input::Continue, &RunConfig::new().thread("t"))
+        .await?;
+    assert_eq!(out.state.log, ["a", "amended", "b"]);
+    assert_eq!(out.state.value, 6);
+    Ok(())
+}
+
+#[tokio::test]
+async fn amend_state_refuses_a_head_holding_an_unfinished_steps_writes() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node("ok", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(push("ok"))
+        })
+        .add_node("fails", |_s: Arc<Log>, _c: NodeContext| async {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            Err::<LogUpdate, BoxError>("boom".into())
+        })
+        .add_edge(START, "ok")
+        .add_edge(START, "fails")
+        .add_edge("ok", END)
+        .add_edge("fails", END)
+        .compile()?
+        .with_checkpointer(RecordingSaver::new().shared());
+    let cfg = RunConfig::new().thread("t");
+    assert!(g.invoke(Log::update(), &cfg).await.is_err());
+    let head = g.get_state("t", None).await?.ok_or("no state")?;
+    let err = g
+        .amend_state("t", push("late"))
+        .await
+        .err()
+        .ok_or("expected a refusal")?;
+    assert!(
+        matches!(err, stategraph::RunError::RecordedWrites { writes: 2, checkpoint, .. } if checkpoint == head.checkpoint.id),
+        "{err}"
+    );
+    let after = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(after.checkpoint.id, head.checkpoint.id);
+    assert!(after.values.log.is_empty());
+    Ok(())
+}
