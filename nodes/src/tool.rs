@@ -384,6 +384,9 @@ pub struct ToolContext {
     /// This call's access to secrets (`None`: the tool declares none or the agent has no
     /// secret store).
     pub(crate) secrets: Option<SecretAccess>,
+    /// Where a delegation tool leaves the ledger entries of delegations it started and did not
+    /// answer (`None` outside an agent's invocation).
+    pub(crate) unanswered: Option<crate::subagent::ledger::Unanswered>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -405,6 +408,7 @@ impl ToolContext {
             sandbox: None,
             trace: None,
             secrets: None,
+            unanswered: None,
         }
     }
 

@@ -200,7 +200,7 @@ impl Agent {
         input: impl Into<Input<ThreadState>>,
         config: &RunConfig,
     ) -> Result<AgentOutcome, AgentRunError> {
-        let scope = run::RunScope::begin(&self.core, self.graph.checkpointer(), config).await?;
+        let scope = run::RunScope::begin(&self.core, &self.graph, config).await?;
         let result = self.graph.invoke(input, config).await;
         scope.finish(result).await
     }

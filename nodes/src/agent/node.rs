@@ -19,6 +19,7 @@ use crate::middleware::{
 use crate::model::{ChatModel, ModelRequest};
 use crate::sandbox::{SandboxAccess, SandboxRuntime};
 use crate::state::{ThreadState, ThreadStateUpdate};
+use crate::subagent::ledger::Unanswered;
 use crate::tool::{ToolContext, ToolOutput};
 use crate::trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
 
@@ -60,6 +61,9 @@ pub(super) struct Invocation {
     stop: Mutex<StopStamp>,
     /// Model calls the invocation made so far.
     turns: AtomicUsize,
+    /// The ledger entries of delegations the invocation's tool calls started and did not
+    /// answer (their calls were dropped), for its settlement.
+    unanswered: Unanswered,
 }
 
 impl AgentCore {
@@ -148,6 +152,7 @@ impl AgentCore {
                     .map(|rt| Arc::new(SandboxAccess::new(Arc::clone(rt)))),
                 trace: Some(self.trace.clone()),
                 secrets: None,
+                unanswered: Some(self.invocation.unanswered.clone()),
             },
             self.trace.clone(),
         );
@@ -238,6 +243,12 @@ impl AgentCore {
         *self.invocation.context.lock().unpoisoned() = Some(context);
         *self.invocation.stop.lock().unpoisoned() = StopStamp::default();
         self.take_presented();
+        self.invocation.unanswered.take();
+    }
+
+    /// The ledger entries of delegations this invocation started and did not answer (taken).
+    pub(super) fn take_unanswered(&self) -> Vec<crate::state::Delegation> {
+        self.invocation.unanswered.take()
     }
 
     /// Ends the invocation: its stop reason, if a guard stamped one.

@@ -53,6 +53,11 @@ impl RunStore {
         }
     }
 
+    /// The run's thread.
+    pub(super) fn thread(&self) -> &ThreadId {
+        &self.thread
+    }
+
     /// Stores the receipt once (a receipt already stored for the run counts as stored),
     /// trying again after each of [`RECEIPT_RETRY_DELAYS`].
     ///

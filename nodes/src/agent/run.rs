@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use stategraph::checkpoints::{RunId, RunStatus, Saver, ThreadId};
-use stategraph::{RunConfig, RunError, RunOutcome};
+use stategraph::{CompiledGraph, RunConfig, RunError, RunOutcome};
 use tokio::sync::OwnedMutexGuard;
 
 use super::delivered::{self, Checked};
@@ -18,6 +18,7 @@ use super::record::RunStore;
 use crate::context::RunContext;
 use crate::delivery::{settle, DeliveryFacts};
 use crate::sandbox::InvocationLease;
+use crate::state::{Delegation, ThreadState};
 
 /// The reason stored for an invocation dropped before it finished.
 pub const DROPPED_REASON: &str = "the invocation was dropped before it finished";
@@ -39,6 +40,9 @@ struct PendingRun {
     core: Arc<AgentCore>,
     run_id: RunId,
     store: Option<RunStore>,
+    /// The agent's graph, when the run is stored: the ledger entries of delegations the run
+    /// left unanswered are written into the thread through it.
+    graph: Option<CompiledGraph<ThreadState>>,
     outputs: OutputsWatch,
     lease: InvocationLease,
     // Held until the run is settled: the agent's next invocation waits for it.
@@ -55,10 +59,14 @@ impl RunScope {
     /// not be stored; nothing ran.
     pub(super) async fn begin(
         core: &Arc<AgentCore>,
-        saver: Option<&Arc<dyn Saver>>,
+        graph: &CompiledGraph<ThreadState>,
         config: &RunConfig,
     ) -> Result<RunScope, AgentRunError> {
-        Self::begin_as(core, saver, config, None).await
+        let mut scope = Self::begin_as(core, graph.checkpointer(), config, None).await?;
+        if let Some(pending) = &mut scope.pending {
+            pending.graph = pending.store.as_ref().map(|_| graph.clone());
+        }
+        Ok(scope)
     }
 
     /// [`RunScope::begin`] for the run `run` (instead of the run context's id, or a
@@ -89,6 +97,7 @@ impl RunScope {
                 core: Arc::clone(core),
                 run_id,
                 store,
+                graph: None,
                 outputs,
                 _turn: turn,
             }),
@@ -197,6 +206,24 @@ fn status_of(ended: &Ended<'_>) -> (RunStatus, Option<String>, Option<String>) {
     }
 }
 
+/// Writes the ledger entries of the delegations `run` started and did not answer (their tool
+/// calls were dropped: the run was cancelled, or the step failed) into the thread, keeping
+/// what it had left to run. A failure is logged: the run's own status is not changed by it.
+async fn record_unanswered(
+    graph: &CompiledGraph<ThreadState>,
+    store: &RunStore,
+    run: &RunId,
+    entries: Vec<Delegation>,
+) {
+    if entries.is_empty() {
+        return;
+    }
+    let update = ThreadState::update().delegations(entries);
+    if let Err(e) = graph.amend_state(store.thread().as_str(), update).await {
+        tracing::warn!(run = %run, error = %e, "unanswered delegations not recorded in the ledger");
+    }
+}
+
 impl PendingRun {
     /// Releases what the invocation acquired, decides delivery, records the Delivered trace,
     /// then stores the receipt and, after it, the terminal status.
@@ -205,11 +232,15 @@ impl PendingRun {
             core,
             run_id,
             store,
+            graph,
             outputs,
             lease,
             _turn,
         } = self;
         lease.end().await;
+        if let (Some(graph), Some(store)) = (&graph, &store) {
+            record_unanswered(graph, store, &run_id, core.take_unanswered()).await;
+        }
         let (mut status, mut reason, stop_reason) = status_of(&ended);
         let completed = status == RunStatus::Success;
         let presented = core.take_presented();

@@ -80,6 +80,12 @@ impl DelegationReport {
         }
     }
 
+    /// The report of a delegation whose call was dropped before it ended: cancelled with the
+    /// lead (its child, if one was started, is told to stop).
+    pub(crate) fn abandoned(id: &str, request: DelegationRequest) -> Self {
+        Self::early(id, request, SubagentOutcome::cancelled())
+    }
+
     /// The tool message answering `call_id` of `tool`: the status contract's text, an error
     /// status unless completed, and the `subagent_*` metadata.
     pub fn tool_message(&self, call_id: &str, tool: &str) -> ToolMessage {

@@ -3,11 +3,33 @@
 //! reducer upserts by id, never lets a terminal entry regress, keeps `created_at` and the
 //! last 50).
 
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use stategraph::checkpoints::sync::Unpoisoned;
 
 use crate::state::{Delegation, DelegationStatus};
 
 use super::status::{brief, sha256_hex, SubagentOutcome};
+
+/// Where a lead's delegation tools leave the ledger entries of delegations whose tool call
+/// was dropped before it answered (the lead was cancelled, or its step failed), for the run's
+/// settlement to write into the thread's ledger. Clones share one list; an agent gives each
+/// invocation an empty one.
+#[derive(Clone, Debug, Default)]
+pub struct Unanswered(Arc<Mutex<Vec<Delegation>>>);
+
+impl Unanswered {
+    /// Keeps `entries`.
+    pub(crate) fn extend(&self, entries: impl IntoIterator<Item = Delegation>) {
+        self.0.lock().unpoisoned().extend(entries);
+    }
+
+    /// The entries kept so far (taken).
+    pub(crate) fn take(&self) -> Vec<Delegation> {
+        std::mem::take(&mut *self.0.lock().unpoisoned())
+    }
+}
 
 /// The longest description kept in a ledger entry, in chars.
 pub const MAX_DESCRIPTION: usize = 200;

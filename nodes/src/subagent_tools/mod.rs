@@ -10,7 +10,8 @@ use stategraph::Command;
 
 use crate::message::Message;
 use crate::state::ThreadState;
-use crate::subagent::{ledger, DelegationReport};
+use crate::subagent::ledger::{self, Unanswered};
+use crate::subagent::{DelegationReport, DelegationRequest, Subagents};
 use crate::tool::ToolContext;
 use crate::trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
 
@@ -39,6 +40,88 @@ impl DelegationLog {
     fn push(&self, report: DelegationReport) {
         self.0.lock().unpoisoned().push(report);
     }
+}
+
+/// A delegation a tool call started, and its report once it ended.
+struct Started {
+    id: String,
+    request: DelegationRequest,
+    report: Option<DelegationReport>,
+}
+
+/// Armed while a tool call's delegations run. Dropped armed — the call's future was dropped
+/// before it answered: the lead was cancelled, or its step failed — it records every
+/// delegation the call started: one that ended with its report, every other as cancelled
+/// (its child, if started, is told to stop), in the log and as ledger entries the run's
+/// settlement writes into the thread.
+struct AnswerGuard {
+    started: Arc<Mutex<Vec<Started>>>,
+    run_id: Option<String>,
+    unanswered: Option<Unanswered>,
+    log: DelegationLog,
+    armed: bool,
+}
+
+impl Drop for AnswerGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let started = std::mem::take(&mut *self.started.lock().unpoisoned());
+        let mut entries = Vec::with_capacity(started.len());
+        for s in started {
+            let report = s
+                .report
+                .unwrap_or_else(|| DelegationReport::abandoned(&s.id, s.request));
+            entries.push(ledger::finished(
+                &report.ledger_key(self.run_id.clone()),
+                &report.outcome,
+            ));
+            self.log.push(report);
+        }
+        if let Some(unanswered) = &self.unanswered {
+            unanswered.extend(entries);
+        }
+    }
+}
+
+/// Runs the delegations `requests` (id, request) of one tool call in parallel and returns
+/// their reports in order. If the returned future is dropped first, every one of them is
+/// still recorded ([`AnswerGuard`]).
+async fn delegate_all(
+    subagents: &Subagents,
+    requests: Vec<(String, DelegationRequest)>,
+    cx: &ToolContext,
+    log: &DelegationLog,
+) -> Vec<DelegationReport> {
+    let started: Vec<Started> = requests
+        .iter()
+        .map(|(id, request)| Started {
+            id: id.clone(),
+            request: request.clone(),
+            report: None,
+        })
+        .collect();
+    let mut guard = AnswerGuard {
+        started: Arc::new(Mutex::new(started)),
+        run_id: cx.run.run_id.clone(),
+        unanswered: cx.unanswered.clone(),
+        log: log.clone(),
+        armed: true,
+    };
+    let runs = requests.into_iter().enumerate().map(|(i, (id, request))| {
+        let started = Arc::clone(&guard.started);
+        async move {
+            let report = subagents.delegate(&id, request, cx).await;
+            if let Some(s) = started.lock().unpoisoned().get_mut(i) {
+                s.report = Some(report.clone());
+            }
+            report
+        }
+    });
+    let reports = futures::future::join_all(runs).await;
+    guard.armed = false;
+    reports
 }
 
 /// Records a delegation in the lead's trace under its call `call_id`: each tool the child's

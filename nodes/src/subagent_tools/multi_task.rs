@@ -11,7 +11,7 @@ use crate::subagent::{DelegationRequest, Subagents, MULTI_TASK_TOOL};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
 
 use super::task::describe;
-use super::{delegation_command, DelegationLog};
+use super::{delegate_all, delegation_command, DelegationLog};
 
 /// The `multi_task` tool's arguments.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -60,13 +60,13 @@ impl Tool for MultiTaskTool {
         let log = self.log.clone();
         Box::pin(async move {
             let args: MultiTaskArgs = call.args_as()?;
-            let runs = args.tasks.into_iter().enumerate().map(|(i, request)| {
-                let id = format!("{}/{i}", call.id);
-                let subagents = Arc::clone(&subagents);
-                let cx = cx.clone();
-                async move { subagents.delegate(&id, request, &cx).await }
-            });
-            let reports = futures::future::join_all(runs).await;
+            let requests = args
+                .tasks
+                .into_iter()
+                .enumerate()
+                .map(|(i, request)| (format!("{}/{i}", call.id), request))
+                .collect();
+            let reports = delegate_all(&subagents, requests, &cx, &log).await;
             let command = delegation_command(&reports, call.reply_id(), MULTI_TASK_TOOL, &cx);
             for report in reports {
                 log.push(report);

@@ -9,7 +9,7 @@ use crate::message::ToolCall;
 use crate::subagent::{DelegationRequest, Subagents, TASK_TOOL};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec};
 
-use super::{delegation_command, DelegationLog};
+use super::{delegate_all, delegation_command, DelegationLog};
 
 /// The `task` tool over `subagents`' types.
 #[derive(Debug)]
@@ -60,14 +60,12 @@ impl Tool for TaskTool {
         let log = self.log.clone();
         Box::pin(async move {
             let request: DelegationRequest = call.args_as()?;
-            let report = subagents.delegate(&call.id, request, &cx).await;
-            let command = delegation_command(
-                std::slice::from_ref(&report),
-                call.reply_id(),
-                TASK_TOOL,
-                &cx,
-            );
-            log.push(report);
+            let reports =
+                delegate_all(&subagents, vec![(call.id.clone(), request)], &cx, &log).await;
+            let command = delegation_command(&reports, call.reply_id(), TASK_TOOL, &cx);
+            for report in reports {
+                log.push(report);
+            }
             Ok(ToolOutput::Command(command))
         })
     }

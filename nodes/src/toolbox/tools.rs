@@ -234,6 +234,7 @@ impl ToolInner {
             sandbox: None,
             trace: Some(task.trace.clone()),
             secrets: None,
+            unanswered: None,
         };
         let invocation = ToolInvocation::new(call.clone(), cx, task.trace.clone());
         let output = ToolNext::new(&self.layers, &self.tools)

@@ -170,3 +170,102 @@ async fn a_cancelled_parent_cancels_its_children() -> R {
     child.verify()?;
     Ok(())
 }
+
+/// A lead on a SQLite file whose one `multi_task` call delegates to `quick` (answers at once)
+/// and `slow` (its child's tool never finishes), cancelled once the slow child's tool runs.
+#[tokio::test]
+async fn a_cancelled_lead_records_every_delegation_it_started_with_its_terminal_status() -> R {
+    let dir = tempfile::tempdir()?;
+    let saver = Arc::new(stategraph::checkpoints::SqliteSaver::open(
+        dir.path().join("lead.db"),
+    )?);
+    let started = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(AtomicBool::new(false));
+    let quick = ScriptedModel::new("quick", [AiMessage::text("quick answer")]);
+    let slow = ScriptedModel::new("slow", [calls_forever()]);
+    let subagents = Subagents::new(Arc::new(quick.clone()))
+        .builtin(Arc::new(forever(
+            Arc::clone(&started),
+            Arc::clone(&dropped),
+        )))
+        // One slot: the quick delegation ends before the slow one starts.
+        .limiter(stategraph_nodes::subagent::SubagentLimiter::new(
+            1,
+            Duration::from_secs(10),
+        ))
+        .register(SubagentSpec::new("quick", "d", "p"))
+        .register(SubagentSpec::new("slow", "d", "p").model(slow.clone()));
+    let multi = ToolCall::new(
+        "m1",
+        "multi_task",
+        json!({"tasks": [
+            {"description": "fast part", "prompt": "a", "subagent_type": "quick"},
+            {"description": "slow part", "prompt": "b", "subagent_type": "slow"},
+        ]}),
+    );
+    let parent = ScriptedModel::new("lead", [AiMessage::calls([multi])]);
+    let (builder, log) = lead(parent.clone(), subagents);
+    let agent = builder
+        .assemble(RunContext::new("t", "ana").run("r1"))
+        .await?
+        .with_checkpointer(saver.clone());
+    let token = CancelToken::new();
+    let config = agent.run_config().thread("t").cancel_token(token.clone());
+    let run = agent.invoke(ThreadState::human_input("go"), &config);
+    let cancel = async {
+        started.notified().await;
+        token.cancel();
+    };
+    let (result, ()) = tokio::join!(run, cancel);
+    let status = result
+        .err()
+        .and_then(|e| e.settlement().map(|s| s.status))
+        .ok_or("the lead was not cancelled")?;
+    assert_eq!(status, stategraph::checkpoints::RunStatus::Cancelled);
+    // The log has a report per delegation: the quick one as it ended, the slow one cancelled.
+    let mut reports: Vec<(String, &str)> = log
+        .reports()
+        .iter()
+        .map(|r| (r.id.clone(), r.outcome.status.as_str()))
+        .collect();
+    reports.sort();
+    assert_eq!(
+        reports,
+        [
+            ("m1/0".to_owned(), "completed"),
+            ("m1/1".to_owned(), "cancelled")
+        ]
+    );
+    // The thread's ledger holds both, with their terminal statuses and the lead's run; the
+    // tool step it was cancelled in is still what the thread runs next.
+    let state = agent
+        .graph()
+        .get_state("t", None)
+        .await?
+        .ok_or("no state")?;
+    let ledger: Vec<(&str, DelegationStatus, Option<&str>)> = state
+        .values
+        .delegations
+        .iter()
+        .map(|d| (d.id.as_str(), d.status, d.run_id.as_deref()))
+        .collect();
+    assert_eq!(
+        ledger,
+        [
+            ("m1/0", DelegationStatus::Completed, Some("r1")),
+            ("m1/1", DelegationStatus::Cancelled, Some("r1"))
+        ]
+    );
+    assert_eq!(state.values.delegations[1].description, "slow part");
+    assert_eq!(state.next, ["tools"]);
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !dropped.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await?;
+    parent.verify()?;
+    quick.verify()?;
+    slow.verify()?;
+    Ok(())
+}
