@@ -6,7 +6,8 @@
 //! [`catalog_hash`] of the build that made it: after the catalog changes, old promotions count
 //! for nothing.
 //!
-//! - [`DeferredSetup::build`]: the catalog of one agent build (candidate order kept) and its hash.
+//! - [`DeferredSetup::build`]: the catalog of one agent build (candidate order kept) and its hash;
+//!   [`MakeDeferredSetup`]: what an agent builds it with (an application may supply its own).
 //! - [`DeferredSetup::search`]: the catalog search behind `tool_search` (at most
 //!   [`MAX_RESULTS`] results, except for `select:`).
 //! - [`DeferredSetup::tool_search`]: the tool, writing `promoted` and one tool message.
@@ -132,6 +133,42 @@ fn search_regex(pattern: &str) -> Option<Regex> {
                 .build()
         })
         .ok()
+}
+
+/// Makes the deferred catalog of one agent assembly: given the specs of the tools that passed
+/// authorization (in catalog order), the setup they are deferred under, or `None` for none.
+///
+/// The default is [`DeferredSetup::build`] (every deferrable candidate, in order). An
+/// application supplies its own with [`AgentBuilder::deferred_setup`] — a closure of that
+/// shape is one. Whatever it returns, assembly fails closed: a deferrable candidate missing
+/// from the setup is [`AgentError::DeferredSetup`] (its schema is never bound), and a setup
+/// naming a tool that is not a candidate is [`AgentError::DeferredNotCandidates`].
+///
+/// ```
+/// use stategraph_nodes::deferred::{DeferredSetup, MakeDeferredSetup};
+/// use stategraph_nodes::{ToolSource, ToolSpec};
+///
+/// let make = |candidates: &[ToolSpec]| DeferredSetup::build(candidates);
+/// let specs = [ToolSpec::new("mcp_weather", "Weather", ToolSource::Mcp)];
+/// let setup = make.make(&specs).expect("one deferrable tool");
+/// assert_eq!(setup.names(), ["mcp_weather"]);
+/// ```
+///
+/// [`AgentBuilder::deferred_setup`]: crate::AgentBuilder::deferred_setup
+/// [`AgentError::DeferredSetup`]: crate::AgentError::DeferredSetup
+/// [`AgentError::DeferredNotCandidates`]: crate::AgentError::DeferredNotCandidates
+pub trait MakeDeferredSetup: Send + Sync + 'static {
+    /// The setup for `candidates`, or `None` when nothing is deferred.
+    fn make(&self, candidates: &[ToolSpec]) -> Option<DeferredSetup>;
+}
+
+impl<F> MakeDeferredSetup for F
+where
+    F: Fn(&[ToolSpec]) -> Option<DeferredSetup> + Send + Sync + 'static,
+{
+    fn make(&self, candidates: &[ToolSpec]) -> Option<DeferredSetup> {
+        self(candidates)
+    }
 }
 
 /// The deferred catalog of one agent build.

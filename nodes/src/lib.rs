@@ -83,7 +83,9 @@ pub use catalog::{
     AdmissionRule, Catalog, FilteredTool, Rejection, SkippedDuplicate, SourceFailure, ToolProvider,
 };
 pub use context::{Principal, RunContext, StopStamp};
-pub use deferred::{catalog_hash, DeferredSetup, DeferredToolFilter, MAX_RESULTS, TOOL_SEARCH};
+pub use deferred::{
+    catalog_hash, DeferredSetup, DeferredToolFilter, MakeDeferredSetup, MAX_RESULTS, TOOL_SEARCH,
+};
 pub use guardrail::{
     AllowlistProvider, Guardrail, GuardrailDecision, GuardrailProvider, GuardrailReason,
     GuardrailRequest,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::authz::Authorization;
 use crate::catalog::{Catalog, ToolProvider};
 use crate::context::RunContext;
-use crate::deferred::{DeferredSetup, TOOL_SEARCH};
+use crate::deferred::{DeferredSetup, MakeDeferredSetup, TOOL_SEARCH};
 use crate::guardrail::{AuthorizationGuardrail, Guardrail};
 use crate::middleware::{ModelLayer, PolicyLayer, ToolErrorHandling, ToolLayer, ToolPolicy};
 use crate::sandbox::SandboxUpdate;
@@ -54,6 +54,7 @@ impl AgentBuilder {
             groups,
             host_bash,
             sandbox,
+            make_deferred,
         } = self;
         let trace = CapabilityTrace::new();
         let rules = AdmissionRules {
@@ -63,7 +64,7 @@ impl AgentBuilder {
         };
         let catalog = available(tools, &providers, &rules, &trace).await;
         let mut tools = authorized(&catalog, authorization.as_ref(), &run, &trace).await;
-        let deferred = deferred_catalog(defer, &tools)?;
+        let deferred = deferred_catalog(defer, make_deferred.as_deref(), &tools)?;
         if let Some(setup) = &deferred {
             tools.push(tool_search(setup, &trace));
         }
@@ -178,29 +179,49 @@ async fn authorized(
     tools
 }
 
-/// The deferred catalog over the authorized tools only (`None` when deferral is off or nothing
-/// is deferrable).
+/// The deferred catalog over the authorized tools only, made by the application's `make` or
+/// [`DeferredSetup::build`] (`None` when deferral is off or nothing is deferred).
 ///
 /// # Errors
-/// [`AgentError::DeferredSetup`] when deferrable tools exist but no setup could be built: fail
-/// closed rather than bind their schemas.
+/// Fail closed rather than bind a deferrable tool's schema: [`AgentError::DeferredSetup`]
+/// naming the deferrable tools the setup left out (all of them when it came back empty), and
+/// [`AgentError::DeferredNotCandidates`] naming the tools it defers that the agent does not
+/// have.
 fn deferred_catalog(
     defer: bool,
+    make: Option<&dyn MakeDeferredSetup>,
     tools: &[Arc<dyn Tool>],
 ) -> Result<Option<DeferredSetup>, AgentError> {
     if !defer {
         return Ok(None);
     }
     let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec().clone()).collect();
-    let setup = DeferredSetup::build(&specs);
-    if setup.is_none() && specs.iter().any(|s| s.deferrable) {
-        return Err(AgentError::DeferredSetup(
-            specs
-                .iter()
-                .filter(|s| s.deferrable)
-                .map(|s| s.name.clone())
-                .collect(),
-        ));
+    let setup = match make {
+        Some(make) => make.make(&specs),
+        None => DeferredSetup::build(&specs),
+    };
+    let deferred: HashSet<&str> = setup
+        .iter()
+        .flat_map(|s| s.catalog())
+        .map(|s| s.name.as_str())
+        .collect();
+    let left_out: Vec<String> = specs
+        .iter()
+        .filter(|s| s.deferrable && !deferred.contains(s.name.as_str()))
+        .map(|s| s.name.clone())
+        .collect();
+    if !left_out.is_empty() {
+        return Err(AgentError::DeferredSetup(left_out));
+    }
+    let candidates: HashSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let foreign: Vec<String> = setup
+        .iter()
+        .flat_map(|s| s.catalog())
+        .filter(|s| !candidates.contains(s.name.as_str()))
+        .map(|s| s.name.clone())
+        .collect();
+    if !foreign.is_empty() {
+        return Err(AgentError::DeferredNotCandidates(foreign));
     }
     Ok(setup)
 }

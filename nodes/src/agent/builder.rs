@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::authz::Authorization;
 use crate::catalog::ToolProvider;
+use crate::deferred::MakeDeferredSetup;
 use crate::guardrail::Guardrail;
 use crate::middleware::{ModelLayer, Observer, ToolLayer, ToolPolicy};
 use crate::model::ChatModel;
@@ -34,6 +35,7 @@ pub struct AgentBuilder {
     pub(super) groups: Option<Vec<String>>,
     pub(super) host_bash: bool,
     pub(super) sandbox: Option<Arc<SandboxRuntime>>,
+    pub(super) make_deferred: Option<Arc<dyn MakeDeferredSetup>>,
 }
 
 impl fmt::Debug for AgentBuilder {
@@ -76,6 +78,7 @@ impl AgentBuilder {
             groups: None,
             host_bash: false,
             sandbox: None,
+            make_deferred: None,
         }
     }
 
@@ -146,6 +149,36 @@ impl AgentBuilder {
     /// Whether deferrable tools go into a deferred catalog behind `tool_search` (default on).
     pub fn defer_tools(mut self, on: bool) -> Self {
         self.defer = on;
+        self
+    }
+
+    /// Build the deferred catalog with `make` instead of [`DeferredSetup::build`] (used only
+    /// while [`defer_tools`](Self::defer_tools) is on). Assembly still fails closed: a
+    /// deferrable tool the setup leaves out fails it with [`AgentError::DeferredSetup`]
+    /// rather than binding the tool's schema.
+    ///
+    /// ```
+    /// use stategraph_nodes::prelude::*;
+    /// use stategraph_nodes::{AgentError, DeferredSetup};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let spec = ToolSpec::new("mcp_weather", "Weather", ToolSource::Mcp);
+    /// let weather = FnTool::new(spec, |call, _cx| async move {
+    ///     Ok(ToolMessage::new(call.id, "mcp_weather", "sunny").into())
+    /// });
+    /// let assembled = AgentBuilder::new(ScriptedModel::new("m", Vec::<AiMessage>::new()))
+    ///     .tool(weather)
+    ///     .deferred_setup(|_: &[ToolSpec]| None::<DeferredSetup>)
+    ///     .assemble(RunContext::new("t", "u"))
+    ///     .await;
+    /// assert!(matches!(assembled, Err(AgentError::DeferredSetup(names)) if names == ["mcp_weather"]));
+    /// # });
+    /// ```
+    ///
+    /// [`DeferredSetup::build`]: crate::DeferredSetup::build
+    /// [`AgentError::DeferredSetup`]: crate::AgentError::DeferredSetup
+    pub fn deferred_setup(mut self, make: impl MakeDeferredSetup) -> Self {
+        self.make_deferred = Some(Arc::new(make));
         self
     }
 

@@ -78,10 +78,17 @@ pub enum AgentError {
     /// The agent's graph did not compile (a bug of this crate if it ever happens).
     #[error(transparent)]
     Compile(#[from] CompileError),
-    /// Deferral is enabled and deferrable tools exist, but no deferred setup could be built:
-    /// fail closed rather than bind their schemas.
-    #[error("deferred tools {0:?} exist but the deferred catalog could not be built")]
+    /// Deferral is enabled and deferrable tools exist, but the deferred setup left these out
+    /// (all of them when none could be built): fail closed rather than bind their schemas.
+    #[error("deferred tools {0:?} exist but the deferred catalog could not be built with them")]
     DeferredSetup(Vec<String>),
+    /// A deferred setup supplied with
+    /// [`AgentBuilder::deferred_setup`](crate::AgentBuilder::deferred_setup) defers these
+    /// tools, which are not among the agent's authorized tools (the prompt would list them).
+    #[error(
+        "the deferred catalog names tools {0:?} that are not among the agent's authorized tools"
+    )]
+    DeferredNotCandidates(Vec<String>),
 }
 
 /// An agent assembled for one run: its graph, catalog and capability trace.

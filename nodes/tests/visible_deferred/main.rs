@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod end_to_end;
+mod fail_closed;
 mod filter;
 mod mediation;
 mod prompt_section;
