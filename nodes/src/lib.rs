@@ -1,7 +1,8 @@
 //! The stategraph agent runtime: what an agent is assembled from, and the capability
 //! lifecycle a tool passes on its way to a result.
 //!
-//! - [`Message`], [`ChatModel`], [`ScriptedModel`]: conversations and models;
+//! - [`Message`], [`ChatModel`], [`ScriptedModel`]: conversations and models; [`media`]:
+//!   the images, audio and files a tool message carries, and which kinds a model takes;
 //!   [`RecordedReplies`]: a thread's recorded replies, so a replay calls no model.
 //! - `OpenAiModel` (feature `openai`): a client for OpenAI-compatible chat-completions servers.
 //! - [`Tool`], [`ToolSpec`], [`FnTool`]: tools that return a tool message or a `Command`.
@@ -51,6 +52,7 @@ pub mod delivery;
 pub mod guardrail;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod media;
 pub mod mediation;
 pub mod message;
 pub mod middleware;
@@ -92,9 +94,8 @@ pub use guardrail::{
 };
 #[cfg(feature = "mcp")]
 pub use mcp::{McpError, McpServer, McpServerConfig};
-pub use message::{
-    AiMessage, FinishReason, ImagePart, Message, ToolCall, ToolMessage, ToolStatus, Usage,
-};
+pub use media::{Attachment, MediaKind, MediaKinds};
+pub use message::{AiMessage, FinishReason, Message, ToolCall, ToolMessage, ToolStatus, Usage};
 pub use middleware::{
     Denial, ModelCall, ModelLayer, ModelNext, Observer, PolicyLayer, ToolErrorHandling,
     ToolInvocation, ToolLayer, ToolNext, ToolPolicy,

@@ -1,6 +1,10 @@
 //! Conversation messages: system, human, AI (with tool calls) and tool results.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
+
+use crate::media::Attachment;
 
 /// One tool call an AI message asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,41 +142,12 @@ pub struct ToolMessage {
     /// Structured data for programs, not for the model (DeerFlow's `additional_kwargs`).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
-    /// Images the tool returned, for models that accept them (`content` still describes each
-    /// one in text, for models that do not).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub images: Vec<ImagePart>,
-}
-
-/// An image in a message: its media type and its bytes, base64-encoded.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ImagePart {
-    /// The media type (`image/png`, `image/jpeg`, ...).
-    pub mime_type: String,
-    /// The bytes, base64-encoded (standard alphabet, padded).
-    pub data: String,
-}
-
-impl ImagePart {
-    /// An image of type `mime_type` whose base64-encoded bytes are `data`.
-    pub fn new(mime_type: impl Into<String>, data: impl Into<String>) -> Self {
-        ImagePart {
-            mime_type: mime_type.into(),
-            data: data.into(),
-        }
-    }
-
-    /// The image as a `data:` URL (`data:image/png;base64,...`).
-    ///
-    /// ```
-    /// use stategraph_nodes::ImagePart;
-    ///
-    /// let dot = ImagePart::new("image/png", "iVBORw0KGgo=");
-    /// assert_eq!(dot.data_url(), "data:image/png;base64,iVBORw0KGgo=");
-    /// ```
-    pub fn data_url(&self) -> String {
-        format!("data:{};base64,{}", self.mime_type, self.data)
-    }
+    /// Media the tool returned (images, audio, files), for models that take them as content
+    /// parts; `content` still describes each one in text, and a client whose model does not
+    /// take one tells it what was left out ([`ToolMessage::content_leaving_out`]). Stored
+    /// messages whose list is named `images` decode into this field.
+    #[serde(default, alias = "images", skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 impl ToolMessage {
@@ -202,10 +177,46 @@ impl ToolMessage {
         }
     }
 
-    /// The same message with `image` attached.
-    pub fn with_image(mut self, image: ImagePart) -> Self {
-        self.images.push(image);
+    /// The same message with `attachment` attached.
+    pub fn with_attachment(mut self, attachment: Attachment) -> Self {
+        self.attachments.push(attachment);
         self
+    }
+
+    /// The text for a model given only some of the attachments: `content`, then, for each
+    /// attachment `why` gives a reason for leaving out, a line saying so
+    /// ([`Attachment::left_out_note`]). Borrowed when nothing is left out.
+    ///
+    /// ```
+    /// use stategraph_nodes::media::{Attachment, MediaKind};
+    /// use stategraph_nodes::ToolMessage;
+    ///
+    /// let m = ToolMessage::new("c1", "record", "[audio: audio/wav, 4 bytes of base64]")
+    ///     .with_attachment(Attachment::new("audio/wav", "AAAA"));
+    /// let text = m.content_leaving_out(|a| {
+    ///     (a.kind() == MediaKind::Audio).then(|| "this model takes no audio".to_owned())
+    /// });
+    /// assert_eq!(
+    ///     text,
+    ///     "[audio: audio/wav, 4 bytes of base64]\n\
+    ///      [left out: audio audio/wav, about 3 bytes: this model takes no audio]"
+    /// );
+    /// ```
+    pub fn content_leaving_out(
+        &self,
+        mut why: impl FnMut(&Attachment) -> Option<String>,
+    ) -> Cow<'_, str> {
+        let mut text = Cow::Borrowed(self.content.as_str());
+        for attachment in &self.attachments {
+            if let Some(reason) = why(attachment) {
+                let text = text.to_mut();
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&attachment.left_out_note(&reason));
+            }
+        }
+        text
     }
 
     /// Whether this reports an error.
@@ -326,5 +337,40 @@ impl stategraph::reducers::Message for Message {
             Message::Ai(m) => m.id = Some(new),
             Message::Tool(m) => m.id = Some(new),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_tool_message_with_images_decodes_into_attachments() {
+        // As stored before audio and files were kept: the list was named `images`.
+        let old = serde_json::json!({
+            "type": "tool", "tool_call_id": "c1", "name": "chart", "content": "[image]",
+            "images": [{"mime_type": "image/png", "data": "iVBORw0KGgo="}]
+        });
+        let message: Message = serde_json::from_value(old).unwrap();
+        let tool = message.as_tool().unwrap();
+        assert_eq!(
+            tool.attachments,
+            [Attachment::new("image/png", "iVBORw0KGgo=")]
+        );
+        let again = serde_json::to_value(&message).unwrap();
+        assert_eq!(
+            again["attachments"],
+            serde_json::json!([{"mime_type": "image/png", "data": "iVBORw0KGgo="}])
+        );
+        assert_eq!(serde_json::from_value::<Message>(again).unwrap(), message);
+    }
+
+    #[test]
+    fn nothing_left_out_keeps_the_content_borrowed() {
+        let m = ToolMessage::new("c1", "t", "text").with_attachment(Attachment::new("a/b", ""));
+        assert!(matches!(
+            m.content_leaving_out(|_| None),
+            Cow::Borrowed("text")
+        ));
     }
 }

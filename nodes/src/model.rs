@@ -5,6 +5,7 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use stategraph::List;
 
+use crate::media::MediaKinds;
 use crate::message::{AiMessage, FinishReason, Message, ToolCall, Usage};
 use crate::BoxError;
 
@@ -244,6 +245,16 @@ pub trait ChatModel: Send + Sync + 'static {
     /// # Errors
     /// A [`ModelError`] naming the model and what failed.
     fn invoke(&self, request: ModelRequest) -> BoxFuture<'_, Result<ModelResponse, ModelError>>;
+
+    /// The kinds of media this model takes as content parts from tool messages'
+    /// [`attachments`](crate::ToolMessage::attachments). A client leaves out the rest and
+    /// says so in the tool message's text
+    /// ([`ToolMessage::content_leaving_out`](crate::ToolMessage::content_leaving_out)).
+    ///
+    /// The default is [`MediaKinds::NONE`] (text only).
+    fn media(&self) -> MediaKinds {
+        MediaKinds::NONE
+    }
 
     /// Answer `request` as a stream of chunks ending with [`ModelChunk::Done`].
     ///

@@ -8,6 +8,8 @@
 //! - `slow {ms, progress_ms?}`: sleeps that long, then answers; with `progress_ms`, reports
 //!   progress that often meanwhile (when the request carries a progress token).
 //! - `picture`: a text block and an image block.
+//! - `media`: a text block, an audio block (`audio/wav`), an embedded PDF resource
+//!   (`file:///reports/q3.pdf`) and an embedded `application/gzip` resource.
 //! - `crash`: the server exits without answering.
 //! - `env {name}`: the value of the server's environment variable `name`, or `(unset)`
 //!   (read-only hint set).
@@ -27,8 +29,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ResourceContents,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -92,6 +94,11 @@ fn tools() -> Vec<Tool> {
             schema(json!({"type": "object", "properties": {}})),
         ),
         Tool::new(
+            "media",
+            "A caption, a sound, a report and an archive",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
             "crash",
             "Exit the server without answering",
             schema(json!({"type": "object", "properties": {}})),
@@ -142,6 +149,19 @@ fn wipe() -> Tool {
     tool
 }
 
+/// `media`: a caption, then audio, a PDF and an archive (base64 of a few bytes each).
+fn media() -> Vec<ContentBlock> {
+    let blob = |uri: &str, mime_type: &str, blob: &str| {
+        ContentBlock::resource(ResourceContents::blob(blob, uri).with_mime_type(mime_type))
+    };
+    vec![
+        ContentBlock::text("a beep and the report"),
+        ContentBlock::audio("UklGRiQAAABXQVZF", "audio/wav"),
+        blob("file:///reports/q3.pdf", "application/pdf", "JVBERi0xLjQK"),
+        blob("file:///dumps/all.gz", "application/gzip", "H4sIAAAAAAAA"),
+    ]
+}
+
 fn number(args: &JsonObject, key: &str) -> Result<f64, ErrorData> {
     args.get(key)
         .and_then(Value::as_f64)
@@ -178,6 +198,7 @@ impl Fixture {
                 ContentBlock::text("a red dot"),
                 ContentBlock::image("iVBORw0KGgo=", "image/png"),
             ])),
+            "media" => Ok(CallToolResult::success(media())),
             "crash" => std::process::exit(3),
             "env" => {
                 let name = args

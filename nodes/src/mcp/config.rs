@@ -83,11 +83,11 @@ pub struct McpServerConfig {
     pub call_timeout: Duration,
     /// How long one tool call may take in all, however often the server reports progress.
     pub max_call_time: Duration,
-    /// The largest image (decoded bytes) of a result passed on to the model; a larger one is
-    /// only described in the text.
-    pub max_image_bytes: usize,
-    /// The most images of one result passed on to the model; the rest are only described.
-    pub max_images: usize,
+    /// The largest attachment (image, audio or file; decoded bytes) of a result passed on to
+    /// the model; a larger one is only described in the text.
+    pub max_attachment_bytes: usize,
+    /// The most attachments of one result passed on to the model; the rest are only described.
+    pub max_attachments: usize,
     /// After a failed start, how long to report the failure again instead of retrying; it
     /// doubles with each further failure, up to [`MAX_RESTART_BACKOFF`](Self::MAX_RESTART_BACKOFF).
     pub restart_backoff: Duration,
@@ -109,10 +109,10 @@ impl McpServerConfig {
     pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
     /// The default [`max_call_time`](Self::max_call_time): 10 minutes.
     pub const DEFAULT_MAX_CALL_TIME: Duration = Duration::from_secs(600);
-    /// The default [`max_image_bytes`](Self::max_image_bytes): 5 MiB.
-    pub const DEFAULT_MAX_IMAGE_BYTES: usize = 5 << 20;
-    /// The default [`max_images`](Self::max_images): 4.
-    pub const DEFAULT_MAX_IMAGES: usize = 4;
+    /// The default [`max_attachment_bytes`](Self::max_attachment_bytes): 5 MiB.
+    pub const DEFAULT_MAX_ATTACHMENT_BYTES: usize = 5 << 20;
+    /// The default [`max_attachments`](Self::max_attachments): 4.
+    pub const DEFAULT_MAX_ATTACHMENTS: usize = 4;
     /// The default [`restart_backoff`](Self::restart_backoff): 5 seconds.
     pub const DEFAULT_RESTART_BACKOFF: Duration = Duration::from_secs(5);
     /// The longest back-off after repeated failures: 5 minutes.
@@ -133,8 +133,8 @@ impl McpServerConfig {
             startup_timeout: Self::DEFAULT_STARTUP_TIMEOUT,
             call_timeout: Self::DEFAULT_CALL_TIMEOUT,
             max_call_time: Self::DEFAULT_MAX_CALL_TIME,
-            max_image_bytes: Self::DEFAULT_MAX_IMAGE_BYTES,
-            max_images: Self::DEFAULT_MAX_IMAGES,
+            max_attachment_bytes: Self::DEFAULT_MAX_ATTACHMENT_BYTES,
+            max_attachments: Self::DEFAULT_MAX_ATTACHMENTS,
             restart_backoff: Self::DEFAULT_RESTART_BACKOFF,
             trust: HintTrust::Untrusted,
             tool_overrides: BTreeMap::new(),
@@ -208,11 +208,12 @@ impl McpServerConfig {
         self
     }
 
-    /// Set the largest image (decoded bytes) and the most images of one result passed on to
-    /// the model (`0` images: none; every image is then only described in the text).
-    pub fn image_limits(mut self, max_bytes: usize, max_images: usize) -> Self {
-        self.max_image_bytes = max_bytes;
-        self.max_images = max_images;
+    /// Set the largest attachment (image, audio or file; decoded bytes) and the most
+    /// attachments of one result passed on to the model (`0` attachments: none; each is then
+    /// only described in the text).
+    pub fn attachment_limits(mut self, max_bytes: usize, max_attachments: usize) -> Self {
+        self.max_attachment_bytes = max_bytes;
+        self.max_attachments = max_attachments;
         self
     }
 
@@ -297,8 +298,8 @@ impl std::fmt::Debug for McpServerConfig {
             .field("startup_timeout", &self.startup_timeout)
             .field("call_timeout", &self.call_timeout)
             .field("max_call_time", &self.max_call_time)
-            .field("max_image_bytes", &self.max_image_bytes)
-            .field("max_images", &self.max_images)
+            .field("max_attachment_bytes", &self.max_attachment_bytes)
+            .field("max_attachments", &self.max_attachments)
             .field("restart_backoff", &self.restart_backoff)
             .field("trust", &self.trust)
             .field("tool_overrides", &self.tool_overrides)

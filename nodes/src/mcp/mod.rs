@@ -24,9 +24,10 @@
 //!   says so.
 //! - **Names.** [`ToolPrefix::Server`] names tools `server__tool`, so two servers with one tool
 //!   name can coexist; calls reach the server under the tool's own name.
-//! - **Images.** An image in a result is kept in
-//!   [`ToolMessage::images`](crate::ToolMessage::images) for models that accept images (the
-//!   text still describes it), within [`McpServerConfig::image_limits`].
+//! - **Media.** An image, audio or embedded blob in a result is kept in
+//!   [`ToolMessage::attachments`](crate::ToolMessage::attachments) for models that take that
+//!   kind (the text still describes it), within [`McpServerConfig::attachment_limits`]; a
+//!   client whose model does not take one says in the tool message what it left out and why.
 //! - **Resources.** With [`McpServerConfig::read_resources`], a server that offers resources
 //!   also gets a `read_resource` tool, so a model can read what a resource link names.
 //! - **Task-only tools.** A tool marked `execution.taskSupport: "required"` can only be called

@@ -12,7 +12,8 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::ServiceError;
 use serde_json::Value;
 
-use crate::message::{ImagePart, ToolCall, ToolMessage};
+use crate::media::Attachment;
+use crate::message::{ToolCall, ToolMessage};
 use crate::tool::{
     Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolSource, ToolSpec,
 };
@@ -215,20 +216,20 @@ pub(super) fn call_error(
 }
 
 /// The tool message for a call's result: its text blocks joined, other blocks summarised,
-/// images within the server's limits attached, structured content kept in the metadata;
-/// `isError` makes it an error message.
+/// media (images, audio, embedded blobs) within the server's limits attached, structured
+/// content kept in the metadata; `isError` makes it an error message.
 pub(super) fn tool_message(
     (call_id, tool): (&str, &str),
     config: &McpServerConfig,
     result: CallToolResult,
 ) -> ToolMessage {
-    let mut images = Vec::new();
+    let mut attachments = Vec::new();
     let mut parts: Vec<String> = Vec::with_capacity(result.content.len());
     for block in &result.content {
         let mut text = describe_block(block);
-        if let Some((mime_type, data)) = image_of(block) {
-            match image_refusal(data.len(), images.len(), config) {
-                None => images.push(ImagePart::new(mime_type, data)),
+        if let Some(attachment) = attachment_of(block) {
+            match refusal(&attachment, attachments.len(), config) {
+                None => attachments.push(attachment),
                 Some(why) => {
                     text.pop();
                     text.push_str(&format!("; not passed on: {why}]"));
@@ -248,7 +249,7 @@ pub(super) fn tool_message(
     } else {
         ToolMessage::new(call_id, tool, content)
     };
-    message.images = images;
+    message.attachments = attachments;
     message
         .metadata
         .insert("mcp_server".to_owned(), Value::String(config.name.clone()));
@@ -260,34 +261,49 @@ pub(super) fn tool_message(
     message
 }
 
-/// The media type and base64 data of an image block, or of an embedded resource whose blob is
-/// an image.
-fn image_of(block: &ContentBlock) -> Option<(&str, &str)> {
+/// The media of an image or audio block, or of an embedded resource's blob (named by the last
+/// segment of its URI; `application/octet-stream` when the server gave no media type).
+fn attachment_of(block: &ContentBlock) -> Option<Attachment> {
     match block {
-        ContentBlock::Image(image) => Some((&image.mime_type, &image.data)),
+        ContentBlock::Image(image) => Some(Attachment::new(&image.mime_type, &image.data)),
+        ContentBlock::Audio(audio) => Some(Attachment::new(&audio.mime_type, &audio.data)),
         ContentBlock::Resource(embedded) => match &embedded.resource {
             ResourceContents::BlobResourceContents {
-                mime_type: Some(mime_type),
+                uri,
+                mime_type,
                 blob,
                 ..
-            } if mime_type.starts_with("image/") => Some((mime_type, blob)),
+            } => {
+                let mime_type = mime_type.as_deref().unwrap_or("application/octet-stream");
+                let attachment = Attachment::new(mime_type, blob);
+                Some(match file_name(uri) {
+                    Some(name) => attachment.named(name),
+                    None => attachment,
+                })
+            }
             _ => None,
         },
         _ => None,
     }
 }
 
-/// Why an image of `base64_len` base64 bytes is not passed on when `kept` already are
-/// (`None`: it is).
-fn image_refusal(base64_len: usize, kept: usize, config: &McpServerConfig) -> Option<String> {
-    let bytes = base64_len / 4 * 3;
-    if bytes > config.max_image_bytes {
+/// The last path segment of `uri`, if it has a non-empty one.
+fn file_name(uri: &str) -> Option<&str> {
+    let path = uri.split(['?', '#']).next().unwrap_or_default();
+    let (_, last) = path.rsplit_once('/')?;
+    (!last.is_empty()).then_some(last)
+}
+
+/// Why `attachment` is not passed on when `kept` already are (`None`: it is).
+fn refusal(attachment: &Attachment, kept: usize, config: &McpServerConfig) -> Option<String> {
+    let bytes = attachment.approx_bytes();
+    if bytes > config.max_attachment_bytes {
         Some(format!(
             "about {bytes} bytes, over the limit of {}",
-            config.max_image_bytes
+            config.max_attachment_bytes
         ))
-    } else if kept >= config.max_images {
-        Some(format!("more than {} images", config.max_images))
+    } else if kept >= config.max_attachments {
+        Some(format!("more than {} attachments", config.max_attachments))
     } else {
         None
     }
@@ -347,7 +363,7 @@ mod tests {
             message.content,
             "one\n[image: image/png, 4 bytes of base64]\ntwo"
         );
-        assert_eq!(message.images, [ImagePart::new("image/png", "AAAA")]);
+        assert_eq!(message.attachments, [Attachment::new("image/png", "AAAA")]);
         assert!(!message.is_error());
         assert_eq!(
             message.metadata.get("structured_content"),
@@ -360,7 +376,7 @@ mod tests {
     }
 
     #[test]
-    fn an_embedded_image_resource_is_passed_on_as_an_image_and_other_blobs_are_described() {
+    fn embedded_blobs_are_attached_named_by_their_uri_whatever_their_kind() {
         let blob = |uri: &str, mime: &str| {
             serde_json::from_value::<ContentBlock>(serde_json::json!({
                 "type": "resource",
@@ -370,31 +386,59 @@ mod tests {
         };
         let result = CallToolResult::success(vec![
             blob("file:///chart.png", "image/png"),
+            blob("file:///docs/report.pdf?v=2", "application/pdf"),
             blob("file:///data.gz", "application/gzip"),
         ]);
         let message = tool_message(("c1", "t"), &McpServerConfig::new("srv", "x"), result);
-        assert_eq!(message.images, [ImagePart::new("image/png", "AAAA")]);
+        assert_eq!(
+            message.attachments,
+            [
+                Attachment::new("image/png", "AAAA").named("chart.png"),
+                Attachment::new("application/pdf", "AAAA").named("report.pdf"),
+                Attachment::new("application/gzip", "AAAA").named("data.gz"),
+            ]
+        );
         assert_eq!(
             message.content,
             "[resource file:///chart.png: image/png, 4 bytes of base64]\n\
+             [resource file:///docs/report.pdf?v=2: application/pdf, 4 bytes of base64]\n\
              [resource file:///data.gz: application/gzip, 4 bytes of base64]"
         );
     }
 
     #[test]
-    fn images_past_the_count_limit_are_only_described() {
+    fn an_audio_block_is_attached_as_audio() {
+        let result = CallToolResult::success(vec![ContentBlock::audio("UklG", "audio/wav")]);
+        let message = tool_message(("c1", "t"), &McpServerConfig::new("srv", "x"), result);
+        assert_eq!(message.attachments, [Attachment::new("audio/wav", "UklG")]);
+        assert_eq!(
+            message.attachments[0].kind(),
+            crate::media::MediaKind::Audio
+        );
+        assert_eq!(message.content, "[audio: audio/wav, 4 bytes of base64]");
+    }
+
+    #[test]
+    fn attachments_past_the_count_or_size_limit_are_only_described() {
         let result = CallToolResult::success(vec![
             ContentBlock::image("AAAA", "image/png"),
             ContentBlock::image("BBBB", "image/gif"),
         ]);
-        let config = McpServerConfig::new("srv", "x").image_limits(1 << 20, 1);
+        let config = McpServerConfig::new("srv", "x").attachment_limits(1 << 20, 1);
         let message = tool_message(("c1", "t"), &config, result);
-        assert_eq!(message.images, [ImagePart::new("image/png", "AAAA")]);
+        assert_eq!(message.attachments, [Attachment::new("image/png", "AAAA")]);
         assert_eq!(
             message.content,
             "[image: image/png, 4 bytes of base64]\n\
-             [image: image/gif, 4 bytes of base64; not passed on: more than 1 images]"
+             [image: image/gif, 4 bytes of base64; not passed on: more than 1 attachments]"
         );
+        let big = CallToolResult::success(vec![ContentBlock::image("AAAAAAAA", "image/png")]);
+        let config = McpServerConfig::new("srv", "x").attachment_limits(4, 4);
+        let message = tool_message(("c1", "t"), &config, big);
+        assert!(message.attachments.is_empty());
+        assert!(message
+            .content
+            .ends_with("not passed on: about 6 bytes, over the limit of 4]"));
     }
 
     #[test]

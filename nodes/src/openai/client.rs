@@ -13,6 +13,7 @@ use super::config::OpenAiConfig;
 use super::error_text::{error_chain, error_message, snippet};
 use super::request::request_body;
 use super::stream::{Phase, StreamState};
+use crate::media::MediaKinds;
 use crate::model::{ChatModel, ModelChunk, ModelError, ModelRequest, ModelResponse};
 
 /// A [`ChatModel`] answered by an OpenAI-compatible chat-completions server.
@@ -214,6 +215,10 @@ impl OpenAiModel {
 impl ChatModel for OpenAiModel {
     fn name(&self) -> &str {
         &self.config.model
+    }
+
+    fn media(&self) -> MediaKinds {
+        self.config.tool_media
     }
 
     fn invoke(&self, request: ModelRequest) -> BoxFuture<'_, Result<ModelResponse, ModelError>> {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{DEFAULT_BASE_URL, DEFAULT_TIMEOUT};
+use crate::media::{MediaKind, MediaKinds};
 use crate::model::ModelError;
 
 /// Where and how to reach an OpenAI-compatible server.
@@ -46,10 +47,14 @@ pub struct OpenAiConfig {
     /// Whether the `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` environment variables apply; on by
     /// default.
     pub use_proxy_env: bool,
-    /// Whether images tool messages carry ([`ToolMessage::images`](crate::ToolMessage::images))
-    /// are sent to the model; on by default. The chat-completions format accepts image parts in
-    /// user messages only, so they follow the turn's tool messages as one user message.
-    pub tool_images: bool,
+    /// Which kinds of media tool messages carry
+    /// ([`ToolMessage::attachments`](crate::ToolMessage::attachments)) are sent to the model
+    /// (images only by default; also the client's [`ChatModel::media`](crate::ChatModel::media)).
+    /// The chat-completions format accepts media parts in user messages only, so they follow
+    /// the turn's tool messages as one user message: images as `image_url` parts, audio as
+    /// `input_audio` parts (WAV or MP3 only), files as `file` parts (PDF only). Whatever is
+    /// not sent is named in the tool message's text with the reason.
+    pub tool_media: MediaKinds,
 }
 
 impl OpenAiConfig {
@@ -64,7 +69,7 @@ impl OpenAiConfig {
             extra_body: Map::new(),
             stream_usage: true,
             use_proxy_env: true,
-            tool_images: true,
+            tool_media: MediaKinds::NONE.with(MediaKind::Image),
         }
     }
 
@@ -149,9 +154,20 @@ impl OpenAiConfig {
         self
     }
 
-    /// Whether images of tool messages are sent (off for a model that accepts no images).
-    pub fn with_tool_images(mut self, on: bool) -> Self {
-        self.tool_images = on;
+    /// Which kinds of tool-message media are sent (see [`OpenAiConfig::tool_media`]):
+    /// [`MediaKinds::NONE`] for a text-only model, `ALL` for one that takes images, audio and
+    /// PDF files.
+    ///
+    /// ```
+    /// use stategraph_nodes::media::{MediaKind, MediaKinds};
+    /// use stategraph_nodes::OpenAiConfig;
+    ///
+    /// let config = OpenAiConfig::new("http://localhost:8000/v1", "gpt-4o-audio-preview")
+    ///     .with_tool_media(MediaKinds::NONE.with(MediaKind::Image).with(MediaKind::Audio));
+    /// assert!(config.tool_media.contains(MediaKind::Audio));
+    /// ```
+    pub fn with_tool_media(mut self, kinds: MediaKinds) -> Self {
+        self.tool_media = kinds;
         self
     }
 
@@ -183,7 +199,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("extra_body", &self.extra_body)
             .field("stream_usage", &self.stream_usage)
             .field("use_proxy_env", &self.use_proxy_env)
-            .field("tool_images", &self.tool_images)
+            .field("tool_media", &self.tool_media)
             .finish()
     }
 }

@@ -28,6 +28,7 @@ mod answer;
 mod client;
 mod config;
 mod error_text;
+mod parts;
 mod request;
 mod sse;
 mod stream;

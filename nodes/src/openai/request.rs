@@ -3,7 +3,9 @@
 use serde_json::{json, Map, Value};
 
 use super::config::OpenAiConfig;
-use crate::message::Message;
+use super::parts;
+use crate::media::MediaKinds;
+use crate::message::{Message, ToolMessage};
 use crate::model::ModelRequest;
 
 /// The request body for `request` under `config`.
@@ -12,7 +14,7 @@ pub(super) fn request_body(config: &OpenAiConfig, request: &ModelRequest, stream
     body.insert("model".into(), Value::String(config.model.clone()));
     body.insert(
         "messages".into(),
-        Value::Array(wire_messages(request, config.tool_images)),
+        Value::Array(wire_messages(request, config.tool_media)),
     );
     if request.tools.is_empty() {
         body.remove("tools");
@@ -34,38 +36,60 @@ pub(super) fn request_body(config: &OpenAiConfig, request: &ModelRequest, stream
     Value::Object(body)
 }
 
-/// The request's messages in the wire format. With `images`, the images of each run of tool
-/// messages follow it as one user message (the format accepts image parts in user messages
-/// only, and nothing may come between an assistant turn's tool messages).
-fn wire_messages(request: &ModelRequest, images: bool) -> Vec<Value> {
+/// The request's messages in the wire format. The `media` of each run of tool messages follow
+/// it as one user message (the format accepts media parts in user messages only, and nothing
+/// may come between an assistant turn's tool messages).
+fn wire_messages(request: &ModelRequest, media: MediaKinds) -> Vec<Value> {
     let mut out = Vec::new();
     let mut pending: Vec<Value> = Vec::new();
     for message in request.all_messages() {
-        if !matches!(*message, Message::Tool(_)) {
-            flush_images(&mut out, &mut pending);
-        }
-        out.push(wire_message(&message));
-        if let (Message::Tool(tool), true) = (&*message, images) {
-            if !tool.images.is_empty() {
-                pending.push(json!({
-                    "type": "text",
-                    "text": format!(
-                        "Images returned by the tool {} (call {}):",
-                        tool.name, tool.tool_call_id
-                    ),
-                }));
-                pending.extend(tool.images.iter().map(
-                    |image| json!({"type": "image_url", "image_url": {"url": image.data_url()}}),
-                ));
+        let (wire, parts) = match &*message {
+            Message::Tool(tool) => wire_tool(tool, media),
+            other => {
+                flush_media(&mut out, &mut pending);
+                (wire_message(other), Vec::new())
             }
-        }
+        };
+        out.push(wire);
+        pending.extend(parts);
     }
-    flush_images(&mut out, &mut pending);
+    flush_media(&mut out, &mut pending);
     out
 }
 
-/// Append the pending image parts as one user message.
-fn flush_images(out: &mut Vec<Value>, pending: &mut Vec<Value>) {
+/// A tool message in the wire format, its text naming each attachment left out and why, and
+/// the parts of those sent (a text part naming the tool and call first).
+fn wire_tool(tool: &ToolMessage, media: MediaKinds) -> (Value, Vec<Value>) {
+    let planned: Vec<Result<Value, String>> = tool
+        .attachments
+        .iter()
+        .map(|a| parts::part(a, media))
+        .collect();
+    let mut reasons = planned.iter().map(|p| p.as_ref().err().cloned());
+    let content = tool.content_leaving_out(|_| reasons.next().flatten());
+    let wire = json!({
+        "role": "tool",
+        "tool_call_id": tool.tool_call_id,
+        "content": content,
+    });
+    let mut sent: Vec<Value> = planned.into_iter().filter_map(Result::ok).collect();
+    if !sent.is_empty() {
+        sent.insert(
+            0,
+            json!({
+                "type": "text",
+                "text": format!(
+                    "Media returned by the tool {} (call {}):",
+                    tool.name, tool.tool_call_id
+                ),
+            }),
+        );
+    }
+    (wire, sent)
+}
+
+/// Append the pending media parts as one user message.
+fn flush_media(out: &mut Vec<Value>, pending: &mut Vec<Value>) {
     if !pending.is_empty() {
         out.push(json!({"role": "user", "content": std::mem::take(pending)}));
     }
@@ -107,10 +131,7 @@ fn wire_message(message: &Message) -> Value {
             }
             Value::Object(out)
         }
-        Message::Tool(tool) => json!({
-            "role": "tool",
-            "tool_call_id": tool.tool_call_id,
-            "content": tool.content,
-        }),
+        // `wire_messages` sends tool messages with their media; alone, one is text only.
+        Message::Tool(tool) => wire_tool(tool, MediaKinds::NONE).0,
     }
 }

@@ -22,8 +22,8 @@ mod trust;
 const FIXTURE: &str = env!("CARGO_BIN_EXE_stategraph-mcp-fixture");
 
 /// The fixture's tools, in its order.
-const FIXTURE_TOOLS: [&str; 10] = [
-    "echo", "add", "fail", "slow", "picture", "crash", "env", "wipe", "pid", "grow",
+const FIXTURE_TOOLS: [&str; 11] = [
+    "echo", "add", "fail", "slow", "picture", "media", "crash", "env", "wipe", "pid", "grow",
 ];
 
 /// The fixture server under `name`, with generous timeouts (the test machine may be busy).

@@ -322,9 +322,12 @@ async fn everything_servers_tiny_image_is_passed_on_as_an_image() {
     let tools = server.tools().await.expect("list");
     let image = find(&tools, "get-tiny-image").expect("get-tiny-image");
     let message = call(&image, json!({})).await.expect("get-tiny-image");
-    assert_eq!(message.images.len(), 1, "{message:?}");
-    assert_eq!(message.images[0].mime_type, "image/png");
-    assert!(message.images[0].data.starts_with("iVBORw0KGgo"), "a PNG");
+    assert_eq!(message.attachments.len(), 1, "{message:?}");
+    assert_eq!(message.attachments[0].mime_type, "image/png");
+    assert!(
+        message.attachments[0].data.starts_with("iVBORw0KGgo"),
+        "a PNG"
+    );
     assert!(
         message.content.contains("[image: image/png"),
         "{}",

@@ -1,8 +1,9 @@
 //! Requests: the body, headers and URL the client sends.
 
 use serde_json::{json, Value};
+use stategraph_nodes::media::{Attachment, MediaKind, MediaKinds};
 use stategraph_nodes::{
-    AiMessage, ChatModel, ImagePart, Message, ModelRequest, OpenAiModel, ToolCall, ToolMessage,
+    AiMessage, ChatModel, Message, ModelRequest, OpenAiModel, ToolCall, ToolMessage,
 };
 
 use crate::server::*;
@@ -144,10 +145,10 @@ async fn images_of_tool_messages_follow_the_turns_tool_messages_as_one_user_mess
                 ToolCall::new("call_2", "chart", json!({"n": 2})),
             ])),
             ToolMessage::new("call_1", "chart", "[image: image/png]")
-                .with_image(ImagePart::new("image/png", "iVBORw0KGgo="))
+                .with_attachment(Attachment::new("image/png", "iVBORw0KGgo="))
                 .into(),
             ToolMessage::new("call_2", "chart", "[image: image/jpeg]")
-                .with_image(ImagePart::new("image/jpeg", "/9j/4AAQ"))
+                .with_attachment(Attachment::new("image/jpeg", "/9j/4AAQ"))
                 .into(),
             Message::Ai(AiMessage::text("Here they are.")),
         ]
@@ -164,7 +165,7 @@ async fn images_of_tool_messages_follow_the_turns_tool_messages_as_one_user_mess
         .invoke(request())
         .await
         .unwrap();
-    OpenAiModel::new(config(&server.base_url).with_tool_images(false))
+    OpenAiModel::new(config(&server.base_url).with_tool_media(MediaKinds::NONE))
         .unwrap()
         .invoke(request())
         .await
@@ -186,9 +187,9 @@ async fn images_of_tool_messages_follow_the_turns_tool_messages_as_one_user_mess
     assert_eq!(
         sent[0].body["messages"][4]["content"],
         json!([
-            {"type": "text", "text": "Images returned by the tool chart (call call_1):"},
+            {"type": "text", "text": "Media returned by the tool chart (call call_1):"},
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
-            {"type": "text", "text": "Images returned by the tool chart (call call_2):"},
+            {"type": "text", "text": "Media returned by the tool chart (call call_2):"},
             {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}}
         ])
     );
@@ -196,9 +197,89 @@ async fn images_of_tool_messages_follow_the_turns_tool_messages_as_one_user_mess
         sent[0].body["messages"][2]["content"],
         json!("[image: image/png]")
     );
-    // Turned off, only the text descriptions go.
+    // Turned off, only the text goes, saying what was left out and why.
     assert_eq!(
         roles(&sent[1].body),
         ["user", "assistant", "tool", "tool", "assistant"]
     );
+    assert_eq!(
+        sent[1].body["messages"][2]["content"],
+        json!(
+            "[image: image/png]\n\
+             [left out: image image/png, about 9 bytes: this model does not take image input]"
+        )
+    );
+}
+
+/// A turn whose one tool result carries an image, WAV and Ogg audio, a PDF and an archive.
+fn media_request() -> ModelRequest {
+    let result = ToolMessage::new("call_1", "fetch", "five things")
+        .with_attachment(Attachment::new("image/png", "iVBORw0KGgo="))
+        .with_attachment(Attachment::new("audio/wav", "UklGRiQA"))
+        .with_attachment(Attachment::new("audio/ogg", "T2dnUwAC"))
+        .with_attachment(Attachment::new("application/pdf", "JVBERi0x").named("q3.pdf"))
+        .with_attachment(Attachment::new("application/gzip", "H4sIAAAA").named("all.gz"));
+    ModelRequest::new(vec![
+        Message::human("Fetch them."),
+        Message::Ai(AiMessage::calls([ToolCall::new(
+            "call_1",
+            "fetch",
+            json!({}),
+        )])),
+        result.into(),
+    ])
+}
+
+#[tokio::test]
+async fn audio_and_pdf_files_a_model_takes_are_sent_as_parts_and_the_rest_named_with_why() {
+    let server = Server::start(vec![Reply::json(text_answer("ok"))]).await;
+    let model =
+        OpenAiModel::new(config(&server.base_url).with_tool_media(MediaKinds::ALL)).unwrap();
+    assert_eq!(model.media(), MediaKinds::ALL);
+    model.invoke(media_request()).await.unwrap();
+    let body = &server.only_request().body;
+    assert_eq!(
+        body["messages"][3]["content"],
+        json!([
+            {"type": "text", "text": "Media returned by the tool fetch (call call_1):"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            {"type": "input_audio", "input_audio": {"data": "UklGRiQA", "format": "wav"}},
+            {"type": "file", "file": {
+                "filename": "q3.pdf", "file_data": "data:application/pdf;base64,JVBERi0x"
+            }}
+        ])
+    );
+    assert_eq!(
+        body["messages"][2]["content"],
+        json!(
+            "five things\n\
+             [left out: audio audio/ogg, about 6 bytes: this model takes audio as WAV or MP3 only, not audio/ogg]\n\
+             [left out: file application/gzip \"all.gz\", about 6 bytes: this model takes files as PDF only, not application/gzip]"
+        )
+    );
+}
+
+#[tokio::test]
+async fn by_default_only_images_are_sent_and_audio_and_files_are_named_as_left_out() {
+    let server = Server::start(vec![Reply::json(text_answer("ok"))]).await;
+    let model = OpenAiModel::new(config(&server.base_url)).unwrap();
+    assert_eq!(model.media(), MediaKinds::NONE.with(MediaKind::Image));
+    model.invoke(media_request()).await.unwrap();
+    let body = &server.only_request().body;
+    assert_eq!(
+        body["messages"][3]["content"],
+        json!([
+            {"type": "text", "text": "Media returned by the tool fetch (call call_1):"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+        ])
+    );
+    let text = body["messages"][2]["content"].as_str().unwrap();
+    for line in [
+        "[left out: audio audio/wav, about 6 bytes: this model does not take audio input]",
+        "[left out: audio audio/ogg, about 6 bytes: this model does not take audio input]",
+        "[left out: file application/pdf \"q3.pdf\", about 6 bytes: this model does not take file input]",
+        "[left out: file application/gzip \"all.gz\", about 6 bytes: this model does not take file input]",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing from {text}");
+    }
 }
