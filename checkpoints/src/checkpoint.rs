@@ -278,6 +278,36 @@ pub struct ThreadInfo {
     pub updated_at_ms: u64,
 }
 
+/// One namespace of a thread (its root graph or a subgraph's), as listed by
+/// [`Saver::list_namespaces`](crate::Saver::list_namespaces).
+///
+/// Checkpoint ids are time-ordered, so `first` and `last` also tell when the namespace's
+/// history began and when it was last written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct NamespaceInfo {
+    /// The namespace (the root one is empty).
+    pub ns: Namespace,
+    /// How many checkpoints it holds.
+    pub checkpoints: usize,
+    /// Its oldest checkpoint.
+    pub first: CheckpointId,
+    /// Its newest checkpoint.
+    pub last: CheckpointId,
+}
+
+impl NamespaceInfo {
+    /// A namespace's entry.
+    pub fn new(ns: Namespace, checkpoints: usize, first: CheckpointId, last: CheckpointId) -> Self {
+        NamespaceInfo {
+            ns,
+            checkpoints,
+            first,
+            last,
+        }
+    }
+}
+
 /// Which checkpoints of a thread [`Saver::prune`](crate::Saver::prune) keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retention {

@@ -47,9 +47,9 @@ pub mod tree;
 
 pub use channel::{ChannelName, BRANCH_PREFIX, JOIN_PREFIX};
 pub use checkpoint::{
-    Checkpoint, Control, FieldPart, FieldWrite, ListOptions, LoadedCheckpoint, PendingSend,
-    PendingWrite, PutCheckpoint, Resume, Retention, Source, StepChanges, ThreadInfo, ThreadStatus,
-    WriteKind,
+    Checkpoint, Control, FieldPart, FieldWrite, ListOptions, LoadedCheckpoint, NamespaceInfo,
+    PendingSend, PendingWrite, PutCheckpoint, Resume, Retention, Source, StepChanges, ThreadInfo,
+    ThreadStatus, WriteKind,
 };
 pub use error::{validate_filter_key, CheckpointError, StorageError};
 pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};

@@ -10,8 +10,9 @@ use crate::run_book::RunBook;
 use crate::sync::Unpoisoned;
 use crate::{
     validate_filter_key, Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, FieldPart,
-    FieldWrite, ListOptions, LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention,
-    RunId, RunRecord, Saver, Source, StepChanges, ThreadId, ThreadInfo, ThreadStatus, WriteKind,
+    FieldWrite, ListOptions, LoadedCheckpoint, Namespace, NamespaceInfo, PendingWrite,
+    PutCheckpoint, Retention, RunId, RunRecord, Saver, Source, StepChanges, ThreadId, ThreadInfo,
+    ThreadStatus, WriteKind,
 };
 
 type Parts = Vec<Arc<FieldPart>>;
@@ -429,6 +430,24 @@ impl Saver for MemorySaver {
         map.retain(|(t, _), _| t != thread);
         self.runs().delete_thread(thread);
         Box::pin(future::ready(Ok(())))
+    }
+
+    fn list_namespaces<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<NamespaceInfo>, CheckpointError>> {
+        let mut out: Vec<NamespaceInfo> = self
+            .lock()
+            .iter()
+            .filter(|((t, _), _)| t == thread)
+            .filter_map(|((_, ns), chain)| {
+                let first = *chain.keys().next()?;
+                let last = *chain.keys().next_back()?;
+                Some(NamespaceInfo::new(ns.clone(), chain.len(), first, last))
+            })
+            .collect();
+        out.sort_by(|a, b| a.ns.as_str().cmp(b.ns.as_str()));
+        Box::pin(future::ready(Ok(out)))
     }
 
     fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {

@@ -8,8 +8,8 @@ use crate::graph_shape::GraphShape;
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,
-    Namespace, PendingWrite, PutCheckpoint, Retention, RunId, RunRecord, StepChanges, ThreadId,
-    ThreadInfo,
+    Namespace, NamespaceInfo, PendingWrite, PutCheckpoint, Retention, RunId, RunRecord,
+    StepChanges, ThreadId, ThreadInfo,
 };
 
 /// The error of a run operation a saver does not implement.
@@ -108,6 +108,24 @@ pub trait Saver: Send + Sync + 'static {
     /// # Errors
     /// Storage and integrity errors.
     fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>>;
+
+    /// Every namespace of `thread` with checkpoints (the root one and each subgraph's), by
+    /// namespace text, the root first; empty for an unknown thread. The default answers
+    /// [`CheckpointError::Unsupported`].
+    ///
+    /// # Errors
+    /// Storage and integrity errors; `Unsupported` from a saver that cannot list them.
+    fn list_namespaces<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<NamespaceInfo>, CheckpointError>> {
+        let _ = thread;
+        Box::pin(async {
+            Err(CheckpointError::Unsupported {
+                what: "listing a thread's namespaces",
+            })
+        })
+    }
 
     /// Copy every checkpoint and pending write of `from` into the empty thread `to` (not its
     /// runs: they ran on `from`).

@@ -54,8 +54,8 @@ pub use tls::{PostgresTls, TlsClientCert};
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, Head, ListOptions,
-    LoadedCheckpoint, Namespace, PendingWrite, PutCheckpoint, Retention, RunId, RunRecord, Saver,
-    StepChanges, StorageError, ThreadId, ThreadInfo,
+    LoadedCheckpoint, Namespace, NamespaceInfo, PendingWrite, PutCheckpoint, Retention, RunId,
+    RunRecord, Saver, StepChanges, StorageError, ThreadId, ThreadInfo,
 };
 use sql::{PgResult, Sql};
 
@@ -383,6 +383,13 @@ impl Saver for PostgresSaver {
 
     fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {
         Box::pin(async move { in_read!(self, |tx, sql| read::list_threads(&tx, sql)) })
+    }
+
+    fn list_namespaces<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<NamespaceInfo>, CheckpointError>> {
+        Box::pin(async move { in_read!(self, |tx, sql| read::list_namespaces(&tx, sql, thread)) })
     }
 
     fn copy_thread<'a>(

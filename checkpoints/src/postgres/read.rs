@@ -13,8 +13,8 @@ use super::sql::{bad_record, col, id_bytes, id_from, task_from, to_u64, Sql};
 use crate::checkpoint::whole_first;
 use crate::{
     validate_filter_key, Checkpoint, CheckpointError, CheckpointId, Control, ListOptions,
-    LoadedCheckpoint, Namespace, PendingWrite, Source, StepChanges, ThreadId, ThreadInfo,
-    ThreadStatus, WriteKind,
+    LoadedCheckpoint, Namespace, NamespaceInfo, PendingWrite, Source, StepChanges, ThreadId,
+    ThreadInfo, ThreadStatus, WriteKind,
 };
 
 /// The header columns, in the order [`header`] reads them.
@@ -368,5 +368,45 @@ pub(crate) async fn list_threads(
         });
     }
     out.sort_by(|a, b| a.thread.cmp(&b.thread));
+    Ok(out)
+}
+
+/// Every namespace of `thread` with its count and its oldest and newest checkpoint ids, by
+/// namespace text (each end read through the primary key: `bytea` has no `min`/`max`).
+pub(crate) async fn list_namespaces(
+    client: &impl GenericClient,
+    sql: &Sql,
+    thread: &ThreadId,
+) -> Result<Vec<NamespaceInfo>, CheckpointError> {
+    let rows = sql
+        .query(
+            client,
+            "SELECT g.ns, g.n, \
+               (SELECT c.id FROM {s}.sg_checkpoints c WHERE c.thread = $1 AND c.ns = g.ns \
+                ORDER BY c.id LIMIT 1), \
+               (SELECT c.id FROM {s}.sg_checkpoints c WHERE c.thread = $1 AND c.ns = g.ns \
+                ORDER BY c.id DESC LIMIT 1) \
+             FROM (SELECT ns, count(*) AS n FROM {s}.sg_checkpoints WHERE thread = $1 \
+                   GROUP BY ns) g ORDER BY g.ns",
+            &[(&thread.as_str(), Type::TEXT)],
+            "listing a thread's namespaces",
+        )
+        .await?;
+    let name = thread.as_str();
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let ns: String = col(r, 0)?;
+        let n: i64 = col(r, 1)?;
+        let first = id_from(col::<&[u8]>(r, 2)?, name, "sg_checkpoints.id")?;
+        let last = id_from(col::<&[u8]>(r, 3)?, name, "sg_checkpoints.id")?;
+        out.push(NamespaceInfo::new(
+            Namespace::parse(&ns),
+            usize::try_from(n).unwrap_or(0),
+            first,
+            last,
+        ));
+    }
+    // Byte order, as SQLite's and the memory saver's: the database's collation may differ.
+    out.sort_by(|a, b| a.ns.as_str().cmp(b.ns.as_str()));
     Ok(out)
 }

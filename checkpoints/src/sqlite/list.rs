@@ -10,11 +10,11 @@ use rusqlite::Connection;
 use super::cache::RecordCache;
 use super::read::{header_query, load_record, HeaderRow, Reader};
 use super::record::StateRecord;
-use super::sql::{id_bytes, SqlResult};
+use super::sql::{id_bytes, id_from, SqlResult};
 use crate::sync::Unpoisoned;
 use crate::{
-    validate_filter_key, Checkpoint, CheckpointError, ListOptions, Namespace, ThreadId, ThreadInfo,
-    ThreadStatus,
+    validate_filter_key, Checkpoint, CheckpointError, ListOptions, Namespace, NamespaceInfo,
+    ThreadId, ThreadInfo, ThreadStatus,
 };
 
 /// A history query: its SQL, whose every value is a numbered parameter, and the values.
@@ -159,6 +159,37 @@ pub(crate) fn list_threads(
         }
     }
     Ok(out)
+}
+
+/// Every namespace of `thread` with its count and its oldest and newest checkpoint ids (16
+/// big-endian bytes, so byte order is id order), by namespace text.
+pub(crate) fn list_namespaces(
+    conn: &Connection,
+    thread: &ThreadId,
+) -> Result<Vec<NamespaceInfo>, CheckpointError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT ns, count(*), min(id), max(id) FROM sg_checkpoints WHERE thread = ?1 \
+             GROUP BY ns ORDER BY ns",
+        )
+        .during("preparing the namespaces query")?;
+    let rows: Vec<(String, i64, Vec<u8>, Vec<u8>)> = stmt
+        .query_map([thread.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .during("reading the namespaces")?
+        .collect::<Result<_, _>>()
+        .during("reading the namespaces")?;
+    rows.into_iter()
+        .map(|(ns, count, first, last)| {
+            Ok(NamespaceInfo::new(
+                Namespace::parse(&ns),
+                usize::try_from(count).unwrap_or(0),
+                id_from(&first, thread.as_str())?,
+                id_from(&last, thread.as_str())?,
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

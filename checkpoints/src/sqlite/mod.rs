@@ -61,8 +61,8 @@ pub(crate) use record_view::{decode_fields, FieldRef, Names};
 
 use crate::{
     Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,
-    Namespace, PendingWrite, PutCheckpoint, Retention, RunId, RunRecord, Saver, StepChanges,
-    StorageError, ThreadId, ThreadInfo,
+    Namespace, NamespaceInfo, PendingWrite, PutCheckpoint, Retention, RunId, RunRecord, Saver,
+    StepChanges, StorageError, ThreadId, ThreadInfo,
 };
 use cache::RecordCache;
 use read::Reader;
@@ -474,6 +474,14 @@ impl Saver for SqliteSaver {
 
     fn list_threads(&self) -> BoxFuture<'_, Result<Vec<ThreadInfo>, CheckpointError>> {
         self.read(list::list_threads)
+    }
+
+    fn list_namespaces<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<NamespaceInfo>, CheckpointError>> {
+        let thread = thread.clone();
+        self.read(move |conn, _| list::list_namespaces(conn, &thread))
     }
 
     fn copy_thread<'a>(

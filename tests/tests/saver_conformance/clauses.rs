@@ -12,12 +12,14 @@ use stategraph_checkpoints::{
 
 use crate::{Subject, TestResult};
 
+pub use crate::namespace_list::*;
+
 fn thread(id: &str) -> ThreadId {
     ThreadId::new(id).expect("valid thread id")
 }
 
 /// Put a checkpoint with these writes after `parent`; returns its id.
-async fn step(
+pub(crate) async fn step(
     saver: &Arc<dyn Saver>,
     t: &ThreadId,
     ns: &Namespace,

@@ -8,6 +8,7 @@
 )]
 
 mod clauses;
+mod namespace_list;
 mod old_files;
 #[path = "../pg_support/mod.rs"]
 mod pg_support;
@@ -127,6 +128,7 @@ macro_rules! all_clauses {
             a_steps_checkpoint_drops_the_outputs_recorded_while_it_ran,
             pending_writes_on_an_unknown_checkpoint_are_rejected,
             namespaces_keep_separate_chains,
+            a_threads_namespaces_are_listed_with_counts_and_their_first_and_last_ids,
             delete_thread_removes_every_namespace_and_nothing_else,
             list_threads_reports_counts_steps_and_status,
             a_copied_thread_has_the_same_history_and_diverges_independently,
