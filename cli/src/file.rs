@@ -4,75 +4,40 @@
 //! saver on the schema its `schema=` query parameter names (default `stategraph`), which
 //! must exist.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 use stategraph_checkpoints::diff::fields_to_json;
 use stategraph_checkpoints::inspect::{self, find_checkpoint, LookupError};
-use stategraph_checkpoints::shape::Shape;
 use stategraph_checkpoints::{
     ChannelName, Checkpoint, CheckpointError, CheckpointId, ListOptions, LoadedCheckpoint,
-    Namespace, PostgresOptions, PostgresSaver, PostgresTls, Saver, SqliteSaver, ThreadId,
-    TlsClientCert,
+    Namespace, PostgresSaver, Saver, ThreadId,
 };
 
 use crate::failure::{Failure, Outcome};
 
-/// What a command reads: a checkpoint file or a PostgreSQL schema.
-#[derive(Debug)]
-pub(crate) enum Store {
-    File(SqliteSaver),
-    Postgres(PostgresSaver),
-}
+/// What a command reads: a checkpoint file or a PostgreSQL schema (the library's inspector
+/// store, which the studio opens the same way).
+pub(crate) use stategraph_checkpoints::inspect::Store;
 
-impl std::ops::Deref for Store {
-    type Target = dyn Saver;
-    fn deref(&self) -> &(dyn Saver + 'static) {
-        match self {
-            Store::File(s) => s,
-            Store::Postgres(s) => s,
-        }
-    }
-}
-
-impl Store {
-    /// Close a file (its log folded back); a database needs nothing.
-    pub(crate) fn close(&self) -> Result<(), CheckpointError> {
-        match self {
-            Store::File(s) => s.close(),
-            Store::Postgres(_) => Ok(()),
-        }
-    }
-
-    /// The recorded shape of each field of a thread (none for a database, which records
-    /// none).
-    pub(crate) async fn field_shapes(
-        &self,
-        thread: &ThreadId,
-        ns: &Namespace,
-    ) -> Result<std::collections::BTreeMap<String, Shape>, CheckpointError> {
-        match self {
-            Store::File(s) => s.field_shapes(thread, ns).await,
-            Store::Postgres(_) => Ok(Default::default()),
-        }
-    }
-
-    /// Every `(thread, namespace, checkpoints)` of the store.
-    pub(crate) async fn namespaces(
-        &self,
-        file: &Path,
-    ) -> Result<Vec<(String, String, usize)>, Failure> {
-        match self {
-            Store::File(_) => inspect::namespaces(file).map_err(|e| file_error(file, e)),
-            Store::Postgres(s) => s.namespaces().await.map_err(|e| file_error(file, e)),
-        }
+/// Every `(thread, namespace, checkpoints)` of the store.
+pub(crate) async fn namespaces(
+    store: &Store,
+    file: &Path,
+) -> Result<Vec<(String, String, usize)>, Failure> {
+    match store {
+        Store::File(_) => inspect::namespaces(file).map_err(|e| file_error(file, e)),
+        Store::Postgres(s) => s.namespaces().await.map_err(|e| file_error(file, e)),
+        other => Err(Failure::runtime(format!(
+            "{}: cannot list the namespaces of this store ({other:?})",
+            file.display()
+        ))),
     }
 }
 
 /// Whether `file` is a PostgreSQL URL rather than a path.
 pub(crate) fn is_url(file: &Path) -> bool {
-    file.to_str()
-        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+    inspect::is_database_url(file)
 }
 
 /// Open the schema a PostgreSQL URL names (its `schema=` parameter, taken out of the URL
@@ -81,56 +46,14 @@ async fn open_url(file: &Path) -> Result<Store, Failure> {
     open_database(file).await.map(Store::Postgres)
 }
 
-/// [`open_url`]'s saver. Besides `schema=`, the URL may ask for TLS as libpq's do:
-/// `sslrootcert=FILE` (the CA to check the server's certificate against; `system` for the
-/// system's roots) or `sslmode=verify-full` / `verify-ca` (the system's roots unless
-/// `sslrootcert` names a file); either turns TLS on and required (decision 0062).
-/// `sslcert=FILE&sslkey=FILE` present a client certificate (with TLS on).
+/// [`open_url`]'s saver, as [`inspect::database_options`] reads the URL (its `schema=` and
+/// libpq-style TLS parameters: `sslrootcert`, `sslmode=verify-full`/`verify-ca`,
+/// `sslcert` and `sslkey`; decision 0062).
 pub(crate) async fn open_database(file: &Path) -> Result<PostgresSaver, Failure> {
     let text = file.to_str().unwrap_or_default();
-    let (base, query) = text.split_once('?').unwrap_or((text, ""));
-    let mut schema = "stategraph".to_owned();
-    let (mut root, mut verify) = (None, false);
-    let (mut cert, mut key) = (None, None);
-    let mut rest = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("schema", name)) => schema = name.to_owned(),
-            Some(("sslrootcert", path)) => root = Some(path.to_owned()),
-            Some(("sslmode", "verify-full" | "verify-ca")) => verify = true,
-            Some(("sslcert", path)) => cert = Some(PathBuf::from(path)),
-            Some(("sslkey", path)) => key = Some(PathBuf::from(path)),
-            _ => rest.push(pair),
-        }
-    }
-    let tls_client_cert = match (cert, key) {
-        (None, None) => None,
-        (Some(cert), Some(key)) => Some(TlsClientCert { cert, key }),
-        (Some(_), None) | (None, Some(_)) => {
-            return Err(Failure::usage(
-                "a client certificate needs both sslcert=FILE and sslkey=FILE in the URL",
-            ))
-        }
-    };
-    let tls = match (root.as_deref(), verify) {
-        (Some("system"), _) | (None, true) => PostgresTls::SystemRoots,
-        (Some(path), _) => PostgresTls::CaFile(path.into()),
-        (None, false) => PostgresTls::Off,
-    };
-    let url = if rest.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", rest.join("&"))
-    };
-    let options = PostgresOptions {
-        schema,
-        pool_size: 2,
-        create_schema: false,
-        tls,
-        tls_client_cert,
-        ..PostgresOptions::default()
-    };
-    PostgresSaver::connect_with(&url, options)
+    let (server, options) =
+        inspect::database_options(text).map_err(|e| Failure::usage(e.to_string()))?;
+    PostgresSaver::connect_with(&server, options)
         .await
         .map_err(|e| file_error(file, e))
 }

@@ -4,6 +4,9 @@
 //! - [`open_existing`] opens a file as a [`SqliteSaver`](crate::SqliteSaver) only if it exists
 //!   and is a stategraph file (a missing file is never created, another program's database
 //!   never gets tables); [`namespaces`] lists its `(thread, namespace)` pairs;
+//! - [`Store`] is a file or (feature `postgres`) a PostgreSQL schema, which
+//!   `open_database` opens from a `postgres://` URL ([`is_database_url`]) as the CLI and the
+//!   studio do;
 //! - [`verify`] checks every stored envelope against its hash, every parent link, SQLite's own
 //!   `integrity_check`, every stored run and delivery receipt, and that every checkpoint
 //!   loads;
@@ -26,6 +29,7 @@ mod lookup;
 mod prefix;
 mod run_tables;
 mod scan;
+mod store;
 mod tables;
 mod time;
 mod verify;
@@ -36,5 +40,8 @@ pub use existing::{namespaces, open_existing, open_existing_read_only};
 pub use json::{header_json, pending_json};
 pub use lookup::{find_checkpoint, short_suffix, short_suffix_len, LookupError, MIN_REF_LEN};
 pub use prefix::{resolve_prefix, short_id_len, PrefixError, MIN_PREFIX_LEN};
+#[cfg(feature = "postgres")]
+pub use store::{database_options, open_database};
+pub use store::{is_database_url, url_without_password, Store};
 pub use time::{format_utc_ms, unix_ms};
 pub use verify::{verify, Problem, VerifyCounts, VerifyReport};

@@ -48,8 +48,7 @@ pub(super) async fn run(
     let list = headers(&*saver, file, &from, &root).await?;
     let c = resolve(&list, checkpoint, &from, &root)?;
     let taken = to != from
-        && saver
-            .namespaces(file)
+        && crate::file::namespaces(&saver, file)
             .await?
             .iter()
             .any(|(t, _, _)| t == to.as_str());

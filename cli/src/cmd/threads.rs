@@ -24,7 +24,7 @@ struct Space<'a> {
 pub(super) async fn run(out: Output, file: &Path) -> Outcome {
     let saver = open_read(file).await?;
     let infos = saver.list_threads().await?;
-    let namespaces = saver.namespaces(file).await?;
+    let namespaces = crate::file::namespaces(&saver, file).await?;
     saver.close()?;
     let spaces = |t: &str| -> Vec<Space<'_>> {
         namespaces
