@@ -197,9 +197,10 @@ pub(crate) enum Command {
     ///
     /// Listens on 127.0.0.1 unless --bind says otherwise, and prints a URL with a random
     /// token that every request must carry. The file is read read-only; a fork opens it for
-    /// writing for that request (off with --read-only).
+    /// writing for that request (off with --read-only). Each thread's subgraphs show as
+    /// namespaces with their own graph, history and states.
     Studio {
-        /// The checkpoint file.
+        /// The checkpoint file, or a postgres:// URL.
         file: PathBuf,
         /// The port (a free one by default).
         #[arg(long, default_value_t = 0)]
@@ -207,7 +208,7 @@ pub(crate) enum Command {
         /// The address to listen on.
         #[arg(long, default_value = "127.0.0.1")]
         bind: std::net::IpAddr,
-        /// Refuse forks: nothing is ever written to the file.
+        /// Refuse forks: nothing is ever written to the file or database.
         #[arg(long)]
         read_only: bool,
     },

@@ -10,6 +10,7 @@ const POLL_MS = 1500;    // how often the open thread is checked for new checkpo
 const S = {
   info: null, thread: null, rows: new Map(), order: [], older: null, head: null,
   selected: null, graphKey: null, runs: [], polling: null,
+  ns: "", namespaces: [],   // the namespace shown ("" = the root graph) and the thread's list
 };
 
 const $ = (id) => document.getElementById(id);
@@ -20,6 +21,13 @@ function el(tag, cls, text) {
   return e;
 }
 function short(id) { return id ? id.slice(-8) : "-"; }
+// The open thread's API path, and the namespace parameter (`sep` is "?" or "&").
+function base() { return "/api/threads/" + encodeURIComponent(S.thread); }
+function nsq(sep) { return S.ns ? sep + "ns=" + encodeURIComponent(S.ns) : ""; }
+function nsLabel(ns) {
+  const n = S.namespaces.find((x) => x.ns === ns);
+  return n ? n.label : ns || "(root)";
+}
 
 async function api(path, options) {
   const res = await fetch(path, Object.assign({ credentials: "same-origin" }, options || {}));
@@ -56,7 +64,7 @@ function jsonView(value, key, path, cutLists, from) {
     };
     const showMore = async () => {
       if (shown >= entries.length && shown < total && from) {
-        const q = "?path=" + encodeURIComponent(path) + "&offset=" + shown + "&limit=" + LIST_PAGE;
+        const q = "?path=" + encodeURIComponent(path) + "&offset=" + shown + "&limit=" + LIST_PAGE + nsq("&");
         const page = await api(from + "/list" + q);
         page.items.forEach((v, i) => entries.push([shown + i, v]));
       }
@@ -102,7 +110,7 @@ async function loadThreads() {
 }
 
 async function loadRuns() {
-  S.runs = await api("/api/threads/" + encodeURIComponent(S.thread) + "/runs");
+  S.runs = await api(base() + "/runs");
   const ul = $("runs");
   ul.replaceChildren();
   $("runs-box").hidden = S.runs.length === 0;
@@ -122,17 +130,66 @@ async function loadRuns() {
 // ---- a thread: graph, history ----
 async function openThread(thread) {
   showError(null);
-  S.thread = thread; S.rows = new Map(); S.order = []; S.older = null; S.selected = null; S.graphKey = null;
+  S.thread = thread; S.ns = "";
   $("thread-title").textContent = "Thread " + thread;
-  $("detail").hidden = true;
   for (const li of document.querySelectorAll(".thread")) li.classList.toggle("on", li.dataset.thread === thread);
-  await Promise.all([loadPage(null), loadGraph(null), loadRuns()]);
+  await loadNamespaces();
+  await Promise.all([openNamespace("", null), loadRuns()]);
   startPolling();
 }
 
+// ---- subgraph namespaces: each with its own graph, history and states ----
+async function loadNamespaces() {
+  const list = await api(base() + "/namespaces");
+  S.namespaces = list.namespaces;
+  const sel = $("ns");
+  sel.replaceChildren();
+  for (const n of S.namespaces) {
+    const task = n.task ? " · task " + n.task.slice(-6) : "";
+    const o = el("option", null, "\u00a0\u00a0".repeat(n.depth) + n.label + task + " · " + n.checkpoints + " checkpoints");
+    o.value = n.ns;
+    sel.appendChild(o);
+  }
+  sel.value = S.ns;
+  $("ns-bar").hidden = S.namespaces.length < 2;
+}
+
+// Show namespace `ns` of the open thread, with checkpoint `id` (its newest when null) selected.
+async function openNamespace(ns, id) {
+  showError(null);
+  S.ns = ns; S.rows = new Map(); S.order = []; S.older = null; S.selected = null; S.graphKey = null;
+  $("ns").value = ns;
+  $("detail").hidden = true;
+  $("thread-title").textContent = "Thread " + S.thread + (ns ? " › " + nsLabel(ns) : "");
+  $("fork-go").disabled = !!ns || S.info.read_only;
+  $("fork-result").textContent = ns ? "a subgraph's checkpoints are not forked on their own: fork the root graph's step" :
+    S.info.read_only ? "read-only: forking is off" : "";
+  await Promise.all([loadPage(null, id), loadGraph(id)]);
+}
+
+function subgraphLink(sg, prefix) {
+  const b = el("button", "sub", prefix + nsLabel(sg.ns) + (sg.task ? " · task " + sg.task.slice(-6) : "") + " (" + sg.checkpoints + " checkpoints)");
+  b.type = "button";
+  b.dataset.ns = sg.ns;
+  b.addEventListener("click", (e) => { e.stopPropagation(); openNamespace(sg.ns, null).catch(showError); });
+  return b;
+}
+
+function showParentStep(page) {
+  const box = $("ns-path");
+  box.replaceChildren();
+  const ps = page.parent_step;
+  if (!S.ns || !ps) return;
+  box.appendChild(document.createTextNode("ran in step " + ps.step + " of " + nsLabel(ps.ns) + (ps.to ? "" : " (that step has not ended)") + " "));
+  const b = el("button", "up", "open the parent step");
+  b.type = "button";
+  b.addEventListener("click", () => openNamespace(ps.ns, ps.to || ps.from).catch(showError));
+  box.appendChild(b);
+}
+
 async function loadGraph(checkpoint) {
-  const q = checkpoint ? "?checkpoint=" + checkpoint : "";
-  const g = await api("/api/threads/" + encodeURIComponent(S.thread) + "/graph" + q);
+  const q = checkpoint ? "?checkpoint=" + checkpoint + nsq("&") : nsq("?");
+  const g = await api(base() + "/graph" + q);
   if (g.key && g.key === S.graphKey) return;
   S.graphKey = g.key;
   const box = $("graph");
@@ -141,9 +198,9 @@ async function loadGraph(checkpoint) {
   markGraph();
 }
 
-async function loadPage(before) {
-  const q = "?limit=" + PAGE + (before ? "&before=" + before : "");
-  const page = await api("/api/threads/" + encodeURIComponent(S.thread) + "/history" + q);
+async function loadPage(before, pick) {
+  const q = "?limit=" + PAGE + (before ? "&before=" + before : "") + nsq("&");
+  const page = await api(base() + "/history" + q);
   S.head = page.head;
   S.older = page.older;
   const box = $("history");
@@ -151,11 +208,14 @@ async function loadPage(before) {
   if (before) box.appendChild(el("div", "cp end", "── older page ──"));
   for (const r of page.rows) {
     S.rows.set(r.id, r); S.order.push(r.id);
-    box.appendChild(historyRow(r));
+    const row = historyRow(r);
+    if (r.id === page.head) for (const sg of page.running || []) row.appendChild(subgraphLink(sg, "⤷ running in the next step: "));
+    box.appendChild(row);
   }
   $("older").hidden = !S.older;
   fillCompare();
-  if (!S.selected && page.rows.length && !before) await select(page.head);
+  if (!before) showParentStep(page);
+  if (!S.selected && page.rows.length && !before) await select(pick || page.head);
   else markRows();
 }
 
@@ -169,6 +229,7 @@ function historyRow(r) {
   const writes = r.writes && r.writes.length ? "  wrote " + r.writes.join(", ") : "";
   div.appendChild(document.createTextNode("  next: " + (r.next.length ? r.next.join(", ") : "-") + writes));
   if (r.branch_end) div.appendChild(el("span", "end", "  (end of branch " + r.branch + ")"));
+  for (const sg of r.subgraphs || []) div.appendChild(subgraphLink(sg, "⤷ subgraph "));
   div.addEventListener("click", () => select(r.id).catch(showError));
   return div;
 }
@@ -225,21 +286,27 @@ function markGraph() {
   for (const p of svg.querySelectorAll("path[data-from]")) {
     if (edges.has(p.dataset.from + "\u0000" + p.dataset.to)) p.classList.add("on-path");
   }
+  // A node whose subgraph ran in the selected step opens that subgraph's history.
+  for (const g of svg.querySelectorAll("g[data-node]")) {
+    const sg = (r.subgraphs || []).find((x) => x.node === g.dataset.node);
+    g.classList.toggle("sub", !!sg);
+    g.onclick = sg ? () => openNamespace(sg.ns, null).catch(showError) : null;
+  }
 }
 
 // ---- a checkpoint ----
 async function select(id) {
   S.selected = id;
   markRows();
-  const base = "/api/threads/" + encodeURIComponent(S.thread);
-  const [cp] = await Promise.all([api(base + "/checkpoints/" + id), loadGraph(id)]);
+  const from = base() + "/checkpoints/" + id;
+  const [cp] = await Promise.all([api(from + nsq("?")), loadGraph(id)]);
   markGraph();
   const h = cp.checkpoint;
   $("detail").hidden = false;
   $("cp-title").textContent = "Checkpoint " + short(h.id) + " · step " + h.step + " · " + h.source;
   $("cp-title").dataset.id = h.id;
   const cutLists = new Map((cp.cut_lists || []).map((c) => [c.path, c.len]));
-  showJson("state", cp.state, cutLists, base + "/checkpoints/" + id);
+  showJson("state", cp.state, cutLists, from);
   showJson("interrupts", cp.interrupts);
   showJson("pending", cp.pending);
   showJson("metadata", { id: h.id, parent: h.parent, created_at: h.created_at, next: h.next, metadata: h.metadata });
@@ -250,8 +317,8 @@ async function select(id) {
 async function showDiff() {
   if (!S.selected) return;
   const from = $("compare").value;
-  const q = "?to=" + S.selected + (from ? "&from=" + from : "");
-  const d = await api("/api/threads/" + encodeURIComponent(S.thread) + "/diff" + q);
+  const q = "?to=" + S.selected + (from ? "&from=" + from : "") + nsq("&");
+  const d = await api(base() + "/diff" + q);
   const pre = $("diff");
   pre.replaceChildren();
   const step = (h) => (h.step === undefined ? "" : " (step " + h.step + ")");
@@ -324,7 +391,7 @@ async function fork() {
     force: $("fork-force").checked,
   };
   try {
-    const res = await api("/api/threads/" + encodeURIComponent(S.thread) + "/fork", {
+    const res = await api(base() + "/fork", {
       method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
     });
     out.textContent = "new branch: checkpoint " + res.checkpoint + (res.warnings.length ? " (warning: " + res.warnings.join("; ") + ")" : "");
@@ -343,9 +410,10 @@ function startPolling() {
   S.polling = setInterval(async () => {
     if (!S.thread) return;
     try {
-      const h = await api("/api/threads/" + encodeURIComponent(S.thread) + "/head");
+      const h = await api(base() + "/head" + nsq("?"));
       if (h.head !== S.head) {
         const keep = S.selected;
+        await loadNamespaces();
         await loadPage(null);
         if (keep) markRows();
         await loadThreads();
@@ -372,6 +440,7 @@ async function start() {
   $("older").addEventListener("click", () => loadPage(S.older).catch(showError));
   $("compare").addEventListener("change", () => showDiff().catch(showError));
   $("fork-go").addEventListener("click", () => fork());
+  $("ns").addEventListener("change", () => openNamespace($("ns").value, null).catch(showError));
   S.info = await api("/api/info");
   $("file").textContent = S.info.file;
   $("mode").textContent = S.info.read_only ? "read-only" : "fork enabled";

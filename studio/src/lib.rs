@@ -1,12 +1,18 @@
-//! `stategraph studio`: a local web inspector for a stategraph checkpoint file.
+//! `stategraph studio`: a local web inspector for a stategraph checkpoint file or a
+//! PostgreSQL saver's schema.
 //!
-//! [`Studio::open`] opens the file read-only; [`Studio::bind`] listens on loopback (by
+//! [`Studio::open`] opens the file read-only ([`Studio::connect`] also takes a
+//! `postgres://` URL, read as the `stategraph` CLI reads it); [`Studio::bind`] listens on loopback (by
 //! default) and [`Bound::serve`] answers a JSON API and a single-page UI whose every asset is
 //! compiled into the binary. Each request must carry the random token of the printed URL (or
 //! the cookie the first tokened request sets). With [`StudioOptions::read_only`] false, a
 //! fork opens the file for writing for that one request, through the library's
 //! [`ForkPlan`](stategraph_checkpoints::fork::ForkPlan) — the same fork and shape check as
 //! `stategraph fork`.
+//!
+//! Every thread shows its root graph and each subgraph's namespace (`/api/threads/{thread}/namespaces`):
+//! a subgraph has its own graph shape, history and states (`ns=` on every read route), and
+//! each step's history row names the subgraphs it ran.
 //!
 //! ```
 //! use stategraph_studio::{Studio, StudioOptions};

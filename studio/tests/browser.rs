@@ -375,3 +375,94 @@ async fn a_page_opened_without_the_token_is_refused() -> R {
     server.abort();
     result
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subgraph_opens_from_the_step_that_ran_it_with_its_own_graph_and_steps() -> R {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("threads.db");
+    run_nested(&path).await?;
+    let bound = Studio::open(StudioOptions::new(&path))?.bind().await?;
+    let url = bound.url().to_owned();
+    let server = tokio::spawn(async move {
+        let _ = bound.serve().await;
+    });
+    let result = in_browser("subgraph_steps", |c| async move {
+        c.goto(&url).await?;
+        wait_for(&c, &format!("li.thread[data-thread='{NESTED}']"))
+            .await?
+            .click()
+            .await?;
+        wait_for(&c, "#graph svg g[data-node='inner']").await?;
+        let options = c.find_all(Locator::Css("#ns option")).await?;
+        assert_eq!(
+            options.len(),
+            4,
+            "the root graph and three subgraph histories"
+        );
+        // The step that ran `inner` links to its history.
+        let link = wait_for(&c, "#history .cp button.sub[data-ns^='inner:']").await?;
+        let ns = link
+            .attr("data-ns")
+            .await?
+            .ok_or("a link without a namespace")?;
+        let step_row = c
+            .find(Locator::XPath(&format!(
+                "//div[@data-id][button[@data-ns='{ns}']]"
+            )))
+            .await?;
+        let step_id = step_row
+            .attr("data-id")
+            .await?
+            .ok_or("a row without an id")?;
+        link.click().await?;
+        text_of(&c, "#thread-title", "› inner").await?;
+        for node in ["double", "note"] {
+            wait_for(&c, &format!("#graph svg g[data-node='{node}']")).await?;
+        }
+        text_of(&c, "#state", "doubled to 2").await?;
+        let inner_rows = c
+            .find_all(Locator::Css("#history .cp[data-id]"))
+            .await?
+            .len();
+        assert!(
+            inner_rows >= 3,
+            "the subgraph's input, double and note: {inner_rows}"
+        );
+        text_of(&c, "#ns-path", "ran in step").await?;
+        doc_shot(&c, "studio-subgraph").await?;
+        // Back to the parent's step that ran it.
+        c.find(Locator::Css("#ns-path button.up"))
+            .await?
+            .click()
+            .await?;
+        wait_for(&c, "#graph svg g[data-node='prep']").await?;
+        wait_for(&c, &format!("#history .cp.on[data-id='{step_id}']")).await?;
+        // The selector opens the subgraph that keeps one history across the steps.
+        c.find(Locator::Css("#ns"))
+            .await?
+            .select_by_value("tally")
+            .await?;
+        text_of(&c, "#thread-title", "› tally").await?;
+        wait_for(&c, "#graph svg g[data-node='double']").await?;
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let rows = c
+                .find_all(Locator::Css("#history .cp[data-id]"))
+                .await?
+                .len();
+            if rows == 2 * inner_rows {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(
+                    format!("tally shows {rows} rows, not two runs' {}", 2 * inner_rows).into(),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    })
+    .await;
+    server.abort();
+    result
+}

@@ -416,3 +416,24 @@ fn a_url_with_sslcert_and_sslkey_logs_in_by_certificate_and_one_without_the_othe
     assert_eq!(half.code, 2, "a usage error: {}", half.stderr);
     assert!(half.stderr.contains("sslkey"), "{}", half.stderr);
 }
+
+#[test]
+fn studio_serves_a_postgres_url_and_refuses_half_a_client_certificate() {
+    let Some(base) = url() else { return };
+    let schema = Schema::new(&base, "studio");
+    let (mut child, line, addr, token) = crate::studio::start_studio(&[&schema.url, "--read-only"]);
+    let threads = crate::studio::get(&addr, "/api/threads", Some(&token));
+    let info = crate::studio::get(&addr, "/api/info", Some(&token));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        line.starts_with("stategraph studio (read-only): open http://"),
+        "{line}"
+    );
+    assert!(threads.starts_with("HTTP/1.1 200"), "{threads}");
+    assert!(threads.contains("\"thread\":\"main\""), "{threads}");
+    assert!(info.contains("\"store\":\"postgres\""), "{info}");
+    // As every command: half a client certificate is a usage error.
+    let half = sg(&["studio", &format!("{}&sslcert=c.pem", schema.url)]).fails(2);
+    assert!(half.stderr.contains("sslkey"), "{}", half.stderr);
+}

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use crate::support::*;
 
 /// `GET path` on `addr` with `cookie`; the whole response.
-fn get(addr: &str, path: &str, cookie: Option<&str>) -> String {
+pub(crate) fn get(addr: &str, path: &str, cookie: Option<&str>) -> String {
     let mut stream = TcpStream::connect(addr).expect("connect to the studio");
     let cookie = cookie.map_or(String::new(), |c| format!("Cookie: sg_studio={c}\r\n"));
     write!(
@@ -21,11 +21,11 @@ fn get(addr: &str, path: &str, cookie: Option<&str>) -> String {
     out
 }
 
-#[test]
-fn studio_prints_a_tokened_loopback_url_and_refuses_requests_without_the_token() {
-    let (_dir, db) = fixture();
+/// `stategraph studio ARGS…` started: the child, its first line, its address and token.
+pub(crate) fn start_studio(args: &[&str]) -> (std::process::Child, String, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_stategraph"))
-        .args(["studio", p(&db), "--read-only"])
+        .arg("studio")
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -48,6 +48,14 @@ fn studio_prints_a_tokened_loopback_url_and_refuses_requests_without_the_token()
         .to_owned();
     let (port, token) = rest.split_once("/?token=").unwrap_or_default();
     let addr = format!("127.0.0.1:{port}");
+    (child, line, addr, token.to_owned())
+}
+
+#[test]
+fn studio_prints_a_tokened_loopback_url_and_refuses_requests_without_the_token() {
+    let (_dir, db) = fixture();
+    let (mut child, line, addr, token) = start_studio(&[p(&db), "--read-only"]);
+    let token = token.as_str();
     let refused = get(&addr, "/api/threads", None);
     let wrong = get(&addr, "/api/threads", Some(&"0".repeat(32)));
     let served = get(&addr, "/api/threads", Some(token));

@@ -1,6 +1,7 @@
 //! `GET /api/threads/{thread}/checkpoints/{id}` (header, state, pending writes, interrupts,
 //! metadata) and `GET /api/threads/{thread}/diff?to=ID[&from=ID]` (against the parent when
-//! `from` is left out), both through the library's stored JSON and `diff`.
+//! `from` is left out), both through the library's stored JSON and `diff`; each takes
+//! `ns=NS` for a subgraph's checkpoints (the root graph's by default).
 
 use std::sync::Arc;
 
@@ -9,10 +10,13 @@ use axum::Json;
 use serde_json::{json, Value};
 use stategraph_checkpoints::diff::{diff_values, fields_to_json, parts_to_json};
 use stategraph_checkpoints::{
-    CheckpointId, FieldPart, LoadedCheckpoint, Namespace, Saver, ThreadId, WriteKind,
+    CheckpointId, FieldPart, LoadedCheckpoint, Namespace, ThreadId, WriteKind,
 };
 
-use super::{checkpoint_id, cut, header_json, thread_id, ApiError, ApiResult, Params};
+use super::{
+    checkpoint_id, cut, header_json, namespace, thread_id, thread_label, ApiError, ApiResult,
+    Params,
+};
 use crate::server::AppState;
 use stategraph_checkpoints::inspect::pending_json;
 
@@ -20,10 +24,12 @@ use stategraph_checkpoints::inspect::pending_json;
 pub(crate) async fn show(
     State(state): State<Arc<AppState>>,
     Path((thread, id)): Path<(String, String)>,
+    params: Params,
 ) -> ApiResult {
     let thread = thread_id(&thread)?;
     let id = checkpoint_id(&id)?;
-    let loaded = load(&state, &thread, id).await?;
+    let ns = namespace(&params)?;
+    let loaded = load(&state, &thread, &ns, id).await?;
     let mut values = state_json(&loaded)?;
     let mut cut_lists = Vec::new();
     cut_long_lists(&mut values, &mut String::new(), &mut cut_lists);
@@ -36,6 +42,7 @@ pub(crate) async fn show(
         .collect();
     Ok(Json(json!({
         "thread": thread.as_str(),
+        "ns": ns.as_str(),
         "checkpoint": header_json(&loaded.checkpoint),
         "state": values,
         "cut_lists": cut_lists,
@@ -105,7 +112,7 @@ pub(crate) async fn list(
     let path = params
         .get("path")
         .ok_or_else(|| ApiError::BadRequest("list needs `path` (a JSON pointer)".to_owned()))?;
-    let loaded = load(&state, &thread, id).await?;
+    let loaded = load(&state, &thread, &namespace(&params)?, id).await?;
     let values = state_json(&loaded)?;
     let Some(Value::Array(items)) = values.pointer(path) else {
         return Err(ApiError::NotFound(format!(
@@ -126,17 +133,18 @@ pub(crate) async fn diff(
     params: Params,
 ) -> ApiResult {
     let thread = thread_id(&thread)?;
+    let ns = namespace(&params)?;
     let to_text = params
         .get("to")
         .ok_or_else(|| ApiError::BadRequest("diff needs `to` (a checkpoint id)".to_owned()))?;
-    let to = load(&state, &thread, checkpoint_id(to_text)?).await?;
+    let to = load(&state, &thread, &ns, checkpoint_id(to_text)?).await?;
     let from_id = match params.get("from") {
         Some(f) => Some(checkpoint_id(f)?),
         None => to.checkpoint.parent,
     };
     let to_state = state_json(&to)?;
     let shortcut = match (params.get("from"), to.checkpoint.parent) {
-        (None, Some(parent)) => parent_by_appends(&state, &thread, &to, &to_state)
+        (None, Some(parent)) => parent_by_appends(&state, &thread, &ns, &to, &to_state)
             .await?
             .map(|s| (Some(json!({ "id": parent.to_string() })), s)),
         _ => None,
@@ -144,7 +152,7 @@ pub(crate) async fn diff(
     let (from_header, from_state) = match (shortcut, from_id) {
         (Some(found), _) => found,
         (None, Some(f)) => {
-            let from = load(&state, &thread, f).await?;
+            let from = load(&state, &thread, &ns, f).await?;
             (Some(header_json(&from.checkpoint)), state_json(&from)?)
         }
         (None, None) => (None, json!({})),
@@ -165,13 +173,11 @@ pub(crate) async fn diff(
 async fn parent_by_appends(
     state: &AppState,
     thread: &ThreadId,
+    ns: &Namespace,
     to: &LoadedCheckpoint,
     to_state: &Value,
 ) -> Result<Option<Value>, ApiError> {
-    let changes = state
-        .saver
-        .changes(thread, &Namespace::root(), to.checkpoint.id)
-        .await?;
+    let changes = state.saver.changes(thread, ns, to.checkpoint.id).await?;
     let mut from = to_state.clone();
     for (field, parts) in &changes.fields {
         if !parts.iter().all(|p| matches!(p, FieldPart::Tail(_))) {
@@ -189,17 +195,21 @@ async fn parent_by_appends(
     Ok(Some(from))
 }
 
-/// Checkpoint `id` of the thread's root namespace; 404 when it has none.
+/// Checkpoint `id` of the thread's namespace `ns`; 404 when it has none.
 pub(crate) async fn load(
     state: &AppState,
     thread: &ThreadId,
+    ns: &Namespace,
     id: CheckpointId,
 ) -> Result<LoadedCheckpoint, ApiError> {
-    match state.saver.get(thread, &Namespace::root(), Some(id)).await {
+    match state.saver.get(thread, ns, Some(id)).await {
         Ok(Some(l)) => Ok(l),
-        Ok(None) | Err(stategraph_checkpoints::CheckpointError::NotFound { .. }) => Err(
-            ApiError::NotFound(format!("no checkpoint {id} in thread {thread}")),
-        ),
+        Ok(None) | Err(stategraph_checkpoints::CheckpointError::NotFound { .. }) => {
+            Err(ApiError::NotFound(format!(
+                "no checkpoint {id} in {}",
+                thread_label(thread, ns)
+            )))
+        }
         Err(e) => Err(e.into()),
     }
 }

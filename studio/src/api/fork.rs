@@ -2,7 +2,9 @@
 //! edited values, made by the library's [`ForkPlan`] with the same rules as `stategraph
 //! fork` (decision 0044's shape check: a value of a kind the field never held is refused
 //! unless `force`). The body is checked whole before the file is opened for writing, for
-//! this request only; in read-only mode the request is refused.
+//! this request only (a database is written through the studio's own connections); in
+//! read-only mode the request is refused. A fork starts a branch of the root graph: a
+//! subgraph's checkpoints are not forked on their own (the parent would not resume them).
 //!
 //! Body: `{"checkpoint": ID, "set": [{"path": "/field/...", "value": "JSON text"}],
 //! "force": false}`.
@@ -15,8 +17,9 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use stategraph_checkpoints::fork::{FieldEdit, FieldPath, ForkError, ForkPlan};
+use stategraph_checkpoints::inspect::{self, Store};
 use stategraph_checkpoints::shape::Fit;
-use stategraph_checkpoints::{inspect, Namespace, ThreadId};
+use stategraph_checkpoints::{Namespace, ThreadId};
 
 use super::checkpoint::load;
 use super::{checkpoint_id, cut, thread_id, ApiError, ApiResult};
@@ -66,10 +69,14 @@ pub(crate) async fn fork(
     let at = checkpoint_id(&body.checkpoint)?;
     let edits: Vec<FieldEdit> = body.set.iter().map(edit).collect::<Result<_, _>>()?;
     // The base is read (and a missing one reported) through the read-only saver first.
-    let base = load(&state, &thread, at).await?;
+    let base = load(&state, &thread, &Namespace::root(), at).await?;
     let _one_at_a_time = state.fork_lock.lock().await;
-    let saver =
-        inspect::open_existing(&state.file).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let saver = match &state.saver {
+        Store::File(_) => Store::File(
+            inspect::open_existing(&state.file).map_err(|e| ApiError::Internal(e.to_string()))?,
+        ),
+        database => database.clone(),
+    };
     let result = plan_and_write(&saver, &thread, base, &edits, body.force).await;
     let closed = saver.close();
     let (id, warnings) = result?;
@@ -96,7 +103,7 @@ fn edit(s: &SetBody) -> Result<FieldEdit, ApiError> {
 
 /// Apply the edits with the CLI's shape rules and write the fork; the new id and warnings.
 async fn plan_and_write(
-    saver: &stategraph_checkpoints::SqliteSaver,
+    saver: &Store,
     thread: &ThreadId,
     base: stategraph_checkpoints::LoadedCheckpoint,
     edits: &[FieldEdit],
@@ -142,7 +149,7 @@ async fn plan_and_write(
             }
         }
     }
-    let id = plan.write(saver).await.map_err(fork_error)?;
+    let id = plan.write(&**saver).await.map_err(fork_error)?;
     Ok((id, warnings))
 }
 

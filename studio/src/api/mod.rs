@@ -6,6 +6,7 @@ mod checkpoint;
 mod fork;
 mod graph;
 mod history;
+mod namespaces;
 mod threads;
 
 use std::collections::BTreeMap;
@@ -18,7 +19,7 @@ use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
 use serde_json::json;
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, ListOptions, Namespace, Saver, ThreadId,
+    Checkpoint, CheckpointError, CheckpointId, ListOptions, Namespace, ThreadId,
 };
 
 use crate::server::AppState;
@@ -43,6 +44,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/api/info", get(info))
         .route("/api/threads", get(threads::list))
         .route("/api/threads/{thread}/runs", get(threads::runs))
+        .route("/api/threads/{thread}/namespaces", get(namespaces::list))
         .route("/api/threads/{thread}/history", get(history::page))
         .route("/api/threads/{thread}/head", get(history::head))
         .route("/api/threads/{thread}/graph", get(graph::graph))
@@ -116,14 +118,18 @@ async fn not_found() -> ApiError {
     ApiError::NotFound("no such page or API route".to_owned())
 }
 
-/// `GET /api/info`: the file's name and whether forks are allowed.
+/// `GET /api/info`: the file's name (or the database URL without its password), which
+/// store it is (`sqlite` or `postgres`) and whether forks are allowed.
 async fn info(axum::extract::State(state): axum::extract::State<Arc<AppState>>) -> ApiResult {
-    let name = state
-        .file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    Ok(Json(json!({ "file": name, "read_only": state.read_only })))
+    let store = match state.saver {
+        stategraph_checkpoints::inspect::Store::File(_) => "sqlite",
+        _ => "postgres",
+    };
+    Ok(Json(json!({
+        "file": state.label,
+        "store": store,
+        "read_only": state.read_only,
+    })))
 }
 
 /// A thread id from the path; 400 when it is not one.
@@ -146,17 +152,54 @@ pub(crate) fn cut(text: &str) -> String {
     text.chars().take(64).collect()
 }
 
-/// The newest checkpoint of `thread`'s root namespace; 404 for an unknown thread.
-pub(crate) async fn newest(state: &AppState, thread: &ThreadId) -> Result<Checkpoint, ApiError> {
+/// The longest namespace a request may name.
+const MAX_NS_LEN: usize = 4096;
+
+/// The namespace a request's `ns` parameter names: the root one when it is absent or empty,
+/// a subgraph's as `GET /api/threads/{thread}/namespaces` lists it; 400 for one too long to
+/// be stored.
+pub(crate) fn namespace(params: &Params) -> Result<Namespace, ApiError> {
+    match params.get("ns") {
+        None => Ok(Namespace::root()),
+        Some(text) if text.len() > MAX_NS_LEN => Err(ApiError::BadRequest(format!(
+            "namespace `{}…`: longer than {MAX_NS_LEN} bytes",
+            cut(text)
+        ))),
+        Some(text) => Ok(Namespace::parse(text)),
+    }
+}
+
+/// `thread t`, with its namespace unless it is the root one.
+pub(crate) fn thread_label(thread: &ThreadId, ns: &Namespace) -> String {
+    if ns.is_root() {
+        format!("thread {thread}")
+    } else {
+        format!("thread {thread} (namespace {})", cut(ns.as_str()))
+    }
+}
+
+/// The newest checkpoint of `thread`'s namespace `ns`; 404 for an unknown thread or a
+/// namespace without checkpoints.
+pub(crate) async fn newest(
+    state: &AppState,
+    thread: &ThreadId,
+    ns: &Namespace,
+) -> Result<Checkpoint, ApiError> {
     let options = ListOptions {
         limit: Some(1),
         ..ListOptions::default()
     };
     state
         .saver
-        .list(thread, &Namespace::root(), options)
+        .list(thread, ns, options)
         .await?
         .into_iter()
         .next()
-        .ok_or_else(|| ApiError::NotFound(format!("no thread {thread} in the file")))
+        .ok_or_else(|| {
+            ApiError::NotFound(if ns.is_root() {
+                format!("no thread {thread} in the file")
+            } else {
+                format!("no checkpoints in {}", thread_label(thread, ns))
+            })
+        })
 }

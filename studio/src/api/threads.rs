@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 use stategraph_checkpoints::inspect::format_utc_ms;
-use stategraph_checkpoints::{CheckpointError, RunRecord, Saver, ThreadId};
+use stategraph_checkpoints::{CheckpointError, RunRecord, ThreadId};
 
 use super::{newest, thread_id, ApiResult};
 use crate::server::AppState;
@@ -36,7 +36,7 @@ pub(crate) async fn runs(
     Path(thread): Path<String>,
 ) -> ApiResult {
     let thread = thread_id(&thread)?;
-    newest(&state, &thread).await?;
+    newest(&state, &thread, &stategraph_checkpoints::Namespace::root()).await?;
     let mut out = Vec::new();
     for run in runs_of(&state, &thread).await? {
         let receipt = state.saver.get_receipt(&run.run_id).await?;

@@ -137,3 +137,81 @@ pub fn fingerprint(path: &Path) -> Result<String, rusqlite::Error> {
     let writes: i64 = conn.query_row("SELECT COUNT(*) FROM sg_writes", [], |r| r.get(0))?;
     Ok(format!("{rows}|{writes}"))
 }
+
+/// The nested thread's id: a graph whose steps run subgraphs.
+pub const NESTED: &str = "nested";
+
+#[derive(State, Clone, Default, Debug)]
+pub struct Inner {
+    pub n: i64,
+    #[reduce(append)]
+    pub notes: Vec<String>,
+}
+
+/// The subgraph: `double` doubles `n`, then `note` notes it.
+pub fn inner_graph() -> Result<CompiledGraph<Inner>, stategraph::CompileError> {
+    StateGraph::<Inner>::new()
+        .add_node("double", |s: Arc<Inner>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(Inner::update().n(s.n * 2))
+        })
+        .add_node("note", |s: Arc<Inner>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(Inner::update().notes(vec![format!("doubled to {}", s.n)]))
+        })
+        .add_edge(START, "double")
+        .add_edge("double", "note")
+        .add_edge("note", END)
+        .compile()
+}
+
+/// `prep` logs, the subgraph node `inner` (a history per task) doubles `count + 1`, the
+/// subgraph node `tally` (one history across the steps, `Checkpointing::Own`) notes the
+/// count, and the router loops back to `prep` until the count reaches 5: two rounds, so two
+/// `inner:<task>` namespaces and one `tally` namespace run in two steps.
+pub fn nested_graph() -> Result<CompiledGraph<Counter>, stategraph::CompileError> {
+    StateGraph::<Counter>::new()
+        .add_node("prep", |s: Arc<Counter>, _c: NodeContext| async move {
+            Ok::<_, BoxError>(Counter::update().log(vec![format!("prep {}", s.count)]))
+        })
+        .add_subgraph(
+            "inner",
+            inner_graph()?,
+            Checkpointing::Inherit,
+            |s: &Counter| Inner::update().n(s.count + 1),
+            |c: &Inner| Counter::update().count(c.n).log(c.notes.clone()),
+        )
+        .add_subgraph(
+            "tally",
+            inner_graph()?,
+            Checkpointing::Own,
+            |s: &Counter| Inner::update().n(s.count),
+            |_c: &Inner| Counter::update(),
+        )
+        .add_edge(START, "prep")
+        .add_edge("prep", "inner")
+        .add_edge("inner", "tally")
+        .add_conditional_edges(
+            "tally",
+            |s: &Counter| if s.count < 5 { vec!["prep"] } else { vec![END] },
+            ["prep", END],
+        )
+        .compile()
+}
+
+/// Run the nested thread on `saver`.
+pub async fn run_nested_on(saver: Arc<dyn Saver>) -> R {
+    let graph = nested_graph()?.with_checkpointer(Arc::clone(&saver));
+    let out = graph
+        .invoke(Counter::update(), &RunConfig::new().thread(NESTED))
+        .await?;
+    assert_eq!(out.state.count, 6, "two rounds: (0+1)*2, then (2+1)*2");
+    saver.flush().await?;
+    Ok(())
+}
+
+/// Run the nested thread in `path` (a new file or an existing one).
+pub async fn run_nested(path: &Path) -> R {
+    let saver = Arc::new(SqliteSaver::open(path)?);
+    run_nested_on(saver.clone()).await?;
+    saver.close()?;
+    Ok(())
+}
