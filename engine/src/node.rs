@@ -292,10 +292,11 @@ impl<S: State> NodeResult<S> {
     }
 }
 
-/// Resume values given to a run, shared by every level of subgraphs.
+/// Resume values given to a run, shared by every level of subgraphs: by the id of the
+/// interrupt each answers (a bare value is given the id of the one pending interrupt), so
+/// that each reaches the task that asked, in whatever order the tasks ask again.
 #[derive(Debug, Default)]
 pub(crate) struct ResumeInput {
-    pub(crate) value: Option<serde_json::Value>,
     pub(crate) map: BTreeMap<String, serde_json::Value>,
 }
 
@@ -435,7 +436,9 @@ impl NodeContext {
 
     /// Pause the run and ask the caller for a value.
     ///
-    /// The k-th call in a task returns the k-th resume value given to this task. While no
+    /// The k-th call in a task returns the k-th resume value given to this task: a resume
+    /// answers by interrupt id ([`NodeContext::interrupt_id`]), so each task gets the answer
+    /// to its own question, whatever order the tasks of a step ask in. While no
     /// value exists, it returns an error carrying [`Interrupted`]: propagate it with `?`, and
     /// the run pauses; a resume re-runs the node **from the top**, with earlier calls returning
     /// their stored answers in order (so code before an interrupt runs again).
@@ -451,7 +454,7 @@ impl NodeContext {
             Some(v) => Some(v.clone()),
             None => {
                 let mut input = self.inner.resume.lock().unpoisoned();
-                let fresh = input.map.remove(&id).or_else(|| input.value.take());
+                let fresh = input.map.remove(&id);
                 if let Some(v) = &fresh {
                     cursor.resume.push(v.clone());
                 }

@@ -2,6 +2,7 @@
 //! forking from an older checkpoint, and applying the input (new input, a command, or
 //! continuing where the thread stopped).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use stategraph_checkpoints::{
@@ -250,14 +251,8 @@ impl<S: State> RunLoop<S> {
         self.step = self.persist.head_step().saturating_add(1);
         let resumes = cmd.resume.is_some();
         if let Some(resume) = cmd.resume {
-            if self.level.is_root {
-                self.validate_resume(&resume)?;
-            }
-            let mut r = self.shared.resume.lock().unpoisoned();
-            match resume {
-                Resume::Value(v) => r.value = Some(v),
-                Resume::Map(m) => r.map.extend(m),
-            }
+            let answers = self.answers_by_interrupt(resume)?;
+            self.shared.resume.lock().unpoisoned().map.extend(answers);
         }
         if cmd.update.is_some() || !cmd.goto.is_empty() {
             // The command's update and routing apply at once. Without a resume they are
@@ -306,8 +301,14 @@ impl<S: State> RunLoop<S> {
             .collect()
     }
 
-    fn validate_resume(&self, resume: &Resume) -> Result<(), RunError> {
-        let pending = self.pending_interrupt_ids();
+    /// The answers of `resume` by the id of the interrupt each one answers, checked against
+    /// the interrupts pending: a bare value answers the one pending interrupt, so it reaches
+    /// the task that asked, whichever task asks first when the step runs again.
+    fn answers_by_interrupt(
+        &self,
+        resume: Resume,
+    ) -> Result<BTreeMap<String, serde_json::Value>, RunError> {
+        let mut pending = self.pending_interrupt_ids();
         if pending.is_empty() {
             return Err(RunError::NoPendingInterrupt {
                 thread: self.shared.thread.clone(),
@@ -315,14 +316,14 @@ impl<S: State> RunLoop<S> {
         }
         match resume {
             Resume::Value(_) if pending.len() > 1 => Err(RunError::AmbiguousResume { pending }),
-            Resume::Value(_) => Ok(()),
+            Resume::Value(v) => Ok(BTreeMap::from([(pending.remove(0), v)])),
             Resume::Map(m) if m.is_empty() => Err(RunError::EmptyResume),
             Resume::Map(m) => match m.keys().find(|k| !pending.contains(k)) {
                 Some(id) => Err(RunError::UnknownInterruptId {
                     id: id.clone(),
                     pending,
                 }),
-                None => Ok(()),
+                None => Ok(m),
             },
         }
     }

@@ -124,7 +124,6 @@ impl<S: State> RunLoop<S> {
             if self.level.is_root {
                 // Resume values answer the step they resumed, never a later interrupt.
                 let mut r = self.shared.resume.lock().unpoisoned();
-                r.value = None;
                 r.map.clear();
             }
             match executed? {
