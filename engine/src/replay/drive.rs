@@ -189,7 +189,9 @@ impl<'a, S: State> Replay<'a, S> {
     }
 
     /// The replay's first checkpoint: a plain fork of `from` on the scratch thread, so what
-    /// an earlier attempt recorded at `from` is not reused and every step runs the code.
+    /// an earlier attempt recorded at `from` is not reused and every step runs the code. It
+    /// keeps the anchor the recorded steps derived their task ids from, so the replayed tasks
+    /// — and their interrupts — have the recorded ids, which the recorded answers name.
     async fn start_branch(&self, from: CheckpointId) -> Result<CheckpointId, RunError> {
         let root = Namespace::root();
         let loaded = self
@@ -197,20 +199,23 @@ impl<'a, S: State> Replay<'a, S> {
             .get(&self.scratch, &root, Some(from))
             .await?
             .ok_or_else(|| not_found(&self.thread, from))?;
-        let plan = ForkPlan::new(&self.scratch, loaded, &self.scratch)?;
-        Ok(plan.write(self.saver).await?)
+        // Without an anchor, the step after `from` derived its ids from `from` itself.
+        let anchor = loaded.checkpoint.control.anchor.unwrap_or(from);
+        let mut put = ForkPlan::new(&self.scratch, loaded, &self.scratch)?.to_put()?;
+        put.checkpoint.control.anchor = Some(anchor);
+        let id = put.checkpoint.id;
+        self.saver.put(put).await?;
+        Ok(id)
     }
 
     /// Re-apply a recorded checkpoint made from outside (an update, a fork, new input) on
-    /// top of `head`: its recorded changes and control state, under a new id.
+    /// top of `head`: its recorded changes and control state (its anchor included, so the
+    /// steps after it get the recorded task ids), under a new id.
     async fn copy_input(&self, r: &Checkpoint, head: CheckpointId) -> Result<Checkpoint, RunError> {
         let root = Namespace::root();
         let changes = self.saver.changes(&self.thread, &root, r.id).await?;
         let id = CheckpointId::generate();
-        let mut control = r.control.clone();
-        if control.anchor == Some(r.id) {
-            control.anchor = Some(id);
-        }
+        let control = r.control.clone();
         let mut metadata = r.metadata.clone();
         metadata.insert("replay_of".to_owned(), r.id.to_string().into());
         let writes = changes
@@ -265,21 +270,29 @@ impl<'a, S: State> Replay<'a, S> {
     }
 
     /// The next run's input: a resume with the next recorded answer for each interrupt
-    /// pending at the scratch thread's head (matched by node), or `Continue` when none
-    /// matches.
+    /// pending at the scratch thread's head (matched by interrupt id, see [`Answers`]), or
+    /// `Continue` when none matches.
     async fn next_input(&self, answers: &mut Answers) -> Result<Input<S>, RunError> {
         let Some(head) = self.saver.head(&self.scratch, &Namespace::root()).await? else {
             return Ok(Input::Continue);
         };
+        let pending: Vec<(&str, &str)> = head
+            .pending
+            .iter()
+            .filter_map(|w| match &w.kind {
+                WriteKind::Interrupt { id, .. } if !is_static_interrupt(id) => {
+                    Some((id.as_str(), w.node.as_str()))
+                }
+                _ => None,
+            })
+            .collect();
         let mut map = BTreeMap::new();
-        for w in &head.pending {
-            if let WriteKind::Interrupt { id, .. } = &w.kind {
-                if is_static_interrupt(id) || map.contains_key(id) {
-                    continue;
-                }
-                if let Some(value) = answers.next(&w.node) {
-                    map.insert(id.clone(), value);
-                }
+        for &(id, node) in &pending {
+            if map.contains_key(id) {
+                continue;
+            }
+            if let Some(value) = answers.next(id, node, &pending) {
+                map.insert(id.to_owned(), value);
             }
         }
         Ok(if map.is_empty() {
@@ -415,9 +428,21 @@ impl<'a, S: State> Replay<'a, S> {
     }
 }
 
-/// The recorded answers of a resumed step, by node, in the order they were given.
+/// The recorded answers of a resumed step, per task, in the order they were given. A task
+/// is known by the id of its interrupts, which the replay reproduces (see
+/// [`Replay::start_branch`]); an entry without an id (recorded before ids were), or whose id
+/// the replay does not reproduce (a stretch stored without an anchor), answers the next
+/// pending interrupt of its node, in order.
 #[derive(Debug, Default)]
-struct Answers(BTreeMap<String, VecDeque<serde_json::Value>>);
+struct Answers(Vec<TaskAnswers>);
+
+/// One task's recorded answers.
+#[derive(Debug)]
+struct TaskAnswers {
+    node: String,
+    id: Option<String>,
+    values: VecDeque<serde_json::Value>,
+}
 
 impl Answers {
     /// The answers in a step's `resumed` metadata (none without it).
@@ -433,21 +458,39 @@ impl Answers {
             ) else {
                 continue;
             };
-            out.0
-                .entry(node.to_owned())
-                .or_default()
-                .extend(values.iter().cloned());
+            out.0.push(TaskAnswers {
+                node: node.to_owned(),
+                id: t.get("id").and_then(|i| i.as_str()).map(str::to_owned),
+                values: values.iter().cloned().collect(),
+            });
         }
         out
     }
 
-    /// The next answer for `node`.
-    fn next(&mut self, node: &str) -> Option<serde_json::Value> {
-        self.0.get_mut(node)?.pop_front()
+    /// The next answer for the interrupt `id` of `node`, among the interrupts `pending`
+    /// (id, node).
+    fn next(
+        &mut self,
+        id: &str,
+        node: &str,
+        pending: &[(&str, &str)],
+    ) -> Option<serde_json::Value> {
+        let by_id = self.0.iter().position(|t| t.id.as_deref() == Some(id));
+        let by_node = || {
+            self.0.iter().position(|t| {
+                t.node == node
+                    && !t.values.is_empty()
+                    && t.id
+                        .as_deref()
+                        .is_none_or(|tid| !pending.iter().any(|&(p, _)| p == tid))
+            })
+        };
+        let at = by_id.or_else(by_node)?;
+        self.0[at].values.pop_front()
     }
 
     fn is_empty(&self) -> bool {
-        self.0.values().all(VecDeque::is_empty)
+        self.0.iter().all(|t| t.values.is_empty())
     }
 }
 

@@ -32,7 +32,8 @@ pub use compare::DivergenceKind;
 use drive::{branch_path, scratch_thread, Replay};
 
 /// The metadata key under which a step that was resumed records what it was given: `tasks`,
-/// a list of `{"node": …, "values": [...]}` (the resume values each task consumed, in order)
+/// a list of `{"node": …, "id": …, "values": [...]}` (the resume values each task consumed,
+/// in order, under the id of its interrupts; no `id` in entries recorded before it was)
 /// and, if the resuming command carried an update or routing, `command` (its stored form).
 pub const RESUMED_KEY: &str = "resumed";
 

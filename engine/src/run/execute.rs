@@ -10,6 +10,7 @@ use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
 use stategraph_checkpoints::{PendingWrite, TaskId, WriteKind};
 
+use super::answers::answers_task;
 use super::pending::{apply_error_task, input_task, output_from_json, APPLY_NODE};
 use super::plan::{PlannedTask, TaskTrigger};
 use super::superstep::RunLoop;
@@ -120,6 +121,7 @@ impl<S: State> RunLoop<S> {
             return Ok(recorded);
         }
         self.check_determinism(tasks)?;
+        self.restore_answers();
         for (ti, t) in tasks.iter().enumerate() {
             for w in self.pending.iter().filter(|w| w.task_id == t.id) {
                 match &w.kind {
@@ -150,14 +152,15 @@ impl<S: State> RunLoop<S> {
     fn check_determinism(&self, tasks: &[PlannedTask]) -> Result<(), RunError> {
         let planned: BTreeSet<TaskId> = tasks.iter().map(|t| t.id).collect();
         let apply_error = apply_error_task(self.step);
-        let known = |id: &TaskId| *id == input_task() || *id == apply_error || planned.contains(id);
+        let of_no_task = |id: &TaskId| *id == input_task() || *id == answers_task();
+        let known = |id: &TaskId| of_no_task(id) || *id == apply_error || planned.contains(id);
         if self.pending.iter().all(|w| known(&w.task_id)) {
             return Ok(());
         }
         let mut recorded: Vec<String> = self
             .pending
             .iter()
-            .filter(|w| w.task_id != input_task())
+            .filter(|w| !of_no_task(&w.task_id))
             .map(|w| w.node.clone())
             .collect();
         recorded.dedup();

@@ -24,6 +24,7 @@ use crate::node::{CancelToken, ResumeInput};
 use crate::stream::RunStream;
 use crate::{Command, Interrupt, RunError, State};
 
+mod answers;
 mod apply;
 mod branch;
 mod config;
@@ -38,6 +39,7 @@ mod superstep;
 mod task;
 mod thread;
 
+pub(crate) use answers::TaskAnswers;
 pub use config::{Durability, RunConfig, DEFAULT_RECURSION_LIMIT, MAX_INFLIGHT};
 pub(crate) use pending::{input_task, INPUT_NODE};
 pub(crate) use superstep::{is_static_interrupt, RunLoop};
@@ -116,10 +118,9 @@ pub(crate) struct RunShared {
     pub(crate) interrupt_after: Vec<String>,
     /// Replay: the root level ends (as done) before planning a step after this one.
     pub(crate) until_step: Option<i64>,
-    /// Resume values that finished tasks of any level consumed in the root's current step,
-    /// as `(node, values)`: recorded with the root step's checkpoint, so a replay can give
-    /// the same answers.
-    pub(crate) answers: Mutex<Vec<(String, Vec<serde_json::Value>)>>,
+    /// Resume values that finished tasks of any level consumed in the root's current step:
+    /// recorded with the root step's checkpoint, so a replay can give the same answers.
+    pub(crate) answers: Mutex<Vec<TaskAnswers>>,
 }
 
 /// One graph level of a run (the root graph, or a subgraph run by a task of its parent):

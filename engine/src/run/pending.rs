@@ -232,8 +232,10 @@ impl<S: State> RunLoop<S> {
                 });
             }
         }
-        // A resuming command's update and routing stay pending until the step commits.
+        // A resuming command's update and routing, and the answers finished tasks consumed,
+        // stay pending until the step commits.
         writes.extend(self.input_writes.iter().cloned());
+        writes.extend(self.answers_write());
         Ok((writes, interrupts))
     }
 }

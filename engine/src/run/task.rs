@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::answers::{self, TaskAnswers};
 use super::execute::TaskResult;
 use super::plan::PlannedTask;
 use super::superstep::RunLoop;
@@ -69,8 +70,12 @@ impl<S: State> RunLoop<S> {
                     Ok(out) => {
                         let resumes = consumed();
                         if !resumes.is_empty() {
-                            let mut answers = shared.answers.lock().unpoisoned();
-                            answers.push((name.to_string(), resumes));
+                            let entry = TaskAnswers {
+                                node: name.to_string(),
+                                interrupt: ctx.interrupt_id(),
+                                values: resumes,
+                            };
+                            answers::note(&mut shared.answers.lock().unpoisoned(), entry);
                         }
                         return TaskResult::Done(out);
                     }

@@ -398,11 +398,9 @@ impl<S: State> RunLoop<S> {
         if answers.is_empty() && command.is_none() {
             return None;
         }
-        answers.sort_by(|a, b| a.0.cmp(&b.0));
-        let tasks: Vec<serde_json::Value> = answers
-            .into_iter()
-            .map(|(node, values)| serde_json::json!({ "node": node, "values": values }))
-            .collect();
+        // Tasks finish in any order: sorted, the entry is the same on every run.
+        answers.sort_by(|a, b| (&a.node, &a.interrupt).cmp(&(&b.node, &b.interrupt)));
+        let tasks: Vec<serde_json::Value> = answers.into_iter().map(|a| a.to_json()).collect();
         let mut entry = serde_json::json!({ "tasks": tasks });
         if let Some(command) = command {
             entry["command"] = command;
