@@ -144,13 +144,54 @@ impl Drop for RunScope {
         let Some(pending) = self.pending.take() else {
             return;
         };
-        // Dropped before `finish`: the invocation's future was cancelled. Settle as cancelled
-        // on the runtime, holding the agent's turn until the receipt and status are stored.
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        // Dropped before `finish`: the invocation's future was cancelled.
+        settle_dropped(pending);
+    }
+}
+
+/// How long a drop with no runtime current waits for its run to be settled.
+const DROP_SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Settles a dropped run as cancelled, holding the agent's turn until the receipt and status
+/// are stored: on the current runtime in the background; with none current, before the drop
+/// returns, on a runtime of its own (a runtime's worker cannot block, a plain thread can). A
+/// settlement that never ends (its runtime shut down first, or none could be made) leaves
+/// the run `running` and no longer held: the thread's next opening cancels it.
+fn settle_dropped(pending: PendingRun) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
             handle.spawn(async move {
                 pending.settle(Ended::Dropped).await;
             });
         }
+        // At thread exit no runtime can be entered any more.
+        Err(e) if e.is_thread_local_destroyed() => {
+            let run = &pending.run_id;
+            tracing::warn!(run = %run, "a dropped run left to the thread's next opening");
+        }
+        Err(_) => settle_here(pending),
+    }
+}
+
+/// [`settle_dropped`] with no runtime current: settles on a current-thread runtime, blocking.
+fn settle_here(pending: PendingRun) {
+    let run = pending.run_id.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let settled = match runtime {
+        Ok(runtime) => runtime.block_on(async {
+            tokio::time::timeout(DROP_SETTLE_LIMIT, pending.settle(Ended::Dropped))
+                .await
+                .is_ok()
+        }),
+        Err(e) => {
+            tracing::warn!(run = %run, error = %e, "no runtime to settle a dropped run");
+            false
+        }
+    };
+    if !settled {
+        tracing::warn!(run = %run, "a dropped run left to the thread's next opening");
     }
 }
 

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::provider::{SandboxError, SandboxId, SandboxProvider};
 
@@ -117,7 +118,8 @@ impl SandboxRuntime {
 
 /// Releases what one invocation acquired when the invocation ends: [`InvocationLease::end`]
 /// on a finished run (success or error), or on drop when the run's future is dropped
-/// (cancelled) before it finished.
+/// (cancelled) before it finished — also with no runtime current. What a drop could not
+/// release stays held by the agent, and its next lease releases it when it ends.
 #[derive(Debug)]
 pub(crate) struct InvocationLease {
     runtime: Option<Arc<SandboxRuntime>>,
@@ -146,11 +148,63 @@ impl Drop for InvocationLease {
             return;
         };
         let ids = runtime.take_held();
-        if ids.is_empty() {
-            return;
+        if !ids.is_empty() {
+            release_dropped(Owed { runtime, ids });
         }
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move { runtime.release_all(ids).await });
+    }
+}
+
+/// How long a drop with no runtime current waits for its ids to be released.
+const DROP_RELEASE_LIMIT: Duration = Duration::from_secs(30);
+
+/// Releases a dropped lease's ids: on the current runtime in the background; with none
+/// current, before the drop returns, on a runtime of its own. Ids whose release never ran
+/// (the runtime shut down first, none could be made, or it timed out) go back to the agent's
+/// held ids: the agent's next lease releases them when it ends.
+fn release_dropped(owed: Owed) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn(owed.release());
+        }
+        // At thread exit no runtime can be entered any more: `owed` keeps the ids.
+        Err(e) if e.is_thread_local_destroyed() => {}
+        Err(_) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            match runtime {
+                Ok(runtime) => {
+                    let _ = runtime.block_on(async {
+                        tokio::time::timeout(DROP_RELEASE_LIMIT, owed.release()).await
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "no runtime to release a dropped lease"),
+            }
+        }
+    }
+}
+
+/// Ids a dropped lease still owes a release; dropped before they are released, they go back
+/// to the runtime's held ids.
+struct Owed {
+    runtime: Arc<SandboxRuntime>,
+    ids: Vec<SandboxId>,
+}
+
+impl Owed {
+    /// Releases the ids, each once, in order; each leaves the debt once its release ended.
+    async fn release(mut self) {
+        while let Some(id) = self.ids.first().cloned() {
+            self.runtime.release_all(vec![id]).await;
+            self.ids.remove(0);
+        }
+    }
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            self.runtime.hold(&id);
         }
     }
 }
@@ -159,6 +213,7 @@ impl Drop for InvocationLease {
 mod tests {
     use super::*;
     use crate::sandbox::LocalSandboxProvider;
+    use futures::future::BoxFuture;
 
     #[tokio::test]
     async fn an_id_is_held_once_and_released_by_the_lease() -> Result<(), SandboxError> {
@@ -178,6 +233,95 @@ mod tests {
         lease.end().await;
         assert!(runtime.take_held().is_empty());
         assert!(runtime.take_release_errors().is_empty());
+        Ok(())
+    }
+
+    /// A local provider whose every release fails: the failure is the proof it ran.
+    #[derive(Debug)]
+    struct RefusingRelease(LocalSandboxProvider);
+
+    impl SandboxProvider for RefusingRelease {
+        fn acquire(
+            &self,
+            user: &str,
+            thread: &str,
+        ) -> BoxFuture<'static, Result<SandboxId, SandboxError>> {
+            self.0.acquire(user, thread)
+        }
+        fn get(
+            &self,
+            id: &SandboxId,
+        ) -> BoxFuture<'static, Result<Option<super::super::Sandbox>, SandboxError>> {
+            self.0.get(id)
+        }
+        fn locate(
+            &self,
+            user: &str,
+            thread: &str,
+        ) -> BoxFuture<'static, Result<Option<super::super::Sandbox>, SandboxError>> {
+            self.0.locate(user, thread)
+        }
+        fn release(&self, id: &SandboxId) -> BoxFuture<'static, Result<(), SandboxError>> {
+            let thread = id.as_str().to_owned();
+            Box::pin(async move {
+                Err(SandboxError::Io {
+                    thread,
+                    source: std::io::Error::other("refused"),
+                })
+            })
+        }
+        fn destroy(&self, id: &SandboxId) -> BoxFuture<'static, Result<(), SandboxError>> {
+            self.0.destroy(id)
+        }
+    }
+
+    fn refusing() -> Result<(tempfile::TempDir, Arc<SandboxRuntime>), std::io::Error> {
+        let tmp = tempfile::tempdir()?;
+        let provider = RefusingRelease(LocalSandboxProvider::new(tmp.path()));
+        let runtime = Arc::new(SandboxRuntime::new(
+            Arc::new(provider),
+            SandboxOptions::lazy(),
+        ));
+        Ok((tmp, runtime))
+    }
+
+    #[test]
+    fn a_lease_dropped_outside_any_runtime_releases_before_the_drop_returns(
+    ) -> Result<(), std::io::Error> {
+        let (_tmp, runtime) = refusing()?;
+        let lease = InvocationLease::begin(Some(&runtime));
+        runtime.hold(&SandboxId::new("local:u:t"));
+        assert!(tokio::runtime::Handle::try_current().is_err());
+        drop(lease);
+        assert_eq!(
+            runtime.take_release_errors().len(),
+            1,
+            "the release did not run"
+        );
+        assert!(runtime.take_held().is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn ids_a_dropped_lease_could_not_release_are_released_by_the_next_lease(
+    ) -> Result<(), std::io::Error> {
+        let (_tmp, runtime) = refusing()?;
+        let lease = InvocationLease::begin(Some(&runtime));
+        runtime.hold(&SandboxId::new("local:u:t"));
+        let shut_down = tokio::runtime::Builder::new_current_thread().build()?;
+        // The release is spawned on a runtime that shuts down before running it.
+        shut_down.block_on(async move { drop(lease) });
+        drop(shut_down);
+        assert!(runtime.take_release_errors().is_empty(), "released already");
+        let next = InvocationLease::begin(Some(&runtime));
+        tokio::runtime::Builder::new_current_thread()
+            .build()?
+            .block_on(next.end());
+        assert_eq!(
+            runtime.take_release_errors().len(),
+            1,
+            "the next lease did not release it"
+        );
         Ok(())
     }
 }
