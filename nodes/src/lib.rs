@@ -77,8 +77,8 @@ pub use stategraph::BoxError;
 
 pub use agent::{
     Agent, AgentBuilder, AgentError, AgentNode, AgentOutcome, AgentRunError, DeliveryFailure,
-    OutputsError, Recorded, Settlement, TurnLimitReached, DROPPED_REASON, RECEIPT_NOT_STORED,
-    RECEIPT_RETRY_DELAYS, TRACE_KEY, TURN_CAPPED,
+    OutputsError, Recorded, Settlement, TurnLimitReached, DROPPED_REASON, LEFT_RUNNING_REASON,
+    OWNER_KEY, RECEIPT_NOT_STORED, RECEIPT_RETRY_DELAYS, TRACE_KEY, TURN_CAPPED,
 };
 pub use authz::{Authorization, AuthorizationProvider, FailMode, RoleTable};
 pub use catalog::{

@@ -21,19 +21,23 @@ pub(crate) mod batches;
 mod builder;
 mod delivered;
 mod graph;
+mod left;
 mod node;
 mod outcome;
 mod outputs;
+mod owner;
 mod record;
 mod run;
 
 pub use as_node::AgentNode;
 pub use builder::AgentBuilder;
+pub use left::LEFT_RUNNING_REASON;
 use node::AgentCore;
 pub use outcome::{
     AgentOutcome, AgentRunError, DeliveryFailure, Recorded, Settlement, RECEIPT_NOT_STORED,
 };
 pub use outputs::OutputsError;
+pub use owner::OWNER_KEY;
 pub use record::{RECEIPT_RETRY_DELAYS, TRACE_KEY};
 pub use run::DROPPED_REASON;
 

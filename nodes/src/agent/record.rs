@@ -8,7 +8,9 @@ use stategraph::checkpoints::{
     CheckpointError, DeliveryReceipt as StoredReceipt, RunId, RunRecord, RunStatus, Saver, ThreadId,
 };
 
+use super::left;
 use super::outcome::Recorded;
+use super::owner::{LiveRun, Owner, OWNER_KEY};
 use crate::delivery::DeliveryReceipt;
 use crate::trace::TraceEntry;
 
@@ -19,23 +21,27 @@ pub const TRACE_KEY: &str = "capability_trace";
 pub const RECEIPT_RETRY_DELAYS: [Duration; 2] =
     [Duration::from_millis(100), Duration::from_millis(500)];
 
-/// Where a run is stored: the agent's checkpointer and the run's thread.
+/// Where a run is stored: the agent's checkpointer and the run's thread; while it (or a
+/// clone) lives, the run counts as in progress in this process.
 #[derive(Clone)]
 pub(super) struct RunStore {
     saver: Arc<dyn Saver>,
     thread: ThreadId,
+    _live: Arc<LiveRun>,
 }
 
 /// Milliseconds since the Unix epoch, now.
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl RunStore {
-    /// Records `run` as running on `thread` in `saver`. `Ok(None)` when the saver keeps no
-    /// runs ([`CheckpointError::Unsupported`]): the run goes unrecorded.
+    /// Opens `thread` for `run`: first stores the thread's runs left `running` as `cancelled`
+    /// ([`left::cancel_left_runs`]), then records `run` as running, stamped with this process
+    /// as its owner (run metadata [`OWNER_KEY`]) and held as in progress here. `Ok(None)` when
+    /// the saver keeps no runs ([`CheckpointError::Unsupported`]): the run goes unrecorded.
     ///
     /// # Errors
     /// The saver's error: an id already used by a finished run
@@ -45,9 +51,19 @@ impl RunStore {
         thread: ThreadId,
         run: &RunId,
     ) -> Result<Option<RunStore>, CheckpointError> {
-        let record = RunRecord::new(run.clone(), thread.clone(), RunStatus::Running, now_ms());
+        left::cancel_left_runs(&saver, &thread).await;
+        let mut record = RunRecord::new(run.clone(), thread.clone(), RunStatus::Running, now_ms());
+        record
+            .metadata
+            .insert(OWNER_KEY.to_owned(), Owner::this().to_json());
+        // Held before the record is stored: a look at the thread never finds it unheld.
+        let live = Arc::new(LiveRun::hold(run));
         match saver.put_run(record).await {
-            Ok(()) => Ok(Some(RunStore { saver, thread })),
+            Ok(()) => Ok(Some(RunStore {
+                saver,
+                thread,
+                _live: live,
+            })),
             Err(CheckpointError::Unsupported { .. }) => Ok(None),
             Err(e) => Err(e),
         }
