@@ -328,6 +328,24 @@ pub trait Saver: Send + Sync + 'static {
         runs_unsupported()
     }
 
+    /// The runs of a thread whose status is [`RunStatus::Running`](crate::RunStatus::Running),
+    /// newest first: what is looked at when the thread is next opened for a run, to find runs
+    /// left running. The default filters [`Saver::list_runs`]; a saver that can select them
+    /// in storage reads only those.
+    ///
+    /// # Errors
+    /// As [`Saver::list_runs`].
+    fn list_running_runs<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>, CheckpointError>> {
+        Box::pin(async move {
+            let mut runs = self.list_runs(thread).await?;
+            runs.retain(|r| r.status == crate::RunStatus::Running);
+            Ok(runs)
+        })
+    }
+
     /// Store the delivery receipt of a stored run unless it has one: `true` if this put
     /// stored it, `false` (storing nothing) if the run already had a receipt. Of several
     /// concurrent puts for one run exactly one returns `true`.

@@ -304,6 +304,13 @@ impl Saver for RecordingSaver {
         self.target.list_runs(thread)
     }
 
+    fn list_running_runs<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>, CheckpointError>> {
+        self.target.list_running_runs(thread)
+    }
+
     fn put_receipt_if_absent<'a>(
         &'a self,
         run: &'a RunId,

@@ -489,7 +489,18 @@ impl Saver for PostgresSaver {
     ) -> BoxFuture<'a, Result<Vec<RunRecord>, CheckpointError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            runs::list_runs(&**client, &self.inner.sql, thread).await
+            runs::list_runs(&**client, &self.inner.sql, thread, None).await
+        })
+    }
+
+    fn list_running_runs<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>, CheckpointError>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let running = Some(crate::RunStatus::Running);
+            runs::list_runs(&**client, &self.inner.sql, thread, running).await
         })
     }
 

@@ -6,7 +6,7 @@ use tokio_postgres::{Client, GenericClient};
 
 use super::sql::{col, to_i64, PgResult, Sql};
 use crate::run::newest_first;
-use crate::{CheckpointError, DeliveryReceipt, RunId, RunRecord, ThreadId};
+use crate::{CheckpointError, DeliveryReceipt, RunId, RunRecord, RunStatus, ThreadId};
 
 fn decode<T: serde::de::DeserializeOwned>(
     text: &str,
@@ -106,17 +106,21 @@ pub(crate) async fn get_run(
     Ok(Some(record).filter(|r| thread.is_none_or(|t| *t == r.thread)))
 }
 
-/// [`Saver::list_runs`](crate::Saver::list_runs): newest first.
+/// [`Saver::list_runs`](crate::Saver::list_runs): newest first; with `status`, only the
+/// runs whose record has it (selected by the server, so only those are sent).
 pub(crate) async fn list_runs(
     client: &impl GenericClient,
     sql: &Sql,
     thread: &ThreadId,
+    status: Option<RunStatus>,
 ) -> Result<Vec<RunRecord>, CheckpointError> {
+    let status = status.map(RunStatus::as_str);
     let rows = sql
         .query(
             client,
-            "SELECT run_id, record FROM {s}.sg_runs WHERE thread = $1",
-            &[(&thread.as_str(), Type::TEXT)],
+            "SELECT run_id, record FROM {s}.sg_runs WHERE thread = $1 \
+             AND ($2::text IS NULL OR (record::jsonb ->> 'status') = $2)",
+            &[(&thread.as_str(), Type::TEXT), (&status, Type::TEXT)],
             "listing runs",
         )
         .await?;

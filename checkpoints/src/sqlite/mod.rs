@@ -597,7 +597,15 @@ impl Saver for SqliteSaver {
         thread: &'a ThreadId,
     ) -> BoxFuture<'a, Result<Vec<RunRecord>, CheckpointError>> {
         let thread = thread.clone();
-        self.read(move |conn, _| runs::list_runs(conn, &thread))
+        self.read(move |conn, _| runs::list_runs(conn, &thread, None))
+    }
+
+    fn list_running_runs<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>, CheckpointError>> {
+        let thread = thread.clone();
+        self.read(move |conn, _| runs::list_runs(conn, &thread, Some(crate::RunStatus::Running)))
     }
 
     fn put_receipt_if_absent<'a>(

@@ -98,19 +98,21 @@ pub(crate) fn get_run(
     Ok(record.filter(|r| thread.is_none_or(|t| *t == r.thread)))
 }
 
-/// The runs of `thread`, newest first.
+/// The runs of `thread`, newest first; only those whose status is `status`, when given.
 pub(crate) fn list_runs(
     conn: &Connection,
     thread: &ThreadId,
+    status: Option<RunStatus>,
 ) -> Result<Vec<RunRecord>, CheckpointError> {
     let sql = format!(
-        "SELECT {RUN_COLUMNS} FROM sg_runs WHERE thread = ?1 \
+        "SELECT {RUN_COLUMNS} FROM sg_runs WHERE thread = ?1 AND (?2 IS NULL OR status = ?2) \
          ORDER BY created_at DESC, run_id DESC"
     );
+    let status = status.map(RunStatus::as_str);
     let rows: Vec<RunRow> = conn
         .prepare_cached(&sql)
         .during("preparing to list runs")?
-        .query_map([thread.as_str()], RunRow::read)
+        .query_map(rusqlite::params![thread.as_str(), status], RunRow::read)
         .during("listing runs")?
         .collect::<Result<_, _>>()
         .during("reading a run row")?;

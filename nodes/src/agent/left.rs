@@ -28,7 +28,7 @@ fn reason(left: Left, thread: &ThreadId) -> String {
 /// failure to read or store is logged, not returned — it must not stop the run opening the
 /// thread.
 pub(super) async fn cancel_left_runs(saver: &Arc<dyn Saver>, thread: &ThreadId) {
-    let runs = match saver.list_runs(thread).await {
+    let runs = match saver.list_running_runs(thread).await {
         Ok(runs) => runs,
         Err(CheckpointError::Unsupported { .. }) => return,
         Err(e) => {
@@ -36,10 +36,7 @@ pub(super) async fn cancel_left_runs(saver: &Arc<dyn Saver>, thread: &ThreadId) 
             return;
         }
     };
-    for run in runs {
-        if run.status != RunStatus::Running {
-            continue;
-        }
+    for run in runs.into_iter().filter(|r| r.status == RunStatus::Running) {
         if let Some(left) = owner::left(&run) {
             cancel(saver.as_ref(), run, left, thread).await;
         }

@@ -145,6 +145,7 @@ macro_rules! all_clauses {
             runs:
             a_run_loads_back_with_its_reasons_and_metadata,
             runs_are_listed_newest_first_per_thread,
+            running_runs_are_listed_newest_first_without_the_others,
             a_settled_run_cannot_run_again,
             exactly_one_receipt_is_stored_under_concurrent_puts,
             a_receipt_for_an_unknown_run_is_refused,

@@ -74,6 +74,40 @@ pub async fn runs_are_listed_newest_first_per_thread(s: Subject) -> TestResult {
     Ok(())
 }
 
+pub async fn running_runs_are_listed_newest_first_without_the_others(s: Subject) -> TestResult {
+    let mut old = run("old", "t", RunStatus::Running, 10);
+    old.metadata.insert("status".into(), json!("success"));
+    for r in [
+        old,
+        run("new", "t", RunStatus::Running, 30),
+        run("done", "t", RunStatus::Success, 20),
+        run("queued", "t", RunStatus::Pending, 40),
+        run("elsewhere", "u", RunStatus::Running, 50),
+    ] {
+        s.saver.put_run(r).await?;
+    }
+    s.saver
+        .put_run(run("settled", "t", RunStatus::Running, 5))
+        .await?;
+    s.saver
+        .put_run(run("settled", "t", RunStatus::Cancelled, 6))
+        .await?;
+    let ids: Vec<String> = s
+        .saver
+        .list_running_runs(&ThreadId::new("t")?)
+        .await?
+        .into_iter()
+        .map(|r| r.run_id.to_string())
+        .collect();
+    assert_eq!(ids, ["new", "old"]);
+    assert!(s
+        .saver
+        .list_running_runs(&ThreadId::new("none")?)
+        .await?
+        .is_empty());
+    Ok(())
+}
+
 pub async fn a_settled_run_cannot_run_again(s: Subject) -> TestResult {
     s.saver
         .put_run(run("r", "t", RunStatus::Pending, 1))
