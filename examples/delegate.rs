@@ -13,7 +13,6 @@ use futures::future::BoxFuture;
 use serde_json::json;
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::subagent::{DelegationReport, SubagentSpec, Subagents};
-use stategraph_nodes::subagent_tools::{DelegationLog, MultiTaskTool, TaskTool};
 use stategraph_nodes::{ModelError, ModelRequest, ModelResponse};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -159,8 +158,6 @@ pub(crate) async fn delegate() -> Result<(String, Vec<DelegationReport>), Error>
     for tool in builtins() {
         subagents = subagents.builtin(tool);
     }
-    let subagents = Arc::new(subagents);
-    let log = DelegationLog::new();
     let lead_model = ScriptedModel::new("lead-model", lead_script());
     let journal = FnTool::new(
         ToolSpec::new("journal", "The lead's journal", ToolSource::Config),
@@ -169,8 +166,8 @@ pub(crate) async fn delegate() -> Result<(String, Vec<DelegationReport>), Error>
     let lead = AgentBuilder::new(lead_model.clone())
         .system_prompt("You lead a small research team.")
         .tool(journal)
-        .tool(TaskTool::new(Arc::clone(&subagents), log.clone()))
-        .tool(MultiTaskTool::new(subagents, log.clone()))
+        // `task`, `multi_task`, their log and the per-run delegation limit, in one call.
+        .subagents(subagents)
         .assemble(RunContext::new("delegate-demo", "ana").run("run-1"))
         .await?;
     let out = lead
@@ -178,7 +175,10 @@ pub(crate) async fn delegate() -> Result<(String, Vec<DelegationReport>), Error>
         .await?;
     lead_model.verify()?;
     explorer_model.verify()?;
-    let reports = log.reports();
+    let reports = lead
+        .delegation_log()
+        .map(|log| log.reports())
+        .unwrap_or_default();
     for report in &reports {
         print_report(report);
     }

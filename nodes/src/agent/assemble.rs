@@ -55,6 +55,7 @@ impl AgentBuilder {
             host_bash,
             sandbox,
             make_deferred,
+            delegation_log,
         } = self;
         let trace = CapabilityTrace::new();
         let rules = AdmissionRules {
@@ -109,6 +110,7 @@ impl AgentBuilder {
             catalog,
             deferred,
             max_turns,
+            delegation_log,
         })
     }
 }

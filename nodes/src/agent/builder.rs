@@ -12,6 +12,8 @@ use crate::model::ChatModel;
 use crate::sandbox::{SandboxOptions, SandboxProvider, SandboxRuntime};
 use crate::secret::SecretStore;
 use crate::skill::SkillStore;
+use crate::subagent::Subagents;
+use crate::subagent_tools::{DelegationLog, MultiTaskTool, TaskTool};
 use crate::tool::Tool;
 
 /// Configures an agent; [`AgentBuilder::assemble`] builds it for one run.
@@ -36,6 +38,7 @@ pub struct AgentBuilder {
     pub(super) host_bash: bool,
     pub(super) sandbox: Option<Arc<SandboxRuntime>>,
     pub(super) make_deferred: Option<Arc<dyn MakeDeferredSetup>>,
+    pub(super) delegation_log: Option<DelegationLog>,
 }
 
 impl fmt::Debug for AgentBuilder {
@@ -79,6 +82,7 @@ impl AgentBuilder {
             host_bash: false,
             sandbox: None,
             make_deferred: None,
+            delegation_log: None,
         }
     }
 
@@ -91,6 +95,49 @@ impl AgentBuilder {
     /// Add a tool (its spec's source decides its priority).
     pub fn tool(mut self, tool: impl Tool) -> Self {
         self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Let the agent delegate to `subagents`, wired in one call: the `task` and `multi_task`
+    /// tools over its types, sharing one [`DelegationLog`] (read it with
+    /// [`Agent::delegation_log`](super::Agent::delegation_log)), and the [`DelegationLimit`]
+    /// layer with its per-turn and per-run limits
+    /// ([`Subagents::delegation_limit`]). Register DeerFlow's general-purpose and bash types
+    /// with [`Subagents::builtin_types`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stategraph_nodes::prelude::*;
+    /// use stategraph_nodes::subagent::Subagents;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let child = ScriptedModel::new("child", [AiMessage::text("found it")]);
+    /// let task = ToolCall::new("c1", "task", serde_json::json!({
+    ///     "description": "look", "prompt": "find it", "subagent_type": "general-purpose"}));
+    /// let lead = ScriptedModel::new("lead", [AiMessage::calls([task]), AiMessage::text("done")]);
+    /// let agent = AgentBuilder::new(lead)
+    ///     .subagents(Subagents::new(Arc::new(child)).builtin_types())
+    ///     .assemble(RunContext::default())
+    ///     .await?;
+    /// assert!(agent.tool_names().contains(&"task".to_owned()));
+    /// agent.ask("go").await?;
+    /// let reports = agent.delegation_log().map(|log| log.reports()).unwrap_or_default();
+    /// assert_eq!(reports[0].outcome.result.as_deref(), Some("found it"));
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// [`DelegationLimit`]: crate::subagent::DelegationLimit
+    pub fn subagents(mut self, subagents: Subagents) -> Self {
+        let limit = subagents.delegation_limit.clone();
+        let subagents = Arc::new(subagents);
+        let log = DelegationLog::new();
+        self.tools
+            .push(Arc::new(TaskTool::new(Arc::clone(&subagents), log.clone())));
+        self.tools
+            .push(Arc::new(MultiTaskTool::new(subagents, log.clone())));
+        self.model_layers.push(Arc::new(limit));
+        self.delegation_log = Some(log);
         self
     }
 

@@ -102,6 +102,7 @@ pub struct Agent {
     catalog: Catalog,
     deferred: Option<DeferredSetup>,
     max_turns: usize,
+    delegation_log: Option<crate::subagent_tools::DelegationLog>,
 }
 
 impl fmt::Debug for Agent {
@@ -133,6 +134,12 @@ impl Agent {
     /// The deferred catalog, if the agent has one.
     pub fn deferred(&self) -> Option<&DeferredSetup> {
         self.deferred.as_ref()
+    }
+
+    /// The reports of every delegation the agent's `task` and `multi_task` tools made, when
+    /// they were wired by [`AgentBuilder::subagents`] (`None` otherwise).
+    pub fn delegation_log(&self) -> Option<&crate::subagent_tools::DelegationLog> {
+        self.delegation_log.as_ref()
     }
 
     /// The names of the tools the agent can execute (authorized, plus `tool_search`).

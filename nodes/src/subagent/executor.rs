@@ -138,6 +138,14 @@ impl Subagents {
             ));
             return DelegationReport::early(id, request, outcome);
         };
+        if spec.needs_host_bash && !self.host_bash {
+            let outcome = SubagentOutcome::failed(format!(
+                "Subagent type '{}' is disabled: it runs host shell commands, and this \
+                 runtime does not allow host bash",
+                spec.name
+            ));
+            return DelegationReport::early(id, request, outcome);
+        }
         let permit = match self.limiter.acquire().await {
             Ok(p) => p,
             Err(e) => {

@@ -25,6 +25,7 @@ use crate::sandbox::{SandboxOptions, SandboxProvider};
 use crate::skill::SkillStore;
 use crate::tool::{Tool, ToolSpec};
 
+mod builtin;
 mod capacity;
 mod executor;
 pub mod ledger;
@@ -33,6 +34,9 @@ pub mod root;
 mod spec;
 mod status;
 
+pub use builtin::{
+    BASH, BASH_MAX_TURNS, BASH_TOOLS, BUILTIN_DENIED, GENERAL_PURPOSE, GENERAL_PURPOSE_MAX_TURNS,
+};
 pub use capacity::{
     prior_delegations, CapacityError, DelegationLimit, RunStopReason, SubagentLimiter,
     SubagentPermit, LIMIT_NOTICE,
@@ -46,6 +50,12 @@ pub use spec::{Capabilities, ModelChoice, SubagentSpec, DEFAULT_MAX_TURNS, DEFAU
 pub use status::{
     brief, sha256_hex, StatusCell, StopReason, SubagentOutcome, SubagentStatus, MAX_BRIEF,
 };
+
+/// The `task` calls of one model turn a lead wired with
+/// [`AgentBuilder::subagents`](crate::AgentBuilder::subagents) keeps by default.
+pub const DEFAULT_TASKS_PER_TURN: usize = 3;
+/// The delegations one run of such a lead may make by default.
+pub const DEFAULT_DELEGATIONS_PER_RUN: usize = 6;
 
 /// The runtime environment every subagent of a lead shares (runtime-global), and the
 /// subagent types it may delegate to.
@@ -66,6 +76,7 @@ pub struct Subagents {
     pub(crate) host_bash: bool,
     pub(crate) defer: bool,
     pub(crate) limiter: SubagentLimiter,
+    pub(crate) delegation_limit: DelegationLimit,
     pub(crate) specs: Vec<Arc<SubagentSpec>>,
 }
 
@@ -82,7 +93,9 @@ impl fmt::Debug for Subagents {
 
 impl Subagents {
     /// Subagents running on `model` by default, with no built-in tools, no types, deferral
-    /// on, and the default global limiter (3 concurrent, 60 s wait).
+    /// on, the default global limiter (3 concurrent, 60 s wait), and per run at most
+    /// [`DEFAULT_TASKS_PER_TURN`] `task` calls a turn and [`DEFAULT_DELEGATIONS_PER_RUN`]
+    /// delegations (applied by [`AgentBuilder::subagents`](crate::AgentBuilder::subagents)).
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
         Subagents {
             model,
@@ -94,8 +107,27 @@ impl Subagents {
             host_bash: false,
             defer: true,
             limiter: SubagentLimiter::default(),
+            delegation_limit: DelegationLimit::new(
+                DEFAULT_TASKS_PER_TURN,
+                DEFAULT_DELEGATIONS_PER_RUN,
+            ),
             specs: Vec::new(),
         }
+    }
+
+    /// Register the built-in types: [`SubagentSpec::general_purpose`] and
+    /// [`SubagentSpec::bash`].
+    pub fn builtin_types(self) -> Self {
+        self.register(SubagentSpec::general_purpose())
+            .register(SubagentSpec::bash())
+    }
+
+    /// At most `per_turn` `task` calls per model turn and `total` delegations per run of a
+    /// lead wired with [`AgentBuilder::subagents`](crate::AgentBuilder::subagents) (each at
+    /// least 1).
+    pub fn delegation_limit(mut self, per_turn: usize, total: usize) -> Self {
+        self.delegation_limit = DelegationLimit::new(per_turn, total);
+        self
     }
 
     /// Register a subagent type.

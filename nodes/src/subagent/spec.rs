@@ -96,6 +96,9 @@ pub struct SubagentSpec {
     pub capabilities: Capabilities,
     /// An exploring agent keeps only read-only tools and the shell.
     pub exploring: bool,
+    /// The type runs host shell commands: a delegation to it fails unless the runtime allows
+    /// host bash ([`Subagents::allow_host_bash`](super::Subagents::allow_host_bash)).
+    pub needs_host_bash: bool,
 }
 
 impl SubagentSpec {
@@ -115,6 +118,7 @@ impl SubagentSpec {
             timeout: DEFAULT_TIMEOUT,
             capabilities: Capabilities::default(),
             exploring: false,
+            needs_host_bash: false,
         }
     }
 

@@ -7,3 +7,4 @@ mod isolation;
 mod status;
 mod support;
 mod trace;
+mod wiring;
