@@ -205,6 +205,27 @@ impl<S: State> Command<S> {
         self.update.as_ref()
     }
 
+    /// The command this one carries for the enclosing graph ([`Command::to_parent`]), if that
+    /// graph's state is `P`.
+    ///
+    /// ```
+    /// use stategraph::{Command, State};
+    ///
+    /// #[derive(State, Clone, Default, Debug)]
+    /// struct Outer { n: i64 }
+    /// #[derive(State, Clone, Default, Debug)]
+    /// struct Inner { m: i64 }
+    ///
+    /// let cmd = Command::<Inner>::to_parent(Command::<Outer>::new().update(Outer::update().n(1)));
+    /// assert_eq!(cmd.parent_ref::<Outer>().and_then(|c| c.update_ref()).and_then(|u| u.n), Some(1));
+    /// assert!(cmd.parent_ref::<Inner>().is_none());
+    /// ```
+    pub fn parent_ref<P: State>(&self) -> Option<&Command<P>> {
+        self.parent
+            .as_ref()
+            .and_then(|p| p.command.downcast_ref::<Command<P>>())
+    }
+
     /// The routing targets.
     pub fn gotos(&self) -> &[Goto] {
         &self.goto

@@ -60,7 +60,7 @@ pub use node::{CancelToken, Node, NodeContext, NodeOptions, RetryPolicy};
 pub use run::{Durability, Input, RunConfig, RunOutcome, StateSnapshot, DEFAULT_RECURSION_LIMIT};
 pub use state::{Field, State};
 pub use stream::RunStream;
-pub use subgraph::Checkpointing;
+pub use subgraph::{Checkpointing, ChildEnd};
 
 pub use stategraph_checkpoints as checkpoints;
 pub use stategraph_derive::State;

@@ -177,6 +177,68 @@ impl<C: State> CompiledGraph<C> {
     }
 }
 
+/// How a graph run inside a task ended ([`CompiledGraph::run_in_task_or_parent`]).
+pub enum ChildEnd<C: State, P: State> {
+    /// It finished, or paused on interrupts (see [`RunOutcome::is_interrupted`]).
+    Done(RunOutcome<C>),
+    /// A step of it sent commands to the graph enclosing the task's node
+    /// ([`Command::to_parent`]), one per task that sent one, in task order: the child's run
+    /// ends there, and the node returns them as its own.
+    ToParent(Vec<Command<P>>),
+}
+
+impl<C: State, P: State> std::fmt::Debug for ChildEnd<C, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChildEnd::Done(outcome) => f
+                .debug_struct("Done")
+                .field("interrupted", &outcome.is_interrupted())
+                .finish_non_exhaustive(),
+            ChildEnd::ToParent(cmds) => f.debug_tuple("ToParent").field(&cmds.len()).finish(),
+        }
+    }
+}
+
+impl<C: State> CompiledGraph<C> {
+    /// [`CompiledGraph::run_in_task`] for a node over `P` that applies what the child sends
+    /// to its parent graph: a child step whose tasks return [`Command::to_parent`] ends the
+    /// child's run with those commands ([`ChildEnd::ToParent`]), for the node to return.
+    ///
+    /// # Errors
+    /// As [`CompiledGraph::run_in_task`]; [`RunError::ParentCommand`] when a command is for a
+    /// state other than `P`.
+    pub async fn run_in_task_or_parent<P: State>(
+        &self,
+        ctx: &NodeContext,
+        mode: Checkpointing,
+        input: impl FnOnce() -> C::Update,
+    ) -> Result<ChildEnd<C, P>, RunError> {
+        match run_child(self, mode, ctx, || Ok(input())).await? {
+            GraphLevelEnd::Done(outcome) => Ok(ChildEnd::Done(outcome)),
+            GraphLevelEnd::ToParent(cmds) => cmds
+                .into_iter()
+                .map(|pc| downcast_parent::<P>(pc, ctx.node()))
+                .collect::<Result<Vec<_>, _>>()
+                .map(ChildEnd::ToParent),
+        }
+    }
+}
+
+/// A command for the parent graph, as the parent's `Command<S>`.
+fn downcast_parent<S: State>(pc: ParentCommand, node: &str) -> Result<Command<S>, RunError> {
+    let type_name = pc.type_name;
+    pc.command
+        .downcast::<Command<S>>()
+        .map(|cmd| *cmd)
+        .map_err(|_| RunError::ParentCommand {
+            node: node.to_owned(),
+            reason: format!(
+                "its command is for state {type_name}, and the parent's state is {}",
+                std::any::type_name::<S>()
+            ),
+        })
+}
+
 /// Where the child graph of the task `ctx` checkpoints under `mode`.
 fn child_level(mode: Checkpointing, ctx: &NodeContext) -> GraphLevel {
     let parent = &ctx.inner.scope;
@@ -263,23 +325,12 @@ fn parent_output<S: State>(
 ) -> Result<TaskOutput<S>, RunError> {
     let mut out = TaskOutput::default();
     for pc in cmds {
-        let type_name = pc.type_name;
-        let cmd = pc
-            .command
-            .downcast::<Command<S>>()
-            .map_err(|_| RunError::ParentCommand {
-                node: node.to_owned(),
-                reason: format!(
-                    "its command is for state {type_name}, and the parent's state is {}",
-                    std::any::type_name::<S>()
-                ),
-            })?;
         let Command {
             update,
             goto,
             parent,
             ..
-        } = *cmd;
+        } = downcast_parent::<S>(pc, node)?;
         out.updates.extend(update);
         out.goto.extend(goto);
         out.parents.extend(parent);
