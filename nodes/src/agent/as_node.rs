@@ -5,8 +5,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use stategraph::checkpoints::RunId;
 use stategraph::{
-    BoxError, Checkpointing, Command, CompiledGraph, Interrupted, Node, NodeContext, RunConfig,
-    RunError, State,
+    BoxError, Checkpointing, ChildEnd, Command, CompiledGraph, Interrupted, Node, NodeContext,
+    RunConfig, RunError, State,
 };
 
 use super::node::AgentCore;
@@ -72,6 +72,10 @@ impl Agent {
     /// - **One at a time**, sandbox release and the delivery check as for `invoke`; a delivery
     ///   failure fails the node with the [`AgentRunError`]. Cancelling the parent cancels the
     ///   agent.
+    /// - **Hand-off**: a tool returning [`Command::to_parent`] (a command over `P`) ends the
+    ///   agent's run there, settled as a success whose delivery counts the artifacts that
+    ///   command carries; the node returns it, so the parent applies it. Two such calls in one
+    ///   step fail the node ([`RunError::ParentCommand`]).
     ///
     /// ```
     /// use std::sync::Arc;
@@ -133,9 +137,17 @@ impl<P: State> Node<P> for AgentNode<P> {
             }
             let run = RunId::new(format!("run-{}", ctx.task_id()))?;
             let scope = RunScope::begin_as(&core, None, &config, Some(run)).await?;
-            let result = graph
-                .run_in_task(&ctx, Checkpointing::Inherit, || input(&state))
-                .await;
+            let result = match graph
+                .run_in_task_or_parent::<P>(&ctx, Checkpointing::Inherit, || input(&state))
+                .await
+            {
+                Ok(ChildEnd::ToParent(commands)) => {
+                    scope.finish_handed().await?;
+                    return one_command(commands, ctx.node());
+                }
+                Ok(ChildEnd::Done(outcome)) => Ok(outcome),
+                Err(e) => Err(e),
+            };
             match scope.finish(result).await {
                 Ok(outcome) if !outcome.interrupts.is_empty() => Err(Box::new(Interrupted {
                     interrupts: outcome.interrupts,
@@ -153,5 +165,22 @@ impl<P: State> Node<P> for AgentNode<P> {
                 Err(e) => Err(Box::new(e) as BoxError),
             }
         })
+    }
+}
+
+/// The one command a tool of the agent handed to the enclosing graph, as the node's own.
+fn one_command<P: State>(
+    mut commands: Vec<Command<P>>,
+    node: &str,
+) -> Result<Command<P>, BoxError> {
+    match commands.len() {
+        1 => commands.pop().ok_or_else(|| "no command".into()),
+        n => Err(Box::new(RunError::ParentCommand {
+            node: node.to_owned(),
+            reason: format!(
+                "{n} tool calls of the agent sent commands to the parent graph in one step; \
+                 an agent node returns one"
+            ),
+        })),
     }
 }

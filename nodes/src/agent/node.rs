@@ -264,11 +264,21 @@ impl AgentCore {
             .is_some_and(|t| t.spec().read_only)
     }
 
-    /// Records the artifacts a tool call's command adds, for run settlement.
+    /// Records the artifacts a tool call's command adds, for run settlement: those of its own
+    /// update and of every command it carries for an enclosing graph over [`ThreadState`]
+    /// ([`Command::to_parent`], at any depth).
     fn note_presented(&self, call: &ToolCall, command: &Command<ThreadState>) {
-        let Some(paths) = command.update_ref().and_then(|u| u.artifacts.as_ref()) else {
+        let mut paths = Vec::new();
+        let mut next = Some(command);
+        while let Some(c) = next {
+            if let Some(artifacts) = c.update_ref().and_then(|u| u.artifacts.as_ref()) {
+                paths.extend(artifacts);
+            }
+            next = c.parent_ref::<ThreadState>();
+        }
+        if paths.is_empty() {
             return;
-        };
+        }
         let mut presented = self.invocation.presented.lock().unpoisoned();
         for path in paths {
             let p = Presented {

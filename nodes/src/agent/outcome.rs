@@ -130,6 +130,16 @@ pub enum AgentRunError {
         /// The finished run, settled as an error.
         outcome: Box<AgentOutcome>,
     },
+    /// A tool handed control to the graph enclosing the agent's node
+    /// ([`Command::to_parent`](stategraph::Command::to_parent)), and the run's delivery
+    /// failed (the command is not applied).
+    #[error("{failure}")]
+    HandedOff {
+        /// Why delivery failed.
+        failure: DeliveryFailure,
+        /// The run's settlement.
+        settlement: Box<Settlement>,
+    },
 }
 
 impl AgentRunError {
@@ -147,6 +157,7 @@ impl AgentRunError {
             AgentRunError::Start(_) => None,
             AgentRunError::Run { settlement, .. } => Some(settlement),
             AgentRunError::Delivery { outcome, .. } => Some(&outcome.settlement),
+            AgentRunError::HandedOff { settlement, .. } => Some(settlement),
         }
     }
 }

@@ -27,6 +27,8 @@ pub const DROPPED_REASON: &str = "the invocation was dropped before it finished"
 enum Ended<'a> {
     Finished(&'a RunOutcome<crate::ThreadState>),
     Failed(&'a RunError),
+    /// A step's tool handed control to the enclosing graph ([`stategraph::Command::to_parent`]).
+    Handed,
     Dropped,
 }
 
@@ -139,6 +141,26 @@ impl RunScope {
     }
 }
 
+impl RunScope {
+    /// Settles a run whose tool handed control to the enclosing graph: a success whose
+    /// delivery is checked as a finished run's is.
+    ///
+    /// # Errors
+    /// [`AgentRunError::HandedOff`] when its delivery failed.
+    pub(super) async fn finish_handed(mut self) -> Result<Settlement, AgentRunError> {
+        let Some(pending) = self.pending.take() else {
+            unreachable!("`begin` sets the pending run; only this consuming call and drop take it")
+        };
+        match pending.settle(Ended::Handed).await {
+            (settlement, None) => Ok(settlement),
+            (settlement, Some(failure)) => Err(AgentRunError::HandedOff {
+                failure,
+                settlement: Box::new(settlement),
+            }),
+        }
+    }
+}
+
 impl Drop for RunScope {
     fn drop(&mut self) {
         let Some(pending) = self.pending.take() else {
@@ -226,7 +248,7 @@ fn invocation_context(
 fn status_of(ended: &Ended<'_>) -> (RunStatus, Option<String>, Option<String>) {
     match ended {
         Ended::Finished(o) if o.is_interrupted() => (RunStatus::Interrupted, None, None),
-        Ended::Finished(_) => (RunStatus::Success, None, None),
+        Ended::Finished(_) | Ended::Handed => (RunStatus::Success, None, None),
         Ended::Dropped => (RunStatus::Cancelled, Some(DROPPED_REASON.to_owned()), None),
         Ended::Failed(e) => {
             let reason = Some(e.to_string());

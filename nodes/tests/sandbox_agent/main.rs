@@ -2,6 +2,7 @@
 //! and `present_files`, run through real agents over a local provider.
 
 mod file_tools;
+mod handed;
 mod left_running;
 mod lifecycle;
 mod present_files;
