@@ -12,7 +12,7 @@ use stategraph_checkpoints::{
 };
 
 use super::compare::{first_odd_node, DivergenceKind, WriteOrder};
-use super::{not_found, Divergence, ReplayReport, SaverRef, RESUMED_KEY};
+use super::{not_found, Divergence, ReplayReport, SaverRef, RESUMED_KEY, RUN_INTERRUPTS_KEY};
 use crate::diff::{diff_states, StateDiff};
 use crate::run::{input_task, is_static_interrupt, INPUT_NODE};
 use crate::state::Field;
@@ -318,6 +318,7 @@ impl<'a, S: State> Replay<'a, S> {
             .last()
             .map_or(i64::MAX, |c| c.step);
         let resumed = rest.first().and_then(|r| r.metadata.get(RESUMED_KEY));
+        let pauses = RunPauses::of(rest.first());
         let mut answers = Answers::of(resumed);
         if let Some(resumed) = resumed {
             self.give_command(head, resumed).await?;
@@ -327,7 +328,7 @@ impl<'a, S: State> Replay<'a, S> {
             if matches!(input, Input::Command(_)) {
                 report.answers_given += 1;
             }
-            let failed = self.run_once(input, until).await?;
+            let failed = self.run_once(input, until, &pauses).await?;
             let produced = self.produced_after(head).await?;
             if failed.is_none() && produced.is_empty() && !answers.is_empty() {
                 input = self.next_input(&mut answers).await?;
@@ -339,12 +340,19 @@ impl<'a, S: State> Replay<'a, S> {
         }
     }
 
-    /// One run on the scratch thread, bounded to step `until`, noting what each step wrote;
-    /// the failure the replayed code caused, if it failed.
-    async fn run_once(&mut self, input: Input<S>, until: i64) -> Result<Option<Failure>, RunError> {
+    /// One run on the scratch thread, bounded to step `until`, pausing as the recorded run
+    /// did, noting what each step wrote; the failure the replayed code caused, if it failed.
+    async fn run_once(
+        &mut self,
+        input: Input<S>,
+        until: i64,
+        pauses: &RunPauses,
+    ) -> Result<Option<Failure>, RunError> {
         let mut config = RunConfig::new()
             .thread(self.scratch.as_str())
-            .durability(Durability::Sync);
+            .durability(Durability::Sync)
+            .interrupt_before(pauses.before.iter().cloned())
+            .interrupt_after(pauses.after.iter().cloned());
         config.until_step = Some(until);
         let mut stream = self.graph.stream(input, &config, StreamMode::updates());
         while let Some(event) = stream.next().await {
@@ -425,6 +433,34 @@ impl<'a, S: State> Replay<'a, S> {
             return Ok(Some(divergence(kind, None, StateDiff::default())));
         }
         Ok(None)
+    }
+}
+
+/// A recorded run's own static interrupts (see [`RUN_INTERRUPTS_KEY`]).
+#[derive(Debug, Default)]
+struct RunPauses {
+    before: Vec<String>,
+    after: Vec<String>,
+}
+
+impl RunPauses {
+    /// The interrupts the run that made `first` was given; none if it records none (a
+    /// checkpoint stored before they were recorded, or an entry not of that form).
+    fn of(first: Option<&Checkpoint>) -> Self {
+        let entry = first.and_then(|c| c.metadata.get(RUN_INTERRUPTS_KEY));
+        let names = |side: &str| -> Vec<String> {
+            entry
+                .and_then(|e| e.get(side))
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect()
+        };
+        RunPauses {
+            before: names("before"),
+            after: names("after"),
+        }
     }
 }
 

@@ -13,7 +13,10 @@
 //!   what it left to run;
 //! - a step that was resumed is given the recorded answers: each task's resume values and
 //!   the resuming command's update, which every resumed step records in its checkpoint's
-//!   metadata under [`RESUMED_KEY`].
+//!   metadata under [`RESUMED_KEY`];
+//! - each run pauses where the recorded run paused: a run's own static interrupts are
+//!   recorded with its checkpoints under [`RUN_INTERRUPTS_KEY`] and given to the replayed
+//!   run again.
 //!
 //! Each replayed checkpoint is compared with its recorded twin: the state, the pending
 //! interrupts, and what runs next. Model calls are node code like any other; a node that
@@ -36,6 +39,15 @@ use drive::{branch_path, scratch_thread, Replay};
 /// in order, under the id of its interrupts; no `id` in entries recorded before it was)
 /// and, if the resuming command carried an update or routing, `command` (its stored form).
 pub const RESUMED_KEY: &str = "resumed";
+
+/// The metadata key under which every checkpoint of a run given its own static interrupts
+/// ([`RunConfig::interrupt_before`](crate::RunConfig::interrupt_before) and
+/// [`RunConfig::interrupt_after`](crate::RunConfig::interrupt_after)) records them:
+/// `{"before": [...], "after": [...]}`, node names. A replay runs each recorded run with the
+/// interrupts its first checkpoint records, so it pauses where that run paused; a checkpoint
+/// without the key (a run without its own interrupts, or one stored before the key existed)
+/// replays with the graph's compiled interrupts only.
+pub const RUN_INTERRUPTS_KEY: &str = "run_interrupts";
 
 /// Where a replay first differed from the recorded branch.
 #[derive(Debug, Clone, PartialEq)]

@@ -21,6 +21,7 @@ use crate::command::ParentCommand;
 use crate::event::{EventSink, StreamMode};
 use crate::graph::CompiledGraph;
 use crate::node::{CancelToken, ResumeInput};
+use crate::replay::RUN_INTERRUPTS_KEY;
 use crate::stream::RunStream;
 use crate::{Command, Interrupt, RunError, State};
 
@@ -153,6 +154,22 @@ pub(crate) enum GraphLevelEnd<S: State> {
     ToParent(Vec<ParentCommand>),
 }
 
+/// The metadata every checkpoint of a run configured by `config` records: the config's own,
+/// and the run's static interrupts if it has any (see [`RUN_INTERRUPTS_KEY`]).
+fn recorded_metadata(config: &RunConfig) -> BTreeMap<String, serde_json::Value> {
+    let mut metadata = config.metadata.clone();
+    if !config.interrupt_before.is_empty() || !config.interrupt_after.is_empty() {
+        metadata.insert(
+            RUN_INTERRUPTS_KEY.to_owned(),
+            serde_json::json!({
+                "before": config.interrupt_before,
+                "after": config.interrupt_after,
+            }),
+        );
+    }
+    metadata
+}
+
 impl<S: State> CompiledGraph<S> {
     /// The run-wide context of a run configured by `config`.
     fn shared(
@@ -168,7 +185,7 @@ impl<S: State> CompiledGraph<S> {
             thread: config.thread_id()?,
             durability: config.durability,
             recursion_limit: config.recursion_limit,
-            metadata: config.metadata.clone(),
+            metadata: recorded_metadata(config),
             interrupt_before: config.interrupt_before.clone(),
             interrupt_after: config.interrupt_after.clone(),
             until_step: config.until_step,
