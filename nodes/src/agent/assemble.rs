@@ -19,6 +19,7 @@ use crate::tool::{Tool, ToolSource, ToolSpec};
 use crate::trace::{CapabilityTrace, Stage};
 
 use super::admission::AdmissionRules;
+use super::batches::TurnPlans;
 use super::graph::build_graph;
 use super::node::{AgentCore, Invocation};
 use super::{Agent, AgentBuilder, AgentError};
@@ -102,6 +103,7 @@ impl AgentBuilder {
             sandbox,
             max_turns,
             invocation: Invocation::default(),
+            plans: TurnPlans::default(),
         });
         let graph = build_graph(&core)?;
         Ok(Agent {

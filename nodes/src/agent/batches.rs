@@ -5,6 +5,12 @@
 //! still refused. A call that changes something therefore never overlaps another call of its
 //! turn, and sees the effects of every call the model listed before it.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use stategraph::checkpoints::sync::Unpoisoned;
+use stategraph::List;
+
 use crate::deferred::TOOL_SEARCH;
 use crate::message::{Message, ToolCall};
 use crate::state::ThreadState;
@@ -41,33 +47,121 @@ pub(super) enum AfterCall {
     Model,
 }
 
-/// What follows the call `id` of the last AI message in `state` that made it.
+/// What follows the call `id` of the last AI message in `state` that made it, planned from
+/// the state alone (O(calls)).
+#[cfg(test)]
 pub(super) fn after_call(
     state: &ThreadState,
     id: &str,
     read_only: impl Fn(&ToolCall) -> bool,
 ) -> AfterCall {
-    let turn = state.messages.iter().rev().find_map(|m| match m {
-        Message::Ai(ai) => ai
-            .tool_calls
-            .iter()
-            .position(|c| c.id == id)
-            .map(|i| (&ai.tool_calls, i)),
-        _ => None,
-    });
-    let Some((calls, index)) = turn else {
-        return AfterCall::Model;
-    };
-    let batches = batches(calls, read_only);
-    let Some(at) = batches.iter().position(|b| b.contains(&index)) else {
-        return AfterCall::Model;
-    };
-    if batches[at].last() != Some(&index) {
-        return AfterCall::Nothing;
+    TurnPlan::of(state, id, read_only).map_or(AfterCall::Model, |plan| plan.after(id))
+}
+
+/// One turn's batches, planned once from its AI message: for each call id, its batch and
+/// whether it ends it (an O(1) lookup), and the calls of each batch.
+struct TurnPlan {
+    /// The thread's messages when planned. A clone shares their storage, so it keeps the AI
+    /// message where it was: a state whose message at `at` is at the same address holds that
+    /// very message.
+    messages: List<Message>,
+    /// The AI message's position in `messages`.
+    at: usize,
+    /// Call id → (its batch, whether it is the batch's last call); for an id the message
+    /// repeats, its first call.
+    by_id: HashMap<String, (usize, bool)>,
+    /// The calls of each batch, in the order they run.
+    batches: Vec<Vec<ToolCall>>,
+}
+
+impl TurnPlan {
+    /// The plan of the last AI message in `state` with a call `id` (`None` if none has one).
+    fn of(state: &ThreadState, id: &str, read_only: impl Fn(&ToolCall) -> bool) -> Option<Self> {
+        let messages = &state.messages;
+        let (at, ai) = (0..messages.len())
+            .rev()
+            .find_map(|i| match messages.get(i) {
+                Some(Message::Ai(ai)) if ai.tool_calls.iter().any(|c| c.id == id) => Some((i, ai)),
+                _ => None,
+            })?;
+        let calls = &ai.tool_calls;
+        let order = batches(calls, read_only);
+        let mut place = vec![(0, false); calls.len()];
+        for (b, batch) in order.iter().enumerate() {
+            for (k, &i) in batch.iter().enumerate() {
+                place[i] = (b, k + 1 == batch.len());
+            }
+        }
+        let mut by_id = HashMap::with_capacity(calls.len());
+        for (call, p) in calls.iter().zip(place) {
+            by_id.entry(call.id.clone()).or_insert(p);
+        }
+        Some(TurnPlan {
+            messages: messages.clone(),
+            at,
+            by_id,
+            batches: order
+                .into_iter()
+                .map(|b| b.into_iter().map(|i| calls[i].clone()).collect())
+                .collect(),
+        })
     }
-    match batches.get(at + 1) {
-        Some(next) => AfterCall::Next(next.iter().map(|&i| calls[i].clone()).collect()),
-        None => AfterCall::Model,
+
+    /// Whether this is the plan of call `id` in `state`: the call is planned here and the
+    /// state holds the very AI message planned (not a copy, nor another at that position).
+    fn covers(&self, state: &ThreadState, id: &str) -> bool {
+        self.by_id.contains_key(id)
+            && matches!(
+                (state.messages.get(self.at), self.messages.get(self.at)),
+                (Some(a), Some(b)) if std::ptr::eq(a, b)
+            )
+    }
+
+    /// What follows call `id` (O(1), plus the next batch's calls).
+    fn after(&self, id: &str) -> AfterCall {
+        match self.by_id.get(id) {
+            None => AfterCall::Model,
+            Some((_, false)) => AfterCall::Nothing,
+            Some((b, true)) => match self.batches.get(b + 1) {
+                Some(next) => AfterCall::Next(next.clone()),
+                None => AfterCall::Model,
+            },
+        }
+    }
+}
+
+/// The plan of the turn in progress, kept between its tool calls: each call of a turn looks
+/// up what follows it in O(1) instead of planning the turn again, so a turn of n calls costs
+/// O(n). The plan is made by the first call that finds none for its state — after a resume
+/// from a checkpoint, too, when nothing was kept — from the state alone.
+#[derive(Default)]
+pub(super) struct TurnPlans {
+    current: Mutex<Option<Arc<TurnPlan>>>,
+}
+
+impl TurnPlans {
+    /// What follows the call `id` of the last AI message in `state` that made it.
+    pub(super) fn after_call(
+        &self,
+        state: &ThreadState,
+        id: &str,
+        read_only: impl Fn(&ToolCall) -> bool,
+    ) -> AfterCall {
+        let kept = self.current.lock().unpoisoned().clone();
+        if let Some(plan) = kept.filter(|p| p.covers(state, id)) {
+            return plan.after(id);
+        }
+        let Some(plan) = TurnPlan::of(state, id, read_only) else {
+            return AfterCall::Model;
+        };
+        let after = plan.after(id);
+        *self.current.lock().unpoisoned() = Some(Arc::new(plan));
+        after
+    }
+
+    /// Drop the kept plan (and the messages it holds).
+    pub(super) fn clear(&self) {
+        *self.current.lock().unpoisoned() = None;
     }
 }
 
@@ -122,5 +216,72 @@ mod tests {
         );
         assert_eq!(after_call(&state, "c2", reads), AfterCall::Model);
         assert_eq!(after_call(&state, "elsewhere", reads), AfterCall::Model);
+    }
+
+    /// A state whose last message is an AI message making `c`.
+    fn turn(c: &[ToolCall]) -> ThreadState {
+        ThreadState {
+            messages: vec![
+                Message::human("go"),
+                Message::Ai(AiMessage::calls(c.to_vec())),
+            ]
+            .into(),
+            ..ThreadState::default()
+        }
+    }
+
+    #[test]
+    fn every_call_of_a_turn_reuses_its_plan_so_a_turn_of_n_calls_asks_o_n_questions() {
+        let n = 200;
+        let c = calls(&vec!["read"; n]);
+        let state = turn(&c);
+        let asked = std::cell::Cell::new(0usize);
+        let counting = |call: &ToolCall| {
+            asked.set(asked.get() + 1);
+            reads(call)
+        };
+        let plans = TurnPlans::default();
+        for call in &c[..n - 1] {
+            assert_eq!(
+                plans.after_call(&state, &call.id, counting),
+                AfterCall::Nothing
+            );
+        }
+        assert_eq!(
+            plans.after_call(&state, &c[n - 1].id, counting),
+            AfterCall::Model
+        );
+        // Planned once: one question per call, not one per call per call.
+        assert_eq!(asked.get(), n);
+    }
+
+    #[test]
+    fn a_kept_plan_is_not_used_for_another_state_and_a_resumed_state_is_planned_again() {
+        let plans = TurnPlans::default();
+        let first = calls(&["read", "write"]);
+        let state = turn(&first);
+        assert_eq!(
+            plans.after_call(&state, "c0", reads),
+            AfterCall::Next(vec![first[1].clone()])
+        );
+        // Another branch: an AI message at the same position, with calls of the same ids.
+        let other = calls(&["write", "write"]);
+        assert_eq!(
+            plans.after_call(&turn(&other), "c0", reads),
+            AfterCall::Next(vec![other[1].clone()])
+        );
+        // The same turn decoded from a checkpoint (a copy, nothing of it kept): the same
+        // answers, planned from the state.
+        let resumed: ThreadState =
+            serde_json::from_value(serde_json::to_value(&state).unwrap()).unwrap();
+        assert_eq!(
+            plans.after_call(&resumed, "c0", reads),
+            AfterCall::Next(vec![first[1].clone()])
+        );
+        assert_eq!(plans.after_call(&resumed, "c1", reads), AfterCall::Model);
+        // A later state of the same thread still holds the planned message: the plan serves.
+        let mut later = resumed.clone();
+        later.messages.push(Message::human("more"));
+        assert_eq!(plans.after_call(&later, "c1", reads), AfterCall::Model);
     }
 }

@@ -23,7 +23,7 @@ use crate::subagent::ledger::Unanswered;
 use crate::tool::{ToolContext, ToolOutput};
 use crate::trace::{CapabilityTrace, Stage, TraceEntry, Verdict};
 
-use super::batches::{after_call, batches, AfterCall};
+use super::batches::{batches, AfterCall, TurnPlans};
 use super::{AFTER_AGENT_NODE, MODEL_NODE, TOOL_NODE};
 
 /// What the agent's nodes share.
@@ -44,6 +44,8 @@ pub(super) struct AgentCore {
     pub(super) max_turns: usize,
     /// What the invocation in progress keeps beside the graph.
     pub(super) invocation: Invocation,
+    /// The plan of the turn whose tool calls are running.
+    pub(super) plans: TurnPlans,
 }
 
 /// What an agent keeps about its invocation in progress (one at a time).
@@ -201,7 +203,10 @@ impl AgentCore {
             ToolOutput::Command(c) => c,
         };
         Ok(
-            match after_call(&state, &call.id, |c| self.is_read_only(c)) {
+            match self
+                .plans
+                .after_call(&state, &call.id, |c| self.is_read_only(c))
+            {
                 AfterCall::Nothing => command,
                 AfterCall::Model => command.goto(MODEL_NODE),
                 AfterCall::Next(calls) => {
@@ -254,6 +259,7 @@ impl AgentCore {
     /// Ends the invocation: its stop reason, if a guard stamped one.
     pub(super) fn end_invocation(&self) -> Option<String> {
         *self.invocation.context.lock().unpoisoned() = None;
+        self.plans.clear();
         self.invocation.stop.lock().unpoisoned().get()
     }
 

@@ -237,6 +237,9 @@ impl ToolInner {
             unanswered: None,
         };
         let invocation = ToolInvocation::new(call.clone(), cx, task.trace.clone());
+        // This call's entries come after this point: the task's earlier calls are not read
+        // again (a task of n calls reads O(n) entries, not O(n²)).
+        let before = task.trace.len();
         let output = ToolNext::new(&self.layers, &self.tools)
             .run(invocation)
             .await?;
@@ -244,7 +247,9 @@ impl ToolInner {
             |e: &TraceEntry| e.call_id.as_deref() == Some(call.id.as_str()) && e.tool == call.name;
         let ran = !task
             .trace
-            .entries_since(0, |e| own(e) && e.stage == Stage::Executed && e.passed())
+            .entries_since(before, |e| {
+                own(e) && e.stage == Stage::Executed && e.passed()
+            })
             .is_empty();
         if ran {
             let verdict = match output.message() {
