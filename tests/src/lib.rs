@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use stategraph_checkpoints::sync::Unpoisoned;
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, ListOptions, LoadedCheckpoint,
-    MemorySaver, Namespace, PendingWrite, PutCheckpoint, Retention, RunId, RunRecord, Saver,
-    ThreadId, ThreadInfo,
+    Checkpoint, CheckpointError, CheckpointId, DeliveryReceipt, Head, ListOptions,
+    LoadedCheckpoint, MemorySaver, Namespace, PendingWrite, PutCheckpoint, Retention, RunId,
+    RunRecord, Saver, StepChanges, ThreadId, ThreadInfo,
 };
 
 /// One recorded `put_writes` call: namespace, checkpoint, writes.
@@ -44,6 +44,8 @@ pub struct RecordingSaver {
     pub fail_receipts: Arc<AtomicUsize>,
     /// Every run and receipt write that reached the target, in order.
     pub run_log: Arc<Mutex<Vec<RunCall>>>,
+    /// `get` calls so far: each loads a whole checkpoint.
+    pub gets: Arc<AtomicUsize>,
 }
 
 /// A run or receipt write a [`RecordingSaver`] passed on.
@@ -79,6 +81,7 @@ impl Default for RecordingSaver {
             fail_puts_from: None,
             fail_receipts: Arc::default(),
             run_log: Arc::default(),
+            gets: Arc::default(),
         }
     }
 }
@@ -242,7 +245,43 @@ impl Saver for RecordingSaver {
         ns: &'a Namespace,
         id: Option<CheckpointId>,
     ) -> BoxFuture<'a, Result<Option<LoadedCheckpoint>, CheckpointError>> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
         self.target.get(thread, ns, id)
+    }
+
+    fn changes<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        id: CheckpointId,
+    ) -> BoxFuture<'a, Result<StepChanges, CheckpointError>> {
+        self.target.changes(thread, ns, id)
+    }
+
+    fn changes_many<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+        ids: Vec<CheckpointId>,
+    ) -> BoxFuture<'a, Result<Vec<StepChanges>, CheckpointError>> {
+        self.target.changes_many(thread, ns, ids)
+    }
+
+    fn head<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        ns: &'a Namespace,
+    ) -> BoxFuture<'a, Result<Option<Head>, CheckpointError>> {
+        self.target.head(thread, ns)
+    }
+
+    fn copy_branch<'a>(
+        &'a self,
+        from: &'a ThreadId,
+        to: &'a ThreadId,
+        head: CheckpointId,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.target.copy_branch(from, to, head)
     }
 
     fn list<'a>(

@@ -7,8 +7,8 @@ use futures::StreamExt;
 use stategraph_checkpoints::fork::ForkPlan;
 use stategraph_checkpoints::tree::BranchTree;
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointId, FieldWrite, ListOptions, Namespace, PendingWrite, PutCheckpoint,
-    Source, ThreadId, WriteKind,
+    Checkpoint, CheckpointId, FieldPart, FieldWrite, ListOptions, Namespace, PendingWrite,
+    PutCheckpoint, Source, StepChanges, ThreadId, WriteKind,
 };
 
 use super::compare::{first_odd_node, DivergenceKind, WriteOrder};
@@ -97,6 +97,9 @@ pub(super) struct Replay<'a, S: State> {
     thread: ThreadId,
     scratch: ThreadId,
     written: WriteOrder,
+    /// The last pair of checkpoints (recorded, replayed) found equal: their states, pending
+    /// interrupts and next nodes agree.
+    equal_at: Option<(CheckpointId, CheckpointId)>,
 }
 
 impl<'a, S: State> Replay<'a, S> {
@@ -112,6 +115,7 @@ impl<'a, S: State> Replay<'a, S> {
             thread,
             scratch,
             written: WriteOrder::default(),
+            equal_at: None,
         }
     }
 
@@ -130,6 +134,8 @@ impl<'a, S: State> Replay<'a, S> {
             divergence: None,
         };
         let head = self.start_branch(from).await?;
+        // The replay starts from a plain fork of `from`: the same state, nothing pending.
+        self.equal_at = Some((from, head));
         report.divergence = self.walk(head, recorded, &mut report).await?;
         Ok(report)
     }
@@ -382,7 +388,59 @@ impl<'a, S: State> Replay<'a, S> {
 
     /// How replayed checkpoint `p` differs from recorded checkpoint `r`, if it does: the
     /// state first, then the interrupts pending there, then what runs next.
+    ///
+    /// When the pair before was found equal and both checkpoints follow it, only what the two
+    /// steps changed is read and compared (O(changed), not O(state)): the same stored changes
+    /// applied to equal states give equal states. Otherwise — or when the changes differ,
+    /// which may still give equal values — both states are loaded and compared whole.
     async fn compare(
+        &mut self,
+        r: &Checkpoint,
+        p: &Checkpoint,
+    ) -> Result<Option<Divergence>, RunError> {
+        let follows = self
+            .equal_at
+            .is_some_and(|(a, b)| r.parent == Some(a) && p.parent == Some(b));
+        let found = match follows {
+            true => self.compare_changes(r, p).await?,
+            false => None,
+        };
+        let found = match found {
+            Some(found) => found,
+            None => self.compare_whole(r, p).await?,
+        };
+        self.equal_at = match found {
+            None => Some((r.id, p.id)),
+            Some(_) => None,
+        };
+        Ok(found)
+    }
+
+    /// [`Replay::compare`] from what the two steps changed: `None` if their changes differ
+    /// (the states must be compared whole), else the divergence in what is pending or runs
+    /// next, if any.
+    async fn compare_changes(
+        &self,
+        r: &Checkpoint,
+        p: &Checkpoint,
+    ) -> Result<Option<Option<Divergence>>, RunError> {
+        let root = Namespace::root();
+        let rc = self.saver.changes(&self.thread, &root, r.id).await?;
+        let pc = self.saver.changes(&self.scratch, &root, p.id).await?;
+        let fields = |c: &StepChanges| -> BTreeMap<String, Vec<FieldPart>> {
+            c.fields.iter().cloned().collect()
+        };
+        if fields(&rc) != fields(&pc) {
+            return Ok(None);
+        }
+        let graph = self.graph;
+        let (rn, ri) = graph.next_and_interrupts(r, &rc.pending, &Some(self.thread.clone()))?;
+        let (pn, pi) = graph.next_and_interrupts(p, &pc.pending, &Some(self.scratch.clone()))?;
+        Ok(Some(control_divergence(r, p, (&ri, rn), (&pi, pn))))
+    }
+
+    /// [`Replay::compare`] on the two states loaded whole.
+    async fn compare_whole(
         &self,
         r: &Checkpoint,
         p: &Checkpoint,
@@ -399,41 +457,65 @@ impl<'a, S: State> Replay<'a, S> {
             .await?
             .ok_or_else(|| not_found(&self.scratch, p.id))?;
         let mut diff = diff_states(&*a.values, &*b.values)?;
-        let divergence = |kind, node, diff| Divergence {
-            step: r.step,
-            node,
-            recorded: Some(r.id),
-            replayed: Some(p.id),
-            kind,
-            diff,
-        };
         if !diff.is_empty() {
             let index = &self.graph.inner.index;
             let rank = |node: &str| index.get(node).copied().unwrap_or(usize::MAX);
             let node = self.written.sort::<S>(p.step, &mut diff, rank);
-            return Ok(Some(divergence(DivergenceKind::State, node, diff)));
+            return Ok(Some(Divergence {
+                step: r.step,
+                node,
+                recorded: Some(r.id),
+                replayed: Some(p.id),
+                kind: DivergenceKind::State,
+                diff,
+            }));
         }
-        let (ra, pa) = (pairs(&a.interrupts), pairs(&b.interrupts));
-        if ra != pa {
-            let node = first_odd_node(&ra, &pa);
-            let kind = DivergenceKind::Interrupts {
-                recorded: ra,
-                replayed: pa,
-            };
-            return Ok(Some(divergence(kind, node, StateDiff::default())));
-        }
-        let (mut rn, mut pn) = (a.next, b.next);
-        rn.sort();
-        pn.sort();
-        if rn != pn {
-            let kind = DivergenceKind::Next {
-                recorded: rn,
-                replayed: pn,
-            };
-            return Ok(Some(divergence(kind, None, StateDiff::default())));
-        }
-        Ok(None)
+        Ok(control_divergence(
+            r,
+            p,
+            (&a.interrupts, a.next),
+            (&b.interrupts, b.next),
+        ))
     }
+}
+
+/// How two checkpoints whose states agree differ in the interrupts pending there, then in
+/// what runs next, if they do: `(interrupts, next)` of the recorded `r`, then of the replayed
+/// `p`.
+fn control_divergence(
+    r: &Checkpoint,
+    p: &Checkpoint,
+    recorded: (&[Interrupt], Vec<String>),
+    replayed: (&[Interrupt], Vec<String>),
+) -> Option<Divergence> {
+    let divergence = |kind, node| Divergence {
+        step: r.step,
+        node,
+        recorded: Some(r.id),
+        replayed: Some(p.id),
+        kind,
+        diff: StateDiff::default(),
+    };
+    let (ra, pa) = (pairs(recorded.0), pairs(replayed.0));
+    if ra != pa {
+        let node = first_odd_node(&ra, &pa);
+        let kind = DivergenceKind::Interrupts {
+            recorded: ra,
+            replayed: pa,
+        };
+        return Some(divergence(kind, node));
+    }
+    let (mut rn, mut pn) = (recorded.1, replayed.1);
+    rn.sort();
+    pn.sort();
+    if rn != pn {
+        let kind = DivergenceKind::Next {
+            recorded: rn,
+            replayed: pn,
+        };
+        return Some(divergence(kind, None));
+    }
+    None
 }
 
 /// A recorded run's own static interrupts (see [`RUN_INTERRUPTS_KEY`]).

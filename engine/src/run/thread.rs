@@ -262,6 +262,31 @@ impl<S: State> CompiledGraph<S> {
         pending: &[PendingWrite],
         thread: &Option<ThreadId>,
     ) -> Result<StateSnapshot<S>, RunError> {
+        let (next, interrupts) = self.next_and_interrupts(&checkpoint, pending, thread)?;
+        let errors = pending
+            .iter()
+            .filter_map(|w| match &w.kind {
+                WriteKind::Error(e) => Some((w.node.clone(), e.clone())),
+                _ => None,
+            })
+            .collect();
+        Ok(StateSnapshot {
+            values,
+            next,
+            checkpoint,
+            interrupts,
+            errors,
+        })
+    }
+
+    /// What runs after `checkpoint` (its header's control record) and the interrupts pending
+    /// there (its pending writes): a snapshot's `next` and `interrupts`, without the state.
+    pub(crate) fn next_and_interrupts(
+        &self,
+        checkpoint: &Checkpoint,
+        pending: &[PendingWrite],
+        thread: &Option<ThreadId>,
+    ) -> Result<(Vec<String>, Vec<Interrupt>), RunError> {
         let control = ControlState::<S>::from_control(&self.inner, &checkpoint.control, thread)?;
         let mut next: Vec<String> = Vec::new();
         if control.start.is_some() {
@@ -278,25 +303,17 @@ impl<S: State> CompiledGraph<S> {
                 .iter()
                 .map(|s| self.inner.nodes[s.node].name.to_string()),
         );
-        let mut interrupts = Vec::new();
-        let mut errors = Vec::new();
-        for w in pending {
-            match &w.kind {
-                WriteKind::Interrupt { id, value } => interrupts.push(Interrupt {
+        let interrupts = pending
+            .iter()
+            .filter_map(|w| match &w.kind {
+                WriteKind::Interrupt { id, value } => Some(Interrupt {
                     id: id.clone(),
                     value: value.clone(),
                     node: w.node.clone(),
                 }),
-                WriteKind::Error(e) => errors.push((w.node.clone(), e.clone())),
-                _ => {}
-            }
-        }
-        Ok(StateSnapshot {
-            values,
-            next,
-            checkpoint,
-            interrupts,
-            errors,
-        })
+                _ => None,
+            })
+            .collect();
+        Ok((next, interrupts))
     }
 }

@@ -11,6 +11,7 @@ mod inspect_replay;
 mod interrupt_resume;
 mod mermaid_export;
 mod replay_branches;
+mod replay_reads_what_changed;
 mod resume_by_task;
 mod sqlite_threads;
 mod stream_events;
