@@ -43,6 +43,10 @@ pub(crate) struct Args {
     pub(crate) fanout_mem_ks: Vec<i64>,
     /// Thread lengths of the `verify` workload (`--verify-steps`).
     pub(crate) verify_steps: Vec<usize>,
+    /// Tool calls of the `turn1000` workload's one turn, one row each (`--turn-calls`).
+    pub(crate) turn_calls: Vec<usize>,
+    /// Thread lengths of the `replay10k` workload, one row each (`--replay-steps`).
+    pub(crate) replay_steps: Vec<usize>,
     /// Checkpoints the `prune` workload keeps (`--prune-keep`).
     pub(crate) prune_keep: usize,
     /// `synchronous` of the SQLite saver and of the floor.
@@ -78,11 +82,11 @@ impl Args {
     }
 }
 
-pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune,studio,workers] \
+pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune,studio,workers,turn1000,replay10k] \
 [--checkpointer none|memory|sqlite|postgres] [--pg-url URL] [--steps 1000] [--fanout-k 1000] [--fanout-waves 0] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
-[--verify-steps 10000,100000] [--prune-keep 100] [--worker-threads N] [--pg-prepared-statements on|off]";
+[--verify-steps 10000,100000] [--prune-keep 100] [--turn-calls 250,1000] [--replay-steps 2500,10000] [--worker-threads N] [--pg-prepared-statements on|off]";
 
 /// A command-line problem: message and exit code.
 pub(crate) struct Usage(pub(crate) String, pub(crate) u8);
@@ -116,6 +120,8 @@ fn defaults() -> Args {
         durabilities: Vec::new(),
         fanout_mem_ks: vec![1000, 10_000],
         verify_steps: vec![10_000, 100_000],
+        turn_calls: vec![250, 1000],
+        replay_steps: vec![2500, 10_000],
         prune_keep: 100,
         sqlite_sync: Synchronous::Full,
         preallocate_wal: true,
@@ -189,6 +195,8 @@ fn apply_flag(
         "--keep-db" => args.keep_db = true,
         "--fanout-mem-ks" => args.fanout_mem_ks = numbers(flag, &value()?)?,
         "--verify-steps" => args.verify_steps = numbers(flag, &value()?)?,
+        "--turn-calls" => args.turn_calls = numbers(flag, &value()?)?,
+        "--replay-steps" => args.replay_steps = numbers(flag, &value()?)?,
         "--prune-keep" => args.prune_keep = number(flag, &value()?)?,
         "--pg-url" => args.pg_url = Some(value()?),
         "--pg-prepared-statements" => args.pg_prepared = on_off(flag, &value()?)?,

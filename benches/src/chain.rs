@@ -23,7 +23,7 @@ pub(crate) fn make_msg(kind: &str, i: i64) -> Msg {
 pub(crate) struct ChainState {
     #[reduce(append)]
     pub(crate) messages: List<Msg>,
-    counter: i64,
+    pub(crate) counter: i64,
 }
 
 pub(crate) const CHAIN_NODES: usize = 10;

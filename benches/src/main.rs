@@ -15,7 +15,9 @@
 //! their newest `--prune-keep 100`, against `integrity_check`), `studio` (the first view of
 //! `stategraph studio` on the same threads: thread list, first history page, head checkpoint,
 //! graph, over HTTP), `workers` (the PostgreSQL run queue served by 1 and by 8 workers;
-//! `--pg-url`) and `sales_review` (ours only;
+//! `--pg-url`), `turn1000` (one agent turn of `--turn-calls 250,1000` parallel read-only tool
+//! calls, in memory; `per_turn_ms`, `per_call_us`), `replay10k` (replay of a thread of
+//! `--replay-steps 2500,10000` steps, in memory; `per_step_us`) and `sales_review` (ours only;
 //! `sales_review` times the example's release binary, built first with `cargo build --release
 //! --example sales_review`), `--checkpointer none|memory|sqlite|postgres` (a comma list is
 //! accepted: `none,memory`; `postgres` runs chain, fanout, agent and wide on a fresh schema of
@@ -64,6 +66,7 @@ mod postgres_db;
 mod postgres_runs;
 mod postgres_workers;
 mod prune_scan;
+mod replay_run;
 mod report;
 mod sales_review;
 mod settlement;
@@ -71,6 +74,7 @@ mod settlement_run;
 mod sqlite_db;
 mod studio_page;
 mod subagent;
+mod turn_calls;
 mod verify_scan;
 mod wide;
 mod wide_state;
@@ -93,7 +97,7 @@ use sqlite_db::SqliteDb;
 use wide::WIDE_NODES;
 
 pub(crate) const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 13] = [
+const WORKLOADS: [&str; 15] = [
     "chain",
     "fanout",
     "agent",
@@ -107,6 +111,8 @@ const WORKLOADS: [&str; 13] = [
     "prune",
     "studio",
     "workers",
+    "turn1000",
+    "replay10k",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -388,6 +394,8 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
                 "repeats": args.repeats,
                 "durabilities": args.durabilities.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>(),
                 "fanout_mem_ks": args.fanout_mem_ks,
+                "turn_calls": args.turn_calls,
+                "replay_steps": args.replay_steps,
                 "sqlite_synchronous": args.sqlite_sync.as_str(),
                 "keep_db": args.keep_db,
             }),
@@ -413,6 +421,8 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "studio" => studio_page::run_studio(&args).await?,
             "prune" => prune_scan::run_prune(&args).await?,
             "workers" => postgres_workers::run_workers(&args).await?,
+            "turn1000" => turn_calls::run_turn_calls(&args).await?,
+            "replay10k" => replay_run::run_replay(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;
