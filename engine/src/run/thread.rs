@@ -47,18 +47,7 @@ impl<S: State> CompiledGraph<S> {
                 from: "update_state".to_owned(),
                 step: -1,
             })?;
-        let config = RunConfig::new().thread(thread).durability(Durability::Sync);
-        let shared = self.shared(&config, config.cancel.clone(), None)?;
-        let level = GraphLevel::root(self.saver.clone());
-        let mut lp = RunLoop::start_at(
-            self,
-            shared,
-            level,
-            Input::Continue,
-            checkpoint,
-            OlderStart::Branch,
-        )
-        .await?;
+        let mut lp = self.open_for_write(thread, checkpoint).await?;
         // What was left to run is replaced by what `as_node`'s edges lead to.
         lp.control.branches.iter_mut().for_each(|b| *b = false);
         lp.control.sends.clear();
@@ -126,18 +115,7 @@ impl<S: State> CompiledGraph<S> {
         if self.saver.is_none() {
             return Err(RunError::MissingThread);
         }
-        let config = RunConfig::new().thread(thread).durability(Durability::Sync);
-        let shared = self.shared(&config, config.cancel.clone(), None)?;
-        let level = GraphLevel::root(self.saver.clone());
-        let mut lp = RunLoop::start_at(
-            self,
-            shared,
-            level,
-            Input::Continue,
-            None,
-            OlderStart::Branch,
-        )
-        .await?;
+        let mut lp = self.open_for_write(thread, None).await?;
         let head = lp.persist.head().ok_or(RunError::MissingThread)?;
         if !lp.pending.is_empty() {
             return Err(RunError::RecordedWrites {
@@ -155,6 +133,27 @@ impl<S: State> CompiledGraph<S> {
         lp.put(Source::Update, lp.step, writes).await?;
         lp.flush().await?;
         lp.persist.head().ok_or(RunError::MissingThread)
+    }
+
+    /// The thread at its newest checkpoint (or at `checkpoint`, as a new branch), opened to
+    /// write one checkpoint from outside a run (`sync`).
+    async fn open_for_write(
+        &self,
+        thread: &str,
+        checkpoint: Option<CheckpointId>,
+    ) -> Result<RunLoop<S>, RunError> {
+        let config = RunConfig::new().thread(thread).durability(Durability::Sync);
+        let shared = self.shared(&config, config.cancel.clone(), None)?;
+        let level = GraphLevel::root(self.saver.clone());
+        RunLoop::start_at(
+            self,
+            shared,
+            level,
+            Input::Continue,
+            checkpoint,
+            OlderStart::Branch,
+        )
+        .await
     }
 
     /// The thread's state at its newest checkpoint (or at `checkpoint`).
