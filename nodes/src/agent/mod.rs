@@ -5,6 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use stategraph::checkpoints::sync::Unpoisoned;
 use stategraph::{CompileError, CompiledGraph, Input, RunConfig, RunError};
 
 use crate::catalog::Catalog;
@@ -140,6 +141,12 @@ impl Agent {
     /// they were wired by [`AgentBuilder::subagents`] (`None` otherwise).
     pub fn delegation_log(&self) -> Option<&crate::subagent_tools::DelegationLog> {
         self.delegation_log.as_ref()
+    }
+
+    /// Holds `permit` (a subagent's global slot) for as long as the agent lives: past the
+    /// last handle, while a task still runs its graph.
+    pub(crate) fn hold_slot(&self, permit: crate::subagent::SubagentPermit) {
+        *self.core.invocation.slot.lock().unpoisoned() = Some(permit);
     }
 
     /// The names of the tools the agent can execute (authorized, plus `tool_search`).

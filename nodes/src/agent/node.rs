@@ -66,6 +66,9 @@ pub(super) struct Invocation {
     /// The ledger entries of delegations the invocation's tool calls started and did not
     /// answer (their calls were dropped), for its settlement.
     unanswered: Unanswered,
+    /// A subagent's global slot, held while the agent (its graph, on any task running it)
+    /// lives.
+    pub(super) slot: Mutex<Option<crate::subagent::SubagentPermit>>,
 }
 
 impl AgentCore {

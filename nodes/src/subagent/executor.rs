@@ -121,9 +121,9 @@ impl Subagents {
     /// the type, take a global slot (bounded wait), resolve the pool, build the child, run it.
     /// Never fails: every end is an outcome.
     ///
-    /// The child runs on a task of its own, which holds the slot until the child has stopped.
-    /// Dropping this future (the lead was cancelled, or its step failed) tells the child to
-    /// stop; the slot is released when it has, not when this future is dropped.
+    /// The child's agent holds the slot for as long as it lives. Dropping this future (the
+    /// lead was cancelled, or its step failed) cancels the child's run, which stops on its own
+    /// task; the slot is released when it has, not when this future is dropped.
     pub async fn delegate(
         &self,
         id: &str,
@@ -277,56 +277,35 @@ struct ChildEnd {
     trace: Vec<TraceEntry>,
 }
 
-/// Cancels the child's run when the delegation's future is dropped before the child ended
-/// (the lead was cancelled, or its step failed): the child is told to stop, and stops on its
-/// own task.
-struct StopOnDrop(CancelToken);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.cancel();
-    }
-}
-
 impl Child {
-    /// Runs the child on a task of its own that holds `permit` (the global slot) until the
-    /// child has stopped: a delegation dropped early tells the child to stop, and the slot is
-    /// free only once the child's run, its sandbox lease and its last event are done.
+    /// Runs the child, which holds `permit` (the global slot) for as long as its agent lives:
+    /// past this call when the delegation is dropped early (the lead was cancelled, or its
+    /// step failed), until the child's run — on the task its stream runs on, which the drop
+    /// cancels — has stopped and let go of its graph.
     async fn run_holding(self, permit: SubagentPermit, input: ThreadStateUpdate) -> ChildEnd {
-        let stop = CancelToken::new();
-        let _stop_on_drop = StopOnDrop(stop.clone());
-        let task = tokio::spawn(async move {
-            let started = Instant::now();
-            let outcome = run_child(&self, input, stop).await;
-            let run_time = started.elapsed();
-            self.events.ended(&outcome).await;
-            let trace = self.agent.trace().entries();
-            drop(self);
-            drop(permit);
-            ChildEnd {
-                outcome,
-                run_time,
-                trace,
-            }
-        });
-        task.await.unwrap_or_else(|e| ChildEnd {
-            outcome: SubagentOutcome::failed(format!("the subagent's task failed: {e}")),
-            run_time: Duration::ZERO,
-            trace: Vec::new(),
-        })
+        self.agent.hold_slot(permit);
+        let started = Instant::now();
+        let outcome = run_child(&self, input).await;
+        let run_time = started.elapsed();
+        self.events.ended(&outcome).await;
+        ChildEnd {
+            outcome,
+            run_time,
+            trace: self.agent.trace().entries(),
+        }
     }
 }
 
-/// Run the child to its end, under `token` (cancelled when the delegation is dropped): its
-/// events forwarded, its wall-clock limit and the parent's cancellation watched; the first
-/// terminal status wins.
-async fn run_child(child: &Child, input: ThreadStateUpdate, token: CancelToken) -> SubagentOutcome {
+/// Run the child to its end: its events forwarded, its wall-clock limit and the parent's
+/// cancellation watched; the first terminal status wins.
+async fn run_child(child: &Child, input: ThreadStateUpdate) -> SubagentOutcome {
     let Child {
         agent,
         sandbox,
         spec,
         events,
     } = child;
+    let token = CancelToken::new();
     let config = agent.run_config().cancel_token(token.clone());
     let mode = StreamMode {
         values: true,
