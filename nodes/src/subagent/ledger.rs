@@ -17,7 +17,7 @@ use super::status::{brief, sha256_hex, SubagentOutcome};
 /// settlement to write into the thread's ledger. Clones share one list; an agent gives each
 /// invocation an empty one.
 #[derive(Clone, Debug, Default)]
-pub struct Unanswered(Arc<Mutex<Vec<Delegation>>>);
+pub(crate) struct Unanswered(Arc<Mutex<Vec<Delegation>>>);
 
 impl Unanswered {
     /// Keeps `entries`.
