@@ -11,7 +11,9 @@ use crate::catalog::{Catalog, ToolProvider};
 use crate::context::RunContext;
 use crate::deferred::{DeferredSetup, MakeDeferredSetup, TOOL_SEARCH};
 use crate::guardrail::{AuthorizationGuardrail, Guardrail};
-use crate::middleware::{ModelLayer, PolicyLayer, ToolErrorHandling, ToolLayer, ToolPolicy};
+use crate::middleware::{
+    ModelLayer, PolicyLayer, ToolErrorHandling, ToolLayer, ToolMap, ToolPolicy,
+};
 use crate::sandbox::SandboxUpdate;
 use crate::secret::{SecretGrant, SecretInjection, SecretStore};
 use crate::skill::{SkillStore, SkillToolPolicy};
@@ -64,12 +66,13 @@ impl AgentBuilder {
             host_bash,
             groups,
         };
-        let catalog = available(tools, &providers, &rules, &trace).await;
-        let mut tools = authorized(&catalog, authorization.as_ref(), &run, &trace).await;
-        let deferred = deferred_catalog(defer, make_deferred.as_deref(), &tools)?;
-        if let Some(setup) = &deferred {
-            tools.push(tool_search(setup, &trace));
-        }
+        let sources = Sources {
+            tools,
+            providers: &providers,
+            make_deferred: make_deferred.as_deref(),
+        };
+        let (catalog, tools, deferred) =
+            executable(sources, &rules, authorization.as_ref(), &run, &trace).await?;
         let specs = spec_map(&tools);
         let skill_policy = skills.map(|store| skill_policy(store, available_skills, &tools));
         let policies = policy_order(skill_policy.as_ref(), deferred.as_ref(), policies);
@@ -84,15 +87,11 @@ impl AgentBuilder {
             tool_layers,
             secret_layer(skill_policy.as_ref(), secrets, &specs),
         );
-        let system = system_prompt_with(system_prompt, deferred.as_ref());
         let core = Arc::new(AgentCore {
             model,
-            system,
+            system: system_prompt_with(system_prompt, deferred.as_ref()),
             schemas: tools.iter().map(|t| t.spec().schema()).collect(),
-            tools: tools
-                .iter()
-                .map(|t| (t.spec().name.clone(), Arc::clone(t)))
-                .collect(),
+            tools: tool_map(&tools),
             model_layers,
             tool_layers,
             observers,
@@ -115,6 +114,43 @@ impl AgentBuilder {
             delegation_log,
         })
     }
+}
+
+/// Where the agent's tools come from: its own, its providers', and the application's maker of
+/// the deferred catalog.
+struct Sources<'a> {
+    tools: Vec<Arc<dyn Tool>>,
+    providers: &'a [Arc<dyn ToolProvider>],
+    make_deferred: Option<&'a dyn MakeDeferredSetup>,
+}
+
+/// The tools the agent can execute: Available (the catalog), Authorized, then the deferred
+/// catalog over them, with `tool_search` when the agent defers.
+///
+/// # Errors
+/// As [`deferred_catalog`].
+async fn executable(
+    sources: Sources<'_>,
+    rules: &AdmissionRules,
+    authorization: Option<&Authorization>,
+    run: &RunContext,
+    trace: &CapabilityTrace,
+) -> Result<(Catalog, Vec<Arc<dyn Tool>>, Option<DeferredSetup>), AgentError> {
+    let catalog = available(sources.tools, sources.providers, rules, trace).await;
+    let mut tools = authorized(&catalog, authorization, run, trace).await;
+    let deferred = deferred_catalog(rules.reserve_tool_search, sources.make_deferred, &tools)?;
+    if let Some(setup) = &deferred {
+        tools.push(tool_search(setup, trace));
+    }
+    Ok((catalog, tools, deferred))
+}
+
+/// The agent's tools by name, for the tool node.
+fn tool_map(tools: &[Arc<dyn Tool>]) -> ToolMap {
+    tools
+        .iter()
+        .map(|t| (t.spec().name.clone(), Arc::clone(t)))
+        .collect()
 }
 
 /// The specs of the agent's tools, by name.
