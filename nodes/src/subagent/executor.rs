@@ -271,7 +271,7 @@ struct Child {
 }
 
 /// How a child's run ended.
-struct ChildEnd {
+struct ChildResult {
     outcome: SubagentOutcome,
     run_time: Duration,
     trace: Vec<TraceEntry>,
@@ -282,13 +282,13 @@ impl Child {
     /// past this call when the delegation is dropped early (the lead was cancelled, or its
     /// step failed), until the child's run — on the task its stream runs on, which the drop
     /// cancels — has stopped and let go of its graph.
-    async fn run_holding(self, permit: SubagentPermit, input: ThreadStateUpdate) -> ChildEnd {
+    async fn run_holding(self, permit: SubagentPermit, input: ThreadStateUpdate) -> ChildResult {
         self.agent.hold_slot(permit);
         let started = Instant::now();
         let outcome = run_child(&self, input).await;
         let run_time = started.elapsed();
         self.events.ended(&outcome).await;
-        ChildEnd {
+        ChildResult {
             outcome,
             run_time,
             trace: self.agent.trace().entries(),

@@ -55,7 +55,7 @@ struct Started {
 /// (its child, if started, is told to stop), in the log and as ledger entries the run's
 /// settlement writes into the thread.
 struct AnswerGuard {
-    started: Arc<Mutex<Vec<Started>>>,
+    started: Mutex<Vec<Started>>,
     run_id: Option<String>,
     unanswered: Option<Unanswered>,
     log: DelegationLog,
@@ -103,25 +103,31 @@ async fn delegate_all(
         })
         .collect();
     let mut guard = AnswerGuard {
-        started: Arc::new(Mutex::new(started)),
+        started: Mutex::new(started),
         run_id: cx.run.run_id.clone(),
         unanswered: cx.unanswered.clone(),
         log: log.clone(),
         armed: true,
     };
     let runs = requests.into_iter().enumerate().map(|(i, (id, request))| {
-        let started = Arc::clone(&guard.started);
+        let started = &guard.started;
         async move {
             let report = subagents.delegate(&id, request, cx).await;
             if let Some(s) = started.lock().unpoisoned().get_mut(i) {
-                s.report = Some(report.clone());
+                s.report = Some(report);
             }
-            report
         }
     });
-    let reports = futures::future::join_all(runs).await;
+    futures::future::join_all(runs).await;
     guard.armed = false;
-    reports
+    let started = std::mem::take(&mut *guard.started.lock().unpoisoned());
+    started
+        .into_iter()
+        .map(|s| {
+            s.report
+                .unwrap_or_else(|| DelegationReport::abandoned(&s.id, s.request))
+        })
+        .collect()
 }
 
 /// Records a delegation in the lead's trace under its call `call_id`: each tool the child's
