@@ -332,6 +332,32 @@ pub struct StepChanges {
 }
 
 impl StepChanges {
+    /// The changed fields as the writes that store them again (each part, in order).
+    ///
+    /// ```
+    /// use stategraph_checkpoints::{FieldPart, StepChanges};
+    ///
+    /// let changes = StepChanges {
+    ///     parent: None,
+    ///     fields: vec![("log".to_owned(), vec![FieldPart::Whole(vec![1]), FieldPart::Tail(vec![2])])],
+    ///     pending: Vec::new(),
+    /// };
+    /// let writes = changes.into_writes();
+    /// assert_eq!(writes.len(), 2);
+    /// assert!(writes.iter().all(|w| w.field == "log"));
+    /// ```
+    pub fn into_writes(self) -> Vec<FieldWrite> {
+        self.fields
+            .into_iter()
+            .flat_map(|(field, parts)| {
+                parts.into_iter().map(move |part| FieldWrite {
+                    field: field.clone(),
+                    part,
+                })
+            })
+            .collect()
+    }
+
     /// The changes from `parent` to `child`, by comparing their stored parts (a saver that
     /// knows its deltas answers without loading both).
     pub fn between(parent: Option<&LoadedCheckpoint>, child: &LoadedCheckpoint) -> Self {

@@ -7,8 +7,8 @@ use futures::StreamExt;
 use stategraph_checkpoints::fork::ForkPlan;
 use stategraph_checkpoints::tree::BranchTree;
 use stategraph_checkpoints::{
-    Checkpoint, CheckpointId, FieldPart, FieldWrite, ListOptions, Namespace, PendingWrite,
-    PutCheckpoint, Source, StepChanges, ThreadId, WriteKind,
+    Checkpoint, CheckpointId, FieldPart, ListOptions, Namespace, PendingWrite, PutCheckpoint,
+    Source, StepChanges, ThreadId, WriteKind,
 };
 
 use super::compare::{first_odd_node, DivergenceKind, WriteOrder};
@@ -224,16 +224,7 @@ impl<'a, S: State> Replay<'a, S> {
         let control = r.control.clone();
         let mut metadata = r.metadata.clone();
         metadata.insert("replay_of".to_owned(), r.id.to_string().into());
-        let writes = changes
-            .fields
-            .into_iter()
-            .flat_map(|(field, parts)| {
-                parts.into_iter().map(move |part| FieldWrite {
-                    field: field.clone(),
-                    part,
-                })
-            })
-            .collect();
+        let writes = changes.into_writes();
         let checkpoint = Checkpoint {
             id,
             parent: Some(head),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stategraph::checkpoints::{
-    FieldWrite, ListOptions, MemorySaver, Namespace, PutCheckpoint, Saver, SqliteSaver, ThreadId,
+    ListOptions, MemorySaver, Namespace, PutCheckpoint, Saver, SqliteSaver, ThreadId,
 };
 use stategraph::prelude::*;
 use stategraph::replay::RESUMED_KEY;
@@ -291,16 +291,7 @@ async fn without_answer_ids(
         for entry in tasks.into_iter().flatten() {
             entry.as_object_mut().and_then(|e| e.remove("id"));
         }
-        let writes = changes
-            .fields
-            .into_iter()
-            .flat_map(|(field, parts)| {
-                parts.into_iter().map(move |part| FieldWrite {
-                    field: field.clone(),
-                    part,
-                })
-            })
-            .collect();
+        let writes = changes.into_writes();
         let id = checkpoint.id;
         to.put(PutCheckpoint {
             thread: thread.clone(),
