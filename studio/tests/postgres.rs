@@ -13,14 +13,11 @@ mod support;
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{header, Method, Request, StatusCode};
-use http_body_util::BodyExt;
-use serde_json::{json, Value};
+use axum::http::{Method, StatusCode};
+use serde_json::json;
 use stategraph_checkpoints::{PostgresOptions, PostgresSaver};
 use stategraph_studio::{Studio, StudioError, StudioOptions};
 use support::*;
-use tower::ServiceExt;
 
 /// The server's URL; `None` (after saying how to start one) when unset, a failure under
 /// `CI=true`.
@@ -68,33 +65,6 @@ impl Schema {
         self.saver.drop_schema().await?;
         Ok(())
     }
-}
-
-async fn send(
-    studio: &Studio,
-    method: Method,
-    uri: &str,
-    body: Option<String>,
-) -> Result<(StatusCode, Value), E> {
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::COOKIE, format!("sg_studio={}", studio.token()))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(body.map_or_else(Body::empty, Body::from))?;
-    let res = studio.router().oneshot(req).await?;
-    let status = res.status();
-    let bytes = res.into_body().collect().await?.to_bytes();
-    Ok((
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    ))
-}
-
-async fn get(studio: &Studio, uri: &str) -> Result<Value, E> {
-    let (status, body) = send(studio, Method::GET, uri, None).await?;
-    assert_eq!(status, StatusCode::OK, "GET {uri}: {body}");
-    Ok(body)
 }
 
 #[tokio::test]

@@ -11,13 +11,10 @@
 
 mod support;
 
-use axum::body::Body;
-use axum::http::{header, Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::http::{Method, StatusCode};
 use serde_json::Value;
 use stategraph_studio::{Studio, StudioOptions};
 use support::*;
-use tower::ServiceExt;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -34,25 +31,13 @@ async fn fixture() -> Result<Fixture, E> {
 }
 
 /// Status and JSON body of a GET with the token.
-pub async fn get_raw(studio: &Studio, uri: &str) -> Result<(StatusCode, Value), E> {
-    let req = Request::builder()
-        .uri(uri)
-        .header(header::COOKIE, format!("sg_studio={}", studio.token()))
-        .body(Body::empty())?;
-    let res = studio.router().oneshot(req).await?;
-    let status = res.status();
-    let bytes = res.into_body().collect().await?.to_bytes();
-    Ok((
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    ))
+async fn get_raw(studio: &Studio, uri: &str) -> Result<(StatusCode, Value), E> {
+    send(studio, Method::GET, uri, None).await
 }
 
 impl Fixture {
     async fn get(&self, uri: &str) -> Result<Value, E> {
-        let (status, body) = get_raw(&self.studio, uri).await?;
-        assert_eq!(status, StatusCode::OK, "GET {uri}: {body}");
-        Ok(body)
+        get(&self.studio, uri).await
     }
 }
 

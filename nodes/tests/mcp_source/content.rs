@@ -8,28 +8,38 @@ use stategraph_nodes::prelude::*;
 
 use super::{call, find, fixture};
 
-#[tokio::test]
-async fn an_image_result_reaches_the_next_model_request_as_an_image_part() {
+/// The answer to one call of the fixture's `tool` (from a server named `server`), as the
+/// agent's next model request carries it.
+async fn next_request_answer(
+    tool: &str,
+    server: &str,
+) -> Result<ToolMessage, Box<dyn std::error::Error + Send + Sync>> {
     let model = ScriptedModel::new(
         "demo",
         [
-            AiMessage::calls([ToolCall::new("c1", "picture", json!({}))]),
-            AiMessage::text("a red dot"),
+            AiMessage::calls([ToolCall::new("c1", tool, json!({}))]),
+            AiMessage::text("seen"),
         ],
     );
     let agent = AgentBuilder::new(model.clone())
-        .provider(McpServer::new(fixture("pictures")))
+        .provider(McpServer::new(fixture(server)))
         .defer_tools(false)
         .assemble(RunContext::new("t1", "ana"))
-        .await
-        .expect("assemble");
-    agent.ask("what is in the picture?").await.expect("run");
+        .await?;
+    agent.ask("what did it return?").await?;
     let requests = model.requests();
-    let answer = requests[1]
-        .messages
-        .iter()
-        .find_map(Message::as_tool)
-        .expect("the tool's answer in the second request");
+    let answer = requests
+        .get(1)
+        .and_then(|r| r.messages.iter().find_map(Message::as_tool))
+        .ok_or("no tool answer in the second request")?;
+    Ok(answer.clone())
+}
+
+#[tokio::test]
+async fn an_image_result_reaches_the_next_model_request_as_an_image_part() {
+    let answer = next_request_answer("picture", "pictures")
+        .await
+        .expect("the picture's answer");
     assert_eq!(
         answer.attachments,
         [Attachment::new("image/png", "iVBORw0KGgo=")]
@@ -57,26 +67,9 @@ async fn an_image_over_the_servers_limit_is_only_described() {
 
 #[tokio::test]
 async fn audio_and_embedded_blobs_reach_the_next_model_request_as_attachments() {
-    let model = ScriptedModel::new(
-        "demo",
-        [
-            AiMessage::calls([ToolCall::new("c1", "media", json!({}))]),
-            AiMessage::text("a beep"),
-        ],
-    );
-    let agent = AgentBuilder::new(model.clone())
-        .provider(McpServer::new(fixture("sounds")))
-        .defer_tools(false)
-        .assemble(RunContext::new("t1", "ana"))
+    let answer = next_request_answer("media", "sounds")
         .await
-        .expect("assemble");
-    agent.ask("what did it return?").await.expect("run");
-    let requests = model.requests();
-    let answer = requests[1]
-        .messages
-        .iter()
-        .find_map(Message::as_tool)
-        .expect("the tool's answer in the second request");
+        .expect("the media's answer");
     assert_eq!(
         answer.attachments,
         [

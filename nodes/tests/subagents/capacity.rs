@@ -12,7 +12,7 @@ use stategraph_nodes::subagent::{
     DelegationLimit, RunStopReason, SubagentLimiter, SubagentSpec, Subagents, LIMIT_NOTICE,
 };
 
-use super::support::{lead, ok_tool, task_call, tool_messages, WorkOnce, R};
+use super::support::{ask_then_cancel, lead, ok_tool, task_call, tool_messages, WorkOnce, R};
 use stategraph_nodes::ToolError;
 
 /// A tool that records how many of its calls run at once (the peak in `peak`).
@@ -292,14 +292,7 @@ async fn the_global_slot_is_free_only_once_a_cancelled_child_has_stopped() -> R 
         .0
         .assemble(RunContext::new("t", "ana"))
         .await?;
-    let token = stategraph::CancelToken::new();
-    let config = agent.run_config().cancel_token(token.clone());
-    let run = agent.invoke(ThreadState::human_input("go"), &config);
-    let cancel = async {
-        started.notified().await;
-        token.cancel();
-    };
-    let (result, ()) = tokio::join!(run, cancel);
+    let result = ask_then_cancel(&agent, agent.run_config(), &started).await;
     assert!(result.is_err(), "the lead was cancelled: {result:?}");
     // The slot is taken again only after the child's run has stopped.
     let _slot = limiter.acquire().await?;

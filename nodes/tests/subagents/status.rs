@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use stategraph::CancelToken;
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::state::DelegationStatus;
 use stategraph_nodes::subagent::{SubagentSpec, Subagents};
 
-use super::support::{lead, ok_tool, task_call, tool_messages, R};
+use super::support::{ask_then_cancel, lead, ok_tool, task_call, tool_messages, R};
 
 /// A tool that never finishes (sets `dropped` when its future is dropped, `started` when it
 /// begins).
@@ -145,14 +144,7 @@ async fn a_cancelled_parent_cancels_its_children() -> R {
         .0
         .assemble(RunContext::new("t", "ana"))
         .await?;
-    let token = CancelToken::new();
-    let config = agent.run_config().cancel_token(token.clone());
-    let run = agent.invoke(ThreadState::human_input("go"), &config);
-    let cancel = async {
-        started.notified().await;
-        token.cancel();
-    };
-    let (result, ()) = tokio::join!(run, cancel);
+    let result = ask_then_cancel(&agent, agent.run_config(), &started).await;
     assert!(
         matches!(
             result.as_ref().err().and_then(|e| e.run_error()),
@@ -209,14 +201,7 @@ async fn a_cancelled_lead_records_every_delegation_it_started_with_its_terminal_
         .assemble(RunContext::new("t", "ana").run("r1"))
         .await?
         .with_checkpointer(saver.clone());
-    let token = CancelToken::new();
-    let config = agent.run_config().thread("t").cancel_token(token.clone());
-    let run = agent.invoke(ThreadState::human_input("go"), &config);
-    let cancel = async {
-        started.notified().await;
-        token.cancel();
-    };
-    let (result, ()) = tokio::join!(run, cancel);
+    let result = ask_then_cancel(&agent, agent.run_config().thread("t"), &started).await;
     let status = result
         .err()
         .and_then(|e| e.settlement().map(|s| s.status))

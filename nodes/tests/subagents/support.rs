@@ -71,3 +71,20 @@ impl ChatModel for WorkOnce {
         Box::pin(async move { Ok(reply.into()) })
     }
 }
+
+/// Runs `agent` on "go" under `config`, cancelling the run once `started` is notified (a
+/// child's tool began).
+pub(crate) async fn ask_then_cancel(
+    agent: &stategraph_nodes::Agent,
+    config: stategraph::RunConfig,
+    started: &tokio::sync::Notify,
+) -> Result<stategraph_nodes::AgentOutcome, stategraph_nodes::AgentRunError> {
+    let token = stategraph::CancelToken::new();
+    let config = config.cancel_token(token.clone());
+    let run = agent.invoke(ThreadState::human_input("go"), &config);
+    let cancel = async {
+        started.notified().await;
+        token.cancel();
+    };
+    tokio::join!(run, cancel).0
+}

@@ -5,11 +5,16 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::json;
+use axum::body::Body;
+use axum::http::{header, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
 use stategraph::checkpoints::{Saver, SqliteSaver};
 use stategraph::prelude::*;
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::{FnTool, ToolMessage, ToolSource, ToolSpec};
+use stategraph_studio::Studio;
+use tower::ServiceExt;
 
 pub type R = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 pub type E = Box<dyn std::error::Error + Send + Sync>;
@@ -214,4 +219,33 @@ pub async fn run_nested(path: &Path) -> R {
     run_nested_on(saver.clone()).await?;
     saver.close()?;
     Ok(())
+}
+
+/// Status and JSON body (`null` if not JSON) of a request with the studio's token.
+pub async fn send(
+    studio: &Studio,
+    method: Method,
+    uri: &str,
+    body: Option<String>,
+) -> Result<(StatusCode, Value), E> {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::COOKIE, format!("sg_studio={}", studio.token()))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.map_or_else(Body::empty, Body::from))?;
+    let res = studio.router().oneshot(req).await?;
+    let status = res.status();
+    let bytes = res.into_body().collect().await?.to_bytes();
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
+}
+
+/// The JSON body of a GET that must succeed.
+pub async fn get(studio: &Studio, uri: &str) -> Result<Value, E> {
+    let (status, body) = send(studio, Method::GET, uri, None).await?;
+    assert_eq!(status, StatusCode::OK, "GET {uri}: {body}");
+    Ok(body)
 }
