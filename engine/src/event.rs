@@ -7,7 +7,7 @@ use std::sync::Arc;
 use stategraph_checkpoints::{CheckpointId, Namespace, Source, TaskId};
 use tokio::sync::mpsc;
 
-use crate::Interrupt;
+use crate::{Interrupt, RunError, State};
 
 /// Which kinds of events a stream carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,14 +80,91 @@ impl Default for StreamMode {
 }
 
 /// A shared, typed view of a value whose type depends on the graph that emitted it (a
-/// subgraph's state type may differ from its parent's).
+/// subgraph's state type may differ from its parent's). Whatever its type, it can also be
+/// read as JSON ([`Shared::to_json`]): a state as its fields' stored JSON, an update as its
+/// serde form (only the fields it writes).
 #[derive(Clone)]
-pub struct Shared(pub(crate) Arc<dyn Any + Send + Sync>);
+pub struct Shared {
+    value: Arc<dyn Any + Send + Sync>,
+    json: fn(&(dyn Any + Send + Sync)) -> Result<serde_json::Value, RunError>,
+}
 
 impl Shared {
+    /// A graph's state after a step.
+    pub(crate) fn state<S: State>(state: Arc<S>) -> Self {
+        Shared {
+            value: state,
+            json: |v| match v.downcast_ref::<S>() {
+                Some(s) => crate::diff::state_to_json(s),
+                None => Ok(serde_json::Value::Null),
+            },
+        }
+    }
+
+    /// One task's update.
+    pub(crate) fn update<S: State>(update: S::Update) -> Self {
+        Shared {
+            value: Arc::new(update),
+            json: |v| match v.downcast_ref::<S::Update>() {
+                Some(u) => serde_json::to_value(u).map_err(|source| RunError::Encode {
+                    field: "update",
+                    source,
+                }),
+                None => Ok(serde_json::Value::Null),
+            },
+        }
+    }
+
     /// The value, if it is a `T`.
     pub fn get<T: 'static>(&self) -> Option<&T> {
-        self.0.downcast_ref::<T>()
+        self.value.downcast_ref::<T>()
+    }
+
+    /// The value as JSON, whatever graph emitted it: what a client outside the process
+    /// (the Agent Server's stream) is sent.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use futures::StreamExt;
+    /// use stategraph::prelude::*;
+    /// use stategraph::EventKind;
+    ///
+    /// #[derive(State, Clone, Default, Debug)]
+    /// struct S {
+    ///     #[reduce(append)]
+    ///     log: Vec<String>,
+    ///     n: u32,
+    /// }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let graph = StateGraph::<S>::new()
+    ///     .add_node("a", |_s: Arc<S>, _cx: NodeContext| async move {
+    ///         Ok::<_, BoxError>(S::update().log(vec!["a".into()]))
+    ///     })
+    ///     .add_edge(START, "a")
+    ///     .add_edge("a", END)
+    ///     .compile()?;
+    /// let mut stream = graph.stream(S::update(), &RunConfig::new(), StreamMode::default());
+    /// let mut json = Vec::new();
+    /// while let Some(ev) = stream.next().await {
+    ///     match ev.kind {
+    ///         EventKind::Values(v) => json.push(v.to_json()?),
+    ///         EventKind::Updates { update, .. } => json.push(update.to_json()?),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// assert_eq!(json, [
+    ///     serde_json::json!({"log": [], "n": 0}),      // after the input
+    ///     serde_json::json!({"log": ["a"]}),          // a's update: only what it wrote
+    ///     serde_json::json!({"log": ["a"], "n": 0}),  // after a's step
+    /// ]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`RunError::Encode`] if a field cannot be serialized.
+    pub fn to_json(&self) -> Result<serde_json::Value, RunError> {
+        (self.json)(&*self.value)
     }
 }
 

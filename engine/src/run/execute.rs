@@ -4,7 +4,6 @@
 //! an interrupt, or the step applied.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -230,7 +229,7 @@ impl<S: State> RunLoop<S> {
                 for u in &out.updates {
                     self.emit(EventKind::Updates {
                         node: node.clone(),
-                        update: Shared(Arc::new(u.clone())),
+                        update: Shared::update::<S>(u.clone()),
                     })
                     .await;
                 }

@@ -43,7 +43,8 @@ mod thread;
 pub(crate) use answers::TaskAnswers;
 pub use config::{Durability, RunConfig, DEFAULT_RECURSION_LIMIT, MAX_INFLIGHT};
 pub(crate) use pending::{input_task, INPUT_NODE};
-pub(crate) use superstep::{is_static_interrupt, RunLoop};
+pub use superstep::is_static_interrupt;
+pub(crate) use superstep::RunLoop;
 
 /// What a run starts from.
 pub enum Input<S: State> {

@@ -56,8 +56,9 @@ impl StaticInterrupt {
     }
 }
 
-/// Whether an interrupt id is a static one (`before:` / `after:` a node).
-pub(crate) fn is_static_interrupt(id: &str) -> bool {
+/// Whether an interrupt id is a static pause's (`before:` / `after:` a node), not a task's
+/// `interrupt` call.
+pub fn is_static_interrupt(id: &str) -> bool {
     id.starts_with("before:") || id.starts_with("after:")
 }
 

@@ -322,7 +322,7 @@ impl<S: State> RunLoop<S> {
         let field_writes = self.encode_changes()?;
         self.put(Source::Loop, self.step, field_writes).await?;
         if self.wants(|m| m.values) {
-            self.emit(EventKind::Values(Shared(self.state.clone())))
+            self.emit(EventKind::Values(Shared::state(self.state.clone())))
                 .await;
         }
         Ok(())
