@@ -121,6 +121,12 @@ impl RunConfig {
         self
     }
 
+    /// The token that cancels runs made with this config (a wrapper that starts the run
+    /// itself can cancel it through a [`CancelToken::child`] of it).
+    pub fn cancellation(&self) -> CancelToken {
+        self.cancel.clone()
+    }
+
     /// The thread this config runs on, as given (validated when the run starts).
     pub fn thread_name(&self) -> Option<&str> {
         self.thread.as_deref()
