@@ -30,8 +30,42 @@ pub trait Message {
 }
 
 /// One operation of a [`MessagesUpdate`].
+///
+/// Its JSON is `{"upsert": message}`, `{"remove": id}` or `"remove_all"`. Read from JSON, a
+/// bare message also means an upsert, and LangChain's `{"type": "remove", "id": …}` a
+/// removal, as the clients of LangGraph's server send them; an update may also be one
+/// operation alone instead of a list.
+///
+/// ```
+/// use serde::Deserialize;
+/// use stategraph_reducers::{MessageOp, MessagesUpdate};
+///
+/// #[derive(Debug, PartialEq, Deserialize)]
+/// struct Msg { #[serde(rename = "type")] kind: String, content: String }
+///
+/// let sent = serde_json::json!([
+///     {"type": "human", "content": "hi"},
+///     {"upsert": {"type": "ai", "content": "hello"}},
+///     {"type": "remove", "id": "m1"},
+///     {"remove": "m2"},
+///     "remove_all",
+/// ]);
+/// let update: MessagesUpdate<Msg> = serde_json::from_value(sent).unwrap();
+/// let msg = |kind: &str, content: &str| Msg { kind: kind.into(), content: content.into() };
+/// assert_eq!(update.ops(), [
+///     MessageOp::Upsert(msg("human", "hi")),
+///     MessageOp::Upsert(msg("ai", "hello")),
+///     MessageOp::Remove("m1".into()),
+///     MessageOp::Remove("m2".into()),
+///     MessageOp::RemoveAll,
+/// ]);
+/// let one: MessagesUpdate<Msg> =
+///     serde_json::from_value(serde_json::json!({"type": "human", "content": "solo"})).unwrap();
+/// assert_eq!(one.ops(), [MessageOp::Upsert(msg("human", "solo"))]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[serde(from = "OpWire<M>", bound(deserialize = "M: Deserialize<'de>"))]
 pub enum MessageOp<M> {
     /// Add the message, or replace in place the message that has its id.
     Upsert(M),
@@ -39,6 +73,49 @@ pub enum MessageOp<M> {
     Remove(String),
     /// Delete every message, including those added earlier in the same step.
     RemoveAll,
+}
+
+/// An operation as JSON may carry it: tagged, LangChain's removal, or a bare message.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OpWire<M> {
+    Tagged(TaggedOp<M>),
+    Removal(LcRemoval),
+    Message(M),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TaggedOp<M> {
+    Upsert(M),
+    Remove(String),
+    RemoveAll,
+}
+
+/// LangChain's `RemoveMessage`.
+#[derive(Deserialize)]
+struct LcRemoval {
+    #[serde(rename = "type")]
+    _kind: RemoveTag,
+    id: String,
+}
+
+#[derive(Deserialize)]
+enum RemoveTag {
+    #[serde(rename = "remove")]
+    Remove,
+}
+
+impl<M> From<OpWire<M>> for MessageOp<M> {
+    fn from(wire: OpWire<M>) -> Self {
+        match wire {
+            OpWire::Tagged(TaggedOp::Upsert(m)) | OpWire::Message(m) => MessageOp::Upsert(m),
+            OpWire::Tagged(TaggedOp::Remove(id)) | OpWire::Removal(LcRemoval { id, .. }) => {
+                MessageOp::Remove(id)
+            }
+            OpWire::Tagged(TaggedOp::RemoveAll) => MessageOp::RemoveAll,
+        }
+    }
 }
 
 impl<M> From<M> for MessageOp<M> {
@@ -61,10 +138,37 @@ impl<M> From<M> for MessageOp<M> {
 /// let reset = MessagesUpdate::replace_all(["only"]);
 /// assert_eq!(reset.ops(), [MessageOp::RemoveAll, MessageOp::Upsert("only")]);
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(
+    from = "OneOrMany<MessageOp<M>>",
+    bound(deserialize = "M: Deserialize<'de>")
+)]
 pub struct MessagesUpdate<M> {
     ops: Vec<MessageOp<M>>,
+}
+
+/// Written as the list of its operations.
+impl<M: Serialize> Serialize for MessagesUpdate<M> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.ops.serialize(serializer)
+    }
+}
+
+/// A list of operations, or one alone (`{"messages": {"type": "human", …}}`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany<T> {
+    Many(Vec<T>),
+    One(T),
+}
+
+impl<M> From<OneOrMany<MessageOp<M>>> for MessagesUpdate<M> {
+    fn from(ops: OneOrMany<MessageOp<M>>) -> Self {
+        match ops {
+            OneOrMany::Many(ops) => MessagesUpdate { ops },
+            OneOrMany::One(op) => MessagesUpdate { ops: vec![op] },
+        }
+    }
 }
 
 impl<M> MessagesUpdate<M> {
