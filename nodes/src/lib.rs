@@ -76,9 +76,10 @@ pub use stategraph;
 pub use stategraph::BoxError;
 
 pub use agent::{
-    Agent, AgentBuilder, AgentError, AgentNode, AgentOutcome, AgentRunError, DeliveryFailure,
-    OutputsError, Recorded, Settlement, TurnLimitReached, DROPPED_REASON, LEFT_RUNNING_REASON,
-    OWNER_KEY, RECEIPT_NOT_STORED, RECEIPT_RETRY_DELAYS, TRACE_KEY, TURN_CAPPED,
+    Agent, AgentBuilder, AgentError, AgentNode, AgentOutcome, AgentRunError, AgentStream,
+    DeliveryFailure, OutputsError, Recorded, Settlement, TurnLimitReached, DROPPED_REASON,
+    LEFT_RUNNING_REASON, OWNER_KEY, RECEIPT_NOT_STORED, RECEIPT_RETRY_DELAYS, TRACE_KEY,
+    TURN_CAPPED,
 };
 pub use authz::{Authorization, AuthorizationProvider, FailMode, RoleTable};
 pub use catalog::{

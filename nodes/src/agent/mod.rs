@@ -29,6 +29,7 @@ mod outputs;
 mod owner;
 mod record;
 mod run;
+mod stream;
 
 pub use as_node::AgentNode;
 pub use builder::AgentBuilder;
@@ -41,6 +42,7 @@ pub use outputs::OutputsError;
 pub use owner::OWNER_KEY;
 pub use record::{RECEIPT_RETRY_DELAYS, TRACE_KEY};
 pub use run::DROPPED_REASON;
+pub use stream::AgentStream;
 
 /// The model node's name.
 pub const MODEL_NODE: &str = "model";

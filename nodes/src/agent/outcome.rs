@@ -140,6 +140,11 @@ pub enum AgentRunError {
         /// The run's settlement.
         settlement: Box<Settlement>,
     },
+    /// The task running a streamed invocation ([`Agent::stream`](crate::Agent::stream))
+    /// ended without an outcome: it panicked, or its runtime shut down. The run is settled
+    /// as dropped when its scope goes.
+    #[error("the streamed run's task ended without an outcome")]
+    Lost,
 }
 
 impl AgentRunError {
@@ -154,7 +159,7 @@ impl AgentRunError {
     /// How the run was settled (absent when it could not start).
     pub fn settlement(&self) -> Option<&Settlement> {
         match self {
-            AgentRunError::Start(_) => None,
+            AgentRunError::Start(_) | AgentRunError::Lost => None,
             AgentRunError::Run { settlement, .. } => Some(settlement),
             AgentRunError::Delivery { outcome, .. } => Some(&outcome.settlement),
             AgentRunError::HandedOff { settlement, .. } => Some(settlement),

@@ -64,7 +64,20 @@ impl RunScope {
         graph: &CompiledGraph<ThreadState>,
         config: &RunConfig,
     ) -> Result<RunScope, AgentRunError> {
-        let mut scope = Self::begin_as(core, graph.checkpointer(), config, None).await?;
+        Self::begin_run(core, graph, config, None).await
+    }
+
+    /// [`RunScope::begin`] as run `run` when given.
+    ///
+    /// # Errors
+    /// As [`RunScope::begin`].
+    pub(super) async fn begin_run(
+        core: &Arc<AgentCore>,
+        graph: &CompiledGraph<ThreadState>,
+        config: &RunConfig,
+        run: Option<RunId>,
+    ) -> Result<RunScope, AgentRunError> {
+        let mut scope = Self::begin_as(core, graph.checkpointer(), config, run).await?;
         if let Some(pending) = &mut scope.pending {
             pending.graph = pending.store.as_ref().map(|_| graph.clone());
         }

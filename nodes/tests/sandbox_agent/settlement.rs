@@ -659,3 +659,60 @@ async fn an_agent_invoked_on_another_thread_follows_that_thread() -> R {
     model.verify()?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_run_shows_its_steps_and_is_settled_as_an_invoked_one() -> R {
+    use futures::StreamExt;
+    let setup = Setup::new()?;
+    let model = script(vec![
+        write("a", "/mnt/user-data/outputs/a.md"),
+        present("p", &["/mnt/user-data/outputs/a.md"]),
+    ]);
+    let agent = setup.agent(&model, vec![]).await?;
+    let config = agent.run_config().thread(THREAD);
+    let mut stream = agent.stream(
+        ThreadState::human_input("go"),
+        &config,
+        stategraph::StreamMode::updates(),
+    );
+    let mut nodes = Vec::new();
+    while let Some(ev) = stream.next().await {
+        if let stategraph::EventKind::Updates { node, .. } = ev.kind {
+            nodes.push(node.to_string());
+        }
+    }
+    let out = stream.outcome().await?;
+    assert_eq!(nodes.first().map(String::as_str), Some("model"));
+    assert!(nodes.iter().any(|n| n == "tools"), "{nodes:?}");
+    assert_eq!(out.settlement.status, RunStatus::Success);
+    assert_eq!(
+        setup.stored(&out.settlement.run_id).await?.status,
+        RunStatus::Success
+    );
+    assert_eq!(setup.receipt_writes(&out.settlement.run_id), 1);
+    model.verify()?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_cancels_its_run_and_settles_it_with_one_receipt() -> R {
+    use futures::StreamExt;
+    let setup = Setup::new()?;
+    let model = ScriptedModel::new("m", [AiMessage::calls([call("h", "hang", json!({}))])]);
+    let agent = setup.agent(&model, vec![hanging()]).await?;
+    let config = agent.run_config().thread(THREAD);
+    let mut stream = agent.stream(
+        ThreadState::human_input("go"),
+        &config,
+        stategraph::StreamMode::updates(),
+    );
+    // The model's step streams; the hanging tool never ends.
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.next()).await?;
+    assert!(first.is_some());
+    drop(stream);
+    let runs = settled_runs(&setup.saver).await?;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, RunStatus::Cancelled);
+    assert_eq!(setup.receipt_writes(&runs[0].run_id), 1);
+    Ok(())
+}
