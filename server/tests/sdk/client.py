@@ -1,0 +1,607 @@
+"""Drives an Agent Server with LangGraph's Python SDK (langgraph-sdk 0.4.14), one scenario a run.
+
+    python client.py URL SCENARIO [--ours]
+    python client.py URL all [--ours]
+
+URL is the server's base URL; SCENARIO one of the names in SCENARIOS below (`all` runs each in
+turn). The server must serve the graphs of langgraph_app/graphs.py under the same names.
+Exit status 0 when every check held; 1 otherwise, after printing each difference as
+`SCENARIO: WHAT: expected X, got Y`. Nothing else is printed but one summary line.
+
+`--ours` (or STATEGRAPH_SDK_OURS=1) turns on the few checks where stategraph deliberately
+answers otherwise than LangGraph's server; they are marked `if OURS:` below. Without it the
+scripts hold for `langgraph dev` as well, which is how they were checked.
+"""
+
+import asyncio
+import os
+import sys
+import time
+import uuid
+
+import httpx
+from langgraph_sdk import get_client
+
+OURS = os.environ.get("STATEGRAPH_SDK_OURS") == "1"
+
+
+class Failed(Exception):
+    """A check that did not hold."""
+
+
+def expect(what, expected, got):
+    if expected != got:
+        raise Failed(f"{what}: expected {expected!r}, got {got!r}")
+
+
+def check(what, cond, detail=""):
+    if not cond:
+        raise Failed(f"{what}{': ' + detail if detail else ''}")
+
+
+async def expect_status(what, status, awaitable):
+    """Awaits a call that must fail with HTTP `status` (an int, or a predicate on it)."""
+    try:
+        got = await awaitable
+    except httpx.HTTPStatusError as err:
+        code = err.response.status_code
+        ok = status(code) if callable(status) else code == status
+        check(what, ok, f"expected HTTP {status if not callable(status) else '4xx'}, got {code}")
+        return err
+    except Exception as err:  # the SDK raised something other than an HTTP error
+        raise Failed(f"{what}: expected HTTP {status}, got {type(err).__name__}: {err}") from err
+    raise Failed(f"{what}: expected HTTP {status}, got success {got!r}")
+
+
+async def collect(stream):
+    """The (event, data) pairs of a stream, to its end."""
+    return [(part.event, part.data) for part in [p async for p in stream]]
+
+
+def check_metadata_first(events):
+    check("stream is not empty", events)
+    event, data = events[0]
+    expect("first event", "metadata", event)
+    check("metadata event has run_id", isinstance(data, dict) and isinstance(data.get("run_id"), str),
+          repr(data))
+    return data["run_id"]
+
+
+async def wait_status(client, thread_id, run_id, wanted, timeout=10.0):
+    """Polls a run until its status is in `wanted`; returns the run."""
+    deadline = time.monotonic() + timeout
+    while True:
+        run = await client.runs.get(thread_id, run_id)
+        if run["status"] in wanted:
+            return run
+        if time.monotonic() > deadline:
+            raise Failed(f"run {run_id} status: expected one of {wanted}, still {run['status']!r}")
+        await asyncio.sleep(0.05)
+
+
+async def new_thread(client, **kwargs):
+    return (await client.threads.create(**kwargs))["thread_id"]
+
+
+# ---- threads -------------------------------------------------------------------------------
+
+
+async def threads(client):
+    suite = str(uuid.uuid4())
+    t1 = await client.threads.create(metadata={"suite": suite, "kind": "a"})
+    tid = t1["thread_id"]
+    expect("created thread metadata", {"suite": suite, "kind": "a"}, t1["metadata"])
+    expect("created thread status", "idle", t1["status"])
+    for key in ("thread_id", "created_at", "updated_at", "metadata", "status", "values"):
+        check(f"thread has {key}", key in t1, repr(t1))
+    got = await client.threads.get(tid)
+    expect("get thread id", tid, got["thread_id"])
+    expect("get thread metadata", {"suite": suite, "kind": "a"}, got["metadata"])
+    upd = await client.threads.update(tid, metadata={"extra": 1})
+    expect("patched metadata merges", {"suite": suite, "kind": "a", "extra": 1}, upd["metadata"])
+    got = await client.threads.get(tid)
+    expect("patched metadata persists", {"suite": suite, "kind": "a", "extra": 1}, got["metadata"])
+
+    t2 = await new_thread(client, metadata={"suite": suite, "kind": "b"})
+    found = await client.threads.search(metadata={"suite": suite}, limit=10)
+    expect("search by metadata", {tid, t2}, {t["thread_id"] for t in found})
+    found = await client.threads.search(metadata={"suite": suite, "kind": "a"})
+    expect("search by two metadata keys", [tid], [t["thread_id"] for t in found])
+    found = await client.threads.search(metadata={"suite": suite, "kind": "c"})
+    expect("search by a metadata value nobody has", [], found)
+    page1 = await client.threads.search(metadata={"suite": suite}, limit=1)
+    page2 = await client.threads.search(metadata={"suite": suite}, limit=1, offset=1)
+    page3 = await client.threads.search(metadata={"suite": suite}, limit=1, offset=2)
+    expect("search limit 1", 1, len(page1))
+    expect("search offset 1", 1, len(page2))
+    expect("search past the end", [], page3)
+    expect("pages cover both", {tid, t2}, {page1[0]["thread_id"], page2[0]["thread_id"]})
+
+    # An interrupted thread is found by status; the idle one is not.
+    await client.runs.wait(t2, "approval", input={"log": []})
+    found = await client.threads.search(metadata={"suite": suite}, status="interrupted")
+    expect("search by status interrupted", [t2], [t["thread_id"] for t in found])
+    found = await client.threads.search(metadata={"suite": suite}, status="idle")
+    expect("search by status idle", [tid], [t["thread_id"] for t in found])
+    # The run stamped graph_id and assistant_id into the thread's metadata.
+    got = await client.threads.get(t2)
+    expect("run stamps graph_id", "approval", got["metadata"].get("graph_id"))
+    check("run stamps assistant_id", isinstance(got["metadata"].get("assistant_id"), str), repr(got))
+    found = await client.threads.search(metadata={"suite": suite, "graph_id": "approval"})
+    expect("search by stamped graph_id", [t2], [t["thread_id"] for t in found])
+
+    await client.threads.delete(tid)
+    await expect_status("get deleted thread", 404, client.threads.get(tid))
+    await client.threads.delete(t2)
+
+
+# ---- streaming -----------------------------------------------------------------------------
+
+
+async def stream_values(client):
+    tid = await new_thread(client)
+    created = []  # the SDK reads the run from the Content-Location header
+    events = await collect(client.runs.stream(
+        tid, "chain", input={"log": []}, stream_mode="values", on_run_created=created.append))
+    run_id = check_metadata_first(events)
+    expect("run from Content-Location", [(run_id, tid)],
+           [(c["run_id"], c["thread_id"]) for c in created])
+    expect("values events", [
+        ("values", {"log": []}),
+        ("values", {"log": ["a"]}),
+        ("values", {"log": ["a", "b"]}),
+        ("values", {"log": ["a", "b", "c"]}),
+    ], events[1:])
+    run = await client.runs.get(tid, run_id)
+    expect("run status after the stream closed", "success", run["status"])
+    expect("run thread_id", tid, run["thread_id"])
+
+
+async def stream_updates(client):
+    tid = await new_thread(client)
+    events = await collect(client.runs.stream(tid, "chain", input={"log": []}, stream_mode="updates"))
+    check_metadata_first(events)
+    expect("updates events", [
+        ("updates", {"a": {"log": ["a"]}}),
+        ("updates", {"b": {"log": ["b"]}}),
+        ("updates", {"c": {"log": ["c"]}}),
+    ], events[1:])
+
+
+async def stream_custom(client):
+    tid = await new_thread(client)
+    events = await collect(client.runs.stream(tid, "custom", input={"log": []}, stream_mode="custom"))
+    check_metadata_first(events)
+    expect("custom events", [
+        ("custom", {"progress": 0}),
+        ("custom", {"progress": 1}),
+        ("custom", {"progress": 2}),
+    ], events[1:])
+    events = await collect(client.runs.stream(
+        tid, "custom", input={"log": []}, stream_mode=["values", "custom"]))
+    check_metadata_first(events)
+    expect("values and custom events", [
+        ("values", {"log": ["worked"]}),
+        ("custom", {"progress": 0}),
+        ("custom", {"progress": 1}),
+        ("custom", {"progress": 2}),
+        ("values", {"log": ["worked", "worked"]}),
+    ], events[1:])
+
+
+async def stream_subgraphs(client):
+    tid = await new_thread(client)
+    events = await collect(client.runs.stream(
+        tid, "nested", input={"log": []}, stream_mode=["values", "updates"], stream_subgraphs=True))
+    check_metadata_first(events)
+    names = set()
+    normalised = []
+    for event, data in events[1:]:
+        mode, _, ns = event.partition("|")
+        if ns:
+            check("subgraph namespace is child:<task id>", ns.startswith("child:") and len(ns) > 6
+                  and "|" not in ns, event)
+            names.add(ns)
+            event = mode + "|child"
+        normalised.append((event, data))
+    expect("one subgraph namespace", 1, len(names))
+    expect("parent and subgraph events", [
+        ("values", {"log": []}),
+        ("values|child", {"log": []}),
+        ("updates|child", {"a": {"log": ["a"]}}),
+        ("values|child", {"log": ["a"]}),
+        ("updates|child", {"b": {"log": ["b"]}}),
+        ("values|child", {"log": ["a", "b"]}),
+        ("updates|child", {"c": {"log": ["c"]}}),
+        ("values|child", {"log": ["a", "b", "c"]}),
+        ("updates", {"child": {"log": ["a", "b", "c"]}}),
+        ("values", {"log": ["a", "b", "c"]}),
+        ("updates", {"after": {"log": ["after"]}}),
+        ("values", {"log": ["a", "b", "c", "after"]}),
+    ], normalised)
+    # Without stream_subgraphs the child's events stay inside.
+    tid = await new_thread(client)
+    events = await collect(client.runs.stream(
+        tid, "nested", input={"log": []}, stream_mode=["updates"]))
+    expect("updates without subgraphs", [
+        ("updates", {"child": {"log": ["a", "b", "c"]}}),
+        ("updates", {"after": {"log": ["after"]}}),
+    ], events[1:])
+
+
+def unset_dropped(values):
+    """Values as LangGraph shows them: with --ours, fields still null are dropped, since our
+    typed state shows every field (an unset one as null) where LangGraph omits the channels
+    nobody wrote."""
+    if not OURS or not isinstance(values, dict):
+        return values
+    return {k: v for k, v in values.items() if v is not None}
+
+
+async def stream_error(client):
+    tid = await new_thread(client)
+    events = await collect(client.runs.stream(tid, "boom", input={"log": []}, stream_mode="values"))
+    run_id = check_metadata_first(events)
+    expect("events of a failing run", [
+        ("values", {"log": []}),
+        # A node's failure has no Python exception class on our server: it is a NodeError.
+        ("error", {"error": "NodeError" if OURS else "ValueError", "message": "boom"}),
+    ], events[1:])
+    run = await client.runs.get(tid, run_id)
+    expect("failed run status", "error", run["status"])
+    thread = await client.threads.get(tid)
+    expect("failed run's thread status", "error", thread["status"])
+    # The thread takes a new run after the failure.
+    survived = await client.runs.wait(tid, "boom", input={"log": ["ok"]})
+    expect("the new run's values", {"log": ["ok", "survived"]}, survived)
+    thread = await client.threads.get(tid)
+    expect("thread status after a good run", "idle", thread["status"])
+
+
+# ---- interrupts, forks, state --------------------------------------------------------------
+
+
+async def interrupt_resume(client):
+    tid = await new_thread(client)
+    events = await collect(client.runs.stream(
+        tid, "approval", input={"log": []}, stream_mode="values"))
+    run_id = check_metadata_first(events)
+    expect("event names up to the interrupt", ["values", "values"], [e for e, _ in events[1:]])
+    expect("first values", {"log": []}, unset_dropped(events[1][1]))
+    last = events[-1][1]
+    interrupts = last.get("__interrupt__")
+    check("last values event carries __interrupt__", isinstance(interrupts, list)
+          and len(interrupts) == 1, repr(last))
+    expect("interrupt value", {"question": "approve?"}, interrupts[0].get("value"))
+    check("interrupt has an id", isinstance(interrupts[0].get("id"), str), repr(interrupts[0]))
+    interrupt_id = interrupts[0]["id"]
+    expect("values beside the interrupt", {"log": []},
+           unset_dropped({k: v for k, v in last.items() if k != "__interrupt__"}))
+
+    run = await client.runs.get(tid, run_id)
+    expect("interrupted run status", "success", run["status"])
+    thread = await client.threads.get(tid)
+    expect("thread status", "interrupted", thread["status"])
+    thread_interrupts = [i for group in thread["interrupts"].values() for i in group]
+    expect("thread interrupts", [interrupt_id], [i["id"] for i in thread_interrupts])
+    state = await client.threads.get_state(tid)
+    expect("state next", ["ask"], state["next"])
+    expect("state tasks", ["ask"], [t["name"] for t in state["tasks"]])
+    task_interrupts = state["tasks"][0]["interrupts"]
+    expect("task interrupt", [(interrupt_id, {"question": "approve?"})],
+           [(i["id"], i["value"]) for i in task_interrupts])
+    expect("state interrupts", [interrupt_id], [i["id"] for i in state["interrupts"]])
+
+    events = await collect(client.runs.stream(
+        tid, "approval", command={"resume": "yes"}, stream_mode="values"))
+    check_metadata_first(events)
+    final = events[-1]
+    expect("final values", ("values", {"log": ["asked", "finished"], "decision": "yes"}), final)
+    state = await client.threads.get_state(tid)
+    expect("state after resume", {"log": ["asked", "finished"], "decision": "yes"}, state["values"])
+    expect("state next after resume", [], state["next"])
+    thread = await client.threads.get(tid)
+    expect("thread status after resume", "idle", thread["status"])
+
+
+def human(text):
+    return {"type": "human", "content": text}
+
+
+async def fork(client):
+    tid = await new_thread(client)
+    await client.runs.wait(tid, "agent", input={"messages": [human("hello")]})
+    done = await client.runs.wait(tid, "agent", input={"messages": [human("again")]})
+    expect("contents before the fork", ["hello", "You said: hello", "again", "You said: again"],
+           [m["content"] for m in done["messages"]])
+    history = await client.threads.get_history(tid, limit=100)
+    old_head = history[0]["checkpoint"]
+    # As agent-chat-ui edits a message: the first state (oldest) in which the message appears,
+    # and its parent checkpoint.
+    first_seen = [s for s in history
+                  if any(m["content"] == "again" for m in s["values"].get("messages", []))][-1]
+    parent = first_seen["parent_checkpoint"]
+    check("first state with the message has a parent", parent is not None, repr(first_seen))
+    forked = await client.runs.wait(
+        tid, "agent", input={"messages": [human("edited")]}, checkpoint=parent)
+    expect("contents after the fork", ["hello", "You said: hello", "edited", "You said: edited"],
+           [m["content"] for m in forked["messages"]])
+    state = await client.threads.get_state(tid)
+    expect("thread state follows the fork",
+           ["hello", "You said: hello", "edited", "You said: edited"],
+           [m["content"] for m in state["values"]["messages"]])
+    after = await client.threads.get_history(tid, limit=100)
+    check("history grew", len(after) > len(history), f"{len(history)} -> {len(after)}")
+    old = await client.threads.get_state(tid, checkpoint=old_head)
+    expect("the old branch stays reachable",
+           ["hello", "You said: hello", "again", "You said: again"],
+           [m["content"] for m in old["values"]["messages"]])
+
+
+async def update_state(client):
+    # LangGraph needs to know the thread's graph before its first run: graph_id in metadata.
+    tid = await new_thread(client, graph_id="chain")
+    res = await client.threads.update_state(tid, {"log": ["x"]}, as_node="a")
+    check("update_state answers a checkpoint", isinstance(res.get("checkpoint"), dict), repr(res))
+    state = await client.threads.get_state(tid)
+    expect("values after update_state", {"log": ["x"]}, state["values"])
+    expect("next after update_state as a", ["b"], state["next"])
+    expect("update_state's checkpoint is the head", res["checkpoint"]["checkpoint_id"],
+           state["checkpoint"]["checkpoint_id"])
+    done = await client.runs.wait(tid, "chain", input=None)
+    expect("a run goes on from b", {"log": ["x", "b", "c"]}, done)
+    await client.threads.update_state(tid, {"log": ["y"]}, as_node="a")
+    state = await client.threads.get_state(tid)
+    expect("values after a second update_state", {"log": ["x", "b", "c", "y"]}, state["values"])
+    expect("next after the second update_state", ["b"], state["next"])
+
+
+async def history(client):
+    tid = await new_thread(client)
+    await client.runs.wait(tid, "chain", input={"log": []})
+    items = await client.threads.get_history(tid, limit=10)
+    expect("history length of a 3-node run", 5, len(items))
+    keys = ("values", "next", "checkpoint", "parent_checkpoint", "tasks", "metadata",
+            "created_at", "interrupts")
+    for i, item in enumerate(items):
+        for key in keys:
+            check(f"history item {i} has {key}", key in item, repr(sorted(item)))
+    expect("history values, newest first",
+           [{"log": ["a", "b", "c"]}, {"log": ["a", "b"]}, {"log": ["a"]}, {"log": []}, {"log": []}],
+           [s["values"] for s in items])
+    expect("history next", [[], ["c"], ["b"], ["a"], ["__start__"]], [s["next"] for s in items])
+    expect("history steps", [3, 2, 1, 0, -1], [s["metadata"]["step"] for s in items])
+    expect("history sources", ["loop", "loop", "loop", "loop", "input"],
+           [s["metadata"]["source"] for s in items])
+    expect("history tasks", [[], ["c"], ["b"], ["a"], ["__start__"]],
+           [[t["name"] for t in s["tasks"]] for s in items])
+    for newer, older in zip(items, items[1:]):
+        expect("parent_checkpoint is the next item's checkpoint",
+               older["checkpoint"]["checkpoint_id"], newer["parent_checkpoint"]["checkpoint_id"])
+    expect("oldest has no parent", None, items[-1]["parent_checkpoint"])
+    expect("checkpoint thread_id", tid, items[0]["checkpoint"]["thread_id"])
+    expect("checkpoint ns", "", items[0]["checkpoint"]["checkpoint_ns"])
+    check("created_at is a string", isinstance(items[0]["created_at"], str), repr(items[0]))
+
+    two = await client.threads.get_history(tid, limit=2)
+    expect("limit 2", [s["checkpoint"]["checkpoint_id"] for s in items[:2]],
+           [s["checkpoint"]["checkpoint_id"] for s in two])
+    # `before` is a config, as the JS SDK types it: LangGraph's server reads
+    # before["configurable"]["checkpoint_id"] (a bare Checkpoint there is a 500, a string 422).
+    before = await client.threads.get_history(
+        tid, limit=10,
+        before={"configurable": {"checkpoint_id": items[1]["checkpoint"]["checkpoint_id"]}})
+    expect("before", [s["checkpoint"]["checkpoint_id"] for s in items[2:]],
+           [s["checkpoint"]["checkpoint_id"] for s in before])
+    by_step = await client.threads.get_history(tid, limit=10, metadata={"step": 1})
+    expect("metadata filter", [items[2]["checkpoint"]["checkpoint_id"]],
+           [s["checkpoint"]["checkpoint_id"] for s in by_step])
+    by_cp = await client.threads.get_state(tid, checkpoint=items[2]["checkpoint"])
+    expect("state at a checkpoint", {"log": ["a"]}, by_cp["values"])
+
+
+# ---- runs ----------------------------------------------------------------------------------
+
+
+async def wait_join(client):
+    tid = await new_thread(client)
+    done = await client.runs.wait(tid, "chain", input={"log": []})
+    expect("runs.wait values", {"log": ["a", "b", "c"]}, done)
+    run = await client.runs.create(tid, "chain", input={"log": []})
+    for key in ("run_id", "thread_id", "assistant_id", "created_at", "updated_at", "status",
+                "metadata", "multitask_strategy"):
+        check(f"run has {key}", key in run, repr(run))
+    check("new run status", run["status"] in ("pending", "running"), run["status"])
+    joined = await client.runs.join(tid, run["run_id"])
+    expect("runs.join values", {"log": ["a", "b", "c", "a", "b", "c"]}, joined)
+    got = await client.runs.get(tid, run["run_id"])
+    expect("joined run status", "success", got["status"])
+    runs = await client.runs.list(tid)
+    expect("runs.list count", 2, len(runs))
+    expect("runs.list newest first", run["run_id"], runs[0]["run_id"])
+    expect("runs.list statuses", ["success", "success"], [r["status"] for r in runs])
+    stateless = await client.runs.wait(None, "chain", input={"log": []})
+    expect("stateless runs.wait values", {"log": ["a", "b", "c"]}, stateless)
+
+
+async def cancel(client):
+    tid = await new_thread(client)
+    run = await client.runs.create(tid, "slow", input={"steps": 50, "delay_ms": 100})
+    await wait_status(client, tid, run["run_id"], ("running",))
+    await asyncio.sleep(0.3)
+    await client.runs.cancel(tid, run["run_id"], wait=True)
+    got = await client.runs.get(tid, run["run_id"])
+    expect("cancelled run status", "interrupted", got["status"])
+    thread = await client.threads.get(tid)
+    # LangGraph leaves the thread interrupted (its head has next == ["tick"]).
+    expect("thread status after cancel", "interrupted", thread["status"])
+    state = await client.threads.get_state(tid)
+    ticks = len(state["values"].get("log", []))
+    check("the cancelled run stopped early", 0 < ticks < 50, f"{ticks} ticks")
+    done = await client.runs.wait(tid, "slow", input={"steps": 0, "delay_ms": 0})
+    expect("a run after the cancel", ticks + 1, len(done["log"]))
+    runs = await client.runs.list(tid)
+    expect("run statuses after cancel", ["success", "interrupted"], [r["status"] for r in runs])
+
+
+async def reject_busy(client):
+    tid = await new_thread(client)
+    run = await client.runs.create(tid, "slow", input={"steps": 50, "delay_ms": 100})
+    await wait_status(client, tid, run["run_id"], ("running",))
+    thread = await client.threads.get(tid)
+    expect("thread status while running", "busy", thread["status"])
+    err = await expect_status("second run with reject", 409, client.runs.create(
+        tid, "chain", input={"log": []}, multitask_strategy="reject"))
+    body = err.response.json()
+    check("409 body has detail", isinstance(body.get("detail"), str), repr(body))
+    runs = await client.runs.list(tid)
+    expect("the rejected run was not kept", [run["run_id"]], [r["run_id"] for r in runs])
+    # Without a multitask_strategy the server queues the run (LangGraph's default: enqueue).
+    queued = await client.runs.create(tid, "slow", input={"steps": 0, "delay_ms": 0})
+    expect("default multitask_strategy", "enqueue", queued["multitask_strategy"])
+    expect("default strategy queues the run", "pending",
+           (await client.runs.get(tid, queued["run_id"]))["status"])
+    await client.runs.cancel(tid, queued["run_id"], wait=True)
+    await client.runs.cancel(tid, run["run_id"], wait=True)
+    runs = await client.runs.list(tid)
+    expect("statuses after cancelling both", ["interrupted", "interrupted"],
+           [r["status"] for r in runs])
+
+
+async def enqueue(client):
+    tid = await new_thread(client)
+    first = await client.runs.create(tid, "slow", input={"steps": 3, "delay_ms": 200})
+    second = await client.runs.create(
+        tid, "slow", input={"steps": 5, "delay_ms": 0}, multitask_strategy="enqueue")
+    got = await client.runs.get(tid, second["run_id"])
+    expect("queued run status while the first runs", "pending", got["status"])
+    expect("queued run multitask_strategy", "enqueue", got["multitask_strategy"])
+    one = await client.runs.join(tid, first["run_id"])
+    expect("first run's values (no write from the second)", ["tick0", "tick1", "tick2"], one["log"])
+    two = await client.runs.join(tid, second["run_id"])
+    expect("second run's values", ["tick0", "tick1", "tick2", "tick3", "tick4"], two["log"])
+    r1 = await client.runs.get(tid, first["run_id"])
+    r2 = await client.runs.get(tid, second["run_id"])
+    expect("statuses", ("success", "success"), (r1["status"], r2["status"]))
+    check("second created after first", r2["created_at"] > r1["created_at"],
+          f"{r1['created_at']} / {r2['created_at']}")
+    check("second ended after first", r2["updated_at"] >= r1["updated_at"],
+          f"{r1['updated_at']} / {r2['updated_at']}")
+
+
+async def resume_stream(client):
+    tid = await new_thread(client)
+    seen = []
+    stream = client.runs.stream(
+        tid, "slow", input={"steps": 6, "delay_ms": 200}, stream_mode="values",
+        stream_resumable=True, on_disconnect="continue")
+    async for part in stream:
+        check("resumable frames carry an id", part.id is not None, repr(part))
+        seen.append(part)
+        if len(seen) == 3:
+            break
+    await stream.aclose()
+    expect("first events", ["metadata", "values", "values"], [p.event for p in seen])
+    run_id = seen[0].data["run_id"]
+    rest = [p async for p in client.runs.join_stream(tid, run_id, last_event_id=seen[-1].id)]
+    for part in rest:
+        check("replayed frames carry an id", part.id is not None, repr(part))
+    ids = [p.id for p in seen + rest]
+    expect("no event id repeats", len(ids), len(set(ids)))
+    values = [p.data for p in seen + rest if p.event == "values"]
+    expect("every values event once", [
+        {"steps": 6, "delay_ms": 200, "log": [f"tick{i}" for i in range(n)]} for n in range(7)
+    ], values)
+    expect("events after the resume point", ["values"] * 5, [p.event for p in rest])
+    run = await client.runs.get(tid, run_id)
+    expect("run status at the stream's end", "success", run["status"])
+    # Replaying from the start gives the whole log again.
+    again = [p async for p in client.runs.join_stream(tid, run_id, last_event_id="-1")]
+    expect("replay from -1", [p.event for p in seen + rest], [p.event for p in again])
+
+
+async def errors(client):
+    missing = str(uuid.uuid4())
+    await expect_status("unknown assistant id", 404, client.assistants.get(missing))
+    tid = await new_thread(client)
+    # A name that is neither a graph nor a UUID is a validation error (422) on LangGraph's
+    # server; an unknown assistant UUID is 404.
+    err = await expect_status("run on an unknown graph name", 422,
+                              client.runs.create(tid, "no_such_graph", input={}))
+    check("the 422 names the assistant", "no_such_graph" in err.response.text, err.response.text)
+    await expect_status("run on an unknown assistant id", 404,
+                        client.runs.create(tid, missing, input={}))
+    await expect_status("unknown thread", 404, client.threads.get(missing))
+    await expect_status("state of an unknown thread", 404, client.threads.get_state(missing))
+    await expect_status("run on an unknown thread", 404,
+                        client.runs.create(missing, "chain", input={"log": []}))
+    await expect_status("unknown run", 404, client.runs.get(tid, missing))
+    if OURS:
+        err = await expect_status("wrong type in input", 422, client.runs.wait(
+            tid, "chain", input={"log": 5}))
+        check("the 422 names the field", "log" in err.response.text, err.response.text)
+    else:
+        # LangGraph accepts the run, which fails in the reducer: runs.wait answers 200 with the
+        # error as its body, and the SDK raises it.
+        try:
+            got = await client.runs.wait(tid, "chain", input={"log": 5}, raise_error=False)
+        except httpx.HTTPStatusError as err:
+            raise Failed(f"wrong type in input: LangGraph answered HTTP "
+                         f"{err.response.status_code}") from err
+        check("wrong type in input fails the run", isinstance(got, dict) and "__error__" in got,
+              repr(got))
+    await client.runs.wait(tid, "chain", input={"log": []})
+
+
+async def reconnect(client):
+    """A resumable stream read to its end. Through a proxy that cuts the connection mid-run
+    (the server's `reconnect` test), the SDK's own reconnect must give every step's values
+    once, in order: nothing lost, nothing repeated."""
+    tid = await new_thread(client)
+    events = await collect(client.runs.stream(
+        tid, "slow", input={"steps": 8, "delay_ms": 100}, stream_mode="values",
+        stream_resumable=True, on_disconnect="continue"))
+    check_metadata_first(events)
+    logs = [data["log"] for event, data in events if event == "values"]
+    expect("every step's values once, in order",
+           [[f"tick{i}" for i in range(n)] for n in range(9)], logs)
+
+
+SCENARIOS = {f.__name__: f for f in [
+    threads, stream_values, stream_updates, stream_custom, stream_subgraphs, stream_error,
+    interrupt_resume, fork, update_state, history, wait_join, cancel, reject_busy, enqueue,
+    resume_stream, errors, reconnect,
+]}
+
+
+async def run(url, names):
+    client = get_client(url=url)
+    failures = []
+    for name in names:
+        try:
+            await SCENARIOS[name](client)
+        except Failed as err:
+            failures.append(f"{name}: {err}")
+        except Exception as err:  # an SDK error is a difference too
+            failures.append(f"{name}: {type(err).__name__}: {err}")
+    return failures
+
+
+def main(argv):
+    global OURS
+    args = [a for a in argv[1:] if a != "--ours"]
+    OURS = OURS or "--ours" in argv
+    if len(args) != 2 or (args[1] != "all" and args[1] not in SCENARIOS):
+        print(f"usage: client.py URL SCENARIO|all [--ours]; scenarios: {' '.join(SCENARIOS)}",
+              file=sys.stderr)
+        return 2
+    names = list(SCENARIOS) if args[1] == "all" else [args[1]]
+    failures = asyncio.run(run(args[0], names))
+    for failure in failures:
+        print(failure)
+    print(f"python sdk: {len(names) - len(failures)}/{len(names)} scenarios passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,139 @@
+"""The SDK scenarios' test graphs, written for LangGraph.
+
+`stategraph serve` serves graphs of the same names, state shapes and behaviours, so that
+client.py and client.mjs can be checked against `langgraph dev` on this app and then run
+unchanged against our server.
+"""
+
+import asyncio
+import operator
+from typing import Annotated, Optional
+
+from typing_extensions import TypedDict
+
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+
+class LogState(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def _append(name):
+    def node(state: LogState):
+        return {"log": [name]}
+
+    node.__name__ = name
+    return node
+
+
+def _chain():
+    builder = StateGraph(LogState)
+    for name in ("a", "b", "c"):
+        builder.add_node(name, _append(name))
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", "c")
+    builder.add_edge("c", END)
+    return builder.compile()
+
+
+chain = _chain()
+
+
+class AgentState(TypedDict):
+    messages: Annotated[list, operator.add]
+
+
+def model(state: AgentState):
+    last = state["messages"][-1]
+    return {"messages": [{"type": "ai", "content": "You said: " + last["content"]}]}
+
+
+_agent = StateGraph(AgentState)
+_agent.add_node("model", model)
+_agent.add_edge(START, "model")
+_agent.add_edge("model", END)
+agent = _agent.compile()
+
+
+class ApprovalState(TypedDict):
+    log: Annotated[list[str], operator.add]
+    decision: Optional[str]
+
+
+def ask(state: ApprovalState):
+    answer = interrupt({"question": "approve?"})
+    return {"decision": answer, "log": ["asked"]}
+
+
+def finish(state: ApprovalState):
+    return {"log": ["finished"]}
+
+
+_approval = StateGraph(ApprovalState)
+_approval.add_node("ask", ask)
+_approval.add_node("finish", finish)
+_approval.add_edge(START, "ask")
+_approval.add_edge("ask", "finish")
+_approval.add_edge("finish", END)
+approval = _approval.compile()
+
+
+def work(state: LogState):
+    write = get_stream_writer()
+    for i in range(3):
+        write({"progress": i})
+    return {"log": ["worked"]}
+
+
+_custom = StateGraph(LogState)
+_custom.add_node("work", work)
+_custom.add_edge(START, "work")
+_custom.add_edge("work", END)
+custom = _custom.compile()
+
+
+class SlowState(TypedDict):
+    log: Annotated[list[str], operator.add]
+    steps: int
+    delay_ms: int
+
+
+async def tick(state: SlowState):
+    await asyncio.sleep(state.get("delay_ms", 0) / 1000)
+    return {"log": [f"tick{len(state.get('log', []))}"]}
+
+
+def _again(state: SlowState):
+    return "tick" if len(state.get("log", [])) < state.get("steps", 0) else END
+
+
+_slow = StateGraph(SlowState)
+_slow.add_node("tick", tick)
+_slow.add_edge(START, "tick")
+_slow.add_conditional_edges("tick", _again, ["tick", END])
+slow = _slow.compile()
+
+
+_nested = StateGraph(LogState)
+_nested.add_node("child", chain)
+_nested.add_node("after", _append("after"))
+_nested.add_edge(START, "child")
+_nested.add_edge("child", "after")
+_nested.add_edge("after", END)
+nested = _nested.compile()
+
+
+def explode(state: LogState):
+    if "ok" not in state["log"]:
+        raise ValueError("boom")
+    return {"log": ["survived"]}
+
+
+_boom = StateGraph(LogState)
+_boom.add_node("explode", explode)
+_boom.add_edge(START, "explode")
+_boom.add_edge("explode", END)
+boom = _boom.compile()
