@@ -1,0 +1,214 @@
+//! Small graphs `stategraph serve` serves when it is given none of a user's: a chain, an
+//! echo agent, an approval that interrupts, custom events, a slow loop, a subgraph and a
+//! failing node. The SDK tests and the server bench drive them; LangGraph's twins live beside
+//! those tests, so both servers can be checked with the same client scripts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use stategraph::prelude::*;
+use stategraph::CompileError;
+
+use crate::ServerBuilder;
+
+/// A list of strings, appended to.
+#[derive(State, Clone, Default, Debug)]
+pub struct Log {
+    /// The entries.
+    #[reduce(append)]
+    pub log: Vec<String>,
+}
+
+/// A conversation of JSON messages (`{"type": "ai", "content": …}`), appended to.
+#[derive(State, Clone, Default, Debug)]
+pub struct Chat {
+    /// The messages.
+    #[reduce(append)]
+    pub messages: Vec<Value>,
+}
+
+/// A log and the answer an approval got.
+#[derive(State, Clone, Default, Debug)]
+pub struct Approval {
+    /// The entries.
+    #[reduce(append)]
+    pub log: Vec<String>,
+    /// The answer.
+    pub decision: Option<String>,
+}
+
+/// A loop of `steps` ticks of `delay_ms` each.
+#[derive(State, Clone, Default, Debug)]
+pub struct Slow {
+    /// One entry per tick.
+    #[reduce(append)]
+    pub log: Vec<String>,
+    /// Ticks to run.
+    pub steps: u64,
+    /// Milliseconds a tick takes.
+    pub delay_ms: u64,
+}
+
+fn append(
+    name: &'static str,
+) -> impl Fn(Arc<Log>, NodeContext) -> futures::future::Ready<Result<LogUpdate, BoxError>>
+       + Send
+       + Sync
+       + 'static {
+    move |_s, _cx| futures::future::ready(Ok(Log::update().log(vec![name.to_owned()])))
+}
+
+/// `a → b → c`, each appending its name.
+///
+/// # Errors
+/// Never in practice (the graph is fixed); a [`CompileError`] otherwise.
+pub fn chain() -> Result<CompiledGraph<Log>, CompileError> {
+    StateGraph::<Log>::new()
+        .add_node("a", append("a"))
+        .add_node("b", append("b"))
+        .add_node("c", append("c"))
+        .add_edge(START, "a")
+        .add_edge("a", "b")
+        .add_edge("b", "c")
+        .add_edge("c", END)
+        .compile()
+}
+
+/// One node, `model`, answering `You said: <the last message's content>`.
+///
+/// # Errors
+/// As [`chain`].
+pub fn agent() -> Result<CompiledGraph<Chat>, CompileError> {
+    StateGraph::<Chat>::new()
+        .add_node("model", |s: Arc<Chat>, _cx: NodeContext| async move {
+            let last = s
+                .messages
+                .last()
+                .and_then(|m| m.get("content"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let reply = json!({ "type": "ai", "content": format!("You said: {last}") });
+            Ok::<_, BoxError>(Chat::update().messages(vec![reply]))
+        })
+        .add_edge(START, "model")
+        .add_edge("model", END)
+        .compile()
+}
+
+/// `ask` interrupts with `{"question": "approve?"}` and keeps the answer; `finish` follows.
+///
+/// # Errors
+/// As [`chain`].
+pub fn approval() -> Result<CompiledGraph<Approval>, CompileError> {
+    StateGraph::<Approval>::new()
+        .add_node("ask", |_s: Arc<Approval>, cx: NodeContext| async move {
+            let answer: String = cx.interrupt(json!({ "question": "approve?" }))?;
+            Ok::<_, BoxError>(
+                Approval::update()
+                    .decision(Some(answer))
+                    .log(vec!["asked".to_owned()]),
+            )
+        })
+        .add_node("finish", |_s: Arc<Approval>, _cx: NodeContext| async move {
+            Ok::<_, BoxError>(Approval::update().log(vec!["finished".to_owned()]))
+        })
+        .add_edge(START, "ask")
+        .add_edge("ask", "finish")
+        .add_edge("finish", END)
+        .compile()
+}
+
+/// `work` emits `{"progress": 0..3}` as custom events, then appends `worked`.
+///
+/// # Errors
+/// As [`chain`].
+pub fn custom() -> Result<CompiledGraph<Log>, CompileError> {
+    StateGraph::<Log>::new()
+        .add_node("work", |_s: Arc<Log>, cx: NodeContext| async move {
+            for progress in 0..3 {
+                cx.emit(json!({ "progress": progress })).await;
+            }
+            Ok::<_, BoxError>(Log::update().log(vec!["worked".to_owned()]))
+        })
+        .add_edge(START, "work")
+        .add_edge("work", END)
+        .compile()
+}
+
+/// `tick` sleeps `delay_ms`, appends `tick<n>`, and loops until the log has `steps` entries.
+///
+/// # Errors
+/// As [`chain`].
+pub fn slow() -> Result<CompiledGraph<Slow>, CompileError> {
+    StateGraph::<Slow>::new()
+        .add_node("tick", |s: Arc<Slow>, _cx: NodeContext| async move {
+            tokio::time::sleep(Duration::from_millis(s.delay_ms)).await;
+            Ok::<_, BoxError>(Slow::update().log(vec![format!("tick{}", s.log.len())]))
+        })
+        .add_edge(START, "tick")
+        .add_conditional_edges(
+            "tick",
+            |s: &Slow| {
+                if (s.log.len() as u64) < s.steps {
+                    "tick"
+                } else {
+                    END
+                }
+            },
+            ["tick", END],
+        )
+        .compile()
+}
+
+/// `child` (the [`chain`] as a subgraph sharing `log`) then `after`.
+///
+/// # Errors
+/// As [`chain`].
+pub fn nested() -> Result<CompiledGraph<Log>, CompileError> {
+    StateGraph::<Log>::new()
+        .add_subgraph(
+            "child",
+            chain()?,
+            Checkpointing::Inherit,
+            |s: &Log| Log::update().log(s.log.clone()),
+            |c: &Log| Log::update().log(c.log.clone()),
+        )
+        .add_node("after", append("after"))
+        .add_edge(START, "child")
+        .add_edge("child", "after")
+        .add_edge("after", END)
+        .compile()
+}
+
+/// `explode` fails with `boom` unless the log holds `ok`; then it appends `survived`.
+///
+/// # Errors
+/// As [`chain`].
+pub fn boom() -> Result<CompiledGraph<Log>, CompileError> {
+    StateGraph::<Log>::new()
+        .add_node("explode", |s: Arc<Log>, _cx: NodeContext| async move {
+            if !s.log.iter().any(|e| e == "ok") {
+                return Err::<LogUpdate, BoxError>("boom".into());
+            }
+            Ok(Log::update().log(vec!["survived".to_owned()]))
+        })
+        .add_edge(START, "explode")
+        .add_edge("explode", END)
+        .compile()
+}
+
+/// Register every demo graph, by its function's name.
+///
+/// # Errors
+/// As [`chain`].
+pub fn register(builder: ServerBuilder) -> Result<ServerBuilder, CompileError> {
+    Ok(builder
+        .graph("chain", &chain()?)
+        .graph("agent", &agent()?)
+        .graph("approval", &approval()?)
+        .graph("custom", &custom()?)
+        .graph("slow", &slow()?)
+        .graph("nested", &nested()?)
+        .graph("boom", &boom()?))
+}

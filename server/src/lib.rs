@@ -1,0 +1,337 @@
+//! `stategraph serve`: LangGraph's Agent Server API over stategraph graphs, so the clients
+//! people already use (`langgraph-sdk` for Python and JS, agent-chat-ui, `RemoteGraph`) run
+//! on them unmodified.
+//!
+//! Register compiled graphs by name; each becomes an assistant. Threads, their checkpoints,
+//! the runs and their queue live in one SQLite file, so a server that is killed picks its
+//! queued and running runs up again when it starts.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use stategraph::prelude::*;
+//! use stategraph_server::Server;
+//!
+//! #[derive(State, Clone, Default, Debug)]
+//! struct Log {
+//!     #[reduce(append)]
+//!     log: Vec<String>,
+//! }
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let graph = StateGraph::<Log>::new()
+//!     .add_node("a", |_s: Arc<Log>, _cx: NodeContext| async move {
+//!         Ok::<_, BoxError>(Log::update().log(vec!["a".into()]))
+//!     })
+//!     .add_edge(START, "a")
+//!     .add_edge("a", END)
+//!     .compile()?;
+//! let dir = tempfile::tempdir()?;
+//! let server = Server::builder()
+//!     .graph("chain", &graph)
+//!     .file(dir.path().join("threads.db"))
+//!     .addr("127.0.0.1:0".parse()?) // any free port; 2024 by default, as `langgraph dev`
+//!     .start()
+//!     .await?;
+//! println!("serving on {}", server.url());
+//! server.shutdown().await;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! Inside: `wire` the request shapes; `graph` a graph with its state type erased; `store`
+//! the server's tables; `runs` the run queue and event logs; `sse` the event stream;
+//! `routes` the HTTP API; `guard` API key, CORS and body limits; `options` what a server is
+//! given.
+
+pub mod demo;
+mod error;
+mod graph;
+mod guard;
+mod ids;
+mod options;
+mod routes;
+mod runner;
+mod runs;
+mod sse;
+mod store;
+mod wire;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use stategraph::checkpoints::{Saver, SqliteSaver};
+use stategraph::{CompiledGraph, State};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use error::ApiError;
+pub use options::{ServerError, ServerOptions, DEFAULT_BODY_LIMIT, DEFAULT_PORT};
+pub use runner::{RunEvents, RunFailure, Runner};
+pub use wire::Multitask;
+
+use graph::{Served, ServedGraph};
+use runs::Runs;
+use store::Book;
+
+/// A graph the server serves: its name (the assistant's `graph_id`), its assistant id, and
+/// the graph bound to the server's saver.
+pub(crate) struct Registered {
+    pub(crate) name: String,
+    pub(crate) assistant_id: String,
+    pub(crate) graph: Arc<dyn ServedGraph>,
+}
+
+/// What every request handler shares.
+pub(crate) struct Shared {
+    pub(crate) book: Book,
+    pub(crate) runs: Runs,
+    pub(crate) saver: Arc<dyn Saver>,
+    pub(crate) graphs: HashMap<String, Arc<Registered>>,
+    pub(crate) options: ServerOptions,
+    pub(crate) started_ms: i64,
+}
+
+impl Shared {
+    /// The graph an assistant id names: its UUID or the graph's name.
+    pub(crate) fn assistant(&self, id: &str) -> Result<&Arc<Registered>, ApiError> {
+        self.graphs
+            .get(id)
+            .or_else(|| self.graphs.values().find(|g| g.assistant_id == id))
+            .ok_or_else(|| ApiError::not_found("assistant", id))
+    }
+
+    /// The graph a run's `assistant_id` names. LangGraph answers an unknown UUID 404 and an
+    /// unknown graph name 422.
+    pub(crate) fn run_assistant(&self, id: &str) -> Result<&Arc<Registered>, ApiError> {
+        self.assistant(id).map_err(|e| {
+            if is_uuid(id) {
+                return e;
+            }
+            let mut names: Vec<&str> = self.graphs.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            ApiError::Invalid(format!(
+                "invalid assistant {id:?}: neither an assistant's id nor one of the graphs {}",
+                names.join(", ")
+            ))
+        })
+    }
+}
+
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+type Bind = Box<dyn FnOnce(Arc<dyn Saver>) -> Arc<dyn ServedGraph> + Send>;
+
+/// The Agent Server.
+#[derive(Debug)]
+pub struct Server;
+
+impl Server {
+    /// Start describing a server.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder {
+            graphs: Vec::new(),
+            options: ServerOptions::default(),
+        }
+    }
+}
+
+/// Graphs and options of a [`Server`].
+pub struct ServerBuilder {
+    graphs: Vec<(String, Bind)>,
+    options: ServerOptions,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field(
+                "graphs",
+                &self.graphs.iter().map(|g| &g.0).collect::<Vec<_>>(),
+            )
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl ServerBuilder {
+    /// Serve `graph` as `name`: an assistant whose `graph_id` is `name` (and which
+    /// `assistant_id: name` reaches too). Its state travels as JSON through the state's serde
+    /// types. The server binds it to its own checkpoint file.
+    pub fn graph<S: State>(self, name: impl Into<String>, graph: &CompiledGraph<S>) -> Self {
+        self.runner(name, graph.clone())
+    }
+
+    /// Serve `runner` as `name`: like [`ServerBuilder::graph`], with every run started
+    /// through the runner (an agent that records, settles and delivers its runs, say).
+    pub fn runner<S: State, R: Runner<S>>(mut self, name: impl Into<String>, runner: R) -> Self {
+        self.graphs.push((
+            name.into(),
+            Box::new(move |saver| {
+                Arc::new(Served::<S, R>::new(runner, saver)) as Arc<dyn ServedGraph>
+            }),
+        ));
+        self
+    }
+
+    /// Every option at once.
+    pub fn options(mut self, options: ServerOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The SQLite file holding threads, checkpoints and runs (made if missing).
+    pub fn file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.options.file = path.into();
+        self
+    }
+
+    /// Listen on `addr` (`127.0.0.1:2024` by default; port 0 takes a free one).
+    pub fn addr(mut self, addr: SocketAddr) -> Self {
+        self.options.addr = addr;
+        self
+    }
+
+    /// Require this API key in `x-api-key` (required to listen beyond loopback).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.options.api_key = Some(key.into());
+        self
+    }
+
+    /// Allow browser pages from `origin` (CORS).
+    pub fn cors_origin(mut self, origin: impl Into<String>) -> Self {
+        self.options.cors_origins.push(origin.into());
+        self
+    }
+
+    /// Send a `: heartbeat` on a stream silent this long (5 s by default).
+    pub fn heartbeat(mut self, every: std::time::Duration) -> Self {
+        self.options.heartbeat = every;
+        self
+    }
+
+    /// Most bytes of a request body (10 MiB by default); a larger one is answered 413.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.options.body_limit = bytes;
+        self
+    }
+
+    /// Open the file, pick up the runs a stopped server left, and listen.
+    ///
+    /// # Errors
+    /// [`ServerError`]: a non-loopback address without an API key, two graphs of one name,
+    /// the file, the address.
+    pub async fn start(self) -> Result<RunningServer, ServerError> {
+        self.options.check()?;
+        let file = self.options.file.clone();
+        let saver: Arc<dyn Saver> =
+            Arc::new(SqliteSaver::open(&file).map_err(|e| ServerError::Open {
+                file: file.display().to_string(),
+                reason: e.to_string(),
+            })?);
+        let book = Book::open(&file).map_err(|e| ServerError::Open {
+            file: file.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let mut graphs = HashMap::new();
+        for (name, bind) in self.graphs {
+            let registered = Registered {
+                assistant_id: ids::assistant_id(&name),
+                name: name.clone(),
+                graph: bind(saver.clone()),
+            };
+            if graphs.insert(name.clone(), Arc::new(registered)).is_some() {
+                return Err(ServerError::DuplicateGraph(name));
+            }
+        }
+        let shared = Arc::new(Shared {
+            book,
+            runs: Runs::default(),
+            saver,
+            graphs,
+            options: self.options.clone(),
+            started_ms: ids::now_ms(),
+        });
+        shared
+            .recover()
+            .map_err(|e| ServerError::Recover(e.to_string()))?;
+        let listener = tokio::net::TcpListener::bind(self.options.addr)
+            .await
+            .map_err(|e| ServerError::Listen {
+                addr: self.options.addr,
+                reason: e.to_string(),
+            })?;
+        let addr = listener.local_addr().map_err(|e| ServerError::Listen {
+            addr: self.options.addr,
+            reason: e.to_string(),
+        })?;
+        let app = routes::router(shared.clone());
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        Ok(RunningServer {
+            addr,
+            stop: Some(tx),
+            task,
+            shared,
+        })
+    }
+}
+
+/// A server listening (see [`ServerBuilder::start`]).
+#[derive(Debug)]
+pub struct RunningServer {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("graphs", &self.graphs.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunningServer {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its base URL (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Wait until it stops (it stops on [`RunningServer::shutdown`] or when its task ends).
+    pub async fn wait(mut self) {
+        let task = std::mem::replace(&mut self.task, tokio::spawn(async {}));
+        let _ = task.await;
+    }
+
+    /// Stop listening (after the requests in flight are answered) and flush the file. Runs
+    /// still running go on while the process lives; those the process does not finish are
+    /// picked up by the next server on the file.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let task = std::mem::replace(&mut self.task, tokio::spawn(async {}));
+        let _ = task.await;
+        let _ = self.shared.saver.flush().await;
+    }
+}

@@ -1,0 +1,306 @@
+//! One run, from its first frame (`metadata`) to its end: the engine's events become the
+//! log's frames, the end becomes the run's and the thread's status.
+
+use std::sync::{Arc, PoisonError};
+
+use serde_json::{json, Value};
+use stategraph::checkpoints::{ListOptions, ThreadId};
+use stategraph::{Durability, RunConfig, RunError};
+
+use super::frames::Modes;
+use super::{Active, StopAction};
+use crate::error::{ApiError, ApiResult};
+use crate::graph::{checkpoint_id, RunInput};
+use crate::runner::RunFailure;
+use crate::store::{RunRow, RunStatus, ThreadStatus};
+use crate::wire::NodeList;
+use crate::{Registered, Shared};
+
+/// How a run ended, for its record and its thread's.
+enum End {
+    Done { interrupted: bool },
+    Stopped(StopAction),
+    Failed { error: String, message: String },
+}
+
+impl From<ApiError> for End {
+    fn from(e: ApiError) -> Self {
+        End::Failed {
+            error: e.kind().to_owned(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl Shared {
+    /// Run `run` (queued in this process) to its end.
+    pub(crate) async fn execute(self: Arc<Self>, run: String) {
+        let Some(active) = self.runs.active(&run) else {
+            return;
+        };
+        let Ok(Some(row)) = self.book.run(&run) else {
+            // Deleted with its thread, or unreadable: nothing to run; the thread goes on.
+            active.log.finish();
+            self.ended(&run, &active.thread);
+            return;
+        };
+        let end = if active.cancel.is_cancelled() {
+            End::Stopped(stop_of(&active))
+        } else {
+            self.drive(&row, &active).await
+        };
+        self.settle(&row, &active, end).await;
+        active.log.finish();
+        self.ended(&row.run_id, &row.thread_id);
+    }
+
+    async fn drive(&self, row: &RunRow, active: &Arc<Active>) -> End {
+        let log = &active.log;
+        if let Err(e) = self.book.set_run_status(&row.run_id, RunStatus::Running) {
+            return e.into();
+        }
+        log.push(
+            "metadata",
+            &json!({ "run_id": row.run_id, "attempt": row.attempt }),
+        );
+        let Some(graph) = self.graphs.get(&row.graph_id).cloned() else {
+            return ApiError::Internal(format!(
+                "graph {} is not served by this process",
+                row.graph_id
+            ))
+            .into();
+        };
+        let req = &row.request;
+        let modes = match Modes::parse(
+            &req.stream_mode
+                .as_ref()
+                .map(|m| m.to_vec())
+                .unwrap_or_default(),
+            req.stream_subgraphs.unwrap_or(false),
+        ) {
+            Ok(m) => m,
+            Err(e) => return e.into(),
+        };
+        let started = async {
+            let config = run_config(row, &graph, active)?;
+            let input = self.input_of(row).await?;
+            graph
+                .graph
+                .start(row.run_id.clone(), input, config, modes.engine())
+                .await
+        };
+        let mut live = match started.await {
+            Ok(live) => live,
+            Err(e) => return e.into(),
+        };
+        let mut frames = Vec::new();
+        let mut framer = modes.framer(&row.thread_id);
+        while let Some(ev) = live.next_event().await {
+            framer.frames(&ev, &mut frames);
+            for (event, data) in frames.drain(..) {
+                log.push(event, &data);
+            }
+        }
+        match live.ended().await {
+            Ok(ended) => {
+                let mut values = ended.values;
+                let pending: Vec<Value> = ended
+                    .interrupts
+                    .iter()
+                    .filter(|i| !stategraph::run::is_static_interrupt(&i.id))
+                    .map(crate::graph::interrupt_json)
+                    .collect();
+                if let (Value::Object(map), false) = (&mut values, pending.is_empty()) {
+                    map.insert("__interrupt__".to_owned(), Value::Array(pending));
+                }
+                log.set_result(values);
+                End::Done {
+                    interrupted: !ended.interrupts.is_empty(),
+                }
+            }
+            Err(RunFailure::Engine(RunError::Cancelled { .. })) => End::Stopped(stop_of(active)),
+            Err(RunFailure::Engine(e)) => End::Failed {
+                error: run_error_kind(&e).to_owned(),
+                message: run_error_message(e),
+            },
+            Err(RunFailure::Other { kind, message }) => End::Failed {
+                error: kind,
+                message,
+            },
+        }
+    }
+
+    /// What the run starts from. A run picked up again after a restart goes on from its
+    /// thread's newest checkpoint if that is its own (its input was already applied).
+    async fn input_of(&self, row: &RunRow) -> ApiResult<RunInput> {
+        if row.attempt > 1 && self.head_is_of_run(row).await? {
+            return Ok(RunInput::Continue);
+        }
+        let req = &row.request;
+        Ok(match (&req.command, &req.input) {
+            (Some(c), _) => RunInput::Command(c.clone()),
+            (None, Some(v)) if !v.is_null() => RunInput::Values(v.clone()),
+            _ => RunInput::Continue,
+        })
+    }
+
+    async fn head_is_of_run(&self, row: &RunRow) -> ApiResult<bool> {
+        let thread = ThreadId::new(&row.thread_id)?;
+        let head = self.saver.head(&thread, &crate::graph::root()).await?;
+        Ok(head.is_some_and(|h| {
+            h.checkpoint.metadata.get("run_id") == Some(&Value::String(row.run_id.clone()))
+        }))
+    }
+
+    async fn settle(&self, row: &RunRow, active: &Active, end: End) {
+        // As LangGraph's server: a run that paused on an interrupt succeeded (its thread is
+        // interrupted); a cancelled run is interrupted, and so is its thread.
+        let (run_status, thread_status, error) = match &end {
+            End::Done { interrupted: true } => {
+                (RunStatus::Success, ThreadStatus::Interrupted, None)
+            }
+            End::Done { interrupted: false } => (RunStatus::Success, ThreadStatus::Idle, None),
+            End::Stopped(_) => (
+                RunStatus::Interrupted,
+                ThreadStatus::Interrupted,
+                Some(json!({ "error": "UserInterrupt", "message": "the run was cancelled" })),
+            ),
+            End::Failed { error, message } => {
+                let payload = json!({ "error": error, "message": message });
+                active.log.push("error", &payload);
+                active.log.set_result(json!({ "__error__": payload }));
+                (RunStatus::Error, ThreadStatus::Error, Some(payload))
+            }
+        };
+        let stored = async {
+            if let End::Stopped(StopAction::Rollback) = end {
+                self.roll_back(row).await?;
+                self.book.delete_run(&row.run_id)?;
+            } else {
+                self.book.set_run_status(&row.run_id, run_status)?;
+            }
+            if row.stateless {
+                self.saver
+                    .delete_thread(&ThreadId::new(&row.thread_id)?)
+                    .await?;
+                self.book.delete_thread(&row.thread_id)?;
+            } else if !self.has_queued_after(row) {
+                self.book
+                    .set_thread_status(&row.thread_id, thread_status, error.as_ref())?;
+            }
+            Ok::<(), ApiError>(())
+        };
+        if let Err(e) = stored.await {
+            let payload = json!({ "error": e.kind(), "message": e.to_string() });
+            active.log.push("error", &payload);
+        }
+    }
+
+    fn has_queued_after(&self, row: &RunRow) -> bool {
+        self.runs.busy(&row.thread_id).len() > 1
+    }
+
+    /// Undo a stopped run: the thread's head becomes a copy of the checkpoint it had before
+    /// the run (its own checkpoints stay behind as a branch nobody continues; decision 0079).
+    async fn roll_back(&self, row: &RunRow) -> ApiResult<()> {
+        let thread = ThreadId::new(&row.thread_id)?;
+        let mut options = ListOptions::default();
+        options
+            .filter
+            .insert("run_id".to_owned(), Value::String(row.run_id.clone()));
+        let own = self
+            .saver
+            .list(&thread, &crate::graph::root(), options)
+            .await?;
+        let Some(first) = own.last() else {
+            return Ok(());
+        };
+        let Some(graph) = self.graphs.get(&row.graph_id) else {
+            return Ok(());
+        };
+        match first.parent {
+            Some(before) => graph.graph.restore(row.thread_id.clone(), before).await,
+            None => {
+                self.saver.delete_thread(&thread).await?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The error's kind as the `error` event names it (LangGraph sends the exception's class).
+fn run_error_kind(e: &RunError) -> &'static str {
+    match e {
+        RunError::Node { .. } => "NodeError",
+        RunError::Timeout { .. } => "TimeoutError",
+        RunError::RecursionLimit { .. } => "GraphRecursionError",
+        RunError::Reduce { .. } => "InvalidUpdateError",
+        RunError::Checkpoint(_) => "CheckpointError",
+        _ => "RunError",
+    }
+}
+
+/// The error's message as the `error` event carries it: a node's own error as it gave it
+/// (LangGraph sends the exception's text), any other error whole.
+fn run_error_message(e: RunError) -> String {
+    match e {
+        RunError::Node { source, .. } => source.to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn stop_of(active: &Active) -> StopAction {
+    active
+        .stop
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .unwrap_or(StopAction::Interrupt)
+}
+
+/// The engine's config for a run.
+fn run_config(row: &RunRow, graph: &Registered, active: &Active) -> ApiResult<RunConfig> {
+    let req = &row.request;
+    let mut config = RunConfig::new()
+        .thread(row.thread_id.clone())
+        .cancel_token(active.cancel.clone())
+        .metadata("run_id", row.run_id.clone())
+        .metadata("graph_id", row.graph_id.clone())
+        .metadata("assistant_id", row.assistant_id.clone());
+    for (k, v) in &row.metadata {
+        if !matches!(k.as_str(), "run_id" | "graph_id" | "assistant_id") {
+            config = config.metadata(k.clone(), v.clone());
+        }
+    }
+    if let Some(limit) = req.config.as_ref().and_then(|c| c.recursion_limit) {
+        config = config.recursion_limit(limit);
+    }
+    if let Some(id) = req.checkpoint_id() {
+        config = config.checkpoint(checkpoint_id(id)?);
+    }
+    if let Some(d) = &req.durability {
+        config = config.durability(match d.as_str() {
+            "sync" => Durability::Sync,
+            "async" => Durability::Async,
+            "exit" => Durability::Exit,
+            other => {
+                return Err(ApiError::Invalid(format!(
+                    "durability {other:?}: expected sync, async or exit"
+                )))
+            }
+        });
+    }
+    let nodes = |list: &NodeList| -> Vec<String> {
+        match list {
+            NodeList::All(s) if s == "*" => graph.graph.nodes(),
+            NodeList::All(s) => vec![s.clone()],
+            NodeList::Nodes(v) => v.clone(),
+        }
+    };
+    if let Some(list) = &req.interrupt_before {
+        config = config.interrupt_before(nodes(list));
+    }
+    if let Some(list) = &req.interrupt_after {
+        config = config.interrupt_after(nodes(list));
+    }
+    Ok(config)
+}

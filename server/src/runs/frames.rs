@@ -1,0 +1,213 @@
+//! The stream modes a run was asked for, and the engine's events as the frames LangGraph's
+//! clients parse: `values`, `updates`, `custom`, `tasks`, `checkpoints`, `debug`, each named
+//! `mode|ns` for a subgraph's events.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+use stategraph::{Event, EventKind, StreamMode, TaskStatus};
+
+use crate::error::{ApiError, ApiResult};
+use crate::graph::interrupt_json;
+use crate::ids::{now_ms, rfc3339};
+
+/// The modes a run streams.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Modes {
+    pub(crate) values: bool,
+    pub(crate) updates: bool,
+    pub(crate) custom: bool,
+    pub(crate) tasks: bool,
+    pub(crate) checkpoints: bool,
+    pub(crate) debug: bool,
+    pub(crate) subgraphs: bool,
+}
+
+impl Modes {
+    /// Parse `stream_mode` (default `values`). `messages` and `messages-tuple` are accepted
+    /// and stream nothing yet; `events` is refused.
+    pub(crate) fn parse(names: &[String], subgraphs: bool) -> ApiResult<Modes> {
+        let mut m = Modes {
+            subgraphs,
+            ..Modes::default()
+        };
+        if names.is_empty() {
+            m.values = true;
+        }
+        for name in names {
+            match name.as_str() {
+                "values" => m.values = true,
+                "updates" => m.updates = true,
+                "custom" => m.custom = true,
+                "tasks" => m.tasks = true,
+                "checkpoints" => m.checkpoints = true,
+                "debug" => m.debug = true,
+                "messages" | "messages-tuple" => {}
+                other => {
+                    return Err(ApiError::Invalid(format!(
+                        "stream_mode {other:?}: expected values, updates, custom, tasks, \
+                         checkpoints, debug, messages or messages-tuple"
+                    )))
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    /// What the engine must emit for these modes.
+    pub(crate) fn engine(self) -> StreamMode {
+        let mut mode = StreamMode::none();
+        mode.values = self.values || self.debug;
+        mode.updates = self.updates;
+        mode.custom = self.custom;
+        mode.tasks = self.tasks || self.debug;
+        mode.checkpoints = self.checkpoints || self.debug;
+        mode.subgraphs = self.subgraphs;
+        mode
+    }
+
+    /// A framer of one run's events.
+    pub(crate) fn framer(self, thread: &str) -> Framer {
+        Framer {
+            modes: self,
+            thread: thread.to_owned(),
+            last_values: HashMap::new(),
+        }
+    }
+}
+
+/// Turns one run's events into frames; keeps each graph level's last values, which an
+/// interrupt's `values` frame carries along with `__interrupt__` (as LangGraph's does).
+#[derive(Debug)]
+pub(crate) struct Framer {
+    modes: Modes,
+    thread: String,
+    last_values: HashMap<String, Value>,
+}
+
+impl Framer {
+    /// The frames one engine event becomes, pushed as `(event name, data)`.
+    pub(crate) fn frames(&mut self, ev: &Event, out: &mut Vec<(String, Value)>) {
+        let thread = self.thread.as_str();
+        let m = self.modes;
+        let suffix = if ev.ns.is_root() {
+            String::new()
+        } else {
+            format!("|{}", ev.ns)
+        };
+        let name = |mode: &str| format!("{mode}{suffix}");
+        match &ev.kind {
+            EventKind::Values(v) => {
+                let data = v.to_json().unwrap_or(Value::Null);
+                if m.debug {
+                    out.push((
+                        name("debug"),
+                        debug(
+                            ev.step,
+                            "checkpoint",
+                            json!({
+                                "values": data, "config": config(thread, &ev.ns.to_string(), None),
+                            }),
+                        ),
+                    ));
+                }
+                if m.values {
+                    out.push((name("values"), data.clone()));
+                }
+                self.last_values.insert(ev.ns.to_string(), data);
+            }
+            EventKind::Updates { node, update } => {
+                let data = update.to_json().unwrap_or(Value::Null);
+                out.push((name("updates"), json!({ node.as_ref(): data })));
+            }
+            EventKind::Custom { payload, .. } => out.push((name("custom"), payload.clone())),
+            EventKind::TaskStart { node, task } => {
+                let payload = json!({
+                    "id": task.to_string(), "name": node.as_ref(), "input": null, "triggers": [],
+                });
+                m.task_frame(&name, ev.step, "task", payload, out);
+            }
+            EventKind::TaskEnd { node, task, status } => {
+                let error = match status {
+                    TaskStatus::Failed(msg) => json!(msg),
+                    _ => Value::Null,
+                };
+                let payload = json!({
+                    "id": task.to_string(), "name": node.as_ref(), "error": error,
+                    "result": [], "interrupts": [],
+                });
+                m.task_frame(&name, ev.step, "task_result", payload, out);
+            }
+            EventKind::Checkpoint { id, source } if m.checkpoints => {
+                let payload = json!({
+                    "config": config(thread, &ev.ns.to_string(), Some(&id.to_string())),
+                    "metadata": { "source": source.as_str(), "step": ev.step },
+                });
+                out.push((name("checkpoints"), payload));
+            }
+            EventKind::Interrupt(list) => {
+                // A static pause (`before:`/`after:`) is no interrupt of a task.
+                let list: Vec<Value> = list
+                    .iter()
+                    .filter(|i| !stategraph::run::is_static_interrupt(&i.id))
+                    .map(interrupt_json)
+                    .collect();
+                if list.is_empty() {
+                    return;
+                }
+                if m.updates {
+                    out.push((name("updates"), json!({ "__interrupt__": list })));
+                } else if m.values {
+                    let mut data = match self.last_values.get(&ev.ns.to_string()) {
+                        Some(Value::Object(v)) => v.clone(),
+                        _ => serde_json::Map::new(),
+                    };
+                    data.insert("__interrupt__".to_owned(), Value::Array(list));
+                    out.push((name("values"), Value::Object(data)));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Modes {
+    fn task_frame(
+        self,
+        name: &dyn Fn(&str) -> String,
+        step: i64,
+        kind: &str,
+        payload: Value,
+        out: &mut Vec<(String, Value)>,
+    ) {
+        if self.debug {
+            out.push((name("debug"), debug(step, kind, payload.clone())));
+        }
+        if self.tasks {
+            out.push((name("tasks"), payload));
+        }
+    }
+}
+
+fn config(thread: &str, ns: &str, checkpoint: Option<&str>) -> Value {
+    json!({ "configurable": {
+        "thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint,
+    }})
+}
+
+fn debug(step: i64, kind: &str, payload: Value) -> Value {
+    json!({ "step": step, "timestamp": rfc3339(now_ms()), "type": kind, "payload": payload })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_mode_means_values_and_an_unknown_mode_is_refused() {
+        let m = Modes::parse(&[], false).ok();
+        assert_eq!(m.map(|m| m.values), Some(true));
+        let bad = Modes::parse(&["everything".to_owned()], false);
+        assert!(matches!(bad, Err(ApiError::Invalid(msg)) if msg.contains("everything")));
+    }
+}

@@ -1,0 +1,210 @@
+//! A run's event log: the frames its stream sends, numbered, kept (bounded) so a client
+//! that lost its connection can ask for what it missed (`Last-Event-ID`) and go on live.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+/// Most frames a run's log keeps; older ones are dropped (a reconnect that asks for one of
+/// them gets what is left).
+pub(crate) const LOG_FRAMES: usize = 10_000;
+
+/// One server-sent event.
+#[derive(Debug, Clone)]
+pub(crate) struct Frame {
+    /// Its number in the run's log (from 0).
+    pub(crate) seq: u64,
+    /// The event name (`values`, `updates|child:…`, …).
+    pub(crate) event: Arc<str>,
+    /// The JSON data.
+    pub(crate) data: Arc<str>,
+}
+
+#[derive(Debug, Default)]
+struct Frames {
+    kept: VecDeque<Frame>,
+    next: u64,
+    done: bool,
+}
+
+/// The log of one run.
+#[derive(Debug)]
+pub(crate) struct RunLog {
+    frames: Mutex<Frames>,
+    /// The number of frames so far, and whether the run has ended.
+    tick: watch::Sender<(u64, bool)>,
+    /// Whether frames carry `id:` (the run was made with `stream_resumable`).
+    pub(crate) resumable: bool,
+    /// The attempt whose frames this log holds (a run picked up again after a restart
+    /// starts a new log): frame ids are `<attempt>-<number>`.
+    pub(crate) attempt: u32,
+    /// What `wait` and `join` answer once the run has ended.
+    result: Mutex<Option<serde_json::Value>>,
+}
+
+/// What a reader gets next.
+#[derive(Debug)]
+pub(crate) enum Next {
+    Frames(Vec<Frame>),
+    End,
+}
+
+impl RunLog {
+    pub(crate) fn new(resumable: bool, attempt: u32) -> Arc<Self> {
+        Arc::new(RunLog {
+            frames: Mutex::new(Frames::default()),
+            tick: watch::Sender::new((0, false)),
+            resumable,
+            attempt,
+            result: Mutex::new(None),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Frames> {
+        self.frames
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Append a frame.
+    pub(crate) fn push(&self, event: impl Into<Arc<str>>, data: &serde_json::Value) {
+        let mut f = self.lock();
+        if f.done {
+            return;
+        }
+        let seq = f.next;
+        f.kept.push_back(Frame {
+            seq,
+            event: event.into(),
+            data: data.to_string().into(),
+        });
+        if f.kept.len() > LOG_FRAMES {
+            f.kept.pop_front();
+        }
+        f.next += 1;
+        let tick = (f.next, false);
+        drop(f);
+        self.tick.send_replace(tick);
+    }
+
+    /// The run has ended: readers get [`Next::End`] once they have read everything.
+    pub(crate) fn finish(&self) {
+        let mut f = self.lock();
+        f.done = true;
+        let tick = (f.next, true);
+        drop(f);
+        self.tick.send_replace(tick);
+    }
+
+    /// The frame number to read from after the frame `last_id` a client saw: `-1` and ids of
+    /// another attempt read from the start; `None` for an id that is none of ours.
+    pub(crate) fn after(&self, last_id: &str) -> Option<u64> {
+        let last_id = last_id.trim();
+        if last_id == "-1" {
+            return Some(0);
+        }
+        let (attempt, seq) = last_id.split_once('-')?;
+        let (attempt, seq) = (attempt.parse::<u32>().ok()?, seq.parse::<u64>().ok()?);
+        Some(if attempt == self.attempt { seq + 1 } else { 0 })
+    }
+
+    /// A frame's id.
+    pub(crate) fn id_of(&self, frame: &Frame) -> String {
+        format!("{}-{}", self.attempt, frame.seq)
+    }
+
+    /// Keep what `wait` and `join` answer (before [`RunLog::finish`]).
+    pub(crate) fn set_result(&self, value: serde_json::Value) {
+        *self
+            .result
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(value);
+    }
+
+    /// Wait for the run's end; what `wait` and `join` answer, if it was kept.
+    pub(crate) async fn result(&self) -> Option<serde_json::Value> {
+        while !matches!(self.read_from(u64::MAX).await, Next::End) {}
+        self.result
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.lock().done
+    }
+
+    /// The frames from number `from` on, waiting for some if there are none yet.
+    pub(crate) async fn read_from(&self, from: u64) -> Next {
+        let mut rx = self.tick.subscribe();
+        loop {
+            {
+                let f = self.lock();
+                let first = f.kept.front().map_or(0, |x| x.seq);
+                let skip = usize::try_from(from.saturating_sub(first)).unwrap_or(usize::MAX);
+                let fresh: Vec<Frame> = f.kept.iter().skip(skip).cloned().collect();
+                if !fresh.is_empty() {
+                    return Next::Frames(fresh);
+                }
+                if f.done {
+                    return Next::End;
+                }
+            }
+            if rx.changed().await.is_err() {
+                return Next::End;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_reader_gets_what_it_missed_then_waits_for_more_then_the_end() {
+        let log = RunLog::new(true, 1);
+        log.push("metadata", &serde_json::json!({"run_id": "r"}));
+        log.push("values", &serde_json::json!({"n": 1}));
+        let Next::Frames(first) = log.read_from(1).await else {
+            panic!("frames expected")
+        };
+        assert_eq!(first.len(), 1);
+        assert_eq!(&*first[0].event, "values");
+        let reader = {
+            let log = log.clone();
+            tokio::spawn(async move { log.read_from(2).await })
+        };
+        tokio::task::yield_now().await;
+        log.push("values", &serde_json::json!({"n": 2}));
+        let Ok(Next::Frames(later)) = reader.await else {
+            panic!("frames expected")
+        };
+        assert_eq!(later[0].seq, 2);
+        log.finish();
+        assert!(matches!(log.read_from(3).await, Next::End));
+    }
+
+    #[test]
+    fn a_last_event_id_of_another_attempt_reads_from_the_start() {
+        let log = RunLog::new(true, 2);
+        assert_eq!(log.after("2-7"), Some(8));
+        assert_eq!(log.after("1-57"), Some(0));
+        assert_eq!(log.after("-1"), Some(0));
+        assert_eq!(log.after("x"), None);
+    }
+
+    #[tokio::test]
+    async fn the_log_keeps_only_the_newest_frames() {
+        let log = RunLog::new(false, 1);
+        for n in 0..LOG_FRAMES + 5 {
+            log.push("values", &serde_json::json!(n));
+        }
+        let Next::Frames(all) = log.read_from(0).await else {
+            panic!("frames expected")
+        };
+        assert_eq!(all.len(), LOG_FRAMES);
+        assert_eq!(all[0].seq, 5);
+    }
+}

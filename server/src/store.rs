@@ -1,0 +1,487 @@
+//! The server's own records, in tables of the checkpoint file beside the saver's: threads
+//! (metadata, status) and runs (status, the request that made them, so a queued or running
+//! run survives a restart). Checkpoints stay the saver's.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, ApiResult};
+use crate::ids::now_ms;
+use crate::wire::{Multitask, RunCreate, ThreadSearch};
+
+/// Where a thread stands, as the clients read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ThreadStatus {
+    Idle,
+    Busy,
+    Interrupted,
+    Error,
+}
+
+impl ThreadStatus {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ThreadStatus::Idle => "idle",
+            ThreadStatus::Busy => "busy",
+            ThreadStatus::Interrupted => "interrupted",
+            ThreadStatus::Error => "error",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        [Self::Idle, Self::Busy, Self::Interrupted, Self::Error]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+}
+
+/// Where a run stands (LangGraph's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunStatus {
+    Pending,
+    Running,
+    Success,
+    Error,
+    Interrupted,
+    Timeout,
+}
+
+impl RunStatus {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Running => "running",
+            RunStatus::Success => "success",
+            RunStatus::Error => "error",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Timeout => "timeout",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Running,
+            Self::Success,
+            Self::Error,
+            Self::Interrupted,
+            Self::Timeout,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
+
+    pub(crate) fn is_terminal(self) -> bool {
+        !matches!(self, RunStatus::Pending | RunStatus::Running)
+    }
+}
+
+/// A thread's record.
+#[derive(Debug, Clone)]
+pub(crate) struct ThreadRow {
+    pub(crate) thread_id: String,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
+    pub(crate) metadata: Map<String, Value>,
+    pub(crate) status: ThreadStatus,
+    /// Why its last run did not end well (`{error, message}`), if it did not.
+    pub(crate) error: Option<Value>,
+}
+
+impl ThreadRow {
+    /// The graph the thread's runs used (stamped by the first run).
+    pub(crate) fn graph_id(&self) -> Option<&str> {
+        self.metadata.get("graph_id").and_then(Value::as_str)
+    }
+}
+
+/// A run's record.
+#[derive(Debug, Clone)]
+pub(crate) struct RunRow {
+    pub(crate) run_id: String,
+    pub(crate) thread_id: String,
+    pub(crate) assistant_id: String,
+    pub(crate) graph_id: String,
+    pub(crate) status: RunStatus,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
+    pub(crate) metadata: Map<String, Value>,
+    pub(crate) multitask: Multitask,
+    pub(crate) request: RunCreate,
+    pub(crate) attempt: u32,
+    /// A run without a thread of the client's: its thread goes when it ends.
+    pub(crate) stateless: bool,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS server_threads (
+    thread_id TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    metadata TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT
+);
+CREATE TABLE IF NOT EXISTS server_runs (
+    run_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    assistant_id TEXT NOT NULL,
+    graph_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    metadata TEXT NOT NULL,
+    multitask_strategy TEXT NOT NULL,
+    request TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    stateless INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS server_runs_by_thread ON server_runs(thread_id, run_id);
+CREATE INDEX IF NOT EXISTS server_runs_unfinished ON server_runs(status)
+    WHERE status IN ('pending', 'running');
+";
+
+/// The server's tables, on one connection of their own to the checkpoint file.
+#[derive(Debug)]
+pub(crate) struct Book {
+    conn: Mutex<Connection>,
+}
+
+fn storage(e: impl std::fmt::Display) -> ApiError {
+    ApiError::Internal(format!("server storage: {e}"))
+}
+
+fn json_text(m: &Map<String, Value>) -> String {
+    Value::Object(m.clone()).to_string()
+}
+
+fn json_map(text: &str) -> Map<String, Value> {
+    match serde_json::from_str(text) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    }
+}
+
+impl Book {
+    /// Open the tables in `path` (made if missing).
+    pub(crate) fn open(path: &Path) -> rusqlite::Result<Book> {
+        let mut conn = Connection::open(path)?;
+        // WAL, like the saver; NORMAL sync: a commit survives the process being killed (it
+        // is in the WAL), which is what these records need (decision 0079).
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // The saver's writer holds the write lock for its commits: wait in short slices,
+        // not SQLite's default back-off of up to 100 ms.
+        conn.busy_handler(Some(|tries| {
+            std::thread::sleep(Duration::from_micros(100));
+            tries < 100_000
+        }))?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Book {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> ApiResult<T> {
+        let conn = self
+            .conn
+            .lock()
+            .map_err(|_| storage("a request failed while holding the connection"))?;
+        f(&conn).map_err(storage)
+    }
+
+    /// Create a thread; `Ok(None)` if it exists.
+    pub(crate) fn create_thread(
+        &self,
+        id: &str,
+        metadata: &Map<String, Value>,
+    ) -> ApiResult<Option<ThreadRow>> {
+        let now = now_ms();
+        let made = self.with(|c| {
+            c.execute(
+                "INSERT INTO server_threads VALUES (?1, ?2, ?2, ?3, 'idle', NULL)
+                 ON CONFLICT(thread_id) DO NOTHING",
+                params![id, now, json_text(metadata)],
+            )
+        })?;
+        Ok((made == 1).then(|| ThreadRow {
+            thread_id: id.to_owned(),
+            created_at: now,
+            updated_at: now,
+            metadata: metadata.clone(),
+            status: ThreadStatus::Idle,
+            error: None,
+        }))
+    }
+
+    pub(crate) fn thread(&self, id: &str) -> ApiResult<Option<ThreadRow>> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT thread_id, created_at, updated_at, metadata, status, error
+                 FROM server_threads WHERE thread_id = ?1",
+                [id],
+                thread_row,
+            )
+            .optional()
+        })
+    }
+
+    /// Merge `metadata` into the thread's; `None` if there is no such thread.
+    pub(crate) fn merge_metadata(
+        &self,
+        id: &str,
+        metadata: &Map<String, Value>,
+    ) -> ApiResult<Option<ThreadRow>> {
+        let Some(mut row) = self.thread(id)? else {
+            return Ok(None);
+        };
+        row.metadata
+            .extend(metadata.iter().map(|(k, v)| (k.clone(), v.clone())));
+        row.updated_at = now_ms();
+        self.with(|c| {
+            c.execute(
+                "UPDATE server_threads SET metadata = ?2, updated_at = ?3 WHERE thread_id = ?1",
+                params![id, json_text(&row.metadata), row.updated_at],
+            )
+        })?;
+        Ok(Some(row))
+    }
+
+    /// Set the thread's status, and its error (`None` clears it).
+    pub(crate) fn set_thread_status(
+        &self,
+        id: &str,
+        status: ThreadStatus,
+        error: Option<&Value>,
+    ) -> ApiResult<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE server_threads SET status = ?2, updated_at = ?3, error = ?4
+                 WHERE thread_id = ?1",
+                params![id, status.as_str(), now_ms(), error.map(Value::to_string)],
+            )
+        })
+        .map(drop)
+    }
+
+    /// Delete a thread and its runs; whether it existed.
+    pub(crate) fn delete_thread(&self, id: &str) -> ApiResult<bool> {
+        self.with(|c| {
+            c.execute("DELETE FROM server_runs WHERE thread_id = ?1", [id])?;
+            c.execute("DELETE FROM server_threads WHERE thread_id = ?1", [id])
+        })
+        .map(|n| n == 1)
+    }
+
+    /// Threads matching a search: metadata containment (top-level keys, JSON equality),
+    /// ids, status; sorted and paged.
+    pub(crate) fn search_threads(&self, q: &ThreadSearch) -> ApiResult<Vec<ThreadRow>> {
+        let mut sql = String::from(
+            "SELECT thread_id, created_at, updated_at, metadata, status, error FROM server_threads
+             WHERE 1 = 1",
+        );
+        let mut args: Vec<String> = Vec::new();
+        for (key, value) in q.metadata.iter().flatten() {
+            if key.contains('"') || key.contains('\\') {
+                return Err(ApiError::Invalid(format!(
+                    "metadata key {key:?}: quotes and backslashes are not allowed"
+                )));
+            }
+            args.push(format!("$.\"{key}\""));
+            args.push(value.to_string());
+            let (k, v) = (args.len() - 1, args.len());
+            sql.push_str(&format!(
+                " AND json_extract(metadata, ?{k}) IS json_extract(?{v}, '$')"
+            ));
+        }
+        if let Some(status) = &q.status {
+            if ThreadStatus::parse(status).is_none() {
+                return Err(ApiError::Invalid(format!(
+                    "status {status:?}: expected idle, busy, interrupted or error"
+                )));
+            }
+            args.push(status.clone());
+            sql.push_str(&format!(" AND status = ?{}", args.len()));
+        }
+        if let Some(ids) = &q.ids {
+            let marks: Vec<String> = ids
+                .iter()
+                .map(|id| {
+                    args.push(id.clone());
+                    format!("?{}", args.len())
+                })
+                .collect();
+            sql.push_str(&format!(" AND thread_id IN ({})", marks.join(", ")));
+        }
+        let column = match q.sort_by.as_deref().unwrap_or("created_at") {
+            c @ ("thread_id" | "status" | "created_at" | "updated_at") => c,
+            other => {
+                return Err(ApiError::Invalid(format!(
+                    "sort_by {other:?}: expected thread_id, status, created_at or updated_at"
+                )))
+            }
+        };
+        let order = match q.sort_order.as_deref().unwrap_or("desc") {
+            "asc" => "ASC",
+            "desc" => "DESC",
+            other => {
+                return Err(ApiError::Invalid(format!(
+                    "sort_order {other:?}: expected asc or desc"
+                )))
+            }
+        };
+        sql.push_str(&format!(
+            " ORDER BY {column} {order}, rowid {order} LIMIT {} OFFSET {}",
+            q.limit.unwrap_or(10).min(10_000),
+            q.offset.unwrap_or(0).min(1 << 40)
+        ));
+        self.with(|c| {
+            let mut stmt = c.prepare(&sql)?;
+            let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), thread_row)?;
+            rows.collect()
+        })
+    }
+
+    pub(crate) fn insert_run(&self, run: &RunRow) -> ApiResult<()> {
+        let request = serde_json::to_string(&run.request).map_err(storage)?;
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO server_runs VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    run.run_id,
+                    run.thread_id,
+                    run.assistant_id,
+                    run.graph_id,
+                    run.status.as_str(),
+                    run.created_at,
+                    json_text(&run.metadata),
+                    run.multitask.as_str(),
+                    request,
+                    run.attempt,
+                    run.stateless,
+                ],
+            )
+        })
+        .map(drop)
+    }
+
+    /// Move a run to `status` unless it already ended (a cancellation stored first wins).
+    pub(crate) fn set_run_status(&self, run: &str, status: RunStatus) -> ApiResult<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE server_runs SET status = ?2, updated_at = ?3
+                 WHERE run_id = ?1 AND status IN ('pending', 'running')",
+                params![run, status.as_str(), now_ms()],
+            )
+        })
+        .map(drop)
+    }
+
+    /// A run left running by a process that stopped goes back to pending, one attempt more.
+    pub(crate) fn requeue_run(&self, run: &str) -> ApiResult<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE server_runs SET status = 'pending', attempt = attempt + 1,
+                 updated_at = ?2 WHERE run_id = ?1",
+                params![run, now_ms()],
+            )
+        })
+        .map(drop)
+    }
+
+    pub(crate) fn delete_run(&self, run: &str) -> ApiResult<bool> {
+        self.with(|c| c.execute("DELETE FROM server_runs WHERE run_id = ?1", [run]))
+            .map(|n| n == 1)
+    }
+
+    pub(crate) fn run(&self, run: &str) -> ApiResult<Option<RunRow>> {
+        self.with(|c| {
+            c.query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM server_runs WHERE run_id = ?1"),
+                [run],
+                run_row,
+            )
+            .optional()
+        })
+    }
+
+    /// A thread's runs, newest first.
+    pub(crate) fn runs_of(
+        &self,
+        thread: &str,
+        limit: usize,
+        offset: usize,
+        status: Option<RunStatus>,
+    ) -> ApiResult<Vec<RunRow>> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM server_runs WHERE thread_id = ?1
+                 AND (?2 IS NULL OR status = ?2)
+                 ORDER BY run_id DESC LIMIT ?3 OFFSET ?4"
+            ))?;
+            let rows = stmt.query_map(
+                params![
+                    thread,
+                    status.map(RunStatus::as_str),
+                    i64::try_from(limit).unwrap_or(i64::MAX),
+                    i64::try_from(offset).unwrap_or(i64::MAX)
+                ],
+                run_row,
+            )?;
+            rows.collect()
+        })
+    }
+
+    /// Every pending or running run, oldest first (what a starting server picks up).
+    pub(crate) fn unfinished_runs(&self) -> ApiResult<Vec<RunRow>> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM server_runs
+                 WHERE status IN ('pending', 'running') ORDER BY run_id"
+            ))?;
+            let rows = stmt.query_map([], run_row)?;
+            rows.collect()
+        })
+    }
+}
+
+const RUN_COLUMNS: &str = "run_id, thread_id, assistant_id, graph_id, status, created_at, \
+     updated_at, metadata, multitask_strategy, request, attempt, stateless";
+
+fn thread_row(r: &Row<'_>) -> rusqlite::Result<ThreadRow> {
+    let status: String = r.get(4)?;
+    Ok(ThreadRow {
+        thread_id: r.get(0)?,
+        created_at: r.get(1)?,
+        updated_at: r.get(2)?,
+        metadata: json_map(&r.get::<_, String>(3)?),
+        status: ThreadStatus::parse(&status).unwrap_or(ThreadStatus::Idle),
+        error: r
+            .get::<_, Option<String>>(5)?
+            .and_then(|e| serde_json::from_str(&e).ok()),
+    })
+}
+
+fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
+    let status: String = r.get(4)?;
+    let multitask: String = r.get(8)?;
+    let request: String = r.get(9)?;
+    Ok(RunRow {
+        run_id: r.get(0)?,
+        thread_id: r.get(1)?,
+        assistant_id: r.get(2)?,
+        graph_id: r.get(3)?,
+        status: RunStatus::parse(&status).unwrap_or(RunStatus::Error),
+        created_at: r.get(5)?,
+        updated_at: r.get(6)?,
+        metadata: json_map(&r.get::<_, String>(7)?),
+        multitask: serde_json::from_value(Value::String(multitask)).unwrap_or_default(),
+        request: serde_json::from_str(&request).unwrap_or_default(),
+        attempt: r.get(10)?,
+        stateless: r.get(11)?,
+    })
+}

@@ -1,0 +1,124 @@
+//! The real clients, unmodified: `langgraph-sdk` from PyPI and `@langchain/langgraph-sdk`
+//! from npm drive a server on loopback through every scenario of `tests/sdk/client.py` and
+//! `tests/sdk/client.mjs` (the same scripts pass against LangGraph's own `langgraph dev`).
+//!
+//! The clients are installed by `.ci/sdk-clients.sh` (into `target/sdk-clients`, or where
+//! `STATEGRAPH_SDK_CLIENTS` says). Without them these tests skip, except under `CI=true`,
+//! where a missing client fails.
+
+// The scenario runner fails its test when the server or the client cannot start.
+#![allow(clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use common::Served;
+
+fn clients_dir() -> PathBuf {
+    std::env::var_os("STATEGRAPH_SDK_CLIENTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/sdk-clients"))
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sdk")
+        .join(name)
+}
+
+/// The interpreter and script of one SDK, or `None` (skip) when it is not installed.
+fn sdk(lang: &str) -> Option<(PathBuf, PathBuf)> {
+    let dir = clients_dir();
+    let (program, script, probe) = match lang {
+        "python" => (
+            dir.join("py/bin/python"),
+            script("client.py"),
+            dir.join("py/bin/python"),
+        ),
+        _ => (
+            PathBuf::from("node"),
+            script("client.mjs"),
+            dir.join("js/node_modules/@langchain/langgraph-sdk/package.json"),
+        ),
+    };
+    if probe.exists() {
+        return Some((program, script));
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "the {lang} langgraph-sdk is not installed at {}: run .ci/sdk-clients.sh",
+        dir.display()
+    );
+    eprintln!("skipped: the {lang} langgraph-sdk is not installed (run .ci/sdk-clients.sh)");
+    None
+}
+
+/// Run one scenario of one SDK's script against a fresh server; fail with what it printed.
+async fn scenario(lang: &str, name: &str) {
+    let Some((program, script)) = sdk(lang) else {
+        return;
+    };
+    let served = Served::start().await.expect("server starts");
+    let out = tokio::process::Command::new(program)
+        .arg(&script)
+        .arg(served.server.url())
+        .arg(name)
+        .arg("--ours")
+        .env("STATEGRAPH_SDK_CLIENTS", clients_dir())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("the client runs");
+    assert!(
+        out.status.success(),
+        "{lang} scenario {name} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+macro_rules! scenarios {
+    ($($name:ident),* $(,)?) => {
+        mod python {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::scenario("python", stringify!($name)).await;
+                }
+            )*
+        }
+        mod javascript {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::scenario("javascript", stringify!($name)).await;
+                }
+            )*
+        }
+    };
+}
+
+// Each is a behaviour the script states and checks: thread CRUD and search; streams in each
+// mode; subgraph namespaces; an error event; an interrupt resumed by `Command(resume=…)`;
+// the edit/regenerate fork; state updates; history; wait and join; cancel; reject while busy;
+// enqueue order; a stream resumed from `Last-Event-ID`; 4xx answers.
+scenarios!(
+    threads,
+    stream_values,
+    stream_updates,
+    stream_custom,
+    stream_subgraphs,
+    stream_error,
+    interrupt_resume,
+    fork,
+    update_state,
+    history,
+    wait_join,
+    cancel,
+    reject_busy,
+    enqueue,
+    resume_stream,
+    errors,
+);
