@@ -212,6 +212,32 @@ pub(crate) enum Command {
         #[arg(long)]
         read_only: bool,
     },
+    /// Serve LangGraph's Agent Server API over the demo graphs (chain, agent, approval,
+    /// custom, slow, nested, boom), so langgraph-sdk and agent-chat-ui can be tried on them.
+    ///
+    /// Threads, checkpoints and runs live in FILE (made if missing); runs left queued or
+    /// running by a stopped server are picked up when it starts again. Listens on 127.0.0.1;
+    /// any other address needs an API key, which clients then send as x-api-key. To serve
+    /// your own graphs, build a stategraph_server::Server in your program.
+    Serve {
+        /// The SQLite file of threads, checkpoints and runs.
+        #[arg(default_value = "stategraph.db")]
+        file: PathBuf,
+        /// The port.
+        #[arg(long, default_value_t = 2024)]
+        port: u16,
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: std::net::IpAddr,
+        /// The key clients must send in x-api-key (or STATEGRAPH_API_KEY); required beyond
+        /// loopback.
+        #[arg(long)]
+        api_key: Option<String>,
+        /// An origin whose pages may call the API (CORS), e.g. http://localhost:3000.
+        /// Repeatable.
+        #[arg(long = "cors", value_name = "ORIGIN")]
+        cors: Vec<String>,
+    },
     /// One run with its delivery receipt.
     Run {
         /// The checkpoint file, or a postgres:// URL.
@@ -223,10 +249,12 @@ pub(crate) enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // The server runs on every core; the other commands need one thread.
+    let mut builder = match cli.command {
+        Command::Serve { .. } => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("stategraph: cannot start the runtime: {e}");

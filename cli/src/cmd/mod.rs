@@ -9,6 +9,7 @@ mod history;
 mod prune;
 mod run;
 mod runs;
+mod serve;
 mod show;
 mod studio;
 mod threads;
@@ -96,5 +97,21 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
             bind,
             read_only,
         } => studio::run(file, *bind, *port, *read_only).await,
+        Command::Serve {
+            file,
+            port,
+            host,
+            api_key,
+            cors,
+        } => {
+            serve::run(serve::ServeArgs {
+                file,
+                host: *host,
+                port: *port,
+                api_key: api_key.as_deref(),
+                cors,
+            })
+            .await
+        }
     }
 }

@@ -27,6 +27,7 @@ mod read_only;
 mod refs;
 mod run;
 mod runs;
+mod serve;
 mod show;
 mod studio;
 mod threads;

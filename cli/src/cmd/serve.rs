@@ -1,0 +1,52 @@
+//! `stategraph serve [FILE] [--port P] [--host ADDR] [--api-key KEY] [--cors ORIGIN]`: serve
+//! LangGraph's Agent Server API (the `stategraph-server` crate) over the demo graphs until
+//! interrupted. A program serves its own graphs with `stategraph_server::Server`.
+
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use stategraph_server::{demo, Server, ServerError};
+
+use crate::failure::{Failure, Outcome};
+
+/// What `serve` is given.
+pub(crate) struct ServeArgs<'a> {
+    pub(crate) file: &'a Path,
+    pub(crate) host: IpAddr,
+    pub(crate) port: u16,
+    pub(crate) api_key: Option<&'a str>,
+    pub(crate) cors: &'a [String],
+}
+
+/// Serve until the process is stopped (Ctrl-C or SIGTERM stops it cleanly).
+pub(super) async fn run(args: ServeArgs<'_>) -> Outcome {
+    let mut builder = Server::builder()
+        .file(args.file)
+        .addr(SocketAddr::new(args.host, args.port));
+    let key = args
+        .api_key
+        .map(str::to_owned)
+        .or_else(|| std::env::var("STATEGRAPH_API_KEY").ok());
+    if let Some(key) = key {
+        builder = builder.api_key(key);
+    }
+    for origin in args.cors {
+        builder = builder.cors_origin(origin.clone());
+    }
+    let builder = demo::register(builder).map_err(|e| Failure::runtime(e.to_string()))?;
+    let server = builder.start().await.map_err(|e| match e {
+        ServerError::NeedsApiKey(_) | ServerError::EmptyApiKey => Failure::usage(e.to_string()),
+        other => Failure::runtime(other.to_string()),
+    })?;
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(
+        stdout,
+        "stategraph serve: {} (graphs: agent, approval, boom, chain, custom, nested, slow)",
+        server.url()
+    );
+    let _ = stdout.flush();
+    let _ = tokio::signal::ctrl_c().await;
+    server.shutdown().await;
+    Ok(())
+}

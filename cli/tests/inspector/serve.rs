@@ -1,0 +1,157 @@
+//! `serve`: the binary serves the Agent Server API on the file it is given; killed with
+//! SIGKILL during a background run, it finishes that run from its last checkpoint when it is
+//! started again, and no step of it runs twice. Beyond loopback it refuses to start without
+//! an API key. (The API itself is tested in `server/tests/`.)
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// `stategraph serve FILE --port 0 …` started: the child and its address.
+fn start_serve(file: &std::path::Path, extra: &[&str]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stategraph"))
+        .arg("serve")
+        .arg(file)
+        .args(["--port", "0"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start serve");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the URL");
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.starts_with("stategraph serve: http://127.0.0.1:"),
+        "{line}"
+    );
+    (child, addr)
+}
+
+/// One request; the status and the JSON body.
+fn call(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut out = String::new();
+    stream.read_to_string(&mut out).expect("read");
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_server_killed_during_a_background_run_finishes_it_after_a_restart_running_no_step_twice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("served.db");
+    let (mut first, addr) = start_serve(&file, &[]);
+    let (_, thread) = call(&addr, "POST", "/threads", Some(json!({})));
+    let thread = thread["thread_id"].as_str().expect("thread id").to_owned();
+    let (status, run) = call(
+        &addr,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({
+            "assistant_id": "slow",
+            "input": { "steps": 20, "delay_ms": 40 },
+            "durability": "sync",
+        })),
+    );
+    assert_eq!(status, 200, "{run}");
+    let run = run["run_id"].as_str().expect("run id").to_owned();
+    wait_for("five ticks", || {
+        let (_, state) = call(&addr, "GET", &format!("/threads/{thread}/state"), None);
+        state["values"]["log"]
+            .as_array()
+            .is_some_and(|l| l.len() >= 5)
+    });
+    first.kill().expect("SIGKILL");
+    let _ = first.wait();
+    let before = ticks_in_file(&file, &thread);
+    assert!(
+        (5..20).contains(&before),
+        "the run was cut short ({before} ticks)"
+    );
+
+    let (mut second, addr) = start_serve(&file, &[]);
+    wait_for("the run to finish", || {
+        let (_, r) = call(&addr, "GET", &format!("/threads/{thread}/runs/{run}"), None);
+        r["status"] == "success"
+    });
+    let (_, state) = call(&addr, "GET", &format!("/threads/{thread}/state"), None);
+    let expected: Vec<String> = (0..20).map(|i| format!("tick{i}")).collect();
+    assert_eq!(state["values"]["log"], json!(expected));
+    // One input checkpoint, and each step once: nothing was run again from the start, and
+    // no step that had been checkpointed was run again.
+    let (_, history) = call(
+        &addr,
+        "POST",
+        &format!("/threads/{thread}/history"),
+        Some(json!({ "limit": 1000, "metadata": { "run_id": run } })),
+    );
+    let items = history.as_array().expect("history");
+    let inputs = items
+        .iter()
+        .filter(|h| h["metadata"]["source"] == "input")
+        .count();
+    let mut steps: Vec<i64> = items
+        .iter()
+        .filter(|h| h["metadata"]["source"] == "loop")
+        .filter_map(|h| h["metadata"]["step"].as_i64())
+        .collect();
+    steps.sort_unstable();
+    let _ = second.kill();
+    let _ = second.wait();
+    assert_eq!(inputs, 1, "{history}");
+    assert_eq!(steps, (0..=20).collect::<Vec<i64>>(), "{history}");
+}
+
+/// How many ticks the file holds for `thread` (read with the inspector).
+fn ticks_in_file(file: &std::path::Path, thread: &str) -> usize {
+    let shown = sg(&["show", p(file), "-t", thread, "--field", "log", "--json"]).ok();
+    let shown = shown.json();
+    let log = shown.get("value").unwrap_or(&shown);
+    log.as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn serve_beyond_loopback_without_an_api_key_refuses_to_start_with_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("served.db");
+    let ran = sg(&["serve", p(&file), "--host", "0.0.0.0", "--port", "0"]).fails(2);
+    assert!(ran.stderr.contains("API key"), "{}", ran.stderr);
+}
