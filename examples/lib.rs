@@ -81,6 +81,9 @@ mod docs {
     #[doc = include_str!("../docs/guides/scale-out.md")]
     struct ScaleOut;
 
+    #[doc = include_str!("../docs/guides/server.md")]
+    struct ServerGuide;
+
     #[doc = include_str!("../docs/langgraph-mapping.md")]
     struct LanggraphMapping;
 

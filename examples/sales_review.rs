@@ -411,8 +411,28 @@ pub(crate) async fn review_with(
     run(ws, REVIEW_QUESTION, models).await
 }
 
+/// The lead as `examples/serve.rs` serves it: the PDF uploaded into the thread's sandbox, the
+/// scripted model ready to play one review on thread [`THREAD`].
+///
+/// # Errors
+/// As [`review`], before anything runs.
+#[allow(dead_code)] // only the serve example uses it
+pub(crate) async fn served_lead(ws: &Workspace) -> Result<stategraph_nodes::Agent, Error> {
+    ws.upload("sales-notes.pdf", PDF).await?;
+    let lead_script =
+        playbook::Playbook::new("scripted-sales-lead", script::review(Script::Deliver));
+    let analyst = playbook::Playbook::new("scripted-industry-analyst", script::analyst());
+    lead(
+        ws,
+        Arc::new(lead_script),
+        Some(analyst),
+        &DelegationLog::new(),
+    )
+    .await
+}
+
 /// The review's question (the slash command activates the skill).
-const REVIEW_QUESTION: &str =
+pub(crate) const REVIEW_QUESTION: &str =
     "/sales-review Review FY2026 sales from sales-notes.pdf against industry evidence.";
 /// The follow-up's question.
 const FOLLOW_UP_QUESTION: &str = "/sales-review What did we recommend, and for which regions?";
