@@ -274,6 +274,11 @@ impl ServerBuilder {
         let app = routes::router(shared.clone());
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
+            // Each frame goes out as it is written: without TCP_NODELAY, Nagle's algorithm
+            // holds a stream's small frames until the client's delayed ACK (~40 ms).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(async {
                     let _ = rx.await;
