@@ -202,11 +202,11 @@ impl Book {
     ) -> ApiResult<Option<ThreadRow>> {
         let now = now_ms();
         let made = self.with(|c| {
-            c.execute(
+            c.prepare_cached(
                 "INSERT INTO server_threads VALUES (?1, ?2, ?2, ?3, 'idle', NULL)
                  ON CONFLICT(thread_id) DO NOTHING",
-                params![id, now, json_text(metadata)],
-            )
+            )?
+            .execute(params![id, now, json_text(metadata)])
         })?;
         Ok((made == 1).then(|| ThreadRow {
             thread_id: id.to_owned(),
@@ -220,12 +220,11 @@ impl Book {
 
     pub(crate) fn thread(&self, id: &str) -> ApiResult<Option<ThreadRow>> {
         self.with(|c| {
-            c.query_row(
+            c.prepare_cached(
                 "SELECT thread_id, created_at, updated_at, metadata, status, error
                  FROM server_threads WHERE thread_id = ?1",
-                [id],
-                thread_row,
-            )
+            )?
+            .query_row([id], thread_row)
             .optional()
         })
     }
@@ -243,10 +242,10 @@ impl Book {
             .extend(metadata.iter().map(|(k, v)| (k.clone(), v.clone())));
         row.updated_at = now_ms();
         self.with(|c| {
-            c.execute(
+            c.prepare_cached(
                 "UPDATE server_threads SET metadata = ?2, updated_at = ?3 WHERE thread_id = ?1",
-                params![id, json_text(&row.metadata), row.updated_at],
-            )
+            )?
+            .execute(params![id, json_text(&row.metadata), row.updated_at])
         })?;
         Ok(Some(row))
     }
@@ -258,21 +257,16 @@ impl Book {
         status: ThreadStatus,
         error: Option<&Value>,
     ) -> ApiResult<()> {
-        self.with(|c| {
-            c.execute(
-                "UPDATE server_threads SET status = ?2, updated_at = ?3, error = ?4
-                 WHERE thread_id = ?1",
-                params![id, status.as_str(), now_ms(), error.map(Value::to_string)],
-            )
-        })
-        .map(drop)
+        self.with(|c| set_thread(c, id, status, error))
     }
 
     /// Delete a thread and its runs; whether it existed.
     pub(crate) fn delete_thread(&self, id: &str) -> ApiResult<bool> {
         self.with(|c| {
-            c.execute("DELETE FROM server_runs WHERE thread_id = ?1", [id])?;
-            c.execute("DELETE FROM server_threads WHERE thread_id = ?1", [id])
+            c.prepare_cached("DELETE FROM server_runs WHERE thread_id = ?1")?
+                .execute([id])?;
+            c.prepare_cached("DELETE FROM server_threads WHERE thread_id = ?1")?
+                .execute([id])
         })
         .map(|n| n == 1)
     }
@@ -346,65 +340,81 @@ impl Book {
         })
     }
 
+    /// Store a new run, and mark its thread busy, in one transaction.
     pub(crate) fn insert_run(&self, run: &RunRow) -> ApiResult<()> {
         let request = serde_json::to_string(&run.request).map_err(storage)?;
         self.with(|c| {
-            c.execute(
+            let tx = c.unchecked_transaction()?;
+            tx.prepare_cached(
                 "INSERT INTO server_runs VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    run.run_id,
-                    run.thread_id,
-                    run.assistant_id,
-                    run.graph_id,
-                    run.status.as_str(),
-                    run.created_at,
-                    json_text(&run.metadata),
-                    run.multitask.as_str(),
-                    request,
-                    run.attempt,
-                    run.stateless,
-                ],
-            )
+            )?
+            .execute(params![
+                run.run_id,
+                run.thread_id,
+                run.assistant_id,
+                run.graph_id,
+                run.status.as_str(),
+                run.created_at,
+                json_text(&run.metadata),
+                run.multitask.as_str(),
+                request,
+                run.attempt,
+                run.stateless,
+            ])?;
+            set_thread(&tx, &run.thread_id, ThreadStatus::Busy, None)?;
+            tx.commit()
         })
-        .map(drop)
+    }
+
+    /// A run ended: its status, and (unless another run of the thread follows it) its
+    /// thread's, in one transaction. A run that had already ended keeps its status.
+    pub(crate) fn end_run(
+        &self,
+        run: &str,
+        status: RunStatus,
+        thread: Option<(&str, ThreadStatus, Option<&Value>)>,
+    ) -> ApiResult<()> {
+        self.with(|c| {
+            let tx = c.unchecked_transaction()?;
+            update_run(&tx, run, status)?;
+            if let Some((id, status, error)) = thread {
+                set_thread(&tx, id, status, error)?;
+            }
+            tx.commit()
+        })
     }
 
     /// Move a run to `status` unless it already ended (a cancellation stored first wins).
     pub(crate) fn set_run_status(&self, run: &str, status: RunStatus) -> ApiResult<()> {
-        self.with(|c| {
-            c.execute(
-                "UPDATE server_runs SET status = ?2, updated_at = ?3
-                 WHERE run_id = ?1 AND status IN ('pending', 'running')",
-                params![run, status.as_str(), now_ms()],
-            )
-        })
-        .map(drop)
+        self.with(|c| update_run(c, run, status).map(drop))
     }
 
     /// A run left running by a process that stopped goes back to pending, one attempt more.
     pub(crate) fn requeue_run(&self, run: &str) -> ApiResult<()> {
         self.with(|c| {
-            c.execute(
+            c.prepare_cached(
                 "UPDATE server_runs SET status = 'pending', attempt = attempt + 1,
                  updated_at = ?2 WHERE run_id = ?1",
-                params![run, now_ms()],
-            )
+            )?
+            .execute(params![run, now_ms()])
         })
         .map(drop)
     }
 
     pub(crate) fn delete_run(&self, run: &str) -> ApiResult<bool> {
-        self.with(|c| c.execute("DELETE FROM server_runs WHERE run_id = ?1", [run]))
-            .map(|n| n == 1)
+        self.with(|c| {
+            c.prepare_cached("DELETE FROM server_runs WHERE run_id = ?1")?
+                .execute([run])
+        })
+        .map(|n| n == 1)
     }
 
     pub(crate) fn run(&self, run: &str) -> ApiResult<Option<RunRow>> {
         self.with(|c| {
-            c.query_row(
-                &format!("SELECT {RUN_COLUMNS} FROM server_runs WHERE run_id = ?1"),
-                [run],
-                run_row,
-            )
+            c.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM server_runs WHERE run_id = ?1"
+            ))?
+            .query_row([run], run_row)
             .optional()
         })
     }
@@ -418,7 +428,7 @@ impl Book {
         status: Option<RunStatus>,
     ) -> ApiResult<Vec<RunRow>> {
         self.with(|c| {
-            let mut stmt = c.prepare(&format!(
+            let mut stmt = c.prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM server_runs WHERE thread_id = ?1
                  AND (?2 IS NULL OR status = ?2)
                  ORDER BY run_id DESC LIMIT ?3 OFFSET ?4"
@@ -447,6 +457,33 @@ impl Book {
             rows.collect()
         })
     }
+}
+
+fn update_run(c: &Connection, run: &str, status: RunStatus) -> rusqlite::Result<usize> {
+    c.prepare_cached(
+        "UPDATE server_runs SET status = ?2, updated_at = ?3
+         WHERE run_id = ?1 AND status IN ('pending', 'running')",
+    )?
+    .execute(params![run, status.as_str(), now_ms()])
+}
+
+fn set_thread(
+    c: &Connection,
+    id: &str,
+    status: ThreadStatus,
+    error: Option<&Value>,
+) -> rusqlite::Result<()> {
+    c.prepare_cached(
+        "UPDATE server_threads SET status = ?2, updated_at = ?3, error = ?4
+         WHERE thread_id = ?1",
+    )?
+    .execute(params![
+        id,
+        status.as_str(),
+        now_ms(),
+        error.map(Value::to_string)
+    ])
+    .map(drop)
 }
 
 const RUN_COLUMNS: &str = "run_id, thread_id, assistant_id, graph_id, status, created_at, \

@@ -173,20 +173,25 @@ impl Shared {
             }
         };
         let stored = async {
+            let thread = (!row.stateless && !self.has_queued_after(row)).then_some((
+                row.thread_id.as_str(),
+                thread_status,
+                error.as_ref(),
+            ));
             if let End::Stopped(StopAction::Rollback) = end {
                 self.roll_back(row).await?;
                 self.book.delete_run(&row.run_id)?;
+                if let Some((id, status, error)) = thread {
+                    self.book.set_thread_status(id, status, error)?;
+                }
             } else {
-                self.book.set_run_status(&row.run_id, run_status)?;
+                self.book.end_run(&row.run_id, run_status, thread)?;
             }
             if row.stateless {
                 self.saver
                     .delete_thread(&ThreadId::new(&row.thread_id)?)
                     .await?;
                 self.book.delete_thread(&row.thread_id)?;
-            } else if !self.has_queued_after(row) {
-                self.book
-                    .set_thread_status(&row.thread_id, thread_status, error.as_ref())?;
             }
             Ok::<(), ApiError>(())
         };

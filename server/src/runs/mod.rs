@@ -17,7 +17,7 @@ use stategraph::CancelToken;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ids::{now_ms, uuid4, uuid7};
-use crate::store::{RunRow, RunStatus, ThreadStatus};
+use crate::store::{RunRow, RunStatus};
 use crate::wire::{Multitask, RunCreate};
 use crate::Shared;
 pub(crate) use log::{Frame, Next, RunLog};
@@ -129,8 +129,6 @@ impl Shared {
             stateless: new.stateless,
         };
         self.book.insert_run(&row)?;
-        self.book
-            .set_thread_status(&row.thread_id, ThreadStatus::Busy, None)?;
         let stop = match strategy {
             Multitask::Interrupt => Some(StopAction::Interrupt),
             Multitask::Rollback => Some(StopAction::Rollback),
