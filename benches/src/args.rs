@@ -69,6 +69,20 @@ pub(crate) struct Args {
     pub(crate) pg_prepared: bool,
     /// Internal: run one fanout of this K in this (fresh) process and report its memory.
     pub(crate) internal_fanout_mem: Option<i64>,
+    /// The Python of a venv with `langgraph-sdk` that runs the `server` row's client
+    /// (`--sdk-python`).
+    pub(crate) sdk_python: PathBuf,
+    /// LangGraph's `langgraph` executable (`--lg-dev`), from `langgraph-cli[inmem]`.
+    pub(crate) lg_dev: Option<PathBuf>,
+    /// The folder with LangGraph's `langgraph.json` of the bench graphs (`--lg-app`).
+    pub(crate) lg_app: Option<PathBuf>,
+    /// Concurrent clients of the `server` row, one point each (`--server-clients`).
+    pub(crate) server_clients: Vec<usize>,
+    /// Runs each client of the `server` row makes (`--server-runs`).
+    pub(crate) server_runs: usize,
+    /// The `server` row's servers listen on the first free port from this one
+    /// (`--server-port-base`; 0: any free port).
+    pub(crate) server_port_base: u16,
 }
 
 impl Args {
@@ -82,11 +96,15 @@ impl Args {
     }
 }
 
-pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune,studio,workers,turn1000,replay10k] \
+/// Where `.ci/sdk-clients.sh` makes the Python venv with `langgraph-sdk`.
+const DEFAULT_SDK_PYTHON: &str = "target/sdk-clients/py/bin/python";
+
+pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune,studio,workers,turn1000,replay10k,server] \
 [--checkpointer none|memory|sqlite|postgres] [--pg-url URL] [--steps 1000] [--fanout-k 1000] [--fanout-waves 0] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
-[--verify-steps 10000,100000] [--prune-keep 100] [--turn-calls 250,1000] [--replay-steps 2500,10000] [--worker-threads N] [--pg-prepared-statements on|off]";
+[--verify-steps 10000,100000] [--prune-keep 100] [--turn-calls 250,1000] [--replay-steps 2500,10000] [--worker-threads N] [--pg-prepared-statements on|off] \
+[--sdk-python PATH] [--lg-dev PATH --lg-app DIR] [--server-clients 1,32] [--server-runs 30] [--server-port-base 0]";
 
 /// A command-line problem: message and exit code.
 pub(crate) struct Usage(pub(crate) String, pub(crate) u8);
@@ -130,6 +148,12 @@ fn defaults() -> Args {
         keep_db: false,
         worker_threads: None,
         internal_fanout_mem: None,
+        sdk_python: PathBuf::from(DEFAULT_SDK_PYTHON),
+        lg_dev: None,
+        lg_app: None,
+        server_clients: vec![1, 32],
+        server_runs: 30,
+        server_port_base: 0,
         pg_prepared: false,
         pg_url: std::env::var("STATEGRAPH_PG_URL")
             .ok()
@@ -201,6 +225,12 @@ fn apply_flag(
         "--pg-url" => args.pg_url = Some(value()?),
         "--pg-prepared-statements" => args.pg_prepared = on_off(flag, &value()?)?,
         "--worker-threads" => args.worker_threads = Some(number(flag, &value()?)?),
+        "--sdk-python" => args.sdk_python = PathBuf::from(value()?),
+        "--lg-dev" => args.lg_dev = Some(PathBuf::from(value()?)),
+        "--lg-app" => args.lg_app = Some(PathBuf::from(value()?)),
+        "--server-clients" => args.server_clients = numbers(flag, &value()?)?,
+        "--server-runs" => args.server_runs = number(flag, &value()?)?,
+        "--server-port-base" => args.server_port_base = number(flag, &value()?)?,
         "--internal-fanout-mem" => args.internal_fanout_mem = Some(number(flag, &value()?)?),
         other => return Err(Usage(format!("unknown argument {other:?}\n{USAGE}"), 2)),
     }
@@ -301,6 +331,19 @@ fn finish(mut args: Args, pending: Pending) -> Result<Args, Usage> {
     }
     if args.repeats == 0 {
         return Err(Usage("--repeats must be at least 1".to_owned(), 2));
+    }
+    if args.lg_dev.is_some() != args.lg_app.is_some() {
+        return Err(Usage(
+            "--lg-dev and --lg-app go together (LangGraph's `langgraph` and its app folder)"
+                .to_owned(),
+            2,
+        ));
+    }
+    if args.server_runs == 0 || args.server_clients.is_empty() || args.server_clients.contains(&0) {
+        return Err(Usage(
+            "--server-runs and each of --server-clients must be at least 1".to_owned(),
+            2,
+        ));
     }
     if args.prune_keep == 0 {
         return Err(Usage("--prune-keep must be at least 1".to_owned(), 2));

@@ -17,7 +17,11 @@
 //! graph, over HTTP), `workers` (the PostgreSQL run queue served by 1 and by 8 workers;
 //! `--pg-url`), `turn1000` (one agent turn of `--turn-calls 250,1000` parallel read-only tool
 //! calls, in memory; `per_turn_ms`, `per_call_us`), `replay10k` (replay of a thread of
-//! `--replay-steps 2500,10000` steps, in memory; `per_step_us`) and `sales_review` (ours only;
+//! `--replay-steps 2500,10000` steps, in memory; `per_step_us`), `server` (`stategraph serve`
+//! on SQLite against LangGraph's `langgraph dev` in memory, in one run, through the same
+//! Python `langgraph-sdk` client at `--server-clients 1,32` clients of `--server-runs 30`
+//! runs each; `--sdk-python PATH`, and `--lg-dev PATH --lg-app DIR` for LangGraph's side;
+//! see `server.rs`) and `sales_review` (ours only;
 //! `sales_review` times the example's release binary, built first with `cargo build --release
 //! --example sales_review`), `--checkpointer none|memory|sqlite|postgres` (a comma list is
 //! accepted: `none,memory`; `postgres` runs chain, fanout, agent and wide on a fresh schema of
@@ -69,6 +73,9 @@ mod prune_scan;
 mod replay_run;
 mod report;
 mod sales_review;
+mod server;
+mod server_procs;
+mod server_summary;
 mod settlement;
 mod settlement_run;
 mod sqlite_db;
@@ -97,7 +104,7 @@ use sqlite_db::SqliteDb;
 use wide::WIDE_NODES;
 
 pub(crate) const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 15] = [
+const WORKLOADS: [&str; 16] = [
     "chain",
     "fanout",
     "agent",
@@ -113,6 +120,7 @@ const WORKLOADS: [&str; 15] = [
     "workers",
     "turn1000",
     "replay10k",
+    "server",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -398,6 +406,8 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
                 "replay_steps": args.replay_steps,
                 "sqlite_synchronous": args.sqlite_sync.as_str(),
                 "keep_db": args.keep_db,
+                "server_clients": args.server_clients,
+                "server_runs": args.server_runs,
             }),
         );
     let env = match args.pg_url.as_deref() {
@@ -423,6 +433,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "workers" => postgres_workers::run_workers(&args).await?,
             "turn1000" => turn_calls::run_turn_calls(&args).await?,
             "replay10k" => replay_run::run_replay(&args).await?,
+            "server" => server::run_server(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;
