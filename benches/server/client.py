@@ -14,6 +14,11 @@ runs     N clients run concurrently, each in its own SDK client; each client mak
 ceiling  The same clients and loop, with each run's two calls replaced by two `GET /ok`
          (the SDK's own HTTP client): what this client can do at all against a route that
          does nothing, so a server faster than that shows as the client's ceiling.
+raw      One client, the runs mode's calls (`POST /threads`, then `POST
+         /threads/{id}/runs/wait`) sent with Python's `http.client` on one keep-alive
+         connection instead of the SDK: what the server itself adds to a run, with as
+         little client as Python has. `create_p50_ms` is then the round trip of a call that
+         does almost nothing.
 
 Prints: mode, assistant, clients, runs, wall_s, runs_per_s, wait_p50_ms, wait_p99_ms (the
 second call of each run in ceiling mode), create_p50_ms (the first call), client_cpu_share
@@ -23,7 +28,9 @@ thread is the limit), and in runs mode first_event_p50_ms, first_event_p99_ms, s
 
 import argparse
 import asyncio
+import http.client
 import json
+import urllib.parse
 import math
 import sys
 import time
@@ -34,7 +41,7 @@ from langgraph_sdk import get_client
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("url")
-    ap.add_argument("--mode", choices=("runs", "ceiling"), default="runs")
+    ap.add_argument("--mode", choices=("runs", "ceiling", "raw"), default="runs")
     ap.add_argument("--assistant", default="chain")
     ap.add_argument("--input", default='{"log": []}')
     ap.add_argument("--expect", default="{}")
@@ -130,10 +137,50 @@ async def first_events(a, inp):
     return firsts
 
 
+def raw_runs(a, inp, expect):
+    """The raw mode: (create, wait) seconds of each measured run, over http.client."""
+    url = urllib.parse.urlsplit(a.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port)
+
+    def call(path, body):
+        conn.request("POST", path, body=json.dumps(body),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status != 200:
+            raise Mismatch(f"POST {path}: HTTP {resp.status}: {data[:200]!r}")
+        return json.loads(data)
+
+    creates, lat = [], []
+    for i in range(a.warmup + a.runs):
+        t0 = time.perf_counter()
+        thread = call("/threads", {})["thread_id"]
+        t1 = time.perf_counter()
+        values = call(f"/threads/{thread}/runs/wait", {"assistant_id": a.assistant, "input": inp})
+        t2 = time.perf_counter()
+        check(values, expect)
+        if i >= a.warmup:
+            creates.append(t1 - t0)
+            lat.append(t2 - t1)
+    conn.close()
+    return creates, lat
+
+
 async def main():
     a = parse_args()
     inp = json.loads(a.input)
     expect = json.loads(a.expect)
+    if a.mode == "raw":
+        t0 = time.perf_counter()
+        creates, lat = raw_runs(a, inp, expect)
+        wall = time.perf_counter() - t0
+        print(json.dumps({
+            "mode": "raw", "assistant": a.assistant, "clients": 1, "runs": len(lat),
+            "wall_s": round(wall, 3), "runs_per_s": round(len(lat) / wall, 1),
+            "wait_p50_ms": ms(percentile(lat, 0.5)), "wait_p99_ms": ms(percentile(lat, 0.99)),
+            "create_p50_ms": ms(percentile(creates, 0.5)),
+        }), flush=True)
+        return
     if a.mode == "runs":
         async def one(client):
             return await run_once(client, a, inp, expect)

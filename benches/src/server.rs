@@ -15,8 +15,10 @@
 //! server's CPU time — this process's, or `langgraph dev`'s process group's — over every run
 //! of the point, warm-up and streams included). Rows `server_ceiling`: the
 //! same client and loop on `GET /ok` (two calls per run, as a run makes two), the client's
-//! own limit. Row `server_floor`: the chain invoked in-process on a SQLite saver, a new
-//! thread per run. Row `server_summary`: the ratios against LangGraph measured in this run
+//! own limit. Row `server_raw` (ours only): the chain's runs through Python's
+//! `http.client` on one keep-alive connection, at least 200 of them: the server's own cost
+//! with as little client as Python has. Row `server_floor`: the chain invoked in-process on
+//! a SQLite saver, a new thread per run. Row `server_summary`: the ratios against LangGraph measured in this run
 //! and the targets.
 
 use std::collections::BTreeMap;
@@ -96,6 +98,8 @@ const LANGGRAPH: Side = Side {
 pub(crate) struct Measured {
     pub(crate) runs: BTreeMap<(String, usize), Value>,
     pub(crate) ceiling: BTreeMap<usize, Value>,
+    /// Ours only: the chain's runs through a lean HTTP client (`raw` mode).
+    pub(crate) raw: Option<Value>,
 }
 
 /// Run the whole row.
@@ -202,6 +206,19 @@ async fn drive(
                 .emit();
             m.runs.insert((bench.name.to_owned(), clients), line);
         }
+    }
+    if let (Some(chain), None) = (benches().first(), group) {
+        // Our side only: the server's own cost, with a client as lean as Python's.
+        let line = run_client(
+            python,
+            &client_args(url, "raw", Some(chain), 1, args.server_runs.max(200)),
+        )
+        .await?;
+        record(side, "server_raw", &line)
+            .kv("graph", chain.name)
+            .kv("client", "http.client, one keep-alive connection")
+            .emit();
+        m.raw = Some(line);
     }
     for &clients in &args.server_clients {
         let line = run_client(
