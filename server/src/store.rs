@@ -39,46 +39,9 @@ impl ThreadStatus {
     }
 }
 
-/// Where a run stands (LangGraph's names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RunStatus {
-    Pending,
-    Running,
-    Success,
-    Error,
-    Interrupted,
-    Timeout,
-}
-
-impl RunStatus {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Pending => "pending",
-            RunStatus::Running => "running",
-            RunStatus::Success => "success",
-            RunStatus::Error => "error",
-            RunStatus::Interrupted => "interrupted",
-            RunStatus::Timeout => "timeout",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Pending,
-            Self::Running,
-            Self::Success,
-            Self::Error,
-            Self::Interrupted,
-            Self::Timeout,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == s)
-    }
-
-    pub(crate) fn is_terminal(self) -> bool {
-        !matches!(self, RunStatus::Pending | RunStatus::Running)
-    }
-}
+/// Where a run stands: the saver's run statuses, which are LangGraph's (this server never
+/// gives `cancelled`: a cancelled run is `interrupted`, as on LangGraph's server).
+pub(crate) use stategraph::checkpoints::RunStatus;
 
 /// A thread's record.
 #[derive(Debug, Clone)]

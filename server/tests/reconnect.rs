@@ -7,11 +7,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use common::Served;
+use common::{clients_dir, installed, Served};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -84,23 +84,14 @@ async fn cutting_proxy(
     (addr, heads)
 }
 
-fn clients_dir() -> PathBuf {
-    std::env::var_os("STATEGRAPH_SDK_CLIENTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/sdk-clients"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_mid_run_is_resumed_by_the_sdk_with_no_event_lost_or_repeated() {
-    let python = clients_dir().join("py/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "langgraph-sdk is not installed: run .ci/sdk-clients.sh"
-        );
-        eprintln!("skipped: langgraph-sdk is not installed (run .ci/sdk-clients.sh)");
+    let Some(python) = installed(
+        "the Python langgraph-sdk",
+        clients_dir().join("py/bin/python"),
+    ) else {
         return;
-    }
+    };
     let served = Served::start().await.expect("server starts");
     let (proxy, heads) = cutting_proxy(served.server.addr()).await;
     let out = tokio::process::Command::new(python)

@@ -14,13 +14,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use common::Served;
-
-fn clients_dir() -> PathBuf {
-    std::env::var_os("STATEGRAPH_SDK_CLIENTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/sdk-clients"))
-}
+use common::{clients_dir, installed, Served};
 
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -31,28 +25,17 @@ fn script(name: &str) -> PathBuf {
 /// The interpreter and script of one SDK, or `None` (skip) when it is not installed.
 fn sdk(lang: &str) -> Option<(PathBuf, PathBuf)> {
     let dir = clients_dir();
-    let (program, script, probe) = match lang {
-        "python" => (
-            dir.join("py/bin/python"),
-            script("client.py"),
-            dir.join("py/bin/python"),
-        ),
-        _ => (
-            PathBuf::from("node"),
-            script("client.mjs"),
-            dir.join("js/node_modules/@langchain/langgraph-sdk/package.json"),
-        ),
-    };
-    if probe.exists() {
-        return Some((program, script));
+    match lang {
+        "python" => {
+            let python = installed("the Python langgraph-sdk", dir.join("py/bin/python"))?;
+            Some((python, script("client.py")))
+        }
+        _ => {
+            let package = dir.join("js/node_modules/@langchain/langgraph-sdk/package.json");
+            installed("the JS langgraph-sdk", package)?;
+            Some((PathBuf::from("node"), script("client.mjs")))
+        }
     }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "the {lang} langgraph-sdk is not installed at {}: run .ci/sdk-clients.sh",
-        dir.display()
-    );
-    eprintln!("skipped: the {lang} langgraph-sdk is not installed (run .ci/sdk-clients.sh)");
-    None
 }
 
 /// Run one scenario of one SDK's script against a fresh server; fail with what it printed.

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::Served;
-use serde_json::json;
+use serde_json::{json, Value};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -151,6 +151,29 @@ async fn a_stateless_run_answers_and_leaves_no_thread_behind() -> TestResult {
     Ok(())
 }
 
+/// A long run of `slow` in the background, then (once it ticks) a one-tick run under
+/// `strategy`, waited for: the long run's id and the new run's values.
+async fn long_run_then(api: &common::Api, runs: &str, strategy: &str) -> (String, Value) {
+    let long = api
+        .post(
+            runs,
+            json!({"assistant_id": "slow", "input": {"steps": 100, "delay_ms": 30}}),
+        )
+        .await
+        .json();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let next = api
+        .post(
+            &format!("{runs}/wait"),
+            json!({"assistant_id": "slow", "input": {"steps": 0},
+                   "multitask_strategy": strategy}),
+        )
+        .await
+        .json();
+    let id = long["run_id"].as_str().unwrap_or_default().to_owned();
+    (id, next)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_and_rollback_strategies_stop_the_running_run_and_rollback_undoes_it(
 ) -> TestResult {
@@ -171,48 +194,16 @@ async fn interrupt_and_rollback_strategies_stop_the_running_run_and_rollback_und
     ))
     .await;
     // A long run, interrupted by the next: its ticks stay.
-    let long = api
-        .post(
-            &runs,
-            json!({"assistant_id": "slow", "input": {"steps": 100, "delay_ms": 30}}),
-        )
-        .await
-        .json();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let next = api
-        .post(
-            &format!("{runs}/wait"),
-            json!({"assistant_id": "slow", "input": {"steps": 0},
-                   "multitask_strategy": "interrupt"}),
-        )
-        .await
-        .json();
+    let (long_id, next) = long_run_then(&api, &runs, "interrupt").await;
     let kept = next["log"].as_array().map_or(0, Vec::len);
     assert!(kept > 2, "the interrupted run's ticks stay: {next}");
-    let long_id = long["run_id"].as_str().unwrap_or_default();
     let long_run = api.get(&format!("{runs}/{long_id}")).await.json();
     assert_eq!(long_run["status"], "interrupted");
     // Another long run, rolled back by the next: the thread is as it was before it, and
     // the run is gone.
-    let long = api
-        .post(
-            &runs,
-            json!({"assistant_id": "slow", "input": {"steps": 100, "delay_ms": 30}}),
-        )
-        .await
-        .json();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let after = api
-        .post(
-            &format!("{runs}/wait"),
-            json!({"assistant_id": "slow", "input": {"steps": 0},
-                   "multitask_strategy": "rollback"}),
-        )
-        .await
-        .json();
+    let (long_id, after) = long_run_then(&api, &runs, "rollback").await;
     // What the thread had before the rolled-back run, plus the one tick of the new run.
     assert_eq!(after["log"].as_array().map_or(0, Vec::len), kept + 1);
-    let long_id = long["run_id"].as_str().unwrap_or_default();
     assert_eq!(api.get(&format!("{runs}/{long_id}")).await.status, 404);
     Ok(())
 }

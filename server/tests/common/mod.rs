@@ -13,6 +13,30 @@ use stategraph_server::{demo, RunningServer, Server, ServerBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// Where `.ci/sdk-clients.sh` installed the SDK clients.
+pub fn clients_dir() -> std::path::PathBuf {
+    std::env::var_os("STATEGRAPH_SDK_CLIENTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/sdk-clients")
+        })
+}
+
+/// `path` if it exists; otherwise `None` (the test skips), or a failure under `CI=true`,
+/// where every client must be installed.
+pub fn installed(what: &str, path: std::path::PathBuf) -> Option<std::path::PathBuf> {
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{what} is not installed at {}: run .ci/sdk-clients.sh",
+        path.display()
+    );
+    eprintln!("skipped: {what} is not installed (run .ci/sdk-clients.sh)");
+    None
+}
+
 /// A server on a fresh file, with the demo graphs.
 pub struct Served {
     pub server: RunningServer,
