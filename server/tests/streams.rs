@@ -207,3 +207,43 @@ async fn interrupt_and_rollback_strategies_stop_the_running_run_and_rollback_und
     assert_eq!(api.get(&format!("{runs}/{long_id}")).await.status, 404);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_thread_stops_its_run_first_and_leaves_no_checkpoint_behind() -> TestResult {
+    use stategraph_checkpoints::{Namespace, Saver, SqliteSaver, ThreadId};
+    let s = Served::start().await?;
+    let api = s.api();
+    let t = api.thread().await;
+    api.post(
+        &format!("/threads/{t}/runs"),
+        json!({"assistant_id": "slow", "input": {"steps": 100, "delay_ms": 20}}),
+    )
+    .await;
+    for _ in 0..500 {
+        let state = api.get(&format!("/threads/{t}/state")).await.json();
+        if state["values"]["log"]
+            .as_array()
+            .is_some_and(|l| l.len() >= 2)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        api.send("DELETE", &format!("/threads/{t}"), None)
+            .await
+            .status,
+        204
+    );
+    assert_eq!(api.get(&format!("/threads/{t}")).await.status, 404);
+    // Had the run gone on, its next step would have written into the deleted thread.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let file = s.file();
+    s.server.shutdown().await;
+    let saver = SqliteSaver::open_read_only(&file)?;
+    let left = saver
+        .list(&ThreadId::new(&t)?, &Namespace::root(), Default::default())
+        .await?;
+    assert!(left.is_empty(), "{} checkpoints left", left.len());
+    Ok(())
+}

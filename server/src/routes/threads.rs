@@ -119,9 +119,13 @@ pub(crate) async fn delete(
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     existing(&shared, &id)?;
+    // Its runs stop first: a run still running would write its next checkpoint into the
+    // deleted thread.
     for run in shared.book.runs_of(&id, usize::MAX, 0, None)? {
-        if !run.status.is_terminal() {
-            shared.stop(&run.run_id, StopAction::Interrupt);
+        if !run.status.is_terminal() && shared.stop(&run.run_id, StopAction::Interrupt) {
+            if let Some(log) = shared.runs.log(&run.run_id) {
+                log.result().await;
+            }
         }
     }
     shared.saver.delete_thread(&thread_id(&id)?).await?;

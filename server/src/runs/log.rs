@@ -10,6 +10,10 @@ use tokio::sync::watch;
 /// them gets what is left).
 pub(crate) const LOG_FRAMES: usize = 10_000;
 
+/// Most bytes of frame data a run's log keeps (a large state's `values` frames reach it
+/// long before [`LOG_FRAMES`]); the newest frame is always kept.
+pub(crate) const LOG_BYTES: usize = 16 * 1024 * 1024;
+
 /// One server-sent event.
 #[derive(Debug, Clone)]
 pub(crate) struct Frame {
@@ -24,6 +28,8 @@ pub(crate) struct Frame {
 #[derive(Debug, Default)]
 struct Frames {
     kept: VecDeque<Frame>,
+    /// The data bytes of `kept`.
+    bytes: usize,
     next: u64,
     done: bool,
 }
@@ -74,13 +80,17 @@ impl RunLog {
             return;
         }
         let seq = f.next;
+        let data: Arc<str> = data.to_string().into();
+        f.bytes += data.len();
         f.kept.push_back(Frame {
             seq,
             event: event.into(),
-            data: data.to_string().into(),
+            data,
         });
-        if f.kept.len() > LOG_FRAMES {
-            f.kept.pop_front();
+        while f.kept.len() > LOG_FRAMES || (f.bytes > LOG_BYTES && f.kept.len() > 1) {
+            if let Some(old) = f.kept.pop_front() {
+                f.bytes -= old.data.len();
+            }
         }
         f.next += 1;
         let tick = (f.next, false);
@@ -206,5 +216,25 @@ mod tests {
         };
         assert_eq!(all.len(), LOG_FRAMES);
         assert_eq!(all[0].seq, 5);
+    }
+
+    #[tokio::test]
+    async fn the_log_keeps_at_most_its_byte_budget_and_always_the_newest_frame() {
+        let log = RunLog::new(false, 1);
+        // Four fit (each is its text and two quotes), five do not.
+        let big = serde_json::Value::String("x".repeat(LOG_BYTES / 4 - 10));
+        for _ in 0..5 {
+            log.push("values", &big);
+        }
+        let Next::Frames(kept) = log.read_from(0).await else {
+            panic!("frames expected")
+        };
+        assert_eq!(kept.iter().map(|f| f.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        let huge = serde_json::Value::String("y".repeat(LOG_BYTES * 2));
+        log.push("values", &huge);
+        let Next::Frames(kept) = log.read_from(0).await else {
+            panic!("frames expected")
+        };
+        assert_eq!(kept.iter().map(|f| f.seq).collect::<Vec<_>>(), [5]);
     }
 }

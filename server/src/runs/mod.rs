@@ -57,7 +57,7 @@ struct RunsInner {
 }
 
 /// Most logs of ended runs kept for `join`/`stream` requests that come after the end.
-const ENDED_LOGS: usize = 1_000;
+const ENDED_LOGS: usize = 256;
 
 impl Runs {
     fn lock(&self) -> MutexGuard<'_, RunsInner> {
