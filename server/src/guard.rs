@@ -40,13 +40,16 @@ pub(crate) async fn guard(State(shared): State<Arc<Shared>>, req: Request, next:
         }
         return resp;
     }
-    if let Some(key) = &shared.options.api_key {
+    let refused = shared.options.api_key.as_ref().is_some_and(|key| {
         let given = req.headers().get("x-api-key").map(HeaderValue::as_bytes);
-        if req.uri().path() != "/ok" && !given.is_some_and(|g| same(g, key.as_bytes())) {
-            return ApiError::Unauthorized.into_response();
-        }
-    }
-    let mut resp = next.run(req).await;
+        req.uri().path() != "/ok" && !given.is_some_and(|g| same(g, key.as_bytes()))
+    });
+    // A refusal carries the CORS headers too, so a page sees the 401, not a CORS failure.
+    let mut resp = if refused {
+        ApiError::Unauthorized.into_response()
+    } else {
+        next.run(req).await
+    };
     if let Some(origin) = allowed {
         let h = resp.headers_mut();
         h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);

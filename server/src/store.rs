@@ -149,12 +149,23 @@ impl Book {
         })
     }
 
+    /// Run `f` on the connection (its transactions begin `IMMEDIATE`: one that read first
+    /// and wrote after could not take the write lock once the saver committed in between).
+    /// On a multi-threaded runtime the call tells the runtime it
+    /// blocks (it may wait for the saver's writer to let go of the file's write lock), so
+    /// the worker's other tasks move to another thread meanwhile.
     fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> ApiResult<T> {
-        let conn = self
-            .conn
-            .lock()
-            .map_err(|_| storage("a request failed while holding the connection"))?;
-        f(&conn).map_err(storage)
+        let call = || {
+            let conn = self
+                .conn
+                .lock()
+                .map_err(|_| storage("a request failed while holding the connection"))?;
+            f(&conn).map_err(storage)
+        };
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(call),
+            _ => call(),
+        }
     }
 
     /// Create a thread; `Ok(None)` if it exists.
@@ -183,12 +194,9 @@ impl Book {
 
     pub(crate) fn thread(&self, id: &str) -> ApiResult<Option<ThreadRow>> {
         self.with(|c| {
-            c.prepare_cached(
-                "SELECT thread_id, created_at, updated_at, metadata, status, error
-                 FROM server_threads WHERE thread_id = ?1",
-            )?
-            .query_row([id], thread_row)
-            .optional()
+            c.prepare_cached(THREAD_BY_ID)?
+                .query_row([id], thread_row)
+                .optional()
         })
     }
 
@@ -198,19 +206,27 @@ impl Book {
         id: &str,
         metadata: &Map<String, Value>,
     ) -> ApiResult<Option<ThreadRow>> {
-        let Some(mut row) = self.thread(id)? else {
-            return Ok(None);
-        };
-        row.metadata
-            .extend(metadata.iter().map(|(k, v)| (k.clone(), v.clone())));
-        row.updated_at = now_ms();
+        // Read and write in one transaction: a concurrent merge is not lost.
         self.with(|c| {
-            c.prepare_cached(
+            let tx =
+                rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)?;
+            let Some(mut row) = tx
+                .prepare_cached(THREAD_BY_ID)?
+                .query_row([id], thread_row)
+                .optional()?
+            else {
+                return Ok(None);
+            };
+            row.metadata
+                .extend(metadata.iter().map(|(k, v)| (k.clone(), v.clone())));
+            row.updated_at = now_ms();
+            tx.prepare_cached(
                 "UPDATE server_threads SET metadata = ?2, updated_at = ?3 WHERE thread_id = ?1",
             )?
-            .execute(params![id, json_text(&row.metadata), row.updated_at])
-        })?;
-        Ok(Some(row))
+            .execute(params![id, json_text(&row.metadata), row.updated_at])?;
+            tx.commit()?;
+            Ok(Some(row))
+        })
     }
 
     /// Set the thread's status, and its error (`None` clears it).
@@ -307,7 +323,8 @@ impl Book {
     pub(crate) fn insert_run(&self, run: &RunRow) -> ApiResult<()> {
         let request = serde_json::to_string(&run.request).map_err(storage)?;
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
+            let tx =
+                rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)?;
             tx.prepare_cached(
                 "INSERT INTO server_runs VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?
@@ -329,20 +346,13 @@ impl Book {
         })
     }
 
-    /// A run ended: its status, and (unless another run of the thread follows it) its
-    /// thread's, in one transaction. A run that had already ended keeps its status.
-    pub(crate) fn end_run(
-        &self,
-        run: &str,
-        status: RunStatus,
-        thread: Option<(&str, ThreadStatus, Option<&Value>)>,
-    ) -> ApiResult<()> {
+    /// A run starts: `running`, and its thread `busy`, in one transaction.
+    pub(crate) fn start_run(&self, run: &str, thread: &str) -> ApiResult<()> {
         self.with(|c| {
-            let tx = c.unchecked_transaction()?;
-            update_run(&tx, run, status)?;
-            if let Some((id, status, error)) = thread {
-                set_thread(&tx, id, status, error)?;
-            }
+            let tx =
+                rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)?;
+            update_run(&tx, run, RunStatus::Running)?;
+            set_thread(&tx, thread, ThreadStatus::Busy, None)?;
             tx.commit()
         })
     }
@@ -394,7 +404,7 @@ impl Book {
             let mut stmt = c.prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM server_runs WHERE thread_id = ?1
                  AND (?2 IS NULL OR status = ?2)
-                 ORDER BY run_id DESC LIMIT ?3 OFFSET ?4"
+                 ORDER BY rowid DESC LIMIT ?3 OFFSET ?4"
             ))?;
             let rows = stmt.query_map(
                 params![
@@ -414,7 +424,7 @@ impl Book {
         self.with(|c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {RUN_COLUMNS} FROM server_runs
-                 WHERE status IN ('pending', 'running') ORDER BY run_id"
+                 WHERE status IN ('pending', 'running') ORDER BY rowid"
             ))?;
             let rows = stmt.query_map([], run_row)?;
             rows.collect()
@@ -448,6 +458,9 @@ fn set_thread(
     ])
     .map(drop)
 }
+
+const THREAD_BY_ID: &str = "SELECT thread_id, created_at, updated_at, metadata, status, error
+     FROM server_threads WHERE thread_id = ?1";
 
 const RUN_COLUMNS: &str = "run_id, thread_id, assistant_id, graph_id, status, created_at, \
      updated_at, metadata, multitask_strategy, request, attempt, stateless";

@@ -26,6 +26,20 @@ async fn with_an_api_key_a_request_without_it_is_a_401_and_with_it_is_served() -
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_from_an_allowed_page_carries_the_cors_headers() -> TestResult {
+    let s =
+        Served::start_with(|b| b.api_key("sesame").cors_origin("http://localhost:3000")).await?;
+    let page = s.api().with_header("Origin", "http://localhost:3000");
+    let refused = page.post("/threads", json!({})).await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(
+        refused.header("access-control-allow-origin"),
+        Some("http://localhost:3000")
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cors_answers_only_allowed_origins_and_exposes_content_location() -> TestResult {
     let s = Served::start_with(|b| b.cors_origin("http://localhost:3000")).await?;
     let allowed = s

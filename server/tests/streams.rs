@@ -95,7 +95,7 @@ async fn settled(api: &common::Api, t: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_goes_away_cancels_its_run_unless_it_said_continue() -> TestResult {
+async fn a_run_goes_on_when_its_client_goes_away_unless_it_said_cancel() -> TestResult {
     let s = Served::start().await?;
     let api = s.api();
     let slow = json!({"steps": 5, "delay_ms": 60});
@@ -106,18 +106,36 @@ async fn a_client_that_goes_away_cancels_its_run_unless_it_said_continue() -> Te
         "event: values",
     )
     .await;
-    assert_eq!(settled(&api, &t).await, "interrupted");
+    assert_eq!(settled(&api, &t).await, "success");
+    let state = api.get(&format!("/threads/{t}/state")).await.json();
+    assert_eq!(state["values"]["log"].as_array().map(Vec::len), Some(5));
 
     let t = api.thread().await;
     api.stream_prefix(
         &format!("/threads/{t}/runs/stream"),
-        json!({"assistant_id": "slow", "input": slow, "on_disconnect": "continue"}),
+        json!({"assistant_id": "slow", "input": slow, "on_disconnect": "cancel"}),
         "event: values",
     )
     .await;
-    assert_eq!(settled(&api, &t).await, "success");
-    let state = api.get(&format!("/threads/{t}/state")).await.json();
-    assert_eq!(state["values"]["log"].as_array().map(Vec::len), Some(5));
+    assert_eq!(settled(&api, &t).await, "interrupted");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_wait_sends_newlines_until_its_answer() -> TestResult {
+    let s = Served::start_with(|b| b.heartbeat(Duration::from_millis(50))).await?;
+    let api = s.api();
+    let t = api.thread().await;
+    let r = api
+        .post(
+            &format!("/threads/{t}/runs/wait"),
+            json!({"assistant_id": "slow", "input": {"steps": 1, "delay_ms": 300}}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert!(r.body.starts_with("\n"), "{:?}", r.body);
+    let values: Value = serde_json::from_str(r.body.trim())?;
+    assert_eq!(values["log"], json!(["tick0"]));
     Ok(())
 }
 
@@ -245,5 +263,69 @@ async fn deleting_a_thread_stops_its_run_first_and_leaves_no_checkpoint_behind()
         .list(&ThreadId::new(&t)?, &Namespace::root(), Default::default())
         .await?;
     assert!(left.is_empty(), "{} checkpoints left", left.len());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_runs_submitted_at_once_under_reject_one_is_refused() -> TestResult {
+    let s = Served::start().await?;
+    let api = s.api();
+    for _ in 0..10 {
+        let t = api.thread().await;
+        let body = json!({"assistant_id": "slow", "input": {"steps": 3, "delay_ms": 20},
+                          "multitask_strategy": "reject"});
+        let path = format!("/threads/{t}/runs");
+        let (a, b) = tokio::join!(api.post(&path, body.clone()), api.post(&path, body));
+        let mut statuses = [a.status, b.status];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 409], "{} / {}", a.body, b.body);
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_back_a_run_from_an_older_checkpoint_restores_the_head_before_it() -> TestResult {
+    let s = Served::start().await?;
+    let api = s.api();
+    let t = api.thread().await;
+    let runs = format!("/threads/{t}/runs");
+    let wait = format!("{runs}/wait");
+    api.post(
+        &wait,
+        json!({"assistant_id": "slow", "input": {"steps": 2, "delay_ms": 1}}),
+    )
+    .await;
+    let after_two = api.get(&format!("/threads/{t}/state")).await.json();
+    let fork_at = after_two["checkpoint"]["checkpoint_id"].clone();
+    api.post(
+        &wait,
+        json!({"assistant_id": "slow", "input": {"steps": 4, "delay_ms": 1}}),
+    )
+    .await;
+    // A long run from the checkpoint after two ticks (an edit), then rolled back.
+    let long = api
+        .post(
+            &runs,
+            json!({"assistant_id": "slow", "input": {"steps": 100, "delay_ms": 20},
+                   "checkpoint_id": fork_at}),
+        )
+        .await
+        .json();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let id = long["run_id"].as_str().unwrap_or_default();
+    let cancel = api
+        .send(
+            "POST",
+            &format!("{runs}/{id}/cancel?wait=true&action=rollback"),
+            None,
+        )
+        .await;
+    assert_eq!(cancel.status, 200, "{}", cancel.body);
+    // The head is the thread's before the run (four ticks), not the fork point (two).
+    let state = api.get(&format!("/threads/{t}/state")).await.json();
+    assert_eq!(
+        state["values"]["log"],
+        json!(["tick0", "tick1", "tick2", "tick3"])
+    );
     Ok(())
 }

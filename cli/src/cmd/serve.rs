@@ -46,7 +46,23 @@ pub(super) async fn run(args: ServeArgs<'_>) -> Outcome {
         server.url()
     );
     let _ = stdout.flush();
-    let _ = tokio::signal::ctrl_c().await;
+    stopped().await;
     server.shutdown().await;
     Ok(())
+}
+
+/// Ctrl-C, or (on Unix) SIGTERM, as a service manager stops a process.
+async fn stopped() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }

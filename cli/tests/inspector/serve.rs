@@ -108,6 +108,17 @@ fn a_server_killed_during_a_background_run_finishes_it_after_a_restart_running_n
     );
 
     let (mut second, addr) = start_serve(&file, &[]);
+    // A client that had seen frame 3 of the first attempt reconnects: the run's new
+    // attempt comes from its start, `metadata` saying attempt 2.
+    let rejoined = stream_head(
+        &addr,
+        &format!("/threads/{thread}/runs/{run}/stream"),
+        "1-3",
+    );
+    assert!(
+        rejoined.contains("event: metadata\r\ndata: {\"attempt\":2"),
+        "{rejoined}"
+    );
     wait_for("the run to finish", || {
         let (_, r) = call(&addr, "GET", &format!("/threads/{thread}/runs/{run}"), None);
         r["status"] == "success"
@@ -138,6 +149,27 @@ fn a_server_killed_during_a_background_run_finishes_it_after_a_restart_running_n
     let _ = second.wait();
     assert_eq!(inputs, 1, "{history}");
     assert_eq!(steps, (0..=20).collect::<Vec<i64>>(), "{history}");
+}
+
+/// The first bytes of a `GET` stream sent with `Last-Event-ID: last`.
+fn stream_head(addr: &str, path: &str, last: &str) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nLast-Event-ID: {last}\r\n\r\n"
+    )
+    .expect("send");
+    let mut buf = vec![0u8; 4096];
+    let mut seen = String::new();
+    while !seen.contains("event: metadata") {
+        let Ok(n) = stream.read(&mut buf) else { break };
+        if n == 0 {
+            break;
+        }
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    seen
 }
 
 /// How many ticks the file holds for `thread` (read with the inspector).

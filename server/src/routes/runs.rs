@@ -142,7 +142,8 @@ async fn stream(
     thread: Option<String>,
     req: RunCreate,
 ) -> ApiResult<Response> {
-    let cancel = req.on_disconnect != Some(OnDisconnect::Continue);
+    // As LangGraph's server: a run goes on when its client goes, unless asked otherwise.
+    let cancel = req.on_disconnect == Some(OnDisconnect::Cancel);
     let (row, log) = accept(&shared, thread, req).await?;
     Ok(stream_response(
         shared,
@@ -154,10 +155,32 @@ async fn stream(
     ))
 }
 
+/// The run's final values once it ends. The answer's head goes out at once and a newline
+/// every heartbeat until then (JSON allows the whitespace), so no proxy or client read
+/// timeout ends a long wait, as on LangGraph's server.
 async fn wait(shared: Arc<Shared>, thread: Option<String>, req: RunCreate) -> ApiResult<Response> {
     let (row, log) = accept(&shared, thread, req).await?;
-    let result = log.result().await.unwrap_or(Value::Null);
-    Ok(with_location(Json(result).into_response(), &row))
+    let every = shared.options.heartbeat;
+    let result = Box::pin(async move { log.result().await.unwrap_or(Value::Null) });
+    let body = futures::stream::unfold(Some(result), move |pending| async move {
+        let mut result = pending?;
+        let chunk = match tokio::time::timeout(every, &mut result).await {
+            Ok(value) => {
+                return Some((
+                    Ok::<_, std::convert::Infallible>(value.to_string().into()),
+                    None,
+                ))
+            }
+            Err(_) => axum::body::Bytes::from_static(b"\n"),
+        };
+        Some((Ok(chunk), Some(result)))
+    });
+    let mut resp = axum::body::Body::from_stream(body).into_response();
+    resp.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(with_location(resp, &row))
 }
 
 async fn background(

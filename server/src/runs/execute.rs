@@ -38,25 +38,44 @@ impl Shared {
         let Some(active) = self.runs.active(&run) else {
             return;
         };
-        let Ok(Some(row)) = self.book.run(&run) else {
-            // Deleted with its thread, or unreadable: nothing to run; the thread goes on.
-            active.log.finish();
-            self.ended(&run, &active.thread);
-            return;
+        // A run reached the front of its queue before its submission stored it: wait.
+        let mut stored = active.stored.subscribe();
+        let stored = matches!(
+            stored.wait_for(Option::is_some).await.as_deref(),
+            Ok(Some(true))
+        );
+        let row = match self.book.run(&run) {
+            Ok(Some(row)) if stored => row,
+            // Never stored, or deleted with its thread: nothing to run; the thread goes on.
+            Ok(_) => {
+                self.ended(&run, &active.thread, None);
+                active.log.finish();
+                return;
+            }
+            Err(e) => {
+                let payload = json!({ "error": e.kind(), "message": e.to_string() });
+                active.log.push("error", &payload);
+                active.log.set_result(json!({ "__error__": payload }));
+                self.ended(&run, &active.thread, None);
+                active.log.finish();
+                return;
+            }
         };
         let end = if active.cancel.is_cancelled() {
             End::Stopped(stop_of(&active))
         } else {
             self.drive(&row, &active).await
         };
-        self.settle(&row, &active, end).await;
+        let thread_status = self.settle(&row, &active, end).await;
+        // The thread's status is stored before the log ends: a client that saw the run end
+        // reads the thread as it is after it.
+        self.ended(&row.run_id, &row.thread_id, thread_status);
         active.log.finish();
-        self.ended(&row.run_id, &row.thread_id);
     }
 
     async fn drive(&self, row: &RunRow, active: &Arc<Active>) -> End {
         let log = &active.log;
-        if let Err(e) = self.book.set_run_status(&row.run_id, RunStatus::Running) {
+        if let Err(e) = self.book.start_run(&row.run_id, &row.thread_id) {
             return e.into();
         }
         log.push(
@@ -82,8 +101,8 @@ impl Shared {
             Err(e) => return e.into(),
         };
         let started = async {
-            let config = run_config(row, &graph, active)?;
-            let input = self.input_of(row).await?;
+            let (input, fresh) = self.input_of(row).await?;
+            let config = run_config(row, &graph, active, fresh)?;
             graph
                 .graph
                 .start(row.run_id.clone(), input, config, modes.engine())
@@ -130,18 +149,20 @@ impl Shared {
         }
     }
 
-    /// What the run starts from. A run picked up again after a restart goes on from its
-    /// thread's newest checkpoint if that is its own (its input was already applied).
-    async fn input_of(&self, row: &RunRow) -> ApiResult<RunInput> {
+    /// What the run starts from, and whether it starts afresh (its input applied, from the
+    /// checkpoint it names if any). A run picked up again after a restart goes on from its
+    /// thread's newest checkpoint if that is its own: its input was applied, from there.
+    async fn input_of(&self, row: &RunRow) -> ApiResult<(RunInput, bool)> {
         if row.attempt > 1 && self.head_is_of_run(row).await? {
-            return Ok(RunInput::Continue);
+            return Ok((RunInput::Continue, false));
         }
         let req = &row.request;
-        Ok(match (&req.command, &req.input) {
+        let input = match (&req.command, &req.input) {
             (Some(c), _) => RunInput::Command(c.clone()),
             (None, Some(v)) if !v.is_null() => RunInput::Values(v.clone()),
             _ => RunInput::Continue,
-        })
+        };
+        Ok((input, true))
     }
 
     async fn head_is_of_run(&self, row: &RunRow) -> ApiResult<bool> {
@@ -152,7 +173,14 @@ impl Shared {
         }))
     }
 
-    async fn settle(&self, row: &RunRow, active: &Active, end: End) {
+    /// Store how the run ended; what its thread's status becomes if no run follows it
+    /// (`None` for a stateless run, whose thread goes).
+    async fn settle(
+        &self,
+        row: &RunRow,
+        active: &Active,
+        end: End,
+    ) -> Option<(ThreadStatus, Option<Value>)> {
         // As LangGraph's server: a run that paused on an interrupt succeeded (its thread is
         // interrupted); a cancelled run is interrupted, and so is its thread.
         let (run_status, thread_status, error) = match &end {
@@ -173,19 +201,11 @@ impl Shared {
             }
         };
         let stored = async {
-            let thread = (!row.stateless && !self.has_queued_after(row)).then_some((
-                row.thread_id.as_str(),
-                thread_status,
-                error.as_ref(),
-            ));
             if let End::Stopped(StopAction::Rollback) = end {
                 self.roll_back(row).await?;
                 self.book.delete_run(&row.run_id)?;
-                if let Some((id, status, error)) = thread {
-                    self.book.set_thread_status(id, status, error)?;
-                }
             } else {
-                self.book.end_run(&row.run_id, run_status, thread)?;
+                self.book.set_run_status(&row.run_id, run_status)?;
             }
             if row.stateless {
                 self.saver
@@ -199,10 +219,7 @@ impl Shared {
             let payload = json!({ "error": e.kind(), "message": e.to_string() });
             active.log.push("error", &payload);
         }
-    }
-
-    fn has_queued_after(&self, row: &RunRow) -> bool {
-        self.runs.busy(&row.thread_id).len() > 1
+        (!row.stateless).then_some((thread_status, error))
     }
 
     /// Undo a stopped run: the thread's head becomes a copy of the checkpoint it had before
@@ -223,8 +240,20 @@ impl Shared {
         let Some(graph) = self.graphs.get(&row.graph_id) else {
             return Ok(());
         };
-        match first.parent {
-            Some(before) => graph.graph.restore(row.thread_id.clone(), before).await,
+        // The head the thread had before the run: the newest checkpoint older than the run's
+        // first (not that one's parent, which for a run from an older checkpoint is the fork
+        // point).
+        let before = ListOptions {
+            limit: Some(1),
+            before: Some(first.id),
+            ..ListOptions::default()
+        };
+        let head = self
+            .saver
+            .list(&thread, &crate::graph::root(), before)
+            .await?;
+        match head.first() {
+            Some(head) => graph.graph.restore(row.thread_id.clone(), head.id).await,
             None => {
                 self.saver.delete_thread(&thread).await?;
                 Ok(())
@@ -262,8 +291,14 @@ fn stop_of(active: &Active) -> StopAction {
         .unwrap_or(StopAction::Interrupt)
 }
 
-/// The engine's config for a run.
-fn run_config(row: &RunRow, graph: &Registered, active: &Active) -> ApiResult<RunConfig> {
+/// The engine's config for a run; `fresh` when it applies its input (from the checkpoint
+/// the request names, if any), not when it goes on from its own newest checkpoint.
+fn run_config(
+    row: &RunRow,
+    graph: &Registered,
+    active: &Active,
+    fresh: bool,
+) -> ApiResult<RunConfig> {
     let req = &row.request;
     let mut config = RunConfig::new()
         .thread(row.thread_id.clone())
@@ -279,7 +314,7 @@ fn run_config(row: &RunRow, graph: &Registered, active: &Active) -> ApiResult<Ru
     if let Some(limit) = req.config.as_ref().and_then(|c| c.recursion_limit) {
         config = config.recursion_limit(limit);
     }
-    if let Some(id) = req.checkpoint_id() {
+    if let Some(id) = req.checkpoint_id().filter(|_| fresh) {
         config = config.checkpoint(checkpoint_id(id)?);
     }
     if let Some(d) = &req.durability {

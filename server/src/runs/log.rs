@@ -116,7 +116,11 @@ impl RunLog {
         }
         let (attempt, seq) = last_id.split_once('-')?;
         let (attempt, seq) = (attempt.parse::<u32>().ok()?, seq.parse::<u64>().ok()?);
-        Some(if attempt == self.attempt { seq + 1 } else { 0 })
+        Some(if attempt == self.attempt {
+            seq.checked_add(1)?
+        } else {
+            0
+        })
     }
 
     /// A frame's id.
@@ -139,6 +143,11 @@ impl RunLog {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// The bytes of frame data it keeps.
+    pub(crate) fn bytes(&self) -> usize {
+        self.lock().bytes
     }
 
     pub(crate) fn is_done(&self) -> bool {

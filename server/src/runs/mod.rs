@@ -17,7 +17,7 @@ use stategraph::CancelToken;
 
 use crate::error::{ApiError, ApiResult};
 use crate::ids::{now_ms, uuid4, uuid7};
-use crate::store::{RunRow, RunStatus};
+use crate::store::{RunRow, RunStatus, ThreadStatus};
 use crate::wire::{Multitask, RunCreate};
 use crate::Shared;
 pub(crate) use log::{Frame, Next, RunLog};
@@ -38,6 +38,9 @@ pub(crate) struct Active {
     pub(crate) cancel: CancelToken,
     pub(crate) stop: Mutex<Option<StopAction>>,
     pub(crate) log: Arc<RunLog>,
+    /// Whether the run's record is stored (`None` until then; `Some(false)` if it could not
+    /// be): its execution waits for it.
+    pub(crate) stored: tokio::sync::watch::Sender<Option<bool>>,
 }
 
 /// The runs of this process: per thread the running run and the queue behind it.
@@ -56,8 +59,21 @@ struct RunsInner {
     ended: VecDeque<(String, Arc<RunLog>)>,
 }
 
-/// Most logs of ended runs kept for `join`/`stream` requests that come after the end.
+/// Most logs of ended runs kept for `join`/`stream` requests that come after the end...
 const ENDED_LOGS: usize = 256;
+/// ...and most bytes of frames they keep together.
+const ENDED_BYTES: usize = 256 * 1024 * 1024;
+
+/// Keep an ended run's log, dropping the oldest kept ones beyond the budgets.
+fn keep_ended(g: &mut RunsInner, run: &str, log: Arc<RunLog>) {
+    g.ended.push_back((run.to_owned(), log));
+    let mut bytes: usize = g.ended.iter().map(|(_, l)| l.bytes()).sum();
+    while g.ended.len() > ENDED_LOGS || (bytes > ENDED_BYTES && g.ended.len() > 1) {
+        if let Some((_, old)) = g.ended.pop_front() {
+            bytes -= old.bytes();
+        }
+    }
+}
 
 impl Runs {
     fn lock(&self) -> MutexGuard<'_, RunsInner> {
@@ -79,14 +95,6 @@ impl Runs {
     pub(crate) fn active(&self, run: &str) -> Option<Arc<Active>> {
         self.lock().active.get(run).cloned()
     }
-
-    fn busy(&self, thread: &str) -> Vec<String> {
-        self.lock()
-            .queues
-            .get(thread)
-            .map(|q| q.iter().cloned().collect())
-            .unwrap_or_default()
-    }
 }
 
 /// A request for a run, checked and resolved.
@@ -101,16 +109,11 @@ pub(crate) struct NewRun {
 
 impl Shared {
     /// Accept a run: apply the thread's multitask rule, store it pending, and start it if the
-    /// thread is free. Returns its record and log.
+    /// thread is free. Returns its record and log. The busy check and the run's place in the
+    /// queue are taken together, so two runs submitted at once under `reject` cannot both
+    /// be accepted.
     pub(crate) fn submit(self: &Arc<Self>, new: NewRun) -> ApiResult<(RunRow, Arc<RunLog>)> {
         let strategy = new.request.multitask_strategy.unwrap_or_default();
-        let before = self.runs.busy(&new.thread_id);
-        if !before.is_empty() && strategy == Multitask::Reject {
-            return Err(ApiError::Conflict(format!(
-                "thread {} is busy with run {}; multitask_strategy reject refuses another",
-                new.thread_id, before[0]
-            )));
-        }
         let mut metadata: Map<String, Value> = new.request.metadata.clone().unwrap_or_default();
         metadata.retain(|k, _| k != "run_id");
         let now = now_ms();
@@ -128,7 +131,11 @@ impl Shared {
             attempt: 1,
             stateless: new.stateless,
         };
-        self.book.insert_run(&row)?;
+        let (active, before) = self.reserve(&row, strategy == Multitask::Reject)?;
+        if let Err(e) = self.book.insert_run(&row) {
+            self.unreserve(&row, &active);
+            return Err(e);
+        }
         let stop = match strategy {
             Multitask::Interrupt => Some(StopAction::Interrupt),
             Multitask::Rollback => Some(StopAction::Rollback),
@@ -139,30 +146,60 @@ impl Shared {
                 self.stop(run, action);
             }
         }
-        let log = self.enqueue(&row);
-        Ok((row, log))
+        active.stored.send_replace(Some(true));
+        if before.is_empty() {
+            self.spawn(row.run_id.clone());
+        }
+        Ok((row, active.log.clone()))
     }
 
-    /// Put a stored run in its thread's queue; start it if it is first.
-    pub(crate) fn enqueue(self: &Arc<Self>, row: &RunRow) -> Arc<RunLog> {
-        let log = RunLog::new(row.request.stream_resumable.unwrap_or(false), row.attempt);
+    /// Take `row`'s place at the end of its thread's queue (or, with `reject`, refuse when
+    /// the thread has a run); the runs before it. Its run waits until it is stored.
+    fn reserve(&self, row: &RunRow, reject: bool) -> ApiResult<(Arc<Active>, Vec<String>)> {
         let active = Arc::new(Active {
             thread: row.thread_id.clone(),
             cancel: CancelToken::new(),
             stop: Mutex::new(None),
-            log: log.clone(),
+            log: RunLog::new(row.request.stream_resumable.unwrap_or(false), row.attempt),
+            stored: tokio::sync::watch::Sender::new(None),
         });
-        let first = {
-            let mut g = self.runs.lock();
-            g.active.insert(row.run_id.clone(), active);
-            let q = g.queues.entry(row.thread_id.clone()).or_default();
-            q.push_back(row.run_id.clone());
-            q.len() == 1
+        let mut g = self.runs.lock();
+        let before: Vec<String> = g
+            .queues
+            .get(&row.thread_id)
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default();
+        if reject && !before.is_empty() {
+            return Err(ApiError::Conflict(format!(
+                "thread {} is busy with run {}; multitask_strategy reject refuses another",
+                row.thread_id, before[0]
+            )));
+        }
+        g.active.insert(row.run_id.clone(), active.clone());
+        g.queues
+            .entry(row.thread_id.clone())
+            .or_default()
+            .push_back(row.run_id.clone());
+        Ok((active, before))
+    }
+
+    /// Give up a reservation whose run could not be stored.
+    fn unreserve(self: &Arc<Self>, row: &RunRow, active: &Active) {
+        active.stored.send_replace(Some(false));
+        active.log.finish();
+        self.ended(&row.run_id, &row.thread_id, None);
+    }
+
+    /// Put a stored run (one a stopped server left) in its thread's queue; start it if it is
+    /// first.
+    pub(crate) fn enqueue(self: &Arc<Self>, row: &RunRow) {
+        let Ok((active, before)) = self.reserve(row, false) else {
+            return;
         };
-        if first {
+        active.stored.send_replace(Some(true));
+        if before.is_empty() {
             self.spawn(row.run_id.clone());
         }
-        log
     }
 
     /// Ask a run to stop: a running one stops at its next step boundary; a queued one that
@@ -184,10 +221,7 @@ impl Shared {
                     q.retain(|r| r != run);
                 }
                 g.active.remove(run);
-                g.ended.push_back((run.to_owned(), active.log.clone()));
-                if g.ended.len() > ENDED_LOGS {
-                    g.ended.pop_front();
-                }
+                keep_ended(&mut g, run, active.log.clone());
             }
             queued
         };
@@ -210,21 +244,35 @@ impl Shared {
         tokio::spawn(async move { shared.execute(run).await });
     }
 
-    /// A run ended: keep its log for late readers, start the next run of its thread.
-    fn ended(self: &Arc<Self>, run: &str, thread: &str) {
+    /// A run ended (or left the queue before it started): keep its log for late readers,
+    /// start the next run of its thread, or, when none follows, give the thread `status`
+    /// (what the run's end made of it) while no other run can be queued meanwhile.
+    pub(crate) fn ended(
+        self: &Arc<Self>,
+        run: &str,
+        thread: &str,
+        status: Option<(ThreadStatus, Option<Value>)>,
+    ) {
         let next = {
             let mut g = self.runs.lock();
-            if let Some(a) = g.active.remove(run) {
-                g.ended.push_back((run.to_owned(), a.log.clone()));
-                if g.ended.len() > ENDED_LOGS {
-                    g.ended.pop_front();
-                }
+            let log = g.active.remove(run).map(|a| a.log.clone());
+            if let Some(log) = &log {
+                keep_ended(&mut g, run, log.clone());
             }
             let q = g.queues.entry(thread.to_owned()).or_default();
             q.retain(|r| r != run);
             let next = q.front().cloned();
             if q.is_empty() {
                 g.queues.remove(thread);
+                if let Some((status, error)) = &status {
+                    if let Err(e) = self.book.set_thread_status(thread, *status, error.as_ref()) {
+                        let payload =
+                            serde_json::json!({ "error": e.kind(), "message": e.to_string() });
+                        if let Some(log) = &log {
+                            log.push("error", &payload);
+                        }
+                    }
+                }
             }
             next
         };
@@ -234,13 +282,16 @@ impl Shared {
     }
 
     /// Pick up the runs a stopped process left pending or running (in order, per thread).
+    /// A run left running gets one more attempt (its frames are numbered anew).
     pub(crate) fn recover(self: &Arc<Self>) -> ApiResult<usize> {
         let runs = self.book.unfinished_runs()?;
         for row in &runs {
+            let mut row = row.clone();
             if row.status == RunStatus::Running {
                 self.book.requeue_run(&row.run_id)?;
+                row.attempt += 1;
             }
-            self.enqueue(row);
+            self.enqueue(&row);
         }
         Ok(runs.len())
     }
