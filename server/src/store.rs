@@ -139,10 +139,7 @@ impl Book {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         // The saver's writer holds the write lock for its commits: wait in short slices,
         // not SQLite's default back-off of up to 100 ms.
-        conn.busy_handler(Some(|tries| {
-            std::thread::sleep(Duration::from_micros(100));
-            tries < 100_000
-        }))?;
+        conn.busy_handler(Some(wait_for_the_lock))?;
         conn.execute_batch(SCHEMA)?;
         Ok(Book {
             conn: Mutex::new(conn),
@@ -151,21 +148,12 @@ impl Book {
 
     /// Run `f` on the connection (its transactions begin `IMMEDIATE`: one that read first
     /// and wrote after could not take the write lock once the saver committed in between).
-    /// On a multi-threaded runtime the call tells the runtime it
-    /// blocks (it may wait for the saver's writer to let go of the file's write lock), so
-    /// the worker's other tasks move to another thread meanwhile.
     fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> ApiResult<T> {
-        let call = || {
-            let conn = self
-                .conn
-                .lock()
-                .map_err(|_| storage("a request failed while holding the connection"))?;
-            f(&conn).map_err(storage)
-        };
-        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(call),
-            _ => call(),
-        }
+        let conn = self
+            .conn
+            .lock()
+            .map_err(|_| storage("a request failed while holding the connection"))?;
+        f(&conn).map_err(storage)
     }
 
     /// Create a thread; `Ok(None)` if it exists.
@@ -430,6 +418,19 @@ impl Book {
             rows.collect()
         })
     }
+}
+
+/// SQLite's busy handler: the saver's writer holds the file's write lock for its commit.
+/// Wait in 0.1 ms slices (not SQLite's back-off of up to 100 ms), for up to 10 s. On a
+/// multi-threaded runtime the wait tells the runtime it blocks, so the worker's other tasks
+/// go on on another thread meanwhile; uncontended calls pay nothing for it.
+fn wait_for_the_lock(tries: i32) -> bool {
+    let nap = || std::thread::sleep(Duration::from_micros(100));
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(nap),
+        _ => nap(),
+    }
+    tries < 100_000
 }
 
 fn update_run(c: &Connection, run: &str, status: RunStatus) -> rusqlite::Result<usize> {
