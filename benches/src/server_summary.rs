@@ -74,75 +74,93 @@ pub(crate) fn summary(
         );
     }
     for graph in ["chain", "agent"] {
-        let ours_at = |n: usize| ours.runs.get(&(graph.to_owned(), n));
-        let theirs_at = |n: usize| theirs.and_then(|t| t.runs.get(&(graph.to_owned(), n)));
-        for &n in &args.server_clients {
-            r = r
-                .kv(
-                    &format!("{graph}_runs_per_s_x_langgraph_{n}"),
-                    ratio(
-                        num(ours_at(n), "runs_per_s"),
-                        num(theirs_at(n), "runs_per_s"),
-                    ),
-                )
-                .kv(
-                    &format!("{graph}_wait_p50_x_langgraph_{n}"),
-                    ratio(
-                        num(theirs_at(n), "wait_p50_ms"),
-                        num(ours_at(n), "wait_p50_ms"),
-                    ),
-                );
-        }
-        let first = ratio(
-            num(theirs_at(max), "first_event_p50_ms"),
-            num(ours_at(max), "first_event_p50_ms"),
-        );
-        let p99 = num(ours_at(max), "wait_p99_ms");
-        let their_p50 = num(theirs_at(max), "wait_p50_ms");
-        let p50_1 = num(ours_at(1), "wait_p50_ms");
-        let share = match (
-            num(ours_at(max), "runs_per_s"),
-            num(ours.ceiling.get(&max), "runs_per_s"),
-        ) {
-            (Some(a), Some(c)) if c > 0.0 => Some(a / c),
-            _ => None,
-        };
-        let cpu = num(ours_at(max), "client_cpu_share");
-        let cores = num(ours_at(max), "server_cpu_ms_per_run")
-            .zip(num(ours_at(max), "runs_per_s"))
-            .map(|(ms, rate)| ms * rate / 1e3);
-        let bound = cpu.zip(cores).map(|(c, s)| bound(c, s));
-        let x = match (
-            num(ours_at(max), "runs_per_s"),
-            num(theirs_at(max), "runs_per_s"),
-        ) {
-            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-            _ => None,
-        };
-        let met = theirs.map(|_| x.is_some_and(|x| x >= THROUGHPUT_X) || bound == Some("client"));
-        r = r
-            .kv(&format!("{graph}_first_event_x_langgraph"), first)
-            .kv(
-                &format!("{graph}_p99_below_langgraph_p50_{max}"),
-                p99.zip(their_p50).map(|(a, b)| a < b),
-            )
-            .kv(&format!("{graph}_wait_p50_ms_1"), p50_1)
-            .kv(
-                &format!("{graph}_wait_p50_under_5ms_1"),
-                p50_1.map(|p| p <= WAIT_P50_1_MS),
-            )
-            .kv(
-                &format!("{graph}_share_of_ceiling_{max}"),
-                share.map(|s| round(s, 2)),
-            )
-            .kv(&format!("{graph}_client_cpu_share_{max}"), cpu)
-            .kv(
-                &format!("{graph}_server_cores_{max}"),
-                cores.map(|c| round(c, 2)),
-            )
-            .kv(&format!("{graph}_bound_{max}"), bound)
-            .kv(&format!("{graph}_throughput_target_met"), met);
+        r = graph_keys(r, args, graph, ours, theirs);
     }
+    overhead_keys(r, ours, floor)
+}
+
+/// The keys of one graph: the ratios against LangGraph, the targets, the bound.
+fn graph_keys(
+    mut r: Record,
+    args: &Args,
+    graph: &str,
+    ours: &Measured,
+    theirs: Option<&Measured>,
+) -> Record {
+    let max = args.server_clients.iter().copied().max().unwrap_or(1);
+    let ours_at = |n: usize| ours.runs.get(&(graph.to_owned(), n));
+    let theirs_at = |n: usize| theirs.and_then(|t| t.runs.get(&(graph.to_owned(), n)));
+    for &n in &args.server_clients {
+        r = r
+            .kv(
+                &format!("{graph}_runs_per_s_x_langgraph_{n}"),
+                ratio(
+                    num(ours_at(n), "runs_per_s"),
+                    num(theirs_at(n), "runs_per_s"),
+                ),
+            )
+            .kv(
+                &format!("{graph}_wait_p50_x_langgraph_{n}"),
+                ratio(
+                    num(theirs_at(n), "wait_p50_ms"),
+                    num(ours_at(n), "wait_p50_ms"),
+                ),
+            );
+    }
+    let first = ratio(
+        num(theirs_at(max), "first_event_p50_ms"),
+        num(ours_at(max), "first_event_p50_ms"),
+    );
+    let p99 = num(ours_at(max), "wait_p99_ms");
+    let their_p50 = num(theirs_at(max), "wait_p50_ms");
+    let p50_1 = num(ours_at(1), "wait_p50_ms");
+    let share = match (
+        num(ours_at(max), "runs_per_s"),
+        num(ours.ceiling.get(&max), "runs_per_s"),
+    ) {
+        (Some(a), Some(c)) if c > 0.0 => Some(a / c),
+        _ => None,
+    };
+    let cpu = num(ours_at(max), "client_cpu_share");
+    let cores = num(ours_at(max), "server_cpu_ms_per_run")
+        .zip(num(ours_at(max), "runs_per_s"))
+        .map(|(ms, rate)| ms * rate / 1e3);
+    let bound = cpu.zip(cores).map(|(c, s)| bound(c, s));
+    let x = match (
+        num(ours_at(max), "runs_per_s"),
+        num(theirs_at(max), "runs_per_s"),
+    ) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let met = theirs.map(|_| x.is_some_and(|x| x >= THROUGHPUT_X) || bound == Some("client"));
+    r = r
+        .kv(&format!("{graph}_first_event_x_langgraph"), first)
+        .kv(
+            &format!("{graph}_p99_below_langgraph_p50_{max}"),
+            p99.zip(their_p50).map(|(a, b)| a < b),
+        )
+        .kv(&format!("{graph}_wait_p50_ms_1"), p50_1)
+        .kv(
+            &format!("{graph}_wait_p50_under_5ms_1"),
+            p50_1.map(|p| p <= WAIT_P50_1_MS),
+        )
+        .kv(
+            &format!("{graph}_share_of_ceiling_{max}"),
+            share.map(|s| round(s, 2)),
+        )
+        .kv(&format!("{graph}_client_cpu_share_{max}"), cpu)
+        .kv(
+            &format!("{graph}_server_cores_{max}"),
+            cores.map(|c| round(c, 2)),
+        )
+        .kv(&format!("{graph}_bound_{max}"), bound)
+        .kv(&format!("{graph}_throughput_target_met"), met);
+    r
+}
+
+/// What the server adds over an in-process `invoke`, through the SDK and a lean client.
+fn overhead_keys(r: Record, ours: &Measured, floor: &Floor) -> Record {
     let overhead = num(ours.runs.get(&("chain".to_owned(), 1)), "wait_p50_ms")
         .map(|w| round(w - floor.p50_ms, 3));
     let round_trip = num(ours.ceiling.get(&1), "wait_p50_ms");

@@ -97,25 +97,7 @@ impl Framer {
         };
         let name = |mode: &str| format!("{mode}{suffix}");
         match &ev.kind {
-            EventKind::Values(v) => {
-                let data = v.to_json().unwrap_or(Value::Null);
-                if m.debug {
-                    out.push((
-                        name("debug"),
-                        debug(
-                            ev.step,
-                            "checkpoint",
-                            json!({
-                                "values": data, "config": config(thread, &ev.ns.to_string(), None),
-                            }),
-                        ),
-                    ));
-                }
-                if m.values {
-                    out.push((name("values"), data.clone()));
-                }
-                self.last_values.insert(ev.ns.to_string(), data);
-            }
+            EventKind::Values(v) => self.values_frames(ev, v.to_json(), &name, out),
             EventKind::Updates { node, update } => {
                 let data = update.to_json().unwrap_or(Value::Null);
                 out.push((name("updates"), json!({ node.as_ref(): data })));
@@ -145,28 +127,58 @@ impl Framer {
                 });
                 out.push((name("checkpoints"), payload));
             }
-            EventKind::Interrupt(list) => {
-                // A static pause (`before:`/`after:`) is no interrupt of a task.
-                let list: Vec<Value> = list
-                    .iter()
-                    .filter(|i| !stategraph::run::is_static_interrupt(&i.id))
-                    .map(interrupt_json)
-                    .collect();
-                if list.is_empty() {
-                    return;
-                }
-                if m.updates {
-                    out.push((name("updates"), json!({ "__interrupt__": list })));
-                } else if m.values {
-                    let mut data = match self.last_values.get(&ev.ns.to_string()) {
-                        Some(Value::Object(v)) => v.clone(),
-                        _ => serde_json::Map::new(),
-                    };
-                    data.insert("__interrupt__".to_owned(), Value::Array(list));
-                    out.push((name("values"), Value::Object(data)));
-                }
-            }
+            EventKind::Interrupt(list) => self.interrupt_frames(ev, list, &name, out),
             _ => {}
+        }
+    }
+
+    /// A step's values: `values` (and `debug`'s checkpoint); kept for an interrupt's frame.
+    fn values_frames(
+        &mut self,
+        ev: &Event,
+        data: Result<Value, stategraph::RunError>,
+        name: &dyn Fn(&str) -> String,
+        out: &mut Vec<(String, Value)>,
+    ) {
+        let data = data.unwrap_or(Value::Null);
+        let ns = ev.ns.to_string();
+        if self.modes.debug {
+            let payload = json!({ "values": data, "config": config(&self.thread, &ns, None) });
+            out.push((name("debug"), debug(ev.step, "checkpoint", payload)));
+        }
+        if self.modes.values {
+            out.push((name("values"), data.clone()));
+        }
+        self.last_values.insert(ns, data);
+    }
+
+    /// A pause on interrupts: `updates` `{"__interrupt__": …}` when updates stream, else
+    /// `values` with the state and `__interrupt__`. A static pause (`before:`/`after:`) is
+    /// no task's interrupt and makes no frame.
+    fn interrupt_frames(
+        &self,
+        ev: &Event,
+        list: &[stategraph::Interrupt],
+        name: &dyn Fn(&str) -> String,
+        out: &mut Vec<(String, Value)>,
+    ) {
+        let list: Vec<Value> = list
+            .iter()
+            .filter(|i| !stategraph::run::is_static_interrupt(&i.id))
+            .map(interrupt_json)
+            .collect();
+        if list.is_empty() {
+            return;
+        }
+        if self.modes.updates {
+            out.push((name("updates"), json!({ "__interrupt__": list })));
+        } else if self.modes.values {
+            let mut data = match self.last_values.get(&ev.ns.to_string()) {
+                Some(Value::Object(v)) => v.clone(),
+                _ => serde_json::Map::new(),
+            };
+            data.insert("__interrupt__".to_owned(), Value::Array(list));
+            out.push((name("values"), Value::Object(data)));
         }
     }
 }
