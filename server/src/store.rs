@@ -238,7 +238,8 @@ impl Book {
         .map(|n| n == 1)
     }
 
-    /// Threads matching a search: metadata containment (top-level keys, JSON equality),
+    /// Threads matching a search: metadata containment (each top-level key present with an
+    /// equal value of the same JSON type; an object value must be equal, not contained),
     /// ids, status; sorted and paged.
     pub(crate) fn search_threads(&self, q: &ThreadSearch) -> ApiResult<Vec<ThreadRow>> {
         let mut sql = String::from(
@@ -255,8 +256,12 @@ impl Book {
             args.push(format!("$.\"{key}\""));
             args.push(value.to_string());
             let (k, v) = (args.len() - 1, args.len());
+            // Present, of the same JSON type (numbers as one), and equal: `{"x": null}`
+            // does not match a thread without `x`, nor `true` one with `1`.
             sql.push_str(&format!(
-                " AND json_extract(metadata, ?{k}) IS json_extract(?{v}, '$')"
+                " AND replace(json_type(metadata, ?{k}), 'integer', 'real')
+                      = replace(json_type(?{v}), 'integer', 'real')
+                  AND json_extract(metadata, ?{k}) IS json_extract(?{v}, '$')"
             ));
         }
         if let Some(status) = &q.status {
