@@ -21,6 +21,26 @@ pub(crate) enum Comparison {
     SinceParent(String),
 }
 
+impl Comparison {
+    /// What `--since-parent C`, or `A B`, asks to compare.
+    ///
+    /// # Errors
+    /// A usage failure when neither is given whole.
+    pub(crate) fn of(
+        since_parent: &Option<String>,
+        a: &Option<String>,
+        b: &Option<String>,
+    ) -> Result<Comparison, Failure> {
+        match (since_parent, a, b) {
+            (Some(c), _, _) => Ok(Comparison::SinceParent(c.clone())),
+            (None, Some(a), Some(b)) => Ok(Comparison::Between(a.clone(), b.clone())),
+            _ => Err(Failure::usage(
+                "diff needs two checkpoints A B, or --since-parent C",
+            )),
+        }
+    }
+}
+
 /// The two sides of a diff: each checkpoint's header (none for the empty state before a
 /// root checkpoint) and its state.
 #[derive(Debug)]

@@ -32,6 +32,17 @@ pub(crate) enum Shape {
     Tree,
 }
 
+impl Shape {
+    /// The shape `--tree` and `--limit` ask for.
+    pub(crate) fn of(tree: bool, limit: Option<usize>) -> Shape {
+        if tree {
+            Shape::Tree
+        } else {
+            Shape::Newest(limit)
+        }
+    }
+}
+
 /// Print the history of `(thread, ns)` in `shape`.
 pub(super) async fn run(out: Output, file: &Path, thread: &str, shape: Shape, ns: &str) -> Outcome {
     let saver = open_read(file).await?;

@@ -18,7 +18,7 @@ mod verify;
 
 pub(crate) use trim_log::parse_age;
 
-use crate::failure::{Failure, Outcome};
+use crate::failure::Outcome;
 use crate::output::{Output, Style};
 use crate::{Cli, Command};
 
@@ -36,13 +36,7 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
             limit,
             tree,
             ns,
-        } => {
-            let shape = match (tree, limit) {
-                (true, _) => history::Shape::Tree,
-                (false, limit) => history::Shape::Newest(*limit),
-            };
-            history::run(out, file, thread, shape, ns).await
-        }
+        } => history::run(out, file, thread, history::Shape::of(*tree, *limit), ns).await,
         Command::Show {
             file,
             thread,
@@ -51,11 +45,7 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
             path,
             ns,
         } => {
-            let part = match (field, path) {
-                (Some(f), _) => show::StatePart::Field(f.clone()),
-                (None, Some(p)) => show::StatePart::Pointer(p.clone()),
-                (None, None) => show::StatePart::All,
-            };
+            let part = show::StatePart::of(field, path);
             show::run(out, file, thread, checkpoint.as_deref(), part, ns).await
         }
         Command::Diff {
@@ -66,15 +56,7 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
             since_parent,
             ns,
         } => {
-            let comparison = match (since_parent, a, b) {
-                (Some(c), _, _) => diff::Comparison::SinceParent(c.clone()),
-                (None, Some(a), Some(b)) => diff::Comparison::Between(a.clone(), b.clone()),
-                _ => {
-                    return Err(Failure::usage(
-                        "diff needs two checkpoints A B, or --since-parent C",
-                    ))
-                }
-            };
+            let comparison = diff::Comparison::of(since_parent, a, b)?;
             diff::run(out, file, thread, comparison, ns).await
         }
         Command::Fork {

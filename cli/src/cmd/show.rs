@@ -28,6 +28,17 @@ pub(crate) enum StatePart {
     Pointer(String),
 }
 
+impl StatePart {
+    /// The part `--field` or `--path` asks for (`--field` first), or the whole state.
+    pub(crate) fn of(field: &Option<String>, path: &Option<String>) -> StatePart {
+        match (field, path) {
+            (Some(f), _) => StatePart::Field(f.clone()),
+            (None, Some(p)) => StatePart::Pointer(p.clone()),
+            (None, None) => StatePart::All,
+        }
+    }
+}
+
 /// Show `part` of the state at `checkpoint` (the newest by default) of `(thread, ns)`.
 pub(super) async fn run(
     out: Output,
