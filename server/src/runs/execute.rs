@@ -44,29 +44,19 @@ impl Shared {
             stored.wait_for(Option::is_some).await.as_deref(),
             Ok(Some(true))
         );
-        let row = match self.book.run(&run) {
-            Ok(Some(row)) if stored => row,
-            // Never stored, or deleted with its thread: nothing to run; the thread goes on.
-            Ok(_) => {
-                self.ended(&run, &active.thread, None);
-                active.log.finish();
-                return;
-            }
-            Err(e) => {
-                let payload = json!({ "error": e.kind(), "message": e.to_string() });
-                active.log.push("error", &payload);
-                active.log.set_result(json!({ "__error__": payload }));
-                self.ended(&run, &active.thread, None);
-                active.log.finish();
-                return;
-            }
-        };
+        let row = &active.row;
+        if !stored {
+            // Its record could not be stored: nothing to run; the thread goes on.
+            self.ended(&run, &row.thread_id, None);
+            active.log.finish();
+            return;
+        }
         let end = if active.cancel.is_cancelled() {
             End::Stopped(stop_of(&active))
         } else {
-            self.drive(&row, &active).await
+            self.drive(row, &active).await
         };
-        let thread_status = self.settle(&row, &active, end).await;
+        let thread_status = self.settle(row, &active, end).await;
         // The thread's status is stored before the log ends: a client that saw the run end
         // reads the thread as it is after it.
         self.ended(&row.run_id, &row.thread_id, thread_status);

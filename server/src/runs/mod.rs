@@ -34,7 +34,8 @@ pub(crate) enum StopAction {
 /// A run that is running or waiting in this process.
 #[derive(Debug)]
 pub(crate) struct Active {
-    pub(crate) thread: String,
+    /// The run's record, as stored when it was accepted (or found at start-up).
+    pub(crate) row: RunRow,
     pub(crate) cancel: CancelToken,
     pub(crate) stop: Mutex<Option<StopAction>>,
     pub(crate) log: Arc<RunLog>,
@@ -157,7 +158,7 @@ impl Shared {
     /// the thread has a run); the runs before it. Its run waits until it is stored.
     fn reserve(&self, row: &RunRow, reject: bool) -> ApiResult<(Arc<Active>, Vec<String>)> {
         let active = Arc::new(Active {
-            thread: row.thread_id.clone(),
+            row: row.clone(),
             cancel: CancelToken::new(),
             stop: Mutex::new(None),
             log: RunLog::new(row.request.stream_resumable.unwrap_or(false), row.attempt),
@@ -214,10 +215,10 @@ impl Shared {
             let mut g = self.runs.lock();
             let queued = g
                 .queues
-                .get(&active.thread)
+                .get(&active.row.thread_id)
                 .is_some_and(|q| q.iter().skip(1).any(|r| r == run));
             if queued {
-                if let Some(q) = g.queues.get_mut(&active.thread) {
+                if let Some(q) = g.queues.get_mut(&active.row.thread_id) {
                     q.retain(|r| r != run);
                 }
                 g.active.remove(run);
