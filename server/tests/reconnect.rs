@@ -8,10 +8,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use common::{clients_dir, installed, Served};
+use common::{clients_dir, installed, run_scenario, Served};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -94,21 +93,8 @@ async fn a_stream_cut_mid_run_is_resumed_by_the_sdk_with_no_event_lost_or_repeat
     };
     let served = Served::start().await.expect("server starts");
     let (proxy, heads) = cutting_proxy(served.server.addr()).await;
-    let out = tokio::process::Command::new(python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/client.py"))
-        .arg(format!("http://{proxy}"))
-        .arg("reconnect")
-        .arg("--ours")
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("the client runs");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/client.py");
+    run_scenario(&python, &script, &format!("http://{proxy}"), "reconnect").await;
     // The cut happened, and the SDK came back for the rest with the id of what it had.
     let heads = heads.lock().expect("lock").clone();
     let rejoin = heads

@@ -12,9 +12,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use common::{clients_dir, installed, Served};
+use common::{clients_dir, installed, run_scenario, Served};
 
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -44,22 +43,7 @@ async fn scenario(lang: &str, name: &str) {
         return;
     };
     let served = Served::start().await.expect("server starts");
-    let out = tokio::process::Command::new(program)
-        .arg(&script)
-        .arg(served.server.url())
-        .arg(name)
-        .arg("--ours")
-        .env("STATEGRAPH_SDK_CLIENTS", clients_dir())
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("the client runs");
-    assert!(
-        out.status.success(),
-        "{lang} scenario {name} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_scenario(&program, &script, &served.server.url(), name).await;
 }
 
 macro_rules! scenarios {

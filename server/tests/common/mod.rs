@@ -37,6 +37,33 @@ pub fn installed(what: &str, path: std::path::PathBuf) -> Option<std::path::Path
     None
 }
 
+/// Run one scenario of an SDK client script (`--ours`) against `url`; fail the test with
+/// what the script printed if it fails.
+pub async fn run_scenario(
+    program: &std::path::Path,
+    script: &std::path::Path,
+    url: &str,
+    scenario: &str,
+) {
+    let out = tokio::process::Command::new(program)
+        .arg(script)
+        .arg(url)
+        .arg(scenario)
+        .arg("--ours")
+        .env("STATEGRAPH_SDK_CLIENTS", clients_dir())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("the client runs");
+    assert!(
+        out.status.success(),
+        "{} scenario {scenario} failed:\n{}{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A server on a fresh file, with the demo graphs.
 pub struct Served {
     pub server: RunningServer,
