@@ -265,6 +265,16 @@ impl PostgresSaver {
             .during("dropping the schema")
     }
 
+    /// A connection from the saver's pool, for crates that keep tables of their own in its
+    /// schema ([`PostgresSaver::schema`]; an Agent Server's threads, say) without a second
+    /// pool. It goes back to the pool when dropped.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Storage`] when no connection can be had.
+    pub async fn connection(&self) -> Result<deadpool_postgres::Object, CheckpointError> {
+        self.client().await
+    }
+
     async fn client(&self) -> Result<deadpool_postgres::Object, CheckpointError> {
         self.inner
             .pool

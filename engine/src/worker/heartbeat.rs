@@ -12,7 +12,7 @@ use crate::node::CancelToken;
 
 /// What the heartbeat saw by the time it was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Beat {
+pub enum Beat {
     /// The lease held and no stop was asked.
     Held,
     /// A stop was asked of the run.
@@ -21,8 +21,10 @@ pub(super) enum Beat {
     Lost,
 }
 
-/// A running heartbeat.
-pub(super) struct Heartbeat {
+/// A running heartbeat: whoever runs a leased run outside a [`Worker`](super::Worker) (an
+/// Agent Server's own worker, say) keeps its lease with it.
+#[derive(Debug)]
+pub struct Heartbeat {
     task: JoinHandle<Beat>,
     done: watch::Sender<bool>,
 }
@@ -31,7 +33,7 @@ impl Heartbeat {
     /// Start beating `lease` every `every` (and when `wakeups` names its run), extending it
     /// by `lease_for`; `cancel` is
     /// cancelled when the lease is lost or a stop is asked.
-    pub(super) fn start(
+    pub fn start(
         queue: RunQueue,
         lease: Lease,
         lease_for: Duration,
@@ -63,7 +65,7 @@ impl Heartbeat {
     }
 
     /// Stop beating; what it saw.
-    pub(super) async fn stop(self) -> Beat {
+    pub async fn stop(self) -> Beat {
         let _ = self.done.send(true);
         self.task.await.unwrap_or(Beat::Held)
     }

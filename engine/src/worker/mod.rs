@@ -21,7 +21,7 @@ use stategraph_checkpoints::{
 use crate::node::CancelToken;
 use crate::{CompiledGraph, Durability, Input, RunConfig, RunError, State};
 pub use command::CommandNotQueueable;
-use heartbeat::{Beat, Heartbeat};
+pub use heartbeat::{Beat, Heartbeat};
 
 /// How a [`Worker`] leases and heart-beats.
 #[derive(Debug, Clone)]

@@ -117,7 +117,9 @@ impl Wakeups {
             .await
     }
 
-    async fn wait_until(&mut self, at_most: Duration, wanted: impl Fn(&str) -> bool) -> bool {
+    /// Wait until a notification whose payload `wanted` accepts arrives (or so many came
+    /// that some were dropped), or `at_most` passes; whether one came.
+    pub async fn wait_until(&mut self, at_most: Duration, wanted: impl Fn(&str) -> bool) -> bool {
         let deadline = Instant::now() + at_most;
         let Some(seen) = self.seen.as_mut() else {
             tokio::time::sleep_until(deadline).await;

@@ -277,6 +277,14 @@ impl RunQueue {
         }
     }
 
+    /// The channel the queue notifies on (`pg_notify`), with a run's id as the payload.
+    /// Others may send on it too (an Agent Server tells its relays of new frames); a
+    /// payload that names no run only wakes [`Wakeups::wait`] callers, who then look for
+    /// runs to lease.
+    pub fn channel(&self) -> String {
+        self.sql().channel()
+    }
+
     /// Listen for the queue's notifications; a server (or pooler) that refuses gives
     /// [`Wakeups::polling`] instead, so a worker always has a way to wake.
     pub async fn wakeups(&self) -> Wakeups {

@@ -29,7 +29,28 @@ impl RunQueue {
     ) -> Result<RunId, CheckpointError> {
         let input = serde_json::to_string(&input)
             .map_err(|e| crate::StorageError::new("encoding a run's input", e))?;
-        self.enqueue(thread, &input, (None, None), strategy).await
+        self.enqueue(&RunId::generate(), thread, &input, (None, None), strategy)
+            .await
+    }
+
+    /// Queue a run of `thread` under the id `run` the caller chose (an Agent Server hands
+    /// its clients the id before the run is leased), with `input` as any JSON its workers
+    /// read; otherwise as [`submit`](Self::submit).
+    ///
+    /// # Errors
+    /// As [`submit`](Self::submit); a storage error for an id the queue already holds.
+    pub async fn submit_as(
+        &self,
+        run: &RunId,
+        thread: &ThreadId,
+        input: &serde_json::Value,
+        strategy: Multitask,
+    ) -> Result<(), CheckpointError> {
+        let input = serde_json::to_string(input)
+            .map_err(|e| crate::StorageError::new("encoding a run's input", e))?;
+        self.enqueue(run, thread, &input, (None, None), strategy)
+            .await
+            .map(drop)
     }
 
     /// Queue a run that answers `thread`'s pending interrupts with `resume` (what
@@ -76,19 +97,20 @@ impl RunQueue {
             _ => (None, Some(text(serde_json::to_string(command))?)),
         };
         let columns = (resume.as_deref(), command.as_deref());
-        self.enqueue(thread, "null", columns, strategy).await
+        self.enqueue(&RunId::generate(), thread, "null", columns, strategy)
+            .await
     }
 
     /// Queue a run with its encoded input, or its command as the `resume` and `command`
     /// columns hold it, making way under `strategy`.
     async fn enqueue(
         &self,
+        run: &RunId,
         thread: &ThreadId,
         input: &str,
         (resume, command): (Option<&str>, Option<&str>),
         strategy: Multitask,
     ) -> Result<RunId, CheckpointError> {
-        let run = RunId::generate();
         let sql = self.sql();
         let mut pooled = self.saver.client().await?;
         let client: &mut tokio_postgres::Client = &mut pooled;
@@ -105,7 +127,7 @@ impl RunQueue {
         )
         .await?;
         let now = now_ms();
-        make_way(&tx, sql, thread, &run, strategy, now).await?;
+        make_way(&tx, sql, thread, run, strategy, now).await?;
         let now_i = to_i64(now);
         sql.query(
             &tx,
@@ -121,11 +143,11 @@ impl RunQueue {
             "queueing a run",
         )
         .await?;
-        let r = record(&run, thread, RunStatus::Pending, None, now);
+        let r = record(run, thread, RunStatus::Pending, None, now);
         runs::mirror(&tx, sql, &r).await?;
-        notify(&tx, sql, &run).await?;
+        notify(&tx, sql, run).await?;
         tx.commit().await.during("committing a submission")?;
-        Ok(run)
+        Ok(run.clone())
     }
 
     /// End the leased run of `row`, whose id or thread does not read, as `error` with
@@ -161,6 +183,21 @@ impl RunQueue {
     /// # Errors
     /// [`CheckpointError::RunNotFound`] for a run the queue does not hold; storage errors.
     pub async fn cancel(&self, run: &RunId) -> Result<RunStatus, CheckpointError> {
+        self.stop(run, StopRequest::Cancel).await
+    }
+
+    /// Ask `run` to stop as `request` says: a pending run ends now (`interrupted` for an
+    /// interrupt, else `cancelled`); a running one is asked to stop at its next step
+    /// boundary, and its worker ends it ([`RunEnd::Stopped`]). The run's status after the
+    /// call (an ended run is left as it is).
+    ///
+    /// # Errors
+    /// [`CheckpointError::RunNotFound`] for a run the queue does not hold; storage errors.
+    pub async fn stop(
+        &self,
+        run: &RunId,
+        request: StopRequest,
+    ) -> Result<RunStatus, CheckpointError> {
         let Some(found) = self.run(run).await? else {
             return Err(CheckpointError::RunNotFound { run: run.clone() });
         };
@@ -172,24 +209,59 @@ impl RunQueue {
             .await
             .during("beginning a cancellation")?;
         let now = now_ms();
-        let reason = "cancelled on request";
-        let ended = end_pending(
-            &tx,
-            sql,
-            run,
-            &found.thread,
-            RunStatus::Cancelled,
-            reason,
-            now,
-        )
-        .await?;
+        let reason = match request {
+            StopRequest::Cancel => "cancelled on request",
+            StopRequest::Interrupt => "interrupted on request",
+            StopRequest::Rollback => "rolled back on request",
+        };
+        let status = match request {
+            StopRequest::Interrupt => RunStatus::Interrupted,
+            StopRequest::Cancel | StopRequest::Rollback => RunStatus::Cancelled,
+        };
+        let ended = end_pending(&tx, sql, run, &found.thread, status, reason, now).await?;
         if ended {
             notify(&tx, sql, run).await?;
         } else {
-            ask_stop(&tx, sql, run, StopRequest::Cancel, reason, now).await?;
+            ask_stop(&tx, sql, run, request, reason, now).await?;
         }
         tx.commit().await.during("committing a cancellation")?;
         Ok(self.run(run).await?.map_or(found.status, |r| r.status))
+    }
+
+    /// Delete `run` from the queue, with its write log, if it has ended; whether it was
+    /// deleted (a pending or running run is not, nor one the queue does not hold). Its
+    /// record in the saver's run history stays.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn forget(&self, run: &RunId) -> Result<bool, CheckpointError> {
+        let sql = self.sql();
+        let mut pooled = self.saver.client().await?;
+        let client: &mut tokio_postgres::Client = &mut pooled;
+        let tx = client
+            .transaction()
+            .await
+            .during("beginning to forget a run")?;
+        let gone = sql
+            .query(
+                &tx,
+                "DELETE FROM {s}.sg_run_queue
+                 WHERE run_id = $1 AND status NOT IN ('pending', 'running') RETURNING 1",
+                &[(&run.as_str(), Type::TEXT)],
+                "forgetting a run",
+            )
+            .await?;
+        if !gone.is_empty() {
+            sql.query(
+                &tx,
+                "DELETE FROM {s}.sg_run_writes WHERE run_id = $1",
+                &[(&run.as_str(), Type::TEXT)],
+                "forgetting a run's write log",
+            )
+            .await?;
+        }
+        tx.commit().await.during("committing a forgotten run")?;
+        Ok(!gone.is_empty())
     }
 
     /// End the run of `lease` as `end` says: its status and reason, and for a rollback its
