@@ -216,13 +216,25 @@ pub(crate) enum Command {
     /// custom, slow, nested, boom), so langgraph-sdk and agent-chat-ui can be tried on them.
     ///
     /// Threads, checkpoints and runs live in FILE (made if missing); runs left queued or
-    /// running by a stopped server are picked up when it starts again. Listens on 127.0.0.1;
-    /// any other address needs an API key, which clients then send as x-api-key. To serve
-    /// your own graphs, build a stategraph_server::Server in your program.
+    /// running by a stopped server are picked up when it starts again. With --postgres (or
+    /// a postgres:// URL for FILE) they live in PostgreSQL instead, where several servers
+    /// share them: any takes requests, one runs each run, and a server that dies loses its
+    /// runs to another when their leases end. Listens on 127.0.0.1; any other address needs
+    /// an API key, which clients then send as x-api-key. To serve your own graphs, build a
+    /// stategraph_server::Server in your program.
     Serve {
-        /// The SQLite file of threads, checkpoints and runs.
+        /// The SQLite file of threads, checkpoints and runs, or a postgres:// URL.
         #[arg(default_value = "stategraph.db")]
         file: PathBuf,
+        /// Serve from PostgreSQL at this URL.
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
+        /// The PostgreSQL schema (default stategraph).
+        #[arg(long, value_name = "NAME")]
+        schema: Option<String>,
+        /// On PostgreSQL, how long a server's lease of a run lasts without a heartbeat.
+        #[arg(long, value_parser = cmd::parse_age, value_name = "AGE", default_value = "30s")]
+        lease: std::time::Duration,
         /// The port.
         #[arg(long, default_value_t = 2024)]
         port: u16,

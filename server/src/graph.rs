@@ -83,6 +83,9 @@ pub(crate) trait ServedGraph: Send + Sync {
     ) -> BoxFuture<'_, ApiResult<CheckpointId>>;
     /// Make the thread's head a copy of checkpoint `to` (a fork checkpoint).
     fn restore(&self, thread: String, to: CheckpointId) -> BoxFuture<'_, ApiResult<()>>;
+    /// The same graph checkpointing through `saver` (one fenced by a run's lease), if its
+    /// runner can be bound again ([`Runner::rebind`]).
+    fn rebind(&self, saver: Arc<dyn Saver>) -> Option<Arc<dyn ServedGraph>>;
 }
 
 /// A runner bound to the server's saver.
@@ -359,6 +362,14 @@ impl<S: State, R: Runner<S>> ServedGraph for Served<S, R> {
             };
             Ok(id)
         })
+    }
+
+    fn rebind(&self, saver: Arc<dyn Saver>) -> Option<Arc<dyn ServedGraph>> {
+        let runner = self.runner.rebind(saver)?;
+        Some(Arc::new(Served {
+            runner,
+            _state: std::marker::PhantomData,
+        }))
     }
 
     fn restore(&self, thread: String, to: CheckpointId) -> BoxFuture<'_, ApiResult<()>> {

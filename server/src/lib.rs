@@ -4,7 +4,10 @@
 //!
 //! Register compiled graphs by name; each becomes an assistant. Threads, their checkpoints,
 //! the runs and their queue live in one SQLite file, so a server that is killed picks its
-//! queued and running runs up again when it starts.
+//! queued and running runs up again when it starts. With [`ServerBuilder::postgres`]
+//! (feature `postgres`) they live in PostgreSQL instead, where several servers share them:
+//! any accepts a request, one leases and runs each run, and a client's stream is relayed
+//! from the server that runs it.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -86,6 +89,9 @@ pub(crate) struct Registered {
 pub(crate) struct Shared {
     pub(crate) book: Book,
     pub(crate) runs: Runs,
+    /// On PostgreSQL: the database's run queue, which this server's worker takes runs from.
+    #[cfg(feature = "postgres")]
+    pub(crate) pg: Option<Arc<runs::pg::PgRuns>>,
     pub(crate) saver: Arc<dyn Saver>,
     pub(crate) graphs: HashMap<String, Arc<Registered>>,
     pub(crate) options: ServerOptions,
@@ -222,23 +228,23 @@ impl ServerBuilder {
         self
     }
 
-    /// Open the file, pick up the runs a stopped server left, and listen.
+    /// Serve from PostgreSQL at `url` (feature `postgres`): threads, checkpoints and runs
+    /// in one schema, which any number of servers may share. Each takes requests, and each
+    /// runs queued runs; a client's stream is relayed from whichever server runs its run.
+    pub fn postgres(mut self, url: impl Into<String>) -> Self {
+        self.options.postgres = Some(url.into());
+        self
+    }
+
+    /// Open the file (or the database), pick up the runs a stopped server left, and listen.
     ///
     /// # Errors
     /// [`ServerError`]: a non-loopback address without an API key, two graphs of one name,
-    /// the file, the address.
+    /// the file or database, the address.
     pub async fn start(self) -> Result<RunningServer, ServerError> {
         self.options.check()?;
-        let file = self.options.file.clone();
-        let saver: Arc<dyn Saver> =
-            Arc::new(SqliteSaver::open(&file).map_err(|e| ServerError::Open {
-                file: file.display().to_string(),
-                reason: e.to_string(),
-            })?);
-        let book = Book::open(&file).map_err(|e| ServerError::Open {
-            file: file.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        let store = open_store(&self.options).await?;
+        let saver = store.saver.clone();
         let mut graphs = HashMap::new();
         for (name, bind) in self.graphs {
             let registered = Registered {
@@ -251,16 +257,16 @@ impl ServerBuilder {
             }
         }
         let shared = Arc::new(Shared {
-            book,
+            book: store.book,
             runs: Runs::default(),
+            #[cfg(feature = "postgres")]
+            pg: store.pg.clone(),
             saver,
             graphs,
             options: self.options.clone(),
             started_ms: ids::now_ms(),
         });
-        shared
-            .recover()
-            .map_err(|e| ServerError::Recover(e.to_string()))?;
+        let worker = start_runs(&shared)?;
         let listener = tokio::net::TcpListener::bind(self.options.addr)
             .await
             .map_err(|e| ServerError::Listen {
@@ -289,9 +295,82 @@ impl ServerBuilder {
             addr,
             stop: Some(tx),
             task,
+            worker,
             shared,
         })
     }
+}
+
+/// What a server keeps its records and checkpoints in.
+struct Store {
+    book: Book,
+    saver: Arc<dyn Saver>,
+    #[cfg(feature = "postgres")]
+    pg: Option<Arc<runs::pg::PgRuns>>,
+}
+
+async fn open_store(options: &ServerOptions) -> Result<Store, ServerError> {
+    if let Some(url) = &options.postgres {
+        return open_postgres(url, options).await;
+    }
+    let file = options.file.clone();
+    let open = |e: &dyn std::fmt::Display| ServerError::Open {
+        file: file.display().to_string(),
+        reason: e.to_string(),
+    };
+    let saver: Arc<dyn Saver> = Arc::new(SqliteSaver::open(&file).map_err(|e| open(&e))?);
+    let book = store::SqliteBook::open(&file).map_err(|e| open(&e))?;
+    Ok(Store {
+        book: Book::Sqlite(book),
+        saver,
+        #[cfg(feature = "postgres")]
+        pg: None,
+    })
+}
+
+#[cfg(feature = "postgres")]
+async fn open_postgres(url: &str, options: &ServerOptions) -> Result<Store, ServerError> {
+    use stategraph::checkpoints::{PostgresOptions, PostgresSaver};
+    let mut pg_options = PostgresOptions::default();
+    if let Some(schema) = &options.postgres_schema {
+        pg_options.schema.clone_from(schema);
+    }
+    let open = |e: &dyn std::fmt::Display| ServerError::Open {
+        file: format!("PostgreSQL schema {}", pg_options.schema),
+        reason: e.to_string(),
+    };
+    let saver = PostgresSaver::connect_with(url, pg_options.clone())
+        .await
+        .map_err(|e| open(&e))?;
+    let book = store::postgres::PgBook::open(saver.clone())
+        .await
+        .map_err(|e| open(&e))?;
+    let pg = runs::pg::PgRuns::new(book.clone(), options.lease, options.concurrency).await;
+    Ok(Store {
+        book: Book::Postgres(book),
+        saver: Arc::new(saver),
+        pg: Some(Arc::new(pg)),
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(_url: &str, _options: &ServerOptions) -> Result<Store, ServerError> {
+    Err(ServerError::Options(
+        "this build serves from SQLite only: PostgreSQL needs the `postgres` feature",
+    ))
+}
+
+/// Start running runs: on SQLite, pick up those a stopped server left; on PostgreSQL, start
+/// this server's worker on the queue (its task, stopped with the server).
+fn start_runs(shared: &Arc<Shared>) -> Result<Option<JoinHandle<()>>, ServerError> {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = &shared.pg {
+        return Ok(Some(tokio::spawn(shared.clone().work(pg.clone()))));
+    }
+    shared
+        .recover()
+        .map_err(|e| ServerError::Recover(e.to_string()))?;
+    Ok(None)
 }
 
 /// A server listening (see [`ServerBuilder::start`]).
@@ -300,6 +379,8 @@ pub struct RunningServer {
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
+    /// The worker on the PostgreSQL queue, if any.
+    worker: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
 
@@ -334,6 +415,11 @@ impl RunningServer {
     pub async fn shutdown(mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
+        }
+        // On PostgreSQL it takes no more runs; those it runs go on while the process lives,
+        // and another server takes over the ones it does not finish.
+        if let Some(worker) = self.worker.take() {
+            worker.abort();
         }
         let task = std::mem::replace(&mut self.task, tokio::spawn(async {}));
         let _ = task.await;

@@ -27,6 +27,17 @@ pub struct ServerOptions {
     pub body_limit: usize,
     /// How long an event stream stays silent before a `: heartbeat` comment (5 s).
     pub heartbeat: Duration,
+    /// Serve from PostgreSQL at this URL instead of the file (feature `postgres`): threads,
+    /// checkpoints and runs in one schema, which several servers may share.
+    pub postgres: Option<String>,
+    /// The schema on PostgreSQL (`stategraph` by default).
+    pub postgres_schema: Option<String>,
+    /// On PostgreSQL, how long a server's lease of a run lasts without a heartbeat (30 s;
+    /// it beats every third of it): a server that dies loses its runs to another this long
+    /// after its last beat.
+    pub lease: Duration,
+    /// On PostgreSQL, most runs this server runs at once (64).
+    pub concurrency: usize,
 }
 
 impl Default for ServerOptions {
@@ -38,6 +49,10 @@ impl Default for ServerOptions {
             cors_origins: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             heartbeat: Duration::from_secs(5),
+            postgres: None,
+            postgres_schema: None,
+            lease: Duration::from_secs(30),
+            concurrency: 64,
         }
     }
 }
@@ -48,6 +63,9 @@ impl ServerOptions {
     /// # Errors
     /// [`ServerError::NeedsApiKey`], [`ServerError::EmptyApiKey`].
     pub fn check(&self) -> Result<(), ServerError> {
+        if self.lease < Duration::from_millis(300) {
+            return Err(ServerError::Options("the lease must last at least 300 ms"));
+        }
         match &self.api_key {
             Some(k) if k.trim().is_empty() => Err(ServerError::EmptyApiKey),
             None if !self.addr.ip().is_loopback() => Err(ServerError::NeedsApiKey(self.addr)),
@@ -69,6 +87,9 @@ pub enum ServerError {
     /// The API key is empty.
     #[error("the API key is empty")]
     EmptyApiKey,
+    /// Options that cannot work.
+    #[error("{0}")]
+    Options(&'static str),
     /// Two graphs were registered under one name.
     #[error("two graphs are named {0:?}")]
     DuplicateGraph(String),

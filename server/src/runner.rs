@@ -17,6 +17,16 @@ pub trait Runner<S: State>: Send + Sync + 'static {
     fn with_saver(self, saver: Arc<dyn Saver>) -> Self
     where
         Self: Sized;
+    /// The same runner again, checkpointing into `saver` (on PostgreSQL, a saver fenced by
+    /// the lease of the one run it is for), or `None` if it cannot be bound twice: its runs
+    /// then write through the server's saver, unfenced. A compiled graph can.
+    fn rebind(&self, saver: Arc<dyn Saver>) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        let _ = saver;
+        None
+    }
     /// The graph it runs (bound to the server's saver).
     fn graph(&self) -> &CompiledGraph<S>;
     /// Start run `run` (the server's id of it, also in the config's `run_id` metadata): its
@@ -56,6 +66,10 @@ pub enum RunFailure {
 impl<S: State> Runner<S> for CompiledGraph<S> {
     fn with_saver(self, saver: Arc<dyn Saver>) -> Self {
         self.with_checkpointer(saver)
+    }
+
+    fn rebind(&self, saver: Arc<dyn Saver>) -> Option<Self> {
+        Some(self.clone().with_checkpointer(saver))
     }
 
     fn graph(&self) -> &CompiledGraph<S> {

@@ -41,7 +41,7 @@ struct Watch {
 impl Drop for Watch {
     fn drop(&mut self) {
         if self.cancel_on_drop && !self.log.is_done() {
-            self.shared.stop(&self.run, StopAction::Interrupt);
+            self.shared.stop_soon(&self.run, StopAction::Interrupt);
         }
     }
 }

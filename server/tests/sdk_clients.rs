@@ -46,6 +46,19 @@ async fn scenario(lang: &str, name: &str) {
     run_scenario(&program, &script, &served.server.url(), name).await;
 }
 
+/// [`scenario`] against a server on PostgreSQL: the backends' conformance, as the clients
+/// see it.
+async fn scenario_on_postgres(lang: &str, name: &str) {
+    let Some((program, script)) = sdk(lang) else {
+        return;
+    };
+    let schema = common::fresh_schema(&format!("{}_{name}", &lang[..2]));
+    let Some(served) = Served::start_postgres(&schema).await else {
+        return;
+    };
+    run_scenario(&program, &script, &served.server.url(), name).await;
+}
+
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
         mod python {
@@ -61,6 +74,22 @@ macro_rules! scenarios {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::scenario("javascript", stringify!($name)).await;
+                }
+            )*
+        }
+        mod python_on_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::scenario_on_postgres("python", stringify!($name)).await;
+                }
+            )*
+        }
+        mod javascript_on_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::scenario_on_postgres("javascript", stringify!($name)).await;
                 }
             )*
         }

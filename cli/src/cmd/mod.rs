@@ -81,6 +81,9 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
         } => studio::run(file, *bind, *port, *read_only).await,
         Command::Serve {
             file,
+            postgres,
+            schema,
+            lease,
             port,
             host,
             api_key,
@@ -88,6 +91,9 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
         } => {
             serve::run(serve::ServeArgs {
                 file,
+                postgres: postgres.as_deref(),
+                schema: schema.as_deref(),
+                lease: *lease,
                 host: *host,
                 port: *port,
                 api_key: api_key.as_deref(),

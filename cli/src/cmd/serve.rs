@@ -1,18 +1,21 @@
-//! `stategraph serve [FILE] [--port P] [--host ADDR] [--api-key KEY] [--cors ORIGIN]`: serve
-//! LangGraph's Agent Server API (the `stategraph-server` crate) over the demo graphs until
-//! interrupted. A program serves its own graphs with `stategraph_server::Server`.
+//! `stategraph serve [FILE|URL] [--postgres URL] [--schema S] [--lease AGE] [--port P]
+//! [--host ADDR] [--api-key KEY] [--cors ORIGIN]`: serve LangGraph's Agent Server API (the
+//! `stategraph-server` crate) over the demo graphs until interrupted. A program serves its own graphs with `stategraph_server::Server`.
 
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
-use stategraph_server::{demo, Server, ServerError};
+use stategraph_server::{demo, Server, ServerError, ServerOptions};
 
 use crate::failure::{Failure, Outcome};
 
 /// What `serve` is given.
 pub(crate) struct ServeArgs<'a> {
     pub(crate) file: &'a Path,
+    pub(crate) postgres: Option<&'a str>,
+    pub(crate) schema: Option<&'a str>,
+    pub(crate) lease: std::time::Duration,
     pub(crate) host: IpAddr,
     pub(crate) port: u16,
     pub(crate) api_key: Option<&'a str>,
@@ -21,9 +24,17 @@ pub(crate) struct ServeArgs<'a> {
 
 /// Serve until the process is stopped (Ctrl-C or SIGTERM stops it cleanly).
 pub(super) async fn run(args: ServeArgs<'_>) -> Outcome {
-    let mut builder = Server::builder()
-        .file(args.file)
-        .addr(SocketAddr::new(args.host, args.port));
+    let mut options = ServerOptions::default();
+    options.file = args.file.to_owned();
+    options.addr = SocketAddr::new(args.host, args.port);
+    let url = args
+        .file
+        .to_str()
+        .filter(|_| crate::file::is_url(args.file));
+    options.postgres = args.postgres.or(url).map(str::to_owned);
+    options.postgres_schema = args.schema.map(str::to_owned);
+    options.lease = args.lease;
+    let mut builder = Server::builder().options(options);
     let key = args
         .api_key
         .map(str::to_owned)
@@ -36,7 +47,9 @@ pub(super) async fn run(args: ServeArgs<'_>) -> Outcome {
     }
     let builder = demo::register(builder).map_err(|e| Failure::runtime(e.to_string()))?;
     let server = builder.start().await.map_err(|e| match e {
-        ServerError::NeedsApiKey(_) | ServerError::EmptyApiKey => Failure::usage(e.to_string()),
+        ServerError::NeedsApiKey(_) | ServerError::EmptyApiKey | ServerError::Options(_) => {
+            Failure::usage(e.to_string())
+        }
         other => Failure::runtime(other.to_string()),
     })?;
     let mut stdout = std::io::stdout();

@@ -126,15 +126,27 @@ fn a_server_killed_during_a_background_run_finishes_it_after_a_restart_running_n
     let (_, state) = call(&addr, "GET", &format!("/threads/{thread}/state"), None);
     let expected: Vec<String> = (0..20).map(|i| format!("tick{i}")).collect();
     assert_eq!(state["values"]["log"], json!(expected));
-    // One input checkpoint, and each step once: nothing was run again from the start, and
-    // no step that had been checkpointed was run again.
+    let steps = steps_of_run(&addr, &thread, &run);
+    let _ = second.kill();
+    let _ = second.wait();
+    assert_eq!(
+        steps,
+        (1, (0..=20).collect()),
+        "input checkpoints and steps"
+    );
+}
+
+/// How many input checkpoints `run` wrote, and the steps of its loop checkpoints, sorted:
+/// one input and each step once means nothing was run again from the start, and no step
+/// that had been checkpointed was run again.
+fn steps_of_run(addr: &str, thread: &str, run: &str) -> (usize, Vec<i64>) {
     let (_, history) = call(
-        &addr,
+        addr,
         "POST",
         &format!("/threads/{thread}/history"),
         Some(json!({ "limit": 1000, "metadata": { "run_id": run } })),
     );
-    let items = history.as_array().expect("history");
+    let items = history.as_array().cloned().unwrap_or_default();
     let inputs = items
         .iter()
         .filter(|h| h["metadata"]["source"] == "input")
@@ -145,10 +157,7 @@ fn a_server_killed_during_a_background_run_finishes_it_after_a_restart_running_n
         .filter_map(|h| h["metadata"]["step"].as_i64())
         .collect();
     steps.sort_unstable();
-    let _ = second.kill();
-    let _ = second.wait();
-    assert_eq!(inputs, 1, "{history}");
-    assert_eq!(steps, (0..=20).collect::<Vec<i64>>(), "{history}");
+    (inputs, steps)
 }
 
 /// The first bytes of a `GET` stream sent with `Last-Event-ID: last`.
@@ -186,4 +195,122 @@ fn serve_beyond_loopback_without_an_api_key_refuses_to_start_with_exit_2() {
     let file = dir.path().join("served.db");
     let ran = sg(&["serve", p(&file), "--host", "0.0.0.0", "--port", "0"]).fails(2);
     assert!(ran.stderr.contains("API key"), "{}", ran.stderr);
+}
+
+/// The PostgreSQL to test on, or `None` (skip) without one; under `CI=true` it must be set.
+fn pg_url() -> Option<String> {
+    match std::env::var("STATEGRAPH_PG_URL") {
+        Ok(url) => Some(url),
+        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("STATEGRAPH_PG_URL is not set and CI=true: start one with .ci/postgres.sh")
+        }
+        Err(_) => {
+            eprintln!("skipped: STATEGRAPH_PG_URL is not set (start one with .ci/postgres.sh)");
+            None
+        }
+    }
+}
+
+/// The whole `GET` stream sent with `Last-Event-ID: last`, read until the server ends it.
+fn stream_to_end(addr: &str, path: &str, last: &str) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nLast-Event-ID: {last}\r\n\r\n"
+    )
+    .expect("send");
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn on_postgres_the_other_server_takes_over_a_killed_servers_run_and_a_reconnecting_stream_sees_its_end(
+) {
+    let Some(url) = pg_url() else { return };
+    let schema = format!("cli_serve_takeover_{}", std::process::id());
+    let args = ["--schema", schema.as_str(), "--lease", "2s"];
+    let (mut first, first_addr) = start_serve(std::path::Path::new(&url), &args);
+    let (mut second, second_addr) = start_serve(std::path::Path::new(&url), &args);
+    let (_, thread) = call(&first_addr, "POST", "/threads", Some(json!({})));
+    let thread = thread["thread_id"].as_str().expect("thread id").to_owned();
+    let (status, run) = call(
+        &first_addr,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({
+            "assistant_id": "slow",
+            "input": { "steps": 20, "delay_ms": 100 },
+            "durability": "sync",
+            "stream_resumable": true,
+        })),
+    );
+    assert_eq!(status, 200, "{run}");
+    let run = run["run_id"].as_str().expect("run id").to_owned();
+    wait_for("five ticks", || {
+        let (_, state) = call(
+            &first_addr,
+            "GET",
+            &format!("/threads/{thread}/state"),
+            None,
+        );
+        state["values"]["log"]
+            .as_array()
+            .is_some_and(|l| l.len() >= 5)
+    });
+    // Kill whichever server's worker holds the run; the client goes to the other.
+    let worker: String = runtime().block_on(async {
+        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        let text = format!("SELECT worker FROM \"{schema}\".sg_run_queue WHERE run_id = $1");
+        let row = client.query_one(&text, &[&run]).await.expect("the run");
+        row.get(0)
+    });
+    let first_runs_it = worker.starts_with(&format!("serve-{}-", first.id()));
+    let (victim, survivor, addr) = if first_runs_it {
+        (&mut first, &mut second, second_addr)
+    } else {
+        (&mut second, &mut first, first_addr)
+    };
+    victim.kill().expect("SIGKILL");
+    let _ = victim.wait();
+    // A client that had seen frame 3 reconnects to the survivor: it gets the frames of the
+    // first attempt it missed, then the second attempt's, to the run's end.
+    let rest = stream_to_end(
+        &addr,
+        &format!("/threads/{thread}/runs/{run}/stream"),
+        "1-3",
+    );
+    assert!(
+        rest.contains("event: metadata\r\ndata: {\"attempt\":2"),
+        "{rest}"
+    );
+    assert!(
+        !rest.contains("id: 1-3\r\n"),
+        "frame 1-3 was sent again: {rest}"
+    );
+    let (_, r) = call(&addr, "GET", &format!("/threads/{thread}/runs/{run}"), None);
+    assert_eq!(r["status"], "success", "{r}");
+    let (_, state) = call(&addr, "GET", &format!("/threads/{thread}/state"), None);
+    let expected: Vec<String> = (0..20).map(|i| format!("tick{i}")).collect();
+    assert_eq!(state["values"]["log"], json!(expected));
+    let steps = steps_of_run(&addr, &thread, &run);
+    let _ = survivor.kill();
+    let _ = survivor.wait();
+    runtime().block_on(async {
+        if let Ok((client, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+            tokio::spawn(conn);
+            let _ = client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+                .await;
+        }
+    });
+    assert_eq!(
+        steps,
+        (1, (0..=20).collect()),
+        "input checkpoints and steps"
+    );
 }

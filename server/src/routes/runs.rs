@@ -74,11 +74,12 @@ async fn accept(
     let (thread, stateless) = match thread {
         Some(t) => {
             thread_id(&t)?;
-            let row = match shared.book.thread(&t)? {
+            let row = match shared.book.thread(&t).await? {
                 Some(row) => row,
                 None if req.if_not_exists == Some(IfNotExists::Create) => shared
                     .book
-                    .create_thread(&t, &serde_json::Map::new())?
+                    .create_thread(&t, &serde_json::Map::new())
+                    .await?
                     .ok_or_else(|| ApiError::Conflict(format!("thread {t} was just made")))?,
                 None => return Err(ApiError::not_found("thread", &t)),
             };
@@ -104,19 +105,21 @@ async fn accept(
                 let mut stamp = serde_json::Map::new();
                 stamp.insert("graph_id".to_owned(), json!(graph.name));
                 stamp.insert("assistant_id".to_owned(), json!(graph.assistant_id));
-                shared.book.merge_metadata(&t, &stamp)?;
+                shared.book.merge_metadata(&t, &stamp).await?;
             }
             (t, false)
         }
-        None => (shared.stateless_thread()?, true),
+        None => (shared.stateless_thread().await?, true),
     };
-    shared.submit(NewRun {
-        thread_id: thread,
-        graph_id: graph.name.clone(),
-        assistant_id: graph.assistant_id.clone(),
-        request: req,
-        stateless,
-    })
+    shared
+        .submit(NewRun {
+            thread_id: thread,
+            graph_id: graph.name.clone(),
+            assistant_id: graph.assistant_id.clone(),
+            request: req,
+            stateless,
+        })
+        .await
 }
 
 fn same_names<T: Ord>(mut a: Vec<T>, mut b: Vec<T>) -> bool {
@@ -238,11 +241,12 @@ pub(crate) async fn stateless_background(
 }
 
 /// The run `run` of thread `thread`, or a 404.
-fn run_of(shared: &Shared, thread: &str, run: &str) -> ApiResult<RunRow> {
-    existing(shared, thread)?;
+async fn run_of(shared: &Shared, thread: &str, run: &str) -> ApiResult<RunRow> {
+    existing(shared, thread).await?;
     shared
         .book
-        .run(run)?
+        .run(run)
+        .await?
         .filter(|r| r.thread_id == thread)
         .ok_or_else(|| ApiError::not_found("run", run))
 }
@@ -262,7 +266,7 @@ pub(crate) async fn list(
     Path(id): Path<String>,
     Query(p): Query<ListParams>,
 ) -> ApiResult<Json<Vec<Value>>> {
-    existing(&shared, &id)?;
+    existing(&shared, &id).await?;
     let status = match p.status.as_deref() {
         Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
             ApiError::Invalid(format!(
@@ -273,7 +277,8 @@ pub(crate) async fn list(
     };
     let rows = shared
         .book
-        .runs_of(&id, p.limit.unwrap_or(10), p.offset.unwrap_or(0), status)?;
+        .runs_of(&id, p.limit.unwrap_or(10), p.offset.unwrap_or(0), status)
+        .await?;
     Ok(Json(rows.iter().map(run_json).collect()))
 }
 
@@ -281,21 +286,21 @@ pub(crate) async fn get_one(
     State(shared): State<Arc<Shared>>,
     Path((id, run)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(run_json(&run_of(&shared, &id, &run)?)))
+    Ok(Json(run_json(&run_of(&shared, &id, &run).await?)))
 }
 
 pub(crate) async fn delete(
     State(shared): State<Arc<Shared>>,
     Path((id, run)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let row = run_of(&shared, &id, &run)?;
+    let row = run_of(&shared, &id, &run).await?;
     if !row.status.is_terminal() {
         return Err(ApiError::Conflict(format!(
             "run {run} is {}: cancel it first",
             row.status.as_str()
         )));
     }
-    shared.book.delete_run(&run)?;
+    shared.book.delete_run(&run).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -303,13 +308,13 @@ pub(crate) async fn join(
     State(shared): State<Arc<Shared>>,
     Path((id, run)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    run_of(&shared, &id, &run)?;
-    if let Some(log) = shared.runs.log(&run) {
+    let run = run_of(&shared, &id, &run).await?;
+    if let Some(log) = shared.log_of(&run) {
         if let Some(result) = log.result().await {
             return Ok(Json(result));
         }
     }
-    let row = existing(&shared, &id)?;
+    let row = existing(&shared, &id).await?;
     let state = super::threads::thread_json(&shared, &row).await?;
     Ok(Json(state["values"].clone()))
 }
@@ -326,9 +331,9 @@ pub(crate) async fn join_stream(
     Query(p): Query<JoinParams>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    run_of(&shared, &id, &run)?;
+    let row = run_of(&shared, &id, &run).await?;
     let cancel = flag("cancel_on_disconnect", p.cancel_on_disconnect.as_deref())?;
-    let log = shared.runs.log(&run).unwrap_or_else(|| {
+    let log = shared.log_of(&row).unwrap_or_else(|| {
         // An ended run whose log this process no longer holds: an empty stream.
         let log = RunLog::new(false, 0);
         log.finish();
@@ -373,7 +378,7 @@ pub(crate) async fn cancel(
     Path((id, run)): Path<(String, String)>,
     Query(p): Query<CancelParams>,
 ) -> ApiResult<Response> {
-    let row = run_of(&shared, &id, &run)?;
+    let row = run_of(&shared, &id, &run).await?;
     let wait = flag("wait", p.wait.as_deref())?;
     let action = match p.action.as_deref() {
         None | Some("interrupt") => StopAction::Interrupt,
@@ -384,13 +389,13 @@ pub(crate) async fn cancel(
             )))
         }
     };
-    if row.status.is_terminal() || !shared.stop(&run, action) {
+    if row.status.is_terminal() || !shared.stop(&run, action).await {
         return Err(ApiError::not_found("pending or running run", &run));
     }
     if !wait {
         return Ok(StatusCode::ACCEPTED.into_response());
     }
-    if let Some(log) = shared.runs.log(&run) {
+    if let Some(log) = shared.log_of(&row) {
         log.result().await;
     }
     Ok(with_location(Json(json!({})).into_response(), &row))

@@ -61,11 +61,12 @@ pub(crate) fn graph_of<'a>(shared: &'a Shared, row: &ThreadRow) -> Option<&'a Ar
 }
 
 /// The thread `id`, or a 404.
-pub(crate) fn existing(shared: &Shared, id: &str) -> ApiResult<ThreadRow> {
+pub(crate) async fn existing(shared: &Shared, id: &str) -> ApiResult<ThreadRow> {
     thread_id(id)?;
     shared
         .book
-        .thread(id)?
+        .thread(id)
+        .await?
         .ok_or_else(|| ApiError::not_found("thread", id))
 }
 
@@ -85,9 +86,9 @@ pub(crate) async fn create(
         shared.assistant(&graph)?;
         metadata.insert("graph_id".to_owned(), Value::String(graph));
     }
-    let row = match shared.book.create_thread(&id, &metadata)? {
+    let row = match shared.book.create_thread(&id, &metadata).await? {
         Some(row) => row,
-        None if req.if_exists.as_deref() == Some("do_nothing") => existing(&shared, &id)?,
+        None if req.if_exists.as_deref() == Some("do_nothing") => existing(&shared, &id).await?,
         None => return Err(ApiError::Conflict(format!("thread {id} already exists"))),
     };
     Ok(Json(thread_json(&shared, &row).await?))
@@ -97,7 +98,7 @@ pub(crate) async fn get_one(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let row = existing(&shared, &id)?;
+    let row = existing(&shared, &id).await?;
     Ok(Json(thread_json(&shared, &row).await?))
 }
 
@@ -106,10 +107,11 @@ pub(crate) async fn patch(
     Path(id): Path<String>,
     Body(req): Body<ThreadPatch>,
 ) -> ApiResult<Json<Value>> {
-    existing(&shared, &id)?;
+    existing(&shared, &id).await?;
     let row = shared
         .book
-        .merge_metadata(&id, &req.metadata.unwrap_or_default())?
+        .merge_metadata(&id, &req.metadata.unwrap_or_default())
+        .await?
         .ok_or_else(|| ApiError::not_found("thread", &id))?;
     Ok(Json(thread_json(&shared, &row).await?))
 }
@@ -118,18 +120,18 @@ pub(crate) async fn delete(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    existing(&shared, &id)?;
+    existing(&shared, &id).await?;
     // Its runs stop first: a run still running would write its next checkpoint into the
     // deleted thread.
-    for run in shared.book.runs_of(&id, usize::MAX, 0, None)? {
-        if !run.status.is_terminal() && shared.stop(&run.run_id, StopAction::Interrupt) {
-            if let Some(log) = shared.runs.log(&run.run_id) {
+    for run in shared.book.runs_of(&id, usize::MAX, 0, None).await? {
+        if !run.status.is_terminal() && shared.stop(&run.run_id, StopAction::Interrupt).await {
+            if let Some(log) = shared.log_of(&run) {
                 log.result().await;
             }
         }
     }
     shared.saver.delete_thread(&thread_id(&id)?).await?;
-    shared.book.delete_thread(&id)?;
+    shared.book.delete_thread(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -137,7 +139,7 @@ pub(crate) async fn search(
     State(shared): State<Arc<Shared>>,
     Body(q): Body<ThreadSearch>,
 ) -> ApiResult<Json<Vec<Value>>> {
-    let rows = shared.book.search_threads(&q)?;
+    let rows = shared.book.search_threads(&q).await?;
     let mut out = Vec::with_capacity(rows.len());
     for row in &rows {
         out.push(thread_json(&shared, row).await?);
@@ -149,11 +151,12 @@ pub(crate) async fn copy(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let from = existing(&shared, &id)?;
+    let from = existing(&shared, &id).await?;
     let to = uuid4();
     let row = shared
         .book
-        .create_thread(&to, &from.metadata)?
+        .create_thread(&to, &from.metadata)
+        .await?
         .ok_or_else(|| ApiError::Conflict(format!("thread {to} already exists")))?;
     shared
         .saver
@@ -167,7 +170,7 @@ async fn state_of(
     id: &str,
     checkpoint: Option<CheckpointId>,
 ) -> ApiResult<Json<Value>> {
-    let row = existing(shared, id)?;
+    let row = existing(shared, id).await?;
     let state = match graph_of(shared, &row) {
         Some(g) => g.graph.state(id.to_owned(), checkpoint).await?,
         None => None,
@@ -216,7 +219,7 @@ pub(crate) async fn update_state(
     Path(id): Path<String>,
     Body(req): Body<StateUpdate>,
 ) -> ApiResult<Json<Value>> {
-    let row = existing(&shared, &id)?;
+    let row = existing(&shared, &id).await?;
     let graph = graph_of(&shared, &row).ok_or_else(|| {
         ApiError::Invalid(format!(
             "thread {id} has no graph yet: run it, or create it with graph_id, first"
@@ -242,7 +245,7 @@ pub(crate) async fn update_state(
 }
 
 async fn history_of(shared: &Shared, id: &str, q: HistoryQuery) -> ApiResult<Json<Vec<Value>>> {
-    let row = existing(shared, id)?;
+    let row = existing(shared, id).await?;
     let Some(graph) = graph_of(shared, &row) else {
         return Ok(Json(Vec::new()));
     };

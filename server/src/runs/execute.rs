@@ -4,20 +4,20 @@
 use std::sync::{Arc, PoisonError};
 
 use serde_json::{json, Value};
-use stategraph::checkpoints::{ListOptions, ThreadId};
+use stategraph::checkpoints::{ListOptions, Saver, ThreadId};
 use stategraph::{Durability, RunConfig, RunError};
 
 use super::frames::Modes;
 use super::{Active, StopAction};
 use crate::error::{ApiError, ApiResult};
-use crate::graph::{checkpoint_id, RunInput};
+use crate::graph::{checkpoint_id, RunInput, ServedGraph};
 use crate::runner::RunFailure;
 use crate::store::{RunRow, RunStatus, ThreadStatus};
 use crate::wire::NodeList;
-use crate::{Registered, Shared};
+use crate::Shared;
 
 /// How a run ended, for its record and its thread's.
-enum End {
+pub(crate) enum End {
     Done { interrupted: bool },
     Stopped(StopAction),
     Failed { error: String, message: String },
@@ -54,7 +54,14 @@ impl Shared {
         let end = if active.cancel.is_cancelled() {
             End::Stopped(stop_of(&active))
         } else {
-            self.drive(row, &active).await
+            match self
+                .book
+                .local()
+                .and_then(|b| b.start_run(&row.run_id, &row.thread_id))
+            {
+                Ok(()) => self.drive(row, &active, None).await,
+                Err(e) => e.into(),
+            }
         };
         let thread_status = self.settle(row, &active, end).await;
         // The thread's status is stored before the log ends: a client that saw the run end
@@ -63,21 +70,29 @@ impl Shared {
         active.log.finish();
     }
 
-    async fn drive(&self, row: &RunRow, active: &Arc<Active>) -> End {
+    /// Run `row` on its graph, its frames going to the run's log; with `saver`, the graph
+    /// checkpoints through it (a saver fenced by the run's lease) if its runner can.
+    pub(crate) async fn drive(
+        &self,
+        row: &RunRow,
+        active: &Arc<Active>,
+        saver: Option<Arc<dyn Saver>>,
+    ) -> End {
         let log = &active.log;
-        if let Err(e) = self.book.start_run(&row.run_id, &row.thread_id) {
-            return e.into();
-        }
         log.push(
             "metadata",
             &json!({ "run_id": row.run_id, "attempt": row.attempt }),
         );
-        let Some(graph) = self.graphs.get(&row.graph_id).cloned() else {
+        let Some(registered) = self.graphs.get(&row.graph_id) else {
             return ApiError::Internal(format!(
                 "graph {} is not served by this process",
                 row.graph_id
             ))
             .into();
+        };
+        let graph = match saver.and_then(|s| registered.graph.rebind(s)) {
+            Some(fenced) => fenced,
+            None => registered.graph.clone(),
         };
         let req = &row.request;
         let modes = match Modes::parse(
@@ -92,9 +107,8 @@ impl Shared {
         };
         let started = async {
             let (input, fresh) = self.input_of(row).await?;
-            let config = run_config(row, &graph, active, fresh)?;
+            let config = run_config(row, graph.as_ref(), active, fresh)?;
             graph
-                .graph
                 .start(row.run_id.clone(), input, config, modes.engine())
                 .await
         };
@@ -171,37 +185,20 @@ impl Shared {
         active: &Active,
         end: End,
     ) -> Option<(ThreadStatus, Option<Value>)> {
-        // As LangGraph's server: a run that paused on an interrupt succeeded (its thread is
-        // interrupted); a cancelled run is interrupted, and so is its thread.
-        let (run_status, thread_status, error) = match &end {
-            End::Done { interrupted: true } => {
-                (RunStatus::Success, ThreadStatus::Interrupted, None)
-            }
-            End::Done { interrupted: false } => (RunStatus::Success, ThreadStatus::Idle, None),
-            End::Stopped(_) => (
-                RunStatus::Interrupted,
-                ThreadStatus::Interrupted,
-                Some(json!({ "error": "UserInterrupt", "message": "the run was cancelled" })),
-            ),
-            End::Failed { error, message } => {
-                let payload = json!({ "error": error, "message": message });
-                active.log.push("error", &payload);
-                active.log.set_result(json!({ "__error__": payload }));
-                (RunStatus::Error, ThreadStatus::Error, Some(payload))
-            }
-        };
+        let (run_status, thread_status, error) = outcome(&end, active);
         let stored = async {
+            let book = self.book.local()?;
             if let End::Stopped(StopAction::Rollback) = end {
                 self.roll_back(row).await?;
-                self.book.delete_run(&row.run_id)?;
+                book.delete_run(&row.run_id)?;
             } else {
-                self.book.set_run_status(&row.run_id, run_status)?;
+                book.set_run_status(&row.run_id, run_status)?;
             }
             if row.stateless {
                 self.saver
                     .delete_thread(&ThreadId::new(&row.thread_id)?)
                     .await?;
-                self.book.delete_thread(&row.thread_id)?;
+                book.delete_thread(&row.thread_id)?;
             }
             Ok::<(), ApiError>(())
         };
@@ -252,6 +249,28 @@ impl Shared {
     }
 }
 
+/// What a run's end makes of it and of its thread (with the thread's error), as on
+/// LangGraph's server: a run that paused on an interrupt succeeded (its thread is
+/// interrupted); a cancelled run is interrupted, and so is its thread. A failure's `error`
+/// frame and the `__error__` result go to the run's log.
+pub(crate) fn outcome(end: &End, active: &Active) -> (RunStatus, ThreadStatus, Option<Value>) {
+    match end {
+        End::Done { interrupted: true } => (RunStatus::Success, ThreadStatus::Interrupted, None),
+        End::Done { interrupted: false } => (RunStatus::Success, ThreadStatus::Idle, None),
+        End::Stopped(_) => (
+            RunStatus::Interrupted,
+            ThreadStatus::Interrupted,
+            Some(json!({ "error": "UserInterrupt", "message": "the run was cancelled" })),
+        ),
+        End::Failed { error, message } => {
+            let payload = json!({ "error": error, "message": message });
+            active.log.push("error", &payload);
+            active.log.set_result(json!({ "__error__": payload }));
+            (RunStatus::Error, ThreadStatus::Error, Some(payload))
+        }
+    }
+}
+
 /// The error's kind as the `error` event names it (LangGraph sends the exception's class).
 fn run_error_kind(e: &RunError) -> &'static str {
     match e {
@@ -273,7 +292,7 @@ fn run_error_message(e: RunError) -> String {
     }
 }
 
-fn stop_of(active: &Active) -> StopAction {
+pub(crate) fn stop_of(active: &Active) -> StopAction {
     active
         .stop
         .lock()
@@ -285,7 +304,7 @@ fn stop_of(active: &Active) -> StopAction {
 /// the request names, if any), not when it goes on from its own newest checkpoint.
 fn run_config(
     row: &RunRow,
-    graph: &Registered,
+    graph: &dyn ServedGraph,
     active: &Active,
     fresh: bool,
 ) -> ApiResult<RunConfig> {
@@ -321,7 +340,7 @@ fn run_config(
     }
     let nodes = |list: &NodeList| -> Vec<String> {
         match list {
-            NodeList::All(s) if s == "*" => graph.graph.nodes(),
+            NodeList::All(s) if s == "*" => graph.nodes(),
             NodeList::All(s) => vec![s.clone()],
             NodeList::Nodes(v) => v.clone(),
         }

@@ -2,6 +2,7 @@
 //! that lost its connection can ask for what it missed (`Last-Event-ID`) and go on live.
 
 use std::collections::VecDeque;
+use std::ops::DerefMut;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
@@ -19,6 +20,8 @@ pub(crate) const LOG_BYTES: usize = 16 * 1024 * 1024;
 pub(crate) struct Frame {
     /// Its number in the run's log (from 0).
     pub(crate) seq: u64,
+    /// The attempt of the run that sent it.
+    pub(crate) attempt: u32,
     /// The event name (`values`, `updates|child:…`, …).
     pub(crate) event: Arc<str>,
     /// The JSON data.
@@ -45,6 +48,10 @@ pub(crate) struct RunLog {
     /// The attempt whose frames this log holds (a run picked up again after a restart
     /// starts a new log): frame ids are `<attempt>-<number>`.
     pub(crate) attempt: u32,
+    /// Whether its numbers go on across attempts (a relayed log, whose frames every
+    /// attempt numbers on from the last one's): an id of any attempt then reads on from
+    /// its number.
+    continuous: bool,
     /// What `wait` and `join` answer once the run has ended.
     result: Mutex<Option<serde_json::Value>>,
 }
@@ -63,6 +70,20 @@ impl RunLog {
             tick: watch::Sender::new((0, false)),
             resumable,
             attempt,
+            continuous: false,
+            result: Mutex::new(None),
+        })
+    }
+
+    /// A log relayed from another process: its frames come numbered, attempt by attempt.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn relayed(resumable: bool) -> Arc<Self> {
+        Arc::new(RunLog {
+            frames: Mutex::new(Frames::default()),
+            tick: watch::Sender::new((0, false)),
+            resumable,
+            attempt: 0,
+            continuous: true,
             result: Mutex::new(None),
         })
     }
@@ -75,27 +96,37 @@ impl RunLog {
 
     /// Append a frame.
     pub(crate) fn push(&self, event: impl Into<Arc<str>>, data: &serde_json::Value) {
-        let mut f = self.lock();
-        if f.done {
-            return;
-        }
-        let seq = f.next;
         let data: Arc<str> = data.to_string().into();
-        f.bytes += data.len();
-        f.kept.push_back(Frame {
-            seq,
+        let mut f = self.lock();
+        let frame = Frame {
+            seq: f.next,
+            attempt: self.attempt,
             event: event.into(),
             data,
-        });
+        };
+        self.append(f.deref_mut(), frame);
+    }
+
+    /// Append a frame numbered already (a relayed one); one not past the last is dropped.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn push_frame(&self, frame: Frame) {
+        let mut f = self.lock();
+        self.append(f.deref_mut(), frame);
+    }
+
+    fn append(&self, f: &mut Frames, frame: Frame) {
+        if f.done || frame.seq < f.next {
+            return;
+        }
+        f.next = frame.seq + 1;
+        f.bytes += frame.data.len();
+        f.kept.push_back(frame);
         while f.kept.len() > LOG_FRAMES || (f.bytes > LOG_BYTES && f.kept.len() > 1) {
             if let Some(old) = f.kept.pop_front() {
                 f.bytes -= old.data.len();
             }
         }
-        f.next += 1;
-        let tick = (f.next, false);
-        drop(f);
-        self.tick.send_replace(tick);
+        self.tick.send_replace((f.next, false));
     }
 
     /// The run has ended: readers get [`Next::End`] once they have read everything.
@@ -116,7 +147,7 @@ impl RunLog {
         }
         let (attempt, seq) = last_id.split_once('-')?;
         let (attempt, seq) = (attempt.parse::<u32>().ok()?, seq.parse::<u64>().ok()?);
-        Some(if attempt == self.attempt {
+        Some(if attempt == self.attempt || self.continuous {
             seq.checked_add(1)?
         } else {
             0
@@ -125,7 +156,7 @@ impl RunLog {
 
     /// A frame's id.
     pub(crate) fn id_of(&self, frame: &Frame) -> String {
-        format!("{}-{}", self.attempt, frame.seq)
+        format!("{}-{}", frame.attempt, frame.seq)
     }
 
     /// Keep what `wait` and `join` answer (before [`RunLog::finish`]).
@@ -160,8 +191,8 @@ impl RunLog {
         loop {
             {
                 let f = self.lock();
-                let first = f.kept.front().map_or(0, |x| x.seq);
-                let skip = usize::try_from(from.saturating_sub(first)).unwrap_or(usize::MAX);
+                // Relayed numbers may have gaps (frames an attempt did not get to store).
+                let skip = f.kept.partition_point(|x| x.seq < from);
                 let fresh: Vec<Frame> = f.kept.iter().skip(skip).cloned().collect();
                 if !fresh.is_empty() {
                     return Next::Frames(fresh);

@@ -2,12 +2,19 @@
 //! the process's tasks with their frames going to a [`RunLog`], cancelled on request, picked
 //! up again when a server restarts.
 //!
+//! On PostgreSQL the queue is the database's (`pg`): every server accepts runs, one
+//! server's worker runs each, and clients read its frames through a relay (`relay`).
+//!
 //! Inside: `frames` stream modes and the frames of an event; `log` a run's event log;
-//! `execute` one run from start to end.
+//! `execute` one run from start to end; `pg` and `relay` the runs on PostgreSQL.
 
 mod execute;
 pub(crate) mod frames;
 pub(crate) mod log;
+#[cfg(feature = "postgres")]
+pub(crate) mod pg;
+#[cfg(feature = "postgres")]
+mod relay;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -58,6 +65,9 @@ struct RunsInner {
     active: HashMap<String, Arc<Active>>,
     /// Logs of ended runs, newest last, kept for late readers (bounded).
     ended: VecDeque<(String, Arc<RunLog>)>,
+    /// Logs relayed from the database, per run still relayed (PostgreSQL).
+    #[cfg(feature = "postgres")]
+    relays: HashMap<String, Arc<RunLog>>,
 }
 
 /// Most logs of ended runs kept for `join`/`stream` requests that come after the end...
@@ -110,30 +120,50 @@ pub(crate) struct NewRun {
 
 impl Shared {
     /// Accept a run: apply the thread's multitask rule, store it pending, and start it if the
-    /// thread is free. Returns its record and log. The busy check and the run's place in the
-    /// queue are taken together, so two runs submitted at once under `reject` cannot both
-    /// be accepted.
-    pub(crate) fn submit(self: &Arc<Self>, new: NewRun) -> ApiResult<(RunRow, Arc<RunLog>)> {
-        let strategy = new.request.multitask_strategy.unwrap_or_default();
-        let mut metadata: Map<String, Value> = new.request.metadata.clone().unwrap_or_default();
-        metadata.retain(|k, _| k != "run_id");
-        let now = now_ms();
-        let row = RunRow {
-            run_id: uuid7(),
-            thread_id: new.thread_id.clone(),
-            assistant_id: new.assistant_id,
-            graph_id: new.graph_id,
-            status: RunStatus::Pending,
-            created_at: now,
-            updated_at: now,
-            metadata,
-            multitask: strategy,
-            request: new.request,
-            attempt: 1,
-            stateless: new.stateless,
-        };
+    /// thread is free (on PostgreSQL, queue it for any server's worker). Returns its record
+    /// and log. The busy check and the run's place in the queue are taken together, so two
+    /// runs submitted at once under `reject` cannot both be accepted.
+    pub(crate) async fn submit(self: &Arc<Self>, new: NewRun) -> ApiResult<(RunRow, Arc<RunLog>)> {
+        let row = run_row(new);
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = &self.pg {
+            pg.submit(&row).await?;
+            let log = self.relay(pg, &row);
+            return Ok((row, log));
+        }
+        self.submit_here(row)
+    }
+
+    /// The log a client reads `row`'s run from: this process's, or on PostgreSQL the run's
+    /// relayed frames.
+    pub(crate) fn log_of(self: &Arc<Self>, row: &RunRow) -> Option<Arc<RunLog>> {
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = &self.pg {
+            return Some(self.relay(pg, row));
+        }
+        self.runs.log(&row.run_id)
+    }
+
+    /// Ask a run to stop (see [`Shared::stop_here`]); whether it was pending or running.
+    pub(crate) async fn stop(&self, run: &str, action: StopAction) -> bool {
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = &self.pg {
+            return pg.stop(run, action).await;
+        }
+        self.stop_here(run, action)
+    }
+
+    /// [`Shared::stop`] from where nothing can wait (a client's stream being dropped).
+    pub(crate) fn stop_soon(self: &Arc<Self>, run: &str, action: StopAction) {
+        let (shared, run) = (self.clone(), run.to_owned());
+        tokio::spawn(async move { shared.stop(&run, action).await });
+    }
+
+    /// [`Shared::submit`] to this process's queue.
+    fn submit_here(self: &Arc<Self>, row: RunRow) -> ApiResult<(RunRow, Arc<RunLog>)> {
+        let strategy = row.multitask;
         let (active, before) = self.reserve(&row, strategy == Multitask::Reject)?;
-        if let Err(e) = self.book.insert_run(&row) {
+        if let Err(e) = self.book.local().and_then(|b| b.insert_run(&row)) {
             self.unreserve(&row, &active);
             return Err(e);
         }
@@ -144,7 +174,7 @@ impl Shared {
         };
         if let Some(action) = stop {
             for run in &before {
-                self.stop(run, action);
+                self.stop_here(run, action);
             }
         }
         active.stored.send_replace(Some(true));
@@ -205,7 +235,7 @@ impl Shared {
 
     /// Ask a run to stop: a running one stops at its next step boundary; a queued one that
     /// has not started leaves the queue at once (interrupted, or deleted for a rollback).
-    pub(crate) fn stop(&self, run: &str, action: StopAction) -> bool {
+    fn stop_here(&self, run: &str, action: StopAction) -> bool {
         let Some(active) = self.runs.active(run) else {
             return false;
         };
@@ -227,10 +257,10 @@ impl Shared {
             queued
         };
         if waiting {
-            let stored = match action {
-                StopAction::Interrupt => self.book.set_run_status(run, RunStatus::Interrupted),
-                StopAction::Rollback => self.book.delete_run(run).map(drop),
-            };
+            let stored = self.book.local().and_then(|book| match action {
+                StopAction::Interrupt => book.set_run_status(run, RunStatus::Interrupted),
+                StopAction::Rollback => book.delete_run(run).map(drop),
+            });
             if let Err(e) = stored {
                 let payload = serde_json::json!({ "error": e.kind(), "message": e.to_string() });
                 active.log.push("error", &payload);
@@ -266,7 +296,11 @@ impl Shared {
             if q.is_empty() {
                 g.queues.remove(thread);
                 if let Some((status, error)) = &status {
-                    if let Err(e) = self.book.set_thread_status(thread, *status, error.as_ref()) {
+                    let stored = self
+                        .book
+                        .local()
+                        .and_then(|book| book.set_thread_status(thread, *status, error.as_ref()));
+                    if let Err(e) = stored {
                         let payload =
                             serde_json::json!({ "error": e.kind(), "message": e.to_string() });
                         if let Some(log) = &log {
@@ -285,11 +319,12 @@ impl Shared {
     /// Pick up the runs a stopped process left pending or running (in order, per thread).
     /// A run left running gets one more attempt (its frames are numbered anew).
     pub(crate) fn recover(self: &Arc<Self>) -> ApiResult<usize> {
-        let runs = self.book.unfinished_runs()?;
+        let book = self.book.local()?;
+        let runs = book.unfinished_runs()?;
         for row in &runs {
             let mut row = row.clone();
             if row.status == RunStatus::Running {
-                self.book.requeue_run(&row.run_id)?;
+                book.requeue_run(&row.run_id)?;
                 row.attempt += 1;
             }
             self.enqueue(&row);
@@ -299,11 +334,32 @@ impl Shared {
 
     /// A thread id for a run without one (`POST /runs/stream`): a thread of its own, deleted
     /// when the run ends.
-    pub(crate) fn stateless_thread(&self) -> ApiResult<String> {
+    pub(crate) async fn stateless_thread(&self) -> ApiResult<String> {
         let id = uuid4();
         let mut metadata = Map::new();
         metadata.insert("stateless".to_owned(), Value::Bool(true));
-        self.book.create_thread(&id, &metadata)?;
+        self.book.create_thread(&id, &metadata).await?;
         Ok(id)
+    }
+}
+
+/// A new run's record, pending.
+fn run_row(new: NewRun) -> RunRow {
+    let mut metadata: Map<String, Value> = new.request.metadata.clone().unwrap_or_default();
+    metadata.retain(|k, _| k != "run_id");
+    let now = now_ms();
+    RunRow {
+        run_id: uuid7(),
+        thread_id: new.thread_id,
+        assistant_id: new.assistant_id,
+        graph_id: new.graph_id,
+        status: RunStatus::Pending,
+        created_at: now,
+        updated_at: now,
+        metadata,
+        multitask: new.request.multitask_strategy.unwrap_or_default(),
+        request: new.request,
+        attempt: 1,
+        stateless: new.stateless,
     }
 }

@@ -1,6 +1,5 @@
-//! The server's own records, in tables of the checkpoint file beside the saver's: threads
-//! (metadata, status) and runs (status, the request that made them, so a queued or running
-//! run survives a restart). Checkpoints stay the saver's.
+//! The records on SQLite: tables of the checkpoint file beside the saver's, and the queue's
+//! state of each run (the in-process queue keeps the rest).
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -9,76 +8,10 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::{Map, Value};
 
+use super::{search_terms, RunRow, RunStatus, ThreadRow, ThreadStatus};
 use crate::error::{ApiError, ApiResult};
 use crate::ids::now_ms;
-use crate::wire::{Multitask, RunCreate, ThreadSearch};
-
-/// Where a thread stands, as the clients read it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ThreadStatus {
-    Idle,
-    Busy,
-    Interrupted,
-    Error,
-}
-
-impl ThreadStatus {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            ThreadStatus::Idle => "idle",
-            ThreadStatus::Busy => "busy",
-            ThreadStatus::Interrupted => "interrupted",
-            ThreadStatus::Error => "error",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Option<Self> {
-        [Self::Idle, Self::Busy, Self::Interrupted, Self::Error]
-            .into_iter()
-            .find(|t| t.as_str() == s)
-    }
-}
-
-/// Where a run stands: the saver's run statuses, which are LangGraph's (this server never
-/// gives `cancelled`: a cancelled run is `interrupted`, as on LangGraph's server).
-pub(crate) use stategraph::checkpoints::RunStatus;
-
-/// A thread's record.
-#[derive(Debug, Clone)]
-pub(crate) struct ThreadRow {
-    pub(crate) thread_id: String,
-    pub(crate) created_at: i64,
-    pub(crate) updated_at: i64,
-    pub(crate) metadata: Map<String, Value>,
-    pub(crate) status: ThreadStatus,
-    /// Why its last run did not end well (`{error, message}`), if it did not.
-    pub(crate) error: Option<Value>,
-}
-
-impl ThreadRow {
-    /// The graph the thread's runs used (stamped by the first run).
-    pub(crate) fn graph_id(&self) -> Option<&str> {
-        self.metadata.get("graph_id").and_then(Value::as_str)
-    }
-}
-
-/// A run's record.
-#[derive(Debug, Clone)]
-pub(crate) struct RunRow {
-    pub(crate) run_id: String,
-    pub(crate) thread_id: String,
-    pub(crate) assistant_id: String,
-    pub(crate) graph_id: String,
-    pub(crate) status: RunStatus,
-    pub(crate) created_at: i64,
-    pub(crate) updated_at: i64,
-    pub(crate) metadata: Map<String, Value>,
-    pub(crate) multitask: Multitask,
-    pub(crate) request: RunCreate,
-    pub(crate) attempt: u32,
-    /// A run without a thread of the client's: its thread goes when it ends.
-    pub(crate) stateless: bool,
-}
+use crate::wire::ThreadSearch;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS server_threads (
@@ -110,28 +43,28 @@ CREATE INDEX IF NOT EXISTS server_runs_unfinished ON server_runs(status)
 
 /// The server's tables, on one connection of their own to the checkpoint file.
 #[derive(Debug)]
-pub(crate) struct Book {
+pub(crate) struct SqliteBook {
     conn: Mutex<Connection>,
 }
 
-fn storage(e: impl std::fmt::Display) -> ApiError {
+pub(super) fn storage(e: impl std::fmt::Display) -> ApiError {
     ApiError::Internal(format!("server storage: {e}"))
 }
 
-fn json_text(m: &Map<String, Value>) -> String {
+pub(super) fn json_text(m: &Map<String, Value>) -> String {
     Value::Object(m.clone()).to_string()
 }
 
-fn json_map(text: &str) -> Map<String, Value> {
+pub(super) fn json_map(text: &str) -> Map<String, Value> {
     match serde_json::from_str(text) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
     }
 }
 
-impl Book {
+impl SqliteBook {
     /// Open the tables in `path` (made if missing).
-    pub(crate) fn open(path: &Path) -> rusqlite::Result<Book> {
+    pub(crate) fn open(path: &Path) -> rusqlite::Result<SqliteBook> {
         let mut conn = Connection::open(path)?;
         // WAL, like the saver; NORMAL sync: a commit survives the process being killed (it
         // is in the WAL), which is what these records need (decision 0079).
@@ -141,7 +74,7 @@ impl Book {
         // not SQLite's default back-off of up to 100 ms.
         conn.busy_handler(Some(wait_for_the_lock))?;
         conn.execute_batch(SCHEMA)?;
-        Ok(Book {
+        Ok(SqliteBook {
             conn: Mutex::new(conn),
         })
     }
@@ -264,13 +197,9 @@ impl Book {
                   AND json_extract(metadata, ?{k}) IS json_extract(?{v}, '$')"
             ));
         }
-        if let Some(status) = &q.status {
-            if ThreadStatus::parse(status).is_none() {
-                return Err(ApiError::Invalid(format!(
-                    "status {status:?}: expected idle, busy, interrupted or error"
-                )));
-            }
-            args.push(status.clone());
+        let terms = search_terms(q)?;
+        if let Some(status) = terms.status {
+            args.push(status.as_str().to_owned());
             sql.push_str(&format!(" AND status = ?{}", args.len()));
         }
         if let Some(ids) = &q.ids {
@@ -283,27 +212,12 @@ impl Book {
                 .collect();
             sql.push_str(&format!(" AND thread_id IN ({})", marks.join(", ")));
         }
-        let column = match q.sort_by.as_deref().unwrap_or("created_at") {
-            c @ ("thread_id" | "status" | "created_at" | "updated_at") => c,
-            other => {
-                return Err(ApiError::Invalid(format!(
-                    "sort_by {other:?}: expected thread_id, status, created_at or updated_at"
-                )))
-            }
-        };
-        let order = match q.sort_order.as_deref().unwrap_or("desc") {
-            "asc" => "ASC",
-            "desc" => "DESC",
-            other => {
-                return Err(ApiError::Invalid(format!(
-                    "sort_order {other:?}: expected asc or desc"
-                )))
-            }
-        };
         sql.push_str(&format!(
-            " ORDER BY {column} {order}, rowid {order} LIMIT {} OFFSET {}",
-            q.limit.unwrap_or(10).min(10_000),
-            q.offset.unwrap_or(0).min(1 << 40)
+            " ORDER BY {col} {order}, rowid {order} LIMIT {} OFFSET {}",
+            terms.limit,
+            terms.offset,
+            col = terms.column,
+            order = terms.order,
         ));
         self.with(|c| {
             let mut stmt = c.prepare(&sql)?;

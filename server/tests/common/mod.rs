@@ -86,6 +86,32 @@ impl Served {
         Ok(Served { server, dir })
     }
 
+    /// A server on a fresh schema of the PostgreSQL at `STATEGRAPH_PG_URL`, with the demo
+    /// graphs; `None` (the test skips) without one, except under `CI=true`, where it fails.
+    pub async fn start_postgres(schema: &str) -> Option<Served> {
+        Self::start_postgres_with(schema, |b| b).await
+    }
+
+    /// [`Served::start_postgres`], with more options.
+    pub async fn start_postgres_with(
+        schema: &str,
+        f: impl FnOnce(ServerBuilder) -> ServerBuilder,
+    ) -> Option<Served> {
+        let url = pg_url()?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut options = stategraph_server::ServerOptions::default();
+        options.addr = "127.0.0.1:0".parse().expect("addr");
+        options.postgres = Some(url);
+        options.postgres_schema = Some(schema.to_owned());
+        options.lease = Duration::from_secs(2);
+        let builder = Server::builder().options(options);
+        let server = f(demo::register(builder).expect("demo graphs"))
+            .start()
+            .await
+            .expect("a server on PostgreSQL starts");
+        Some(Served { server, dir })
+    }
+
     pub fn api(&self) -> Api {
         Api {
             addr: self.server.addr(),
@@ -96,6 +122,30 @@ impl Served {
     pub fn file(&self) -> std::path::PathBuf {
         self.dir.path().join("server.db")
     }
+}
+
+/// The PostgreSQL to test on, or `None` (skip) without one; under `CI=true` it must be set.
+pub fn pg_url() -> Option<String> {
+    if let Ok(url) = std::env::var("STATEGRAPH_PG_URL") {
+        return Some(url);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "STATEGRAPH_PG_URL is not set and CI=true: start one with .ci/postgres.sh"
+    );
+    eprintln!("skipped: STATEGRAPH_PG_URL is not set (start one with .ci/postgres.sh)");
+    None
+}
+
+/// A schema name of its own for one test (a fresh schema each run of it).
+pub fn fresh_schema(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("srv_{test}_{}_{nanos}", std::process::id())
+        .chars()
+        .take(60)
+        .collect()
 }
 
 /// An HTTP client of one server.
