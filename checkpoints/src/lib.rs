@@ -37,6 +37,7 @@ pub mod inspect;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+pub mod queue;
 mod run;
 mod run_book;
 mod saver;
@@ -56,9 +57,11 @@ pub use id::{CheckpointId, Namespace, TaskId, ThreadId, MAX_THREAD_ID_LEN};
 pub use memory::MemorySaver;
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    FencedWrite, Lease, Multitask, PostgresOptions, PostgresSaver, PostgresTls, QueuedCommand,
-    QueuedGoto, QueuedRun, RunEnd, RunQueue, StopRequest, TlsClientCert, Wakeups,
+    PostgresOptions, PostgresSaver, PostgresTls, RunQueue, TlsClientCert, Wakeups,
     POSTGRES_FORMAT_VERSION,
+};
+pub use queue::{
+    FencedWrite, Lease, Multitask, QueuedCommand, QueuedGoto, QueuedRun, RunEnd, StopRequest,
 };
 pub use run::{DeliveryReceipt, RunId, RunRecord, RunStatus};
 pub use saver::{Head, Saver};

@@ -44,11 +44,9 @@ use deadpool_postgres::{ManagerConfig, Pool, RecyclingMethod};
 use futures::future::BoxFuture;
 use tokio_postgres::{Client, IsolationLevel};
 
+use crate::Lease;
 pub use options::PostgresOptions;
-pub use queue::{
-    FencedWrite, Lease, Multitask, QueuedCommand, QueuedGoto, QueuedRun, RunEnd, RunQueue,
-    StopRequest, Wakeups,
-};
+pub use queue::{RunQueue, Wakeups};
 pub use schema::POSTGRES_FORMAT_VERSION;
 pub use tls::{PostgresTls, TlsClientCert};
 

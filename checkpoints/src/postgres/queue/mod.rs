@@ -1,26 +1,26 @@
 //! The run queue (decision 0058): runs submitted to threads, leased by workers on any
 //! machine, one running run per thread (a unique index), leases heart-beaten and fenced.
 //!
-//! Inside: `types` what the queue hands out; `statements` its SQL; `fence` the check every
+//! Inside (what it hands out is `crate::queue`'s): `statements` its SQL; `fence` the check every
 //! fenced write makes in its transaction; `listen` wake-ups; `transitions` submitting,
 //! stopping and ending runs.
 
-mod command;
 mod fence;
 mod listen;
 mod statements;
 mod transitions;
-mod types;
 
 use std::time::{Duration, SystemTime};
 
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
-pub use command::{QueuedCommand, QueuedGoto};
 pub(crate) use fence::{Fence, Fenced};
 pub use listen::Wakeups;
-pub use types::{FencedWrite, Lease, Multitask, QueuedRun, RunEnd, StopRequest};
+
+pub(crate) use crate::queue::{
+    FencedWrite, Lease, Multitask, QueuedCommand, QueuedRun, RunEnd, StopRequest,
+};
 
 use super::sql::{col, id_from, to_i64, to_u64, PgResult, Sql};
 use super::PostgresSaver;
@@ -386,6 +386,7 @@ fn queued_of(row: &Row) -> Result<QueuedRun, CheckpointError> {
         created_at_ms: to_u64(col(row, 9)?),
         updated_at_ms: to_u64(col(row, 10)?),
         lease_expired: col::<Option<bool>>(row, 11)?.unwrap_or(false),
+        input: serde_json::from_str(col(row, 12)?).unwrap_or(serde_json::Value::Null),
     })
 }
 

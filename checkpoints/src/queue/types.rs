@@ -1,11 +1,11 @@
-//! What the run queue hands out and reports: strategies, stop requests, leases, runs and the
+//! What a run queue hands out and reports: strategies, stop requests, leases, runs and the
 //! log of fenced writes.
 
 use std::fmt;
 
 use crate::{CheckpointId, RunId, RunStatus, ThreadId};
 
-/// What [`RunQueue::submit`](super::RunQueue::submit) does when the thread already has an
+/// What [`RunQueue::submit`](crate::RunQueue::submit) does when the thread already has an
 /// unfinished (pending or running) run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Multitask {
@@ -90,9 +90,9 @@ pub struct Lease {
     /// The input the run was submitted with (JSON `null`: continue the thread).
     pub input: serde_json::Value,
     /// The command a run was submitted with instead of an input
-    /// ([`RunQueue::submit_command`](super::RunQueue::submit_command) or
-    /// [`submit_resume`](super::RunQueue::submit_resume)).
-    pub command: Option<super::QueuedCommand>,
+    /// ([`RunQueue::submit_command`](crate::RunQueue::submit_command) or
+    /// [`submit_resume`](crate::RunQueue::submit_resume)).
+    pub command: Option<crate::QueuedCommand>,
     /// How many times the run was leased, this time included.
     pub attempt: u32,
     /// Whether an earlier lease of the run wrote checkpoints: the run goes on from the
@@ -110,7 +110,7 @@ pub struct Lease {
 }
 
 /// How a leased run ended, as its worker reports it to
-/// [`RunQueue::finish`](super::RunQueue::finish).
+/// [`RunQueue::finish`](crate::RunQueue::finish).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunEnd {
     /// The graph ran to its end (`success`).
@@ -135,7 +135,7 @@ impl RunEnd {
     }
 
     /// The reason stored with it, when it is the end's own (a stopped run's is the stop's).
-    pub(super) fn reason(&self) -> Option<String> {
+    pub fn reason(&self) -> Option<String> {
         match self {
             RunEnd::Paused => Some("paused at an interrupt".to_owned()),
             RunEnd::Failed(message) => Some(message.clone()),
@@ -170,6 +170,9 @@ pub struct QueuedRun {
     /// A running run whose lease ended (by the server's clock) without a heartbeat: its
     /// worker stopped, and the next lease any worker takes will be this run's takeover.
     pub lease_expired: bool,
+    /// The input it was submitted with (JSON `null` for a command, or for one that does not
+    /// read).
+    pub input: serde_json::Value,
 }
 
 /// One fenced write transaction, as logged in it (`sg_run_writes`): which run wrote, under

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Resume;
 
-/// A command for a queued run ([`RunQueue::submit_command`](super::RunQueue::submit_command)):
+/// A command for a queued run ([`RunQueue::submit_command`](crate::RunQueue::submit_command)):
 /// it answers the thread's pending interrupts, updates its state and routes, as
 /// `Command::resume(..).update(..).goto(..)` does as an invoke's input. The worker that takes
 /// the run turns it into the graph's `Command`; an update that does not fit the graph's state,
@@ -70,6 +70,7 @@ impl QueuedCommand {
 
     /// Whether the command only answers interrupts: what workers of every build since the
     /// queue took resumes read (it is stored where they look for one).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn is_resume_only(&self) -> bool {
         self.resume.is_some() && self.update.is_none() && self.goto.is_empty()
     }
