@@ -232,7 +232,8 @@ pub(crate) enum Command {
         /// The PostgreSQL schema (default stategraph).
         #[arg(long, value_name = "NAME")]
         schema: Option<String>,
-        /// On PostgreSQL, how long a server's lease of a run lasts without a heartbeat.
+        /// How long a server's lease of a run lasts without a heartbeat: on PostgreSQL, how
+        /// soon another server takes over the runs of one that died.
         #[arg(long, value_parser = cmd::parse_age, value_name = "AGE", default_value = "30s")]
         lease: std::time::Duration,
         /// The port.

@@ -65,6 +65,7 @@ use std::sync::Arc;
 
 use stategraph::checkpoints::{Saver, SqliteSaver};
 use stategraph::{CompiledGraph, State};
+use stategraph_runs::{RunQueue, SqliteRunQueue, Wakeups};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -88,10 +89,17 @@ pub(crate) struct Registered {
 /// What every request handler shares.
 pub(crate) struct Shared {
     pub(crate) book: Book,
+    /// The runs, queued (a table of the file, or the database's queue).
+    pub(crate) queue: Arc<dyn RunQueue>,
+    /// The queue's notifications (one source; each waiter clones it).
+    pub(crate) wakeups: Wakeups,
+    /// How this server's worker leases runs.
+    pub(crate) worker: runs::Worker,
+    /// The logs this server's clients read.
     pub(crate) runs: Runs,
-    /// On PostgreSQL: the database's run queue, which this server's worker takes runs from.
+    /// On PostgreSQL: frames and results in the database, relayed between servers.
     #[cfg(feature = "postgres")]
-    pub(crate) pg: Option<Arc<runs::pg::PgRuns>>,
+    pub(crate) frames: Option<Arc<runs::pg::FrameStore>>,
     pub(crate) saver: Arc<dyn Saver>,
     pub(crate) graphs: HashMap<String, Arc<Registered>>,
     pub(crate) options: ServerOptions,
@@ -256,17 +264,21 @@ impl ServerBuilder {
                 return Err(ServerError::DuplicateGraph(name));
             }
         }
+        let wakeups = store.queue.wakeups().await;
         let shared = Arc::new(Shared {
             book: store.book,
+            queue: store.queue,
+            wakeups,
+            worker: runs::Worker::new(self.options.lease, self.options.concurrency),
             runs: Runs::default(),
             #[cfg(feature = "postgres")]
-            pg: store.pg.clone(),
+            frames: store.frames,
             saver,
             graphs,
             options: self.options.clone(),
             started_ms: ids::now_ms(),
         });
-        let worker = start_runs(&shared)?;
+        let worker = Some(tokio::spawn(shared.clone().work()));
         let listener = tokio::net::TcpListener::bind(self.options.addr)
             .await
             .map_err(|e| ServerError::Listen {
@@ -301,12 +313,13 @@ impl ServerBuilder {
     }
 }
 
-/// What a server keeps its records and checkpoints in.
+/// What a server keeps its records, runs and checkpoints in.
 struct Store {
     book: Book,
+    queue: Arc<dyn RunQueue>,
     saver: Arc<dyn Saver>,
     #[cfg(feature = "postgres")]
-    pg: Option<Arc<runs::pg::PgRuns>>,
+    frames: Option<Arc<runs::pg::FrameStore>>,
 }
 
 async fn open_store(options: &ServerOptions) -> Result<Store, ServerError> {
@@ -319,12 +332,17 @@ async fn open_store(options: &ServerOptions) -> Result<Store, ServerError> {
         reason: e.to_string(),
     };
     let saver: Arc<dyn Saver> = Arc::new(SqliteSaver::open(&file).map_err(|e| open(&e))?);
+    let queue = SqliteRunQueue::open(&file).map_err(|e| open(&e))?;
+    // A file is served by one server: the leases its last server held when it stopped are
+    // over, and their runs are taken over at once, one attempt more.
+    queue.expire_leases().map_err(|e| open(&e))?;
     let book = store::SqliteBook::open(&file).map_err(|e| open(&e))?;
     Ok(Store {
         book: Book::Sqlite(book),
+        queue: Arc::new(queue),
         saver,
         #[cfg(feature = "postgres")]
-        pg: None,
+        frames: None,
     })
 }
 
@@ -345,11 +363,11 @@ async fn open_postgres(url: &str, options: &ServerOptions) -> Result<Store, Serv
     let book = store::postgres::PgBook::open(saver.clone())
         .await
         .map_err(|e| open(&e))?;
-    let pg = runs::pg::PgRuns::new(book.clone(), options.lease, options.concurrency).await;
     Ok(Store {
+        queue: Arc::new(saver.queue()),
+        frames: Some(Arc::new(runs::pg::FrameStore::new(book.clone()))),
         book: Book::Postgres(book),
         saver: Arc::new(saver),
-        pg: Some(Arc::new(pg)),
     })
 }
 
@@ -360,26 +378,13 @@ async fn open_postgres(_url: &str, _options: &ServerOptions) -> Result<Store, Se
     ))
 }
 
-/// Start running runs: on SQLite, pick up those a stopped server left; on PostgreSQL, start
-/// this server's worker on the queue (its task, stopped with the server).
-fn start_runs(shared: &Arc<Shared>) -> Result<Option<JoinHandle<()>>, ServerError> {
-    #[cfg(feature = "postgres")]
-    if let Some(pg) = &shared.pg {
-        return Ok(Some(tokio::spawn(shared.clone().work(pg.clone()))));
-    }
-    shared
-        .recover()
-        .map_err(|e| ServerError::Recover(e.to_string()))?;
-    Ok(None)
-}
-
 /// A server listening (see [`ServerBuilder::start`]).
 #[derive(Debug)]
 pub struct RunningServer {
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
-    /// The worker on the PostgreSQL queue, if any.
+    /// The worker leasing runs from the queue.
     worker: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
@@ -416,8 +421,9 @@ impl RunningServer {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
-        // On PostgreSQL it takes no more runs; those it runs go on while the process lives,
-        // and another server takes over the ones it does not finish.
+        // It takes no more runs; those it runs go on while the process lives, and the next
+        // server on the file (or another on the database) takes over the ones it does not
+        // finish.
         if let Some(worker) = self.worker.take() {
             worker.abort();
         }

@@ -32,11 +32,11 @@ pub struct ServerOptions {
     pub postgres: Option<String>,
     /// The schema on PostgreSQL (`stategraph` by default).
     pub postgres_schema: Option<String>,
-    /// On PostgreSQL, how long a server's lease of a run lasts without a heartbeat (30 s;
-    /// it beats every third of it): a server that dies loses its runs to another this long
-    /// after its last beat.
+    /// How long a server's lease of a run lasts without a heartbeat (30 s; it beats every
+    /// third of it): on PostgreSQL a server that dies loses its runs to another this long
+    /// after its last beat (on SQLite the next server on the file takes them at once).
     pub lease: Duration,
-    /// On PostgreSQL, most runs this server runs at once (64).
+    /// Most runs this server runs at once (64); more wait in the queue.
     pub concurrency: usize,
 }
 

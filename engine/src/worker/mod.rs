@@ -9,7 +9,6 @@
 //! See `docs/guides/scale-out.md` and decision 0058.
 
 mod command;
-mod heartbeat;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +20,7 @@ use stategraph_checkpoints::{
 use crate::node::CancelToken;
 use crate::{CompiledGraph, Durability, Input, RunConfig, RunError, State};
 pub use command::CommandNotQueueable;
-pub use heartbeat::{Beat, Heartbeat};
+use stategraph_runs::{Beat, Heartbeat};
 
 /// How a [`Worker`] leases and heart-beats.
 #[derive(Debug, Clone)]
@@ -242,12 +241,12 @@ impl<S: State> Worker<S> {
             .metadata("run_id", lease.run.as_str())
             .metadata("lease_epoch", lease.epoch);
         let heartbeat = Heartbeat::start(
-            self.queue.clone(),
+            Arc::new(self.queue.clone()),
             lease.clone(),
             self.options.lease,
             self.options.heartbeat,
-            self.wakeups().await,
-            cancel,
+            stategraph_runs::Wakeups::postgres(self.wakeups().await),
+            move || cancel.cancel(),
         );
         let result = graph.invoke(input, &config).await;
         let beat = heartbeat.stop().await;

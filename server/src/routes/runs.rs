@@ -244,8 +244,7 @@ pub(crate) async fn stateless_background(
 async fn run_of(shared: &Shared, thread: &str, run: &str) -> ApiResult<RunRow> {
     existing(shared, thread).await?;
     shared
-        .book
-        .run(run)
+        .run_record(run)
         .await?
         .filter(|r| r.thread_id == thread)
         .ok_or_else(|| ApiError::not_found("run", run))
@@ -275,10 +274,8 @@ pub(crate) async fn list(
         })?),
         None => None,
     };
-    let rows = shared
-        .book
-        .runs_of(&id, p.limit.unwrap_or(10), p.offset.unwrap_or(0), status)
-        .await?;
+    let page = (p.limit.unwrap_or(10), p.offset.unwrap_or(0));
+    let rows = shared.runs_of(&id, page, status).await?;
     Ok(Json(rows.iter().map(run_json).collect()))
 }
 
@@ -300,7 +297,7 @@ pub(crate) async fn delete(
             row.status.as_str()
         )));
     }
-    shared.book.delete_run(&run).await?;
+    shared.delete_run(&run).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -309,10 +306,8 @@ pub(crate) async fn join(
     Path((id, run)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let run = run_of(&shared, &id, &run).await?;
-    if let Some(log) = shared.log_of(&run) {
-        if let Some(result) = log.result().await {
-            return Ok(Json(result));
-        }
+    if let Some(result) = shared.log_of(&run).result().await {
+        return Ok(Json(result));
     }
     let row = existing(&shared, &id).await?;
     let state = super::threads::thread_json(&shared, &row).await?;
@@ -333,12 +328,7 @@ pub(crate) async fn join_stream(
 ) -> ApiResult<Response> {
     let row = run_of(&shared, &id, &run).await?;
     let cancel = flag("cancel_on_disconnect", p.cancel_on_disconnect.as_deref())?;
-    let log = shared.log_of(&row).unwrap_or_else(|| {
-        // An ended run whose log this process no longer holds: an empty stream.
-        let log = RunLog::new(false, 0);
-        log.finish();
-        log
-    });
+    let log = shared.log_of(&row);
     let from = match headers.get("last-event-id").map(HeaderValue::to_str) {
         None => 0,
         Some(Ok(text)) => log.after(text).ok_or_else(|| {
@@ -395,8 +385,6 @@ pub(crate) async fn cancel(
     if !wait {
         return Ok(StatusCode::ACCEPTED.into_response());
     }
-    if let Some(log) = shared.log_of(&row) {
-        log.result().await;
-    }
+    shared.log_of(&row).result().await;
     Ok(with_location(Json(json!({})).into_response(), &row))
 }

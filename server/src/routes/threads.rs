@@ -123,15 +123,14 @@ pub(crate) async fn delete(
     existing(&shared, &id).await?;
     // Its runs stop first: a run still running would write its next checkpoint into the
     // deleted thread.
-    for run in shared.book.runs_of(&id, usize::MAX, 0, None).await? {
+    for run in shared.runs_of(&id, (usize::MAX, 0), None).await? {
         if !run.status.is_terminal() && shared.stop(&run.run_id, StopAction::Interrupt).await {
-            if let Some(log) = shared.log_of(&run) {
-                log.result().await;
-            }
+            shared.log_of(&run).result().await;
         }
     }
     shared.saver.delete_thread(&thread_id(&id)?).await?;
     shared.book.delete_thread(&id).await?;
+    shared.forget_runs(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

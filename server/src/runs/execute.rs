@@ -1,5 +1,5 @@
-//! One run, from its first frame (`metadata`) to its end: the engine's events become the
-//! log's frames, the end becomes the run's and the thread's status.
+//! One run on its graph, from its first frame (`metadata`) to its end: the engine's events
+//! become the log's frames; the end, what the run's and the thread's status become.
 
 use std::sync::{Arc, PoisonError};
 
@@ -33,43 +33,6 @@ impl From<ApiError> for End {
 }
 
 impl Shared {
-    /// Run `run` (queued in this process) to its end.
-    pub(crate) async fn execute(self: Arc<Self>, run: String) {
-        let Some(active) = self.runs.active(&run) else {
-            return;
-        };
-        // A run reached the front of its queue before its submission stored it: wait.
-        let mut stored = active.stored.subscribe();
-        let stored = matches!(
-            stored.wait_for(Option::is_some).await.as_deref(),
-            Ok(Some(true))
-        );
-        let row = &active.row;
-        if !stored {
-            // Its record could not be stored: nothing to run; the thread goes on.
-            self.ended(&run, &row.thread_id, None);
-            active.log.finish();
-            return;
-        }
-        let end = if active.cancel.is_cancelled() {
-            End::Stopped(stop_of(&active))
-        } else {
-            match self
-                .book
-                .local()
-                .and_then(|b| b.start_run(&row.run_id, &row.thread_id))
-            {
-                Ok(()) => self.drive(row, &active, None).await,
-                Err(e) => e.into(),
-            }
-        };
-        let thread_status = self.settle(row, &active, end).await;
-        // The thread's status is stored before the log ends: a client that saw the run end
-        // reads the thread as it is after it.
-        self.ended(&row.run_id, &row.thread_id, thread_status);
-        active.log.finish();
-    }
-
     /// Run `row` on its graph, its frames going to the run's log; with `saver`, the graph
     /// checkpoints through it (a saver fenced by the run's lease) if its runner can.
     pub(crate) async fn drive(
@@ -177,41 +140,9 @@ impl Shared {
         }))
     }
 
-    /// Store how the run ended; what its thread's status becomes if no run follows it
-    /// (`None` for a stateless run, whose thread goes).
-    async fn settle(
-        &self,
-        row: &RunRow,
-        active: &Active,
-        end: End,
-    ) -> Option<(ThreadStatus, Option<Value>)> {
-        let (run_status, thread_status, error) = outcome(&end, active);
-        let stored = async {
-            let book = self.book.local()?;
-            if let End::Stopped(StopAction::Rollback) = end {
-                self.roll_back(row).await?;
-                book.delete_run(&row.run_id)?;
-            } else {
-                book.set_run_status(&row.run_id, run_status)?;
-            }
-            if row.stateless {
-                self.saver
-                    .delete_thread(&ThreadId::new(&row.thread_id)?)
-                    .await?;
-                book.delete_thread(&row.thread_id)?;
-            }
-            Ok::<(), ApiError>(())
-        };
-        if let Err(e) = stored.await {
-            let payload = json!({ "error": e.kind(), "message": e.to_string() });
-            active.log.push("error", &payload);
-        }
-        (!row.stateless).then_some((thread_status, error))
-    }
-
     /// Undo a stopped run: the thread's head becomes a copy of the checkpoint it had before
     /// the run (its own checkpoints stay behind as a branch nobody continues; decision 0079).
-    async fn roll_back(&self, row: &RunRow) -> ApiResult<()> {
+    pub(crate) async fn roll_back(&self, row: &RunRow) -> ApiResult<()> {
         let thread = ThreadId::new(&row.thread_id)?;
         let mut options = ListOptions::default();
         options

@@ -1,12 +1,13 @@
-//! Runs: accepted under a thread's multitask rule, queued one running run per thread, run on
-//! the process's tasks with their frames going to a [`RunLog`], cancelled on request, picked
-//! up again when a server restarts.
+//! Runs: submitted to the run queue under their thread's multitask rule (each with its
+//! ticket as its queued input), leased by a server's worker and run on its tasks, their
+//! frames going to a [`RunLog`], stopped on request, taken over when the server that ran
+//! them died. The queue is a [`RunQueue`](stategraph_runs::RunQueue): a table of the SQLite
+//! file, or the PostgreSQL saver's, which any number of servers share; there a client's
+//! frames are relayed from the server that runs its run (`pg`, `relay`).
 //!
-//! On PostgreSQL the queue is the database's (`pg`): every server accepts runs, one
-//! server's worker runs each, and clients read its frames through a relay (`relay`).
-//!
-//! Inside: `frames` stream modes and the frames of an event; `log` a run's event log;
-//! `execute` one run from start to end; `pg` and `relay` the runs on PostgreSQL.
+//! Inside: `worker` leasing and running; `execute` one run on its graph; `frames` stream
+//! modes and the frames of an event; `log` a run's event log; `pg` and `relay` frames
+//! through PostgreSQL.
 
 mod execute;
 pub(crate) mod frames;
@@ -15,19 +16,43 @@ pub(crate) mod log;
 pub(crate) mod pg;
 #[cfg(feature = "postgres")]
 mod relay;
+mod worker;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::{Map, Value};
 use stategraph::CancelToken;
+use stategraph_runs::{CheckpointError, RunId, StopRequest, ThreadId};
 
 use crate::error::{ApiError, ApiResult};
 use crate::ids::{now_ms, uuid4, uuid7};
-use crate::store::{RunRow, RunStatus, ThreadStatus};
+use crate::store::{RunRow, RunStatus, Ticket};
 use crate::wire::{Multitask, RunCreate};
 use crate::Shared;
 pub(crate) use log::{Frame, Next, RunLog};
+pub(crate) use worker::Worker;
+
+/// The payload of a notification that a run has new frames: this prefix and the run's id
+/// (a run's own id is the queue's: its state changed).
+pub(crate) const FRAMES: &str = "frames:";
+
+/// Whether a notification only says a run has new frames (which workers ignore).
+pub(crate) fn is_frames_payload(payload: &str) -> bool {
+    payload.starts_with(FRAMES)
+}
+
+/// Without PostgreSQL, frames stay in the server's memory.
+#[cfg(not(feature = "postgres"))]
+impl Shared {
+    fn sink(&self, _: &Active) -> Option<tokio::task::JoinHandle<()>> {
+        None
+    }
+
+    async fn store_frames(&self, _: &Active, _: Option<tokio::task::JoinHandle<()>>) {}
+
+    async fn trim_frames(&self) {}
+}
 
 /// How a running run is asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,20 +63,17 @@ pub(crate) enum StopAction {
     Rollback,
 }
 
-/// A run that is running or waiting in this process.
+/// A run this server is running.
 #[derive(Debug)]
 pub(crate) struct Active {
-    /// The run's record, as stored when it was accepted (or found at start-up).
+    /// The run's record, as its lease gave it.
     pub(crate) row: RunRow,
     pub(crate) cancel: CancelToken,
     pub(crate) stop: Mutex<Option<StopAction>>,
     pub(crate) log: Arc<RunLog>,
-    /// Whether the run's record is stored (`None` until then; `Some(false)` if it could not
-    /// be): its execution waits for it.
-    pub(crate) stored: tokio::sync::watch::Sender<Option<bool>>,
 }
 
-/// The runs of this process: per thread the running run and the queue behind it.
+/// The logs this server's clients read.
 #[derive(Debug, Default)]
 pub(crate) struct Runs {
     inner: Mutex<RunsInner>,
@@ -59,15 +81,11 @@ pub(crate) struct Runs {
 
 #[derive(Debug, Default)]
 struct RunsInner {
-    /// Per thread: its runs in the order they run; the first is running (or starting).
-    queues: HashMap<String, VecDeque<String>>,
-    /// Per run not yet ended: how to stop it and its log.
-    active: HashMap<String, Arc<Active>>,
+    /// Per run not yet ended that this server runs or will run (on SQLite, every run of the
+    /// file): its log.
+    logs: HashMap<String, Arc<RunLog>>,
     /// Logs of ended runs, newest last, kept for late readers (bounded).
     ended: VecDeque<(String, Arc<RunLog>)>,
-    /// Logs relayed from the database, per run still relayed (PostgreSQL).
-    #[cfg(feature = "postgres")]
-    relays: HashMap<String, Arc<RunLog>>,
 }
 
 /// Most logs of ended runs kept for `join`/`stream` requests that come after the end...
@@ -77,6 +95,7 @@ const ENDED_BYTES: usize = 256 * 1024 * 1024;
 
 /// Keep an ended run's log, dropping the oldest kept ones beyond the budgets.
 fn keep_ended(g: &mut RunsInner, run: &str, log: Arc<RunLog>) {
+    g.logs.remove(run);
     g.ended.push_back((run.to_owned(), log));
     let mut bytes: usize = g.ended.iter().map(|(_, l)| l.bytes()).sum();
     while g.ended.len() > ENDED_LOGS || (bytes > ENDED_BYTES && g.ended.len() > 1) {
@@ -91,10 +110,10 @@ impl Runs {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The log of a run of this process, running or recently ended.
-    pub(crate) fn log(&self, run: &str) -> Option<Arc<RunLog>> {
+    /// The log of a run, not ended or recently ended.
+    fn log(&self, run: &str) -> Option<Arc<RunLog>> {
         let g = self.lock();
-        g.active.get(run).map(|a| a.log.clone()).or_else(|| {
+        g.logs.get(run).cloned().or_else(|| {
             g.ended
                 .iter()
                 .rev()
@@ -103,8 +122,40 @@ impl Runs {
         })
     }
 
-    pub(crate) fn active(&self, run: &str) -> Option<Arc<Active>> {
-        self.lock().active.get(run).cloned()
+    /// The log of `row`'s run, made (empty, for its attempt) if there is none.
+    fn log_or_new(&self, row: &RunRow) -> Arc<RunLog> {
+        if let Some(log) = self.log(&row.run_id) {
+            return log;
+        }
+        let mut g = self.lock();
+        g.logs
+            .entry(row.run_id.clone())
+            .or_insert_with(|| {
+                RunLog::new(row.request.stream_resumable.unwrap_or(false), row.attempt)
+            })
+            .clone()
+    }
+
+    /// The log a leased run writes to: the one its clients already wait on if it is of this
+    /// attempt, else a new one (a run taken over numbers its frames anew).
+    fn log_for_attempt(&self, row: &RunRow) -> Arc<RunLog> {
+        let mut g = self.lock();
+        if let Some(log) = g.logs.get(&row.run_id) {
+            if log.attempt == row.attempt && !log.is_done() {
+                return log.clone();
+            }
+            // A log of an earlier attempt ends: its readers reconnect to this one.
+            log.finish();
+        }
+        let log = RunLog::new(row.request.stream_resumable.unwrap_or(false), row.attempt);
+        g.logs.insert(row.run_id.clone(), log.clone());
+        log
+    }
+
+    /// A run ended: its log goes to the ended ones, for late readers.
+    fn ended(&self, run: &str, log: &Arc<RunLog>) {
+        log.finish();
+        keep_ended(&mut self.lock(), run, log.clone());
     }
 }
 
@@ -119,38 +170,96 @@ pub(crate) struct NewRun {
 }
 
 impl Shared {
-    /// Accept a run: apply the thread's multitask rule, store it pending, and start it if the
-    /// thread is free (on PostgreSQL, queue it for any server's worker). Returns its record
-    /// and log. The busy check and the run's place in the queue are taken together, so two
-    /// runs submitted at once under `reject` cannot both be accepted.
+    /// Accept a run: queue it under its thread's multitask rule (the queue takes the busy
+    /// check and the run's place together, so two runs submitted at once under `reject`
+    /// cannot both be accepted). Returns its record and the log its client reads.
     pub(crate) async fn submit(self: &Arc<Self>, new: NewRun) -> ApiResult<(RunRow, Arc<RunLog>)> {
         let row = run_row(new);
-        #[cfg(feature = "postgres")]
-        if let Some(pg) = &self.pg {
-            pg.submit(&row).await?;
-            let log = self.relay(pg, &row);
-            return Ok((row, log));
+        let strategy = match row.multitask {
+            Multitask::Reject => stategraph_runs::Multitask::Reject,
+            Multitask::Enqueue => stategraph_runs::Multitask::Enqueue,
+            Multitask::Interrupt => stategraph_runs::Multitask::Interrupt,
+            Multitask::Rollback => stategraph_runs::Multitask::Rollback,
+        };
+        let ticket = serde_json::to_value(Ticket::of(&row))
+            .map_err(|e| ApiError::Internal(format!("encoding a run: {e}")))?;
+        let (run, thread) = (RunId::new(&row.run_id)?, ThreadId::new(&row.thread_id)?);
+        let queued = self.queue.submit_as(&run, &thread, &ticket, strategy).await;
+        if let Err(e) = queued {
+            return Err(match e {
+                CheckpointError::ThreadBusy { run: other, .. } => ApiError::Conflict(format!(
+                    "thread {} is busy with run {other}; multitask_strategy reject refuses \
+                     another",
+                    row.thread_id
+                )),
+                other => other.into(),
+            });
         }
-        self.submit_here(row)
+        if matches!(row.multitask, Multitask::Interrupt | Multitask::Rollback) {
+            self.settle_superseded(&thread, &run, row.multitask == Multitask::Rollback)
+                .await;
+        }
+        // A worker that leased the run already writes to this log (or ended it): the
+        // client reads it from the start either way.
+        let log = self.log_of(&row);
+        Ok((row, log))
     }
 
-    /// The log a client reads `row`'s run from: this process's, or on PostgreSQL the run's
-    /// relayed frames.
-    pub(crate) fn log_of(self: &Arc<Self>, row: &RunRow) -> Option<Arc<RunLog>> {
-        #[cfg(feature = "postgres")]
-        if let Some(pg) = &self.pg {
-            return Some(self.relay(pg, row));
+    /// The runs of `thread` that submitting `by` ended before they started: their logs
+    /// end, and under a rollback they are deleted, as on LangGraph's server.
+    async fn settle_superseded(&self, thread: &ThreadId, by: &RunId, rollback: bool) {
+        let Ok(runs) = self.queue.runs(thread).await else {
+            return;
+        };
+        let superseded = runs.iter().filter(|r| {
+            r.status.is_terminal() && r.reason.as_deref().is_some_and(|w| w.contains(by.as_str()))
+        });
+        for r in superseded {
+            if rollback {
+                let _ = self.queue.forget(&r.run).await;
+            }
+            let log = self.runs.lock().logs.get(r.run.as_str()).cloned();
+            if let Some(log) = log {
+                self.runs.ended(r.run.as_str(), &log);
+            }
         }
-        self.runs.log(&row.run_id)
     }
 
-    /// Ask a run to stop (see [`Shared::stop_here`]); whether it was pending or running.
+    /// The log a client reads `row`'s run from: this server's, or on PostgreSQL the run's
+    /// frames relayed from the server that runs it.
+    pub(crate) fn log_of(self: &Arc<Self>, row: &RunRow) -> Arc<RunLog> {
+        #[cfg(feature = "postgres")]
+        if let Some(frames) = &self.frames {
+            return self.relay(frames, row);
+        }
+        self.runs.log_or_new(row)
+    }
+
+    /// Ask a pending or running run to stop; whether the queue held it unfinished. A pending
+    /// run ends at once (a rolled-back one is deleted); a running one stops at its next step
+    /// boundary, told by its heartbeat.
     pub(crate) async fn stop(&self, run: &str, action: StopAction) -> bool {
-        #[cfg(feature = "postgres")]
-        if let Some(pg) = &self.pg {
-            return pg.stop(run, action).await;
+        let Ok(id) = RunId::new(run) else {
+            return false;
+        };
+        let request = match action {
+            StopAction::Interrupt => StopRequest::Interrupt,
+            StopAction::Rollback => StopRequest::Rollback,
+        };
+        let Ok(status) = self.queue.stop(&id, request).await else {
+            return false;
+        };
+        if status.is_terminal() {
+            if action == StopAction::Rollback {
+                let _ = self.queue.forget(&id).await;
+            }
+            // (The registry's lock is let go before the log ends, which takes it again.)
+            let waiting = self.runs.lock().logs.get(run).cloned();
+            if let Some(log) = waiting {
+                self.runs.ended(run, &log);
+            }
         }
-        self.stop_here(run, action)
+        true
     }
 
     /// [`Shared::stop`] from where nothing can wait (a client's stream being dropped).
@@ -159,177 +268,37 @@ impl Shared {
         tokio::spawn(async move { shared.stop(&run, action).await });
     }
 
-    /// [`Shared::submit`] to this process's queue.
-    fn submit_here(self: &Arc<Self>, row: RunRow) -> ApiResult<(RunRow, Arc<RunLog>)> {
-        let strategy = row.multitask;
-        let (active, before) = self.reserve(&row, strategy == Multitask::Reject)?;
-        if let Err(e) = self.book.local().and_then(|b| b.insert_run(&row)) {
-            self.unreserve(&row, &active);
-            return Err(e);
-        }
-        let stop = match strategy {
-            Multitask::Interrupt => Some(StopAction::Interrupt),
-            Multitask::Rollback => Some(StopAction::Rollback),
-            Multitask::Enqueue | Multitask::Reject => None,
-        };
-        if let Some(action) = stop {
-            for run in &before {
-                self.stop_here(run, action);
-            }
-        }
-        active.stored.send_replace(Some(true));
-        if before.is_empty() {
-            self.spawn(row.run_id.clone());
-        }
-        Ok((row, active.log.clone()))
+    /// The run `run`, as the queue holds it.
+    pub(crate) async fn run_record(&self, run: &str) -> ApiResult<Option<RunRow>> {
+        crate::store::run(self.queue.as_ref(), run).await
     }
 
-    /// Take `row`'s place at the end of its thread's queue (or, with `reject`, refuse when
-    /// the thread has a run); the runs before it. Its run waits until it is stored.
-    fn reserve(&self, row: &RunRow, reject: bool) -> ApiResult<(Arc<Active>, Vec<String>)> {
-        let active = Arc::new(Active {
-            row: row.clone(),
-            cancel: CancelToken::new(),
-            stop: Mutex::new(None),
-            log: RunLog::new(row.request.stream_resumable.unwrap_or(false), row.attempt),
-            stored: tokio::sync::watch::Sender::new(None),
-        });
-        let mut g = self.runs.lock();
-        let before: Vec<String> = g
-            .queues
-            .get(&row.thread_id)
-            .map(|q| q.iter().cloned().collect())
-            .unwrap_or_default();
-        if reject && !before.is_empty() {
-            return Err(ApiError::Conflict(format!(
-                "thread {} is busy with run {}; multitask_strategy reject refuses another",
-                row.thread_id, before[0]
-            )));
-        }
-        g.active.insert(row.run_id.clone(), active.clone());
-        g.queues
-            .entry(row.thread_id.clone())
-            .or_default()
-            .push_back(row.run_id.clone());
-        Ok((active, before))
-    }
-
-    /// Give up a reservation whose run could not be stored.
-    fn unreserve(self: &Arc<Self>, row: &RunRow, active: &Active) {
-        active.stored.send_replace(Some(false));
-        active.log.finish();
-        self.ended(&row.run_id, &row.thread_id, None);
-    }
-
-    /// Put a stored run (one a stopped server left) in its thread's queue; start it if it is
-    /// first.
-    pub(crate) fn enqueue(self: &Arc<Self>, row: &RunRow) {
-        let Ok((active, before)) = self.reserve(row, false) else {
-            return;
-        };
-        active.stored.send_replace(Some(true));
-        if before.is_empty() {
-            self.spawn(row.run_id.clone());
-        }
-    }
-
-    /// Ask a run to stop: a running one stops at its next step boundary; a queued one that
-    /// has not started leaves the queue at once (interrupted, or deleted for a rollback).
-    fn stop_here(&self, run: &str, action: StopAction) -> bool {
-        let Some(active) = self.runs.active(run) else {
-            return false;
-        };
-        *active.stop.lock().unwrap_or_else(PoisonError::into_inner) = Some(action);
-        active.cancel.cancel();
-        let waiting = {
-            let mut g = self.runs.lock();
-            let queued = g
-                .queues
-                .get(&active.row.thread_id)
-                .is_some_and(|q| q.iter().skip(1).any(|r| r == run));
-            if queued {
-                if let Some(q) = g.queues.get_mut(&active.row.thread_id) {
-                    q.retain(|r| r != run);
-                }
-                g.active.remove(run);
-                keep_ended(&mut g, run, active.log.clone());
-            }
-            queued
-        };
-        if waiting {
-            let stored = self.book.local().and_then(|book| match action {
-                StopAction::Interrupt => book.set_run_status(run, RunStatus::Interrupted),
-                StopAction::Rollback => book.delete_run(run).map(drop),
-            });
-            if let Err(e) = stored {
-                let payload = serde_json::json!({ "error": e.kind(), "message": e.to_string() });
-                active.log.push("error", &payload);
-            }
-            active.log.finish();
-        }
-        true
-    }
-
-    fn spawn(self: &Arc<Self>, run: String) {
-        let shared = self.clone();
-        tokio::spawn(async move { shared.execute(run).await });
-    }
-
-    /// A run ended (or left the queue before it started): keep its log for late readers,
-    /// start the next run of its thread, or, when none follows, give the thread `status`
-    /// (what the run's end made of it) while no other run can be queued meanwhile.
-    pub(crate) fn ended(
-        self: &Arc<Self>,
-        run: &str,
+    /// A thread's runs, newest first.
+    pub(crate) async fn runs_of(
+        &self,
         thread: &str,
-        status: Option<(ThreadStatus, Option<Value>)>,
-    ) {
-        let next = {
-            let mut g = self.runs.lock();
-            let log = g.active.remove(run).map(|a| a.log.clone());
-            if let Some(log) = &log {
-                keep_ended(&mut g, run, log.clone());
-            }
-            let q = g.queues.entry(thread.to_owned()).or_default();
-            q.retain(|r| r != run);
-            let next = q.front().cloned();
-            if q.is_empty() {
-                g.queues.remove(thread);
-                if let Some((status, error)) = &status {
-                    let stored = self
-                        .book
-                        .local()
-                        .and_then(|book| book.set_thread_status(thread, *status, error.as_ref()));
-                    if let Err(e) = stored {
-                        let payload =
-                            serde_json::json!({ "error": e.kind(), "message": e.to_string() });
-                        if let Some(log) = &log {
-                            log.push("error", &payload);
-                        }
-                    }
-                }
-            }
-            next
-        };
-        if let Some(next) = next {
-            self.spawn(next);
-        }
+        page: (usize, usize),
+        status: Option<RunStatus>,
+    ) -> ApiResult<Vec<RunRow>> {
+        crate::store::runs_of(self.queue.as_ref(), thread, page, status).await
     }
 
-    /// Pick up the runs a stopped process left pending or running (in order, per thread).
-    /// A run left running gets one more attempt (its frames are numbered anew).
-    pub(crate) fn recover(self: &Arc<Self>) -> ApiResult<usize> {
-        let book = self.book.local()?;
-        let runs = book.unfinished_runs()?;
-        for row in &runs {
-            let mut row = row.clone();
-            if row.status == RunStatus::Running {
-                book.requeue_run(&row.run_id)?;
-                row.attempt += 1;
-            }
-            self.enqueue(&row);
+    /// Delete an ended run (and, on PostgreSQL, its stored frames and result).
+    pub(crate) async fn delete_run(&self, run: &str) -> ApiResult<bool> {
+        let gone = self.queue.forget(&RunId::new(run)?).await?;
+        #[cfg(feature = "postgres")]
+        if let (true, Some(frames)) = (gone, &self.frames) {
+            frames.delete(run).await?;
         }
-        Ok(runs.len())
+        Ok(gone)
+    }
+
+    /// Delete the records of a thread's runs (after its runs stopped).
+    pub(crate) async fn forget_runs(&self, thread: &str) -> ApiResult<()> {
+        for r in self.queue.runs(&ThreadId::new(thread)?).await? {
+            self.delete_run(r.run.as_str()).await?;
+        }
+        Ok(())
     }
 
     /// A thread id for a run without one (`POST /runs/stream`): a thread of its own, deleted

@@ -1,113 +1,61 @@
-//! Runs on PostgreSQL: any server on the database accepts a run into the run queue, and
-//! one server's worker leases it and runs it. Its frames go to the `server_frames` table
-//! (the sink) and from there to whichever server holds a client's stream (`relay`). A
-//! server that dies loses its leases; another takes its runs over when their leases end,
-//! and goes on from each run's newest checkpoint.
+//! Frames through PostgreSQL: the server running a run copies its frames into the
+//! `server_frames` table (the sink) and its result into `server_results`; from there they
+//! go to whichever server holds a client's stream (`relay`). Ended runs' rows are trimmed.
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use serde_json::json;
-use stategraph::checkpoints::{
-    CheckpointError, Lease, Multitask as QueueStrategy, RunEnd, RunId, StopRequest, ThreadId,
-    Wakeups,
-};
-use stategraph::worker::{Beat, Heartbeat};
-use stategraph::CancelToken;
-use tokio::sync::Semaphore;
+use serde_json::Value;
+use stategraph::checkpoints::PostgresSaver;
+use tokio::task::JoinHandle;
 
-use super::execute::{outcome, End};
 use super::log::LOG_FRAMES;
-use super::{Active, Next, RunLog, StopAction};
-use crate::error::{ApiError, ApiResult};
+use super::{Active, Next, RunLog, FRAMES};
+use crate::error::ApiResult;
 use crate::ids::now_ms;
-use crate::store::postgres::{PgBook, Ticket};
-use crate::store::{RunRow, RunStatus};
-use crate::wire::Multitask;
+use crate::store::postgres::PgBook;
 use crate::Shared;
-
-/// The payload of a notification that a run has new frames: this prefix and the run's id
-/// (a run's own id is the queue's: its state changed).
-pub(crate) const FRAMES: &str = "frames:";
 
 /// Ended runs' frames and results are kept this long for late readers, then trimmed.
 const KEEP_ENDED: Duration = Duration::from_secs(600);
 
-/// This server's part in the queue.
+/// Frames and results in the database, for the relays of every server.
 #[derive(Debug)]
-pub(crate) struct PgRuns {
+pub(crate) struct FrameStore {
     pub(crate) book: PgBook,
-    /// The queue's notifications (one listening connection; each waiter clones it).
-    pub(crate) wakeups: Wakeups,
-    /// This server's name as the queue's worker.
-    worker: String,
-    /// How long a lease lasts without a heartbeat.
-    lease: Duration,
-    /// How long an idle worker or relay waits when nothing notifies it.
-    pub(crate) poll: Duration,
-    /// Runs this server runs at once.
-    slots: Arc<Semaphore>,
+    /// The saver, whose fenced copies a leased run's graph writes through.
+    pub(crate) saver: PostgresSaver,
 }
 
-impl PgRuns {
-    pub(crate) async fn new(book: PgBook, lease: Duration, concurrency: usize) -> PgRuns {
-        let wakeups = book.queue.wakeups().await;
-        let worker = format!("serve-{}-{}", std::process::id(), &crate::ids::uuid4()[..8]);
-        PgRuns {
+impl FrameStore {
+    pub(crate) fn new(book: PgBook) -> FrameStore {
+        FrameStore {
+            saver: book.saver.clone(),
             book,
-            wakeups,
-            worker,
-            lease,
-            poll: (lease / 4).min(Duration::from_secs(1)),
-            slots: Arc::new(Semaphore::new(concurrency.max(1))),
         }
     }
 
-    /// Queue `row` under its thread's multitask rule.
-    pub(crate) async fn submit(&self, row: &RunRow) -> ApiResult<()> {
-        let strategy = match row.multitask {
-            Multitask::Reject => QueueStrategy::Reject,
-            Multitask::Enqueue => QueueStrategy::Enqueue,
-            Multitask::Interrupt => QueueStrategy::Interrupt,
-            Multitask::Rollback => QueueStrategy::Rollback,
-        };
-        let ticket = serde_json::to_value(Ticket::of(row))
-            .map_err(|e| ApiError::Internal(format!("encoding a run: {e}")))?;
-        let (run, thread) = (RunId::new(&row.run_id)?, ThreadId::new(&row.thread_id)?);
-        match self
-            .book
-            .queue
-            .submit_as(&run, &thread, &ticket, strategy)
+    /// Store what `wait` and `join` answer for `run`.
+    async fn store_result(&self, run: &str, result: &Value) -> ApiResult<()> {
+        let text = format!(
+            "INSERT INTO {}server_results VALUES ($1, $2, $3)
+             ON CONFLICT (run_id) DO UPDATE SET result = $2, at = $3",
+            self.book.s
+        );
+        self.book
+            .query(&text, &[&run, &result.to_string(), &now_ms()])
             .await
-        {
-            Err(CheckpointError::ThreadBusy { run: other, .. }) => {
-                Err(ApiError::Conflict(format!(
-                    "thread {} is busy with run {other}; multitask_strategy reject refuses another",
-                    row.thread_id
-                )))
-            }
-            other => Ok(other?),
-        }
+            .map(drop)
     }
 
-    /// Ask a pending or running run to stop; whether the queue held it unfinished. A pending
-    /// run rolled back is deleted, as on SQLite.
-    pub(crate) async fn stop(&self, run: &str, action: StopAction) -> bool {
-        let Ok(id) = RunId::new(run) else {
-            return false;
-        };
-        let request = match action {
-            StopAction::Interrupt => StopRequest::Interrupt,
-            StopAction::Rollback => StopRequest::Rollback,
-        };
-        match self.book.queue.stop(&id, request).await {
-            Ok(RunStatus::Cancelled) if action == StopAction::Rollback => {
-                let _ = self.book.delete_run(run).await;
-                true
-            }
-            Ok(_) => true,
-            Err(_) => false,
-        }
+    /// Delete a run's frames and result.
+    pub(crate) async fn delete(&self, run: &str) -> ApiResult<()> {
+        let text = format!(
+            "WITH f AS (DELETE FROM {s}server_frames WHERE run_id = $1)
+             DELETE FROM {s}server_results WHERE run_id = $1",
+            s = self.book.s
+        );
+        self.book.query(&text, &[&run]).await.map(drop)
     }
 
     /// Delete the frames and results of runs that ended more than [`KEEP_ENDED`] ago.
@@ -126,157 +74,33 @@ impl PgRuns {
 }
 
 impl Shared {
-    /// This server's worker: lease runs while it has slots, run each on its own task.
-    pub(crate) async fn work(self: Arc<Self>, pg: Arc<PgRuns>) {
-        let mut wake = pg.wakeups.clone();
-        let mut trimmed = Instant::now();
-        loop {
-            let Ok(slot) = pg.slots.clone().acquire_owned().await else {
-                return;
-            };
-            if let Ok(Some(lease)) = pg.book.queue.lease(&pg.worker, pg.lease).await {
-                let (shared, pg) = (self.clone(), pg.clone());
-                tokio::spawn(async move {
-                    shared.run_leased(&pg, lease).await;
-                    drop(slot);
-                });
-                continue;
-            }
-            drop(slot);
-            if trimmed.elapsed() > KEEP_ENDED / 10 {
-                trimmed = Instant::now();
-                let _ = pg.trim().await;
-            }
-            wake.wait_until(pg.poll, |p| !p.starts_with(FRAMES)).await;
-        }
+    /// On PostgreSQL, start copying `active`'s frames into the database.
+    pub(crate) fn sink(&self, active: &Active) -> Option<JoinHandle<()>> {
+        let frames = self.frames.as_ref()?;
+        let (book, log) = (frames.book.clone(), active.log.clone());
+        Some(tokio::spawn(sink(book, log, active.row.run_id.clone())))
     }
 
-    /// Run a leased run to its end, its checkpoints fenced by the lease; its frames, result
-    /// and end stored for every server to read. A lost lease ends nothing: the run's new
-    /// holder does.
-    async fn run_leased(&self, pg: &PgRuns, lease: Lease) {
-        let ticket = match &lease.unreadable {
-            None => serde_json::from_value::<Ticket>(lease.input.clone()).ok(),
-            Some(_) => None,
-        };
-        let Some(ticket) = ticket else {
-            let why = "not a run of an Agent Server: its input is no server ticket";
-            let reason = lease.unreadable.clone().unwrap_or_else(|| why.to_owned());
-            let _ = pg.book.queue.finish(&lease, RunEnd::Failed(reason)).await;
+    /// On PostgreSQL, end `active`'s log, wait until its frames are stored, and store its
+    /// result: all before its end is, so a relay that sees the end has everything.
+    pub(crate) async fn store_frames(&self, active: &Active, sink: Option<JoinHandle<()>>) {
+        let Some(frames) = &self.frames else {
             return;
         };
-        let created = i64::try_from(lease.created_at_ms).unwrap_or(0);
-        let row = ticket.row(
-            lease.run.as_str(),
-            lease.thread.as_str(),
-            RunStatus::Running,
-            (created, now_ms()),
-            lease.attempt,
-        );
-        let resumable = row.request.stream_resumable.unwrap_or(false);
-        let active = Arc::new(Active {
-            row: row.clone(),
-            cancel: CancelToken::new(),
-            stop: Mutex::new(None),
-            log: RunLog::new(resumable, row.attempt),
-            stored: tokio::sync::watch::Sender::new(Some(true)),
-        });
-        let beat = Heartbeat::start(
-            pg.book.queue.clone(),
-            lease.clone(),
-            pg.lease,
-            pg.lease / 3,
-            pg.wakeups.clone(),
-            active.cancel.clone(),
-        );
-        let sink = tokio::spawn(sink(
-            pg.book.clone(),
-            active.log.clone(),
-            row.run_id.clone(),
-        ));
-        let end = match lease.stop {
-            Some(request) => End::Stopped(action_of(request)),
-            None => {
-                let fenced = Arc::new(pg.book.saver.fenced(&lease));
-                self.drive(&row, &active, Some(fenced)).await
-            }
-        };
-        let end = match (end, beat.stop().await) {
-            (_, Beat::Lost) => {
-                active.log.finish();
-                sink.abort();
-                return;
-            }
-            (End::Stopped(_), Beat::Stop(request)) => End::Stopped(action_of(request)),
-            (end, _) => end,
-        };
-        *active.stop.lock().unwrap_or_else(PoisonError::into_inner) = match &end {
-            End::Stopped(action) => Some(*action),
-            _ => None,
-        };
-        self.settle_leased(pg, &lease, &active, end, sink).await;
-    }
-
-    /// Store how a leased run ended: its thread's status first (the next run of the thread
-    /// cannot start before the end below, so it cannot be overwritten by this one's), then
-    /// its frames and result, then its end under the lease.
-    async fn settle_leased(
-        &self,
-        pg: &PgRuns,
-        lease: &Lease,
-        active: &Active,
-        end: End,
-        sink: tokio::task::JoinHandle<()>,
-    ) {
-        let row = &active.row;
-        let (_, thread_status, error) = outcome(&end, active);
-        let stored = async {
-            if !row.stateless {
-                pg.book
-                    .set_thread_status(&row.thread_id, thread_status, error.as_ref())
-                    .await?;
-            }
-            Ok::<(), ApiError>(())
-        };
-        if let Err(e) = stored.await {
-            active.log.push(
-                "error",
-                &json!({ "error": e.kind(), "message": e.to_string() }),
-            );
-        }
         active.log.finish();
-        let _ = sink.await;
+        if let Some(sink) = sink {
+            let _ = sink.await;
+        }
         if let Some(result) = active.log.result().await {
-            let text = format!(
-                "INSERT INTO {}server_results VALUES ($1, $2, $3)
-                 ON CONFLICT (run_id) DO UPDATE SET result = $2, at = $3",
-                pg.book.s
-            );
-            let _ = pg
-                .book
-                .query(&text, &[&row.run_id, &result.to_string(), &now_ms()])
-                .await;
-        }
-        let run_end = match end {
-            End::Done { .. } => RunEnd::Success,
-            End::Stopped(StopAction::Interrupt) => RunEnd::Stopped(StopRequest::Interrupt),
-            End::Stopped(StopAction::Rollback) => RunEnd::Stopped(StopRequest::Rollback),
-            End::Failed { message, .. } => RunEnd::Failed(message),
-        };
-        if pg.book.queue.finish(lease, run_end).await.is_err() || !row.stateless {
-            return;
-        }
-        if let Ok(thread) = ThreadId::new(&row.thread_id) {
-            let _ = self.saver.delete_thread(&thread).await;
-            let _ = pg.book.delete_thread(&row.thread_id).await;
+            let _ = frames.store_result(&active.row.run_id, &result).await;
         }
     }
-}
 
-fn action_of(request: StopRequest) -> StopAction {
-    match request {
-        StopRequest::Rollback => StopAction::Rollback,
-        StopRequest::Interrupt | StopRequest::Cancel => StopAction::Interrupt,
+    /// On PostgreSQL, trim the stored frames of runs long ended.
+    pub(crate) async fn trim_frames(&self) {
+        if let Some(frames) = &self.frames {
+            let _ = frames.trim().await;
+        }
     }
 }
 
@@ -298,7 +122,7 @@ async fn sink(book: PgBook, log: Arc<RunLog>, run: String) {
          SELECT pg_notify($6, $7), (SELECT count(*) FROM ins)"
     );
     let trim = format!("DELETE FROM {s}server_frames WHERE run_id = $1 AND pos < $2");
-    let channel = book.queue.channel();
+    let channel = book.saver.queue().channel();
     let payload = format!("{FRAMES}{run}");
     let attempt = i32::try_from(log.attempt).unwrap_or(i32::MAX);
     let mut next = 0u64;

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use super::pg::{PgRuns, FRAMES};
-use super::{keep_ended, Frame, RunLog};
+use super::pg::FrameStore;
+use super::{keep_ended, Frame, RunLog, FRAMES};
 use crate::store::RunRow;
 use crate::Shared;
 
@@ -15,52 +15,55 @@ const BATCH: i64 = 1000;
 
 impl Shared {
     /// The relayed log of `row`'s run, started if this server has none.
-    pub(crate) fn relay(self: &Arc<Self>, pg: &Arc<PgRuns>, row: &RunRow) -> Arc<RunLog> {
+    pub(crate) fn relay(self: &Arc<Self>, frames: &Arc<FrameStore>, row: &RunRow) -> Arc<RunLog> {
         let run = &row.run_id;
+        if let Some(log) = self.runs.log(run) {
+            return log;
+        }
         let log = {
             let mut g = self.runs.lock();
-            if let Some(log) = g.relays.get(run).cloned().or_else(|| {
-                g.ended
-                    .iter()
-                    .rev()
-                    .find(|(id, _)| id == run)
-                    .map(|(_, l)| l.clone())
-            }) {
-                return log;
+            if let Some(log) = g.logs.get(run) {
+                return log.clone();
             }
             let log = RunLog::relayed(row.request.stream_resumable.unwrap_or(false));
-            g.relays.insert(run.clone(), log.clone());
+            g.logs.insert(run.clone(), log.clone());
             log
         };
-        let (shared, pg, run, relayed) = (self.clone(), pg.clone(), run.clone(), log.clone());
+        let (shared, frames, run, relayed) =
+            (self.clone(), frames.clone(), run.clone(), log.clone());
         tokio::spawn(async move {
-            relay(&pg, &run, &relayed).await;
+            let mut wake = shared.wakeups.clone();
+            relay(&frames, &mut wake, shared.worker.poll, &run, &relayed).await;
             relayed.finish();
-            let mut g = shared.runs.lock();
-            g.relays.remove(&run);
-            keep_ended(&mut g, &run, relayed);
+            keep_ended(&mut shared.runs.lock(), &run, relayed);
         });
         log
     }
 }
 
 /// Copy `run`'s frames into `log` until the run has ended; then its result.
-async fn relay(pg: &PgRuns, run: &str, log: &RunLog) {
-    let s = &pg.book.s;
+async fn relay(
+    frames_store: &FrameStore,
+    wake: &mut stategraph_runs::Wakeups,
+    poll: std::time::Duration,
+    run: &str,
+    log: &RunLog,
+) {
+    let book = &frames_store.book;
+    let s = &book.s;
     let frames = format!(
         "SELECT pos, attempt, event, data FROM {s}server_frames
          WHERE run_id = $1 AND pos >= $2 ORDER BY pos LIMIT {BATCH}"
     );
     let status = format!("SELECT status FROM {s}sg_run_queue WHERE run_id = $1");
     let result = format!("SELECT result FROM {s}server_results WHERE run_id = $1");
-    let mut wake = pg.wakeups.clone();
     let payload = format!("{FRAMES}{run}");
     let mut next: i64 = 0;
     // Whether the run was seen ended: every frame it will have is stored by then.
     let mut ended = false;
     loop {
-        let Ok(rows) = pg.book.query(&frames, &[&run, &next]).await else {
-            wake.wait_until(pg.poll, |_| false).await;
+        let Ok(rows) = book.query(&frames, &[&run, &next]).await else {
+            wake.wait_until(poll, |_| false).await;
             continue;
         };
         for r in &rows {
@@ -87,7 +90,7 @@ async fn relay(pg: &PgRuns, run: &str, log: &RunLog) {
             break;
         }
         if rows.is_empty() {
-            let row = pg.book.query(&status, &[&run]).await;
+            let row = book.query(&status, &[&run]).await;
             let state: Option<String> = match &row {
                 Ok(rows) => rows.first().and_then(|r| r.try_get(0).ok()),
                 Err(_) => Some("pending".to_owned()),
@@ -98,9 +101,9 @@ async fn relay(pg: &PgRuns, run: &str, log: &RunLog) {
                 continue;
             }
         }
-        wake.wait_until(pg.poll, |p| p == run || p == payload).await;
+        wake.wait_until(poll, |p| p == run || p == payload).await;
     }
-    if let Ok(rows) = pg.book.query(&result, &[&run]).await {
+    if let Ok(rows) = book.query(&result, &[&run]).await {
         let value = rows.first().and_then(|r| r.try_get::<_, String>(0).ok());
         if let Some(value) = value.and_then(|v| serde_json::from_str(&v).ok()) {
             log.set_result(value);

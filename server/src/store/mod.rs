@@ -1,16 +1,19 @@
-//! The server's own records: threads (metadata, status) and runs (status, the request that
-//! made them, so a queued or running run survives a restart), beside the saver's
-//! checkpoints. On SQLite they are tables of the checkpoint file; on PostgreSQL a table of
-//! threads in the saver's schema, and the runs are the run queue's.
+//! The server's own records, beside the saver's checkpoints: threads (metadata, status), in
+//! a table of the checkpoint file or of the saver's PostgreSQL schema; and runs, which are
+//! the run queue's, each queued with its [`Ticket`] as its input (so a queued or running run
+//! survives a restart, and any server on the database can run it).
 //!
-//! Inside: `sqlite` and `postgres` the two backends; here the records and the calls the
-//! routes make, whichever backend holds them.
+//! Inside: `sqlite` and `postgres` the two backends of the threads; here the records, and
+//! the runs as the queue holds them.
 
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 
 use serde_json::{Map, Value};
+
+use serde::{Deserialize, Serialize};
+use stategraph_runs::{QueuedRun, RunId, RunQueue, ThreadId};
 
 use crate::error::ApiResult;
 use crate::wire::{Multitask, RunCreate, ThreadSearch};
@@ -134,7 +137,105 @@ pub(crate) fn search_terms(q: &ThreadSearch) -> ApiResult<SearchTerms> {
     })
 }
 
-/// Where the records are.
+/// What a run's submission queues as its input: all a worker of any server needs to run it,
+/// and all `GET /runs/{id}` shows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Ticket {
+    pub(crate) assistant_id: String,
+    pub(crate) graph_id: String,
+    pub(crate) metadata: Map<String, Value>,
+    pub(crate) multitask: Multitask,
+    pub(crate) request: RunCreate,
+    pub(crate) stateless: bool,
+}
+
+impl Ticket {
+    pub(crate) fn of(row: &RunRow) -> Self {
+        Ticket {
+            assistant_id: row.assistant_id.clone(),
+            graph_id: row.graph_id.clone(),
+            metadata: row.metadata.clone(),
+            multitask: row.multitask,
+            request: row.request.clone(),
+            stateless: row.stateless,
+        }
+    }
+
+    /// The run it makes, as its queue row says it stands.
+    pub(crate) fn row(
+        self,
+        run: &str,
+        thread: &str,
+        status: RunStatus,
+        times: (i64, i64),
+        attempt: u32,
+    ) -> RunRow {
+        RunRow {
+            run_id: run.to_owned(),
+            thread_id: thread.to_owned(),
+            assistant_id: self.assistant_id,
+            graph_id: self.graph_id,
+            status,
+            created_at: times.0,
+            updated_at: times.1,
+            metadata: self.metadata,
+            multitask: self.multitask,
+            request: self.request,
+            attempt: attempt.max(1),
+            stateless: self.stateless,
+        }
+    }
+}
+
+/// A queued run as a run of this server: `None` for one whose input is no ticket (another
+/// program's), or that a rollback undid (as if deleted). A cancelled run reads as
+/// `interrupted`, as on LangGraph's server.
+fn run_row(q: QueuedRun) -> Option<RunRow> {
+    let undone =
+        q.status == RunStatus::Cancelled && q.stop == Some(stategraph_runs::StopRequest::Rollback);
+    let ticket: Ticket = serde_json::from_value(q.input).ok().filter(|_| !undone)?;
+    let status = match q.status {
+        RunStatus::Cancelled => RunStatus::Interrupted,
+        other => other,
+    };
+    let times = (
+        i64::try_from(q.created_at_ms).unwrap_or(0),
+        i64::try_from(q.updated_at_ms).unwrap_or(0),
+    );
+    // A run whose lease ended is about to be taken over: its next frames are its next
+    // attempt's.
+    let attempt = q.attempts + u32::from(q.lease_expired);
+    Some(ticket.row(q.run.as_str(), q.thread.as_str(), status, times, attempt))
+}
+
+/// The run `run`, as the queue holds it.
+pub(crate) async fn run(queue: &dyn RunQueue, run: &str) -> ApiResult<Option<RunRow>> {
+    let Ok(id) = RunId::new(run) else {
+        return Ok(None);
+    };
+    Ok(queue.run(&id).await?.and_then(run_row))
+}
+
+/// A thread's runs, newest first, paged; with `status`, those of that status.
+pub(crate) async fn runs_of(
+    queue: &dyn RunQueue,
+    thread: &str,
+    (limit, offset): (usize, usize),
+    status: Option<RunStatus>,
+) -> ApiResult<Vec<RunRow>> {
+    let thread = ThreadId::new(thread)?;
+    let all = queue.runs(&thread).await?;
+    Ok(all
+        .into_iter()
+        .rev()
+        .filter_map(run_row)
+        .filter(|r| status.is_none_or(|s| r.status == s))
+        .skip(offset)
+        .take(limit)
+        .collect())
+}
+
+/// Where the threads are.
 #[derive(Debug)]
 pub(crate) enum Book {
     /// Tables of the checkpoint file.
@@ -179,12 +280,26 @@ impl Book {
         }
     }
 
-    /// Delete a thread's record (and, on SQLite, its runs'); whether it existed.
+    /// Delete a thread's record; whether it existed.
     pub(crate) async fn delete_thread(&self, id: &str) -> ApiResult<bool> {
         match self {
             Book::Sqlite(b) => b.delete_thread(id),
             #[cfg(feature = "postgres")]
             Book::Postgres(b) => b.delete_thread(id).await,
+        }
+    }
+
+    /// Set the thread's status (what its last run left it), and its error.
+    pub(crate) async fn set_thread_status(
+        &self,
+        id: &str,
+        status: ThreadStatus,
+        error: Option<&Value>,
+    ) -> ApiResult<()> {
+        match self {
+            Book::Sqlite(b) => b.set_thread_status(id, status, error),
+            #[cfg(feature = "postgres")]
+            Book::Postgres(b) => b.set_thread_status(id, status, error).await,
         }
     }
 
@@ -194,49 +309,6 @@ impl Book {
             Book::Sqlite(b) => b.search_threads(q),
             #[cfg(feature = "postgres")]
             Book::Postgres(b) => b.search_threads(q).await,
-        }
-    }
-
-    pub(crate) async fn run(&self, run: &str) -> ApiResult<Option<RunRow>> {
-        match self {
-            Book::Sqlite(b) => b.run(run),
-            #[cfg(feature = "postgres")]
-            Book::Postgres(b) => b.run(run).await,
-        }
-    }
-
-    /// A thread's runs, newest first.
-    pub(crate) async fn runs_of(
-        &self,
-        thread: &str,
-        limit: usize,
-        offset: usize,
-        status: Option<RunStatus>,
-    ) -> ApiResult<Vec<RunRow>> {
-        match self {
-            Book::Sqlite(b) => b.runs_of(thread, limit, offset, status),
-            #[cfg(feature = "postgres")]
-            Book::Postgres(b) => b.runs_of(thread, limit, offset, status).await,
-        }
-    }
-
-    /// Delete an ended run's record; whether it existed.
-    pub(crate) async fn delete_run(&self, run: &str) -> ApiResult<bool> {
-        match self {
-            Book::Sqlite(b) => b.delete_run(run),
-            #[cfg(feature = "postgres")]
-            Book::Postgres(b) => b.delete_run(run).await,
-        }
-    }
-
-    /// The SQLite tables, which the in-process queue keeps its runs' states in.
-    pub(crate) fn local(&self) -> ApiResult<&SqliteBook> {
-        match self {
-            Book::Sqlite(b) => Ok(b),
-            #[cfg(feature = "postgres")]
-            Book::Postgres(_) => Err(crate::error::ApiError::Internal(
-                "the in-process run queue was asked of a server on PostgreSQL".to_owned(),
-            )),
         }
     }
 }

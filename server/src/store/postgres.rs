@@ -1,104 +1,33 @@
-//! The records on PostgreSQL, in the saver's schema: a table of threads, and the runs as
-//! the run queue holds them (`sg_run_queue`; each run's input is its [`Ticket`]). A
-//! thread's status reads `busy` while the queue holds an unfinished run of it, so every
+//! The records on PostgreSQL, in the saver's schema: a table of threads. A thread's status
+//! reads `busy` while the run queue (`sg_run_queue`) holds an unfinished run of it, so every
 //! server on the database sees the same status without writing it at each submission.
 //! Frames and results of runs (`server_frames`, `server_results`) are the relay's
 //! (`runs::relay`); their tables are made here with the others.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use stategraph::checkpoints::{PostgresSaver, RunId, RunQueue};
+use stategraph::checkpoints::PostgresSaver;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use super::sqlite::{json_map, json_text, storage};
-use super::{search_terms, RunRow, RunStatus, ThreadRow, ThreadStatus};
+use super::{search_terms, ThreadRow, ThreadStatus};
 use crate::error::ApiResult;
 use crate::ids::now_ms;
-use crate::wire::{Multitask, RunCreate, ThreadSearch};
-
-/// What a run's submission stores as its queued input: all a worker of any server on the
-/// database needs to run it, and all `GET /runs/{id}` shows.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Ticket {
-    pub(crate) assistant_id: String,
-    pub(crate) graph_id: String,
-    pub(crate) metadata: Map<String, Value>,
-    pub(crate) multitask: Multitask,
-    pub(crate) request: RunCreate,
-    pub(crate) stateless: bool,
-}
-
-impl Ticket {
-    pub(crate) fn of(row: &RunRow) -> Self {
-        Ticket {
-            assistant_id: row.assistant_id.clone(),
-            graph_id: row.graph_id.clone(),
-            metadata: row.metadata.clone(),
-            multitask: row.multitask,
-            request: row.request.clone(),
-            stateless: row.stateless,
-        }
-    }
-
-    /// The run it makes, as its queue row says it stands.
-    pub(crate) fn row(
-        self,
-        run: &str,
-        thread: &str,
-        status: RunStatus,
-        times: (i64, i64),
-        attempt: u32,
-    ) -> RunRow {
-        RunRow {
-            run_id: run.to_owned(),
-            thread_id: thread.to_owned(),
-            assistant_id: self.assistant_id,
-            graph_id: self.graph_id,
-            status,
-            created_at: times.0,
-            updated_at: times.1,
-            metadata: self.metadata,
-            multitask: self.multitask,
-            request: self.request,
-            attempt: attempt.max(1),
-            stateless: self.stateless,
-        }
-    }
-}
+use crate::wire::ThreadSearch;
 
 /// The server's tables, in the saver's schema, reached through the saver's pool.
 #[derive(Debug, Clone)]
 pub(crate) struct PgBook {
     pub(crate) saver: PostgresSaver,
-    pub(crate) queue: RunQueue,
     /// `"schema".` to put before a table's name.
     pub(crate) s: String,
 }
-
-/// A status as a server reports it: a cancelled run is `interrupted`, as on LangGraph's.
-fn run_status(text: &str) -> RunStatus {
-    match RunStatus::parse(text) {
-        Some(RunStatus::Cancelled) => RunStatus::Interrupted,
-        Some(s) => s,
-        None => RunStatus::Error,
-    }
-}
-
-/// Runs the queue holds for this server: not the ones a rollback undid (as if deleted,
-/// as on SQLite), nor any another program queued in the schema (their input is no ticket).
-const SERVER_RUNS: &str = "NOT (q.stop IS NOT DISTINCT FROM 'rollback'
-        AND q.status NOT IN ('pending', 'running'))";
 
 impl PgBook {
     /// Make the tables (if missing) in `saver`'s schema.
     pub(crate) async fn open(saver: PostgresSaver) -> ApiResult<PgBook> {
         let s = format!("\"{}\".", saver.schema());
-        let book = PgBook {
-            queue: saver.queue(),
-            saver,
-            s,
-        };
+        let book = PgBook { saver, s };
         let s = &book.s;
         let ddl = format!(
             "SELECT pg_advisory_xact_lock(hashtext('stategraph server tables'));
@@ -254,63 +183,6 @@ impl PgBook {
             .await?;
         rows.iter().map(thread_row).collect()
     }
-
-    fn runs(&self) -> String {
-        format!(
-            "SELECT q.run_id, q.thread, q.status, q.input, q.created_at, q.updated_at,
-                 q.attempts FROM {}sg_run_queue q WHERE {SERVER_RUNS}",
-            self.s
-        )
-    }
-
-    pub(crate) async fn run(&self, run: &str) -> ApiResult<Option<RunRow>> {
-        let text = format!("{} AND q.run_id = $1", self.runs());
-        let rows = self.query(&text, &[&run]).await?;
-        Ok(rows.iter().find_map(run_row))
-    }
-
-    /// A thread's runs, newest first.
-    pub(crate) async fn runs_of(
-        &self,
-        thread: &str,
-        limit: usize,
-        offset: usize,
-        status: Option<RunStatus>,
-    ) -> ApiResult<Vec<RunRow>> {
-        // A cancelled run reads as interrupted: asking for either finds both.
-        let statuses: Option<Vec<&str>> = status.map(|s| match s {
-            RunStatus::Interrupted | RunStatus::Cancelled => vec!["interrupted", "cancelled"],
-            other => vec![other.as_str()],
-        });
-        let text = format!(
-            "{} AND q.thread = $1 AND ($2::text[] IS NULL OR q.status = ANY($2))
-             ORDER BY q.seq DESC LIMIT $3 OFFSET $4",
-            self.runs()
-        );
-        let (limit, offset) = (
-            i64::try_from(limit).unwrap_or(i64::MAX),
-            i64::try_from(offset).unwrap_or(i64::MAX),
-        );
-        let rows = self
-            .query(&text, &[&thread, &statuses, &limit, &offset])
-            .await?;
-        Ok(rows.iter().filter_map(run_row).collect())
-    }
-
-    /// Delete an ended run from the queue, with its frames and result.
-    pub(crate) async fn delete_run(&self, run: &str) -> ApiResult<bool> {
-        let id = RunId::new(run)?;
-        let gone = self.queue.forget(&id).await?;
-        if gone {
-            let text = format!(
-                "WITH f AS (DELETE FROM {s}server_frames WHERE run_id = $1)
-                 DELETE FROM {s}server_results WHERE run_id = $1",
-                s = self.s
-            );
-            self.query(&text, &[&run]).await?;
-        }
-        Ok(gone)
-    }
 }
 
 fn thread_row(r: &Row) -> ApiResult<ThreadRow> {
@@ -324,16 +196,4 @@ fn thread_row(r: &Row) -> ApiResult<ThreadRow> {
         status: ThreadStatus::parse(&status).unwrap_or(ThreadStatus::Idle),
         error: text(5)?.and_then(|e| serde_json::from_str(&e).ok()),
     })
-}
-
-/// A queue row as a run of this server; `None` for a row whose input is no ticket.
-fn run_row(r: &Row) -> Option<RunRow> {
-    let run: String = r.try_get(0).ok()?;
-    let thread: String = r.try_get(1).ok()?;
-    let status: String = r.try_get(2).ok()?;
-    let input: String = r.try_get(3).ok()?;
-    let ticket: Ticket = serde_json::from_str(&input).ok()?;
-    let times = (r.try_get(4).ok()?, r.try_get(5).ok()?);
-    let attempt = u32::try_from(r.try_get::<_, i32>(6).ok()?).unwrap_or(0);
-    Some(ticket.row(&run, &thread, run_status(&status), times, attempt))
 }

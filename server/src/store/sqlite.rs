@@ -1,14 +1,15 @@
-//! The records on SQLite: tables of the checkpoint file beside the saver's, and the queue's
-//! state of each run (the in-process queue keeps the rest).
+//! The records on SQLite: the threads, a table of the checkpoint file beside the saver's
+//! and the run queue's (whose runs are the server's runs). A thread reads `busy` while the
+//! queue holds an unfinished run of it. A file whose runs an earlier build kept in
+//! `server_runs` has them moved into the queue when it is opened.
 
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::{Map, Value};
 
-use super::{search_terms, RunRow, RunStatus, ThreadRow, ThreadStatus};
+use super::{search_terms, ThreadRow, ThreadStatus};
 use crate::error::{ApiError, ApiResult};
 use crate::ids::now_ms;
 use crate::wire::ThreadSearch;
@@ -22,23 +23,6 @@ CREATE TABLE IF NOT EXISTS server_threads (
     status TEXT NOT NULL,
     error TEXT
 );
-CREATE TABLE IF NOT EXISTS server_runs (
-    run_id TEXT PRIMARY KEY,
-    thread_id TEXT NOT NULL,
-    assistant_id TEXT NOT NULL,
-    graph_id TEXT NOT NULL,
-    status TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    metadata TEXT NOT NULL,
-    multitask_strategy TEXT NOT NULL,
-    request TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    stateless INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS server_runs_by_thread ON server_runs(thread_id, run_id);
-CREATE INDEX IF NOT EXISTS server_runs_unfinished ON server_runs(status)
-    WHERE status IN ('pending', 'running');
 ";
 
 /// The server's tables, on one connection of their own to the checkpoint file.
@@ -72,8 +56,9 @@ impl SqliteBook {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         // The saver's writer holds the write lock for its commits: wait in short slices,
         // not SQLite's default back-off of up to 100 ms.
-        conn.busy_handler(Some(wait_for_the_lock))?;
+        conn.busy_handler(Some(stategraph_runs::wait_for_the_lock))?;
         conn.execute_batch(SCHEMA)?;
+        move_old_runs(&mut conn)?;
         Ok(SqliteBook {
             conn: Mutex::new(conn),
         })
@@ -115,7 +100,7 @@ impl SqliteBook {
 
     pub(crate) fn thread(&self, id: &str) -> ApiResult<Option<ThreadRow>> {
         self.with(|c| {
-            c.prepare_cached(THREAD_BY_ID)?
+            c.prepare_cached(&thread_by_id())?
                 .query_row([id], thread_row)
                 .optional()
         })
@@ -132,7 +117,7 @@ impl SqliteBook {
             let tx =
                 rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)?;
             let Some(mut row) = tx
-                .prepare_cached(THREAD_BY_ID)?
+                .prepare_cached(&thread_by_id())?
                 .query_row([id], thread_row)
                 .optional()?
             else {
@@ -160,11 +145,9 @@ impl SqliteBook {
         self.with(|c| set_thread(c, id, status, error))
     }
 
-    /// Delete a thread and its runs; whether it existed.
+    /// Delete a thread's record; whether it existed.
     pub(crate) fn delete_thread(&self, id: &str) -> ApiResult<bool> {
         self.with(|c| {
-            c.prepare_cached("DELETE FROM server_runs WHERE thread_id = ?1")?
-                .execute([id])?;
             c.prepare_cached("DELETE FROM server_threads WHERE thread_id = ?1")?
                 .execute([id])
         })
@@ -175,10 +158,7 @@ impl SqliteBook {
     /// equal value of the same JSON type; an object value must be equal, not contained),
     /// ids, status; sorted and paged.
     pub(crate) fn search_threads(&self, q: &ThreadSearch) -> ApiResult<Vec<ThreadRow>> {
-        let mut sql = String::from(
-            "SELECT thread_id, created_at, updated_at, metadata, status, error FROM server_threads
-             WHERE 1 = 1",
-        );
+        let mut sql = format!("SELECT * FROM ({THREADS}) WHERE 1 = 1");
         let mut args: Vec<String> = Vec::new();
         for (key, value) in q.metadata.iter().flatten() {
             if key.contains('"') || key.contains('\\') {
@@ -213,7 +193,7 @@ impl SqliteBook {
             sql.push_str(&format!(" AND thread_id IN ({})", marks.join(", ")));
         }
         sql.push_str(&format!(
-            " ORDER BY {col} {order}, rowid {order} LIMIT {} OFFSET {}",
+            " ORDER BY {col} {order}, seq {order} LIMIT {} OFFSET {}",
             terms.limit,
             terms.offset,
             col = terms.column,
@@ -225,139 +205,6 @@ impl SqliteBook {
             rows.collect()
         })
     }
-
-    /// Store a new run, and mark its thread busy, in one transaction.
-    pub(crate) fn insert_run(&self, run: &RunRow) -> ApiResult<()> {
-        let request = serde_json::to_string(&run.request).map_err(storage)?;
-        self.with(|c| {
-            let tx =
-                rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)?;
-            tx.prepare_cached(
-                "INSERT INTO server_runs VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?
-            .execute(params![
-                run.run_id,
-                run.thread_id,
-                run.assistant_id,
-                run.graph_id,
-                run.status.as_str(),
-                run.created_at,
-                json_text(&run.metadata),
-                run.multitask.as_str(),
-                request,
-                run.attempt,
-                run.stateless,
-            ])?;
-            set_thread(&tx, &run.thread_id, ThreadStatus::Busy, None)?;
-            tx.commit()
-        })
-    }
-
-    /// A run starts: `running`, and its thread `busy`, in one transaction.
-    pub(crate) fn start_run(&self, run: &str, thread: &str) -> ApiResult<()> {
-        self.with(|c| {
-            let tx =
-                rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)?;
-            update_run(&tx, run, RunStatus::Running)?;
-            set_thread(&tx, thread, ThreadStatus::Busy, None)?;
-            tx.commit()
-        })
-    }
-
-    /// Move a run to `status` unless it already ended (a cancellation stored first wins).
-    pub(crate) fn set_run_status(&self, run: &str, status: RunStatus) -> ApiResult<()> {
-        self.with(|c| update_run(c, run, status).map(drop))
-    }
-
-    /// A run left running by a process that stopped goes back to pending, one attempt more.
-    pub(crate) fn requeue_run(&self, run: &str) -> ApiResult<()> {
-        self.with(|c| {
-            c.prepare_cached(
-                "UPDATE server_runs SET status = 'pending', attempt = attempt + 1,
-                 updated_at = ?2 WHERE run_id = ?1",
-            )?
-            .execute(params![run, now_ms()])
-        })
-        .map(drop)
-    }
-
-    pub(crate) fn delete_run(&self, run: &str) -> ApiResult<bool> {
-        self.with(|c| {
-            c.prepare_cached("DELETE FROM server_runs WHERE run_id = ?1")?
-                .execute([run])
-        })
-        .map(|n| n == 1)
-    }
-
-    pub(crate) fn run(&self, run: &str) -> ApiResult<Option<RunRow>> {
-        self.with(|c| {
-            c.prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM server_runs WHERE run_id = ?1"
-            ))?
-            .query_row([run], run_row)
-            .optional()
-        })
-    }
-
-    /// A thread's runs, newest first.
-    pub(crate) fn runs_of(
-        &self,
-        thread: &str,
-        limit: usize,
-        offset: usize,
-        status: Option<RunStatus>,
-    ) -> ApiResult<Vec<RunRow>> {
-        self.with(|c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM server_runs WHERE thread_id = ?1
-                 AND (?2 IS NULL OR status = ?2)
-                 ORDER BY rowid DESC LIMIT ?3 OFFSET ?4"
-            ))?;
-            let rows = stmt.query_map(
-                params![
-                    thread,
-                    status.map(RunStatus::as_str),
-                    i64::try_from(limit).unwrap_or(i64::MAX),
-                    i64::try_from(offset).unwrap_or(i64::MAX)
-                ],
-                run_row,
-            )?;
-            rows.collect()
-        })
-    }
-
-    /// Every pending or running run, oldest first (what a starting server picks up).
-    pub(crate) fn unfinished_runs(&self) -> ApiResult<Vec<RunRow>> {
-        self.with(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {RUN_COLUMNS} FROM server_runs
-                 WHERE status IN ('pending', 'running') ORDER BY rowid"
-            ))?;
-            let rows = stmt.query_map([], run_row)?;
-            rows.collect()
-        })
-    }
-}
-
-/// SQLite's busy handler: the saver's writer holds the file's write lock for its commit.
-/// Wait in 0.1 ms slices (not SQLite's back-off of up to 100 ms), for up to 10 s. On a
-/// multi-threaded runtime the wait tells the runtime it blocks, so the worker's other tasks
-/// go on on another thread meanwhile; uncontended calls pay nothing for it.
-fn wait_for_the_lock(tries: i32) -> bool {
-    let nap = || std::thread::sleep(Duration::from_micros(100));
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(nap),
-        _ => nap(),
-    }
-    tries < 100_000
-}
-
-fn update_run(c: &Connection, run: &str, status: RunStatus) -> rusqlite::Result<usize> {
-    c.prepare_cached(
-        "UPDATE server_runs SET status = ?2, updated_at = ?3
-         WHERE run_id = ?1 AND status IN ('pending', 'running')",
-    )?
-    .execute(params![run, status.as_str(), now_ms()])
 }
 
 fn set_thread(
@@ -379,11 +226,47 @@ fn set_thread(
     .map(drop)
 }
 
-const THREAD_BY_ID: &str = "SELECT thread_id, created_at, updated_at, metadata, status, error
-     FROM server_threads WHERE thread_id = ?1";
+/// The threads, each with its status as the queue makes it, and its place for sorting.
+const THREADS: &str = "SELECT t.thread_id, t.created_at, t.updated_at, t.metadata,
+         CASE WHEN EXISTS (SELECT 1 FROM sg_run_queue q
+             WHERE q.thread = t.thread_id AND q.status IN ('pending', 'running'))
+         THEN 'busy' ELSE t.status END AS status,
+         t.error, t.rowid AS seq
+     FROM server_threads t";
 
-const RUN_COLUMNS: &str = "run_id, thread_id, assistant_id, graph_id, status, created_at, \
-     updated_at, metadata, multitask_strategy, request, attempt, stateless";
+/// The thread of id `?1`.
+fn thread_by_id() -> String {
+    format!("SELECT * FROM ({THREADS}) WHERE thread_id = ?1")
+}
+
+/// Move the runs an earlier build kept in `server_runs` into the run queue, each as its
+/// ticket, in one transaction; then drop the table. A run left running is taken over by the
+/// next lease, one attempt more.
+fn move_old_runs(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let old: i64 = tx.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'server_runs'",
+        [],
+        |r| r.get(0),
+    )?;
+    if old == 1 {
+        tx.execute_batch(
+            "INSERT OR IGNORE INTO sg_run_queue
+                 (run_id, thread, input, status, epoch, lease_until, attempts, created_at,
+                  updated_at)
+             SELECT run_id, thread_id,
+                 json_object('assistant_id', assistant_id, 'graph_id', graph_id,
+                     'metadata', json(metadata), 'multitask', multitask_strategy,
+                     'request', json(request), 'stateless', json(CASE WHEN stateless
+                         THEN 'true' ELSE 'false' END)),
+                 status, attempt, CASE WHEN status = 'running' THEN 0 END, attempt,
+                 created_at, updated_at
+             FROM server_runs ORDER BY rowid;
+             DROP TABLE server_runs;",
+        )?;
+    }
+    tx.commit()
+}
 
 fn thread_row(r: &Row<'_>) -> rusqlite::Result<ThreadRow> {
     let status: String = r.get(4)?;
@@ -396,25 +279,5 @@ fn thread_row(r: &Row<'_>) -> rusqlite::Result<ThreadRow> {
         error: r
             .get::<_, Option<String>>(5)?
             .and_then(|e| serde_json::from_str(&e).ok()),
-    })
-}
-
-fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
-    let status: String = r.get(4)?;
-    let multitask: String = r.get(8)?;
-    let request: String = r.get(9)?;
-    Ok(RunRow {
-        run_id: r.get(0)?,
-        thread_id: r.get(1)?,
-        assistant_id: r.get(2)?,
-        graph_id: r.get(3)?,
-        status: RunStatus::parse(&status).unwrap_or(RunStatus::Error),
-        created_at: r.get(5)?,
-        updated_at: r.get(6)?,
-        metadata: json_map(&r.get::<_, String>(7)?),
-        multitask: serde_json::from_value(Value::String(multitask)).unwrap_or_default(),
-        request: serde_json::from_str(&request).unwrap_or_default(),
-        attempt: r.get(10)?,
-        stateless: r.get(11)?,
     })
 }
