@@ -2,10 +2,9 @@
 //! queue notifies), and stops the run (its caller says how: at its next step boundary) when
 //! the lease is lost or a stop is asked.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::{CheckpointError, Lease, RunQueue, StopRequest, Wakeups};
@@ -25,8 +24,9 @@ pub enum Beat {
 /// workers, an Agent Server's).
 #[derive(Debug)]
 pub struct Heartbeat {
-    task: JoinHandle<Beat>,
-    done: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    /// What the task saw, once it saw a stop or a lost lease.
+    seen: Arc<Mutex<Option<Beat>>>,
 }
 
 impl Heartbeat {
@@ -41,14 +41,12 @@ impl Heartbeat {
         mut wakeups: Wakeups,
         stop: impl FnOnce() + Send + 'static,
     ) -> Self {
-        let (done, mut stopped) = watch::channel(false);
+        let seen = Arc::new(Mutex::new(None));
+        let seen_by_task = seen.clone();
         let task = tokio::spawn(async move {
             loop {
-                tokio::select! {
-                    // A notification naming the run (a stop asked of it) beats at once.
-                    _ = wakeups.wait_for_run(lease.run.as_str(), every) => {}
-                    _ = stopped.changed() => return Beat::Held,
-                }
+                // A notification naming the run (a stop asked of it) beats at once.
+                wakeups.wait_for_run(lease.run.as_str(), every).await;
                 let beat = match queue.heartbeat(&lease, lease_for).await {
                     Ok(None) => continue,
                     Ok(Some(stop)) => Beat::Stop(stop),
@@ -57,16 +55,22 @@ impl Heartbeat {
                     // fence keeps the run's writes safe if the lease runs out meanwhile.
                     Err(_) => continue,
                 };
+                *seen_by_task.lock().unwrap_or_else(PoisonError::into_inner) = Some(beat);
                 stop();
-                return beat;
+                return;
             }
         });
-        Heartbeat { task, done }
+        Heartbeat { task, seen }
     }
 
-    /// Stop beating; what it saw.
+    /// Stop beating; what it saw. It does not wait for a beat in flight: a lease lost
+    /// meanwhile shows when the run's end is refused under it.
     pub async fn stop(self) -> Beat {
-        let _ = self.done.send(true);
-        self.task.await.unwrap_or(Beat::Held)
+        self.task.abort();
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .unwrap_or(Beat::Held)
     }
 }
