@@ -202,6 +202,7 @@ impl Shared {
         // A worker that leased the run already writes to this log (or ended it): the
         // client reads it from the start either way.
         let log = self.log_of(&row);
+        self.lease_now().await;
         Ok((row, log))
     }
 

@@ -74,6 +74,21 @@ impl Shared {
         }
     }
 
+    /// Lease a runnable run at once if a slot is free (the run just submitted, most often),
+    /// without waiting for the worker to be woken.
+    pub(crate) async fn lease_now(self: &Arc<Self>) {
+        let Ok(slot) = self.worker.slots.clone().try_acquire_owned() else {
+            return;
+        };
+        if let Ok(Some(lease)) = self.queue.lease(&self.worker.name, self.worker.lease).await {
+            let shared = self.clone();
+            tokio::spawn(async move {
+                shared.run_leased(lease).await;
+                drop(slot);
+            });
+        }
+    }
+
     /// Run a leased run to its end.
     async fn run_leased(self: &Arc<Self>, lease: Lease) {
         let ticket = match &lease.unreadable {
@@ -172,7 +187,8 @@ impl Shared {
 
     /// Store how a leased run ended: its thread's status first (the thread's next run cannot
     /// start before the end below, so cannot be overwritten by this one's), then its frames
-    /// and result, then its end under the lease; a rollback's run is then deleted.
+    /// and result, then its end under the lease; then a rollback's run, or a stateless run's
+    /// thread, is deleted; then its log ends.
     async fn settle(
         &self,
         lease: &Lease,
@@ -205,21 +221,21 @@ impl Shared {
             End::Stopped(StopAction::Rollback) => RunEnd::Stopped(StopRequest::Rollback),
             End::Failed { message, .. } => RunEnd::Failed(message),
         };
-        let ended = self.queue.finish(lease, run_end).await.is_ok();
-        self.end_log(active);
-        if !ended {
-            return;
-        }
-        if rollback {
-            let _ = self.delete_run(&row.run_id).await;
-        }
-        if row.stateless {
-            if let Ok(thread) = ThreadId::new(&row.thread_id) {
-                let _ = self.saver.delete_thread(&thread).await;
-                let _ = self.book.delete_thread(&row.thread_id).await;
-                let _ = self.forget_runs(&row.thread_id).await;
+        // What the run's end leaves behind is gone before its log ends: a client that saw
+        // the end finds no stateless thread, and no rolled-back run.
+        if self.queue.finish(lease, run_end).await.is_ok() {
+            if rollback {
+                let _ = self.delete_run(&row.run_id).await;
+            }
+            if row.stateless {
+                if let Ok(thread) = ThreadId::new(&row.thread_id) {
+                    let _ = self.saver.delete_thread(&thread).await;
+                    let _ = self.book.delete_thread(&row.thread_id).await;
+                    let _ = self.forget_runs(&row.thread_id).await;
+                }
             }
         }
+        self.end_log(active);
     }
 
     /// Whether a rolled-back run's checkpoints are undone here: on SQLite (the PostgreSQL
