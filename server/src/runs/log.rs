@@ -107,8 +107,8 @@ impl RunLog {
         self.append(f.deref_mut(), frame);
     }
 
-    /// Append a frame numbered already (a relayed one); one not past the last is dropped.
-    #[cfg(feature = "postgres")]
+    /// Append a frame numbered already (a relayed or stored one); one not past the last is
+    /// dropped.
     pub(crate) fn push_frame(&self, frame: Frame) {
         let mut f = self.lock();
         self.append(f.deref_mut(), frame);
@@ -167,13 +167,18 @@ impl RunLog {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(value);
     }
 
-    /// Wait for the run's end; what `wait` and `join` answer, if it was kept.
-    pub(crate) async fn result(&self) -> Option<serde_json::Value> {
-        while !matches!(self.read_from(u64::MAX).await, Next::End) {}
+    /// What `wait` and `join` will answer, as kept so far (not waiting for the end).
+    pub(crate) fn result_now(&self) -> Option<serde_json::Value> {
         self.result
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// Wait for the run's end; what `wait` and `join` answer, if it was kept.
+    pub(crate) async fn result(&self) -> Option<serde_json::Value> {
+        while !matches!(self.read_from(u64::MAX).await, Next::End) {}
+        self.result_now()
     }
 
     /// The bytes of frame data it keeps.

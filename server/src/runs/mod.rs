@@ -6,11 +6,12 @@
 //! frames are relayed from the server that runs its run (`pg`, `relay`).
 //!
 //! Inside: `worker` leasing and running; `execute` one run on its graph; `frames` stream
-//! modes and the frames of an event; `log` a run's event log; `pg` and `relay` frames
-//! through PostgreSQL.
+//! modes and the frames of an event; `log` a run's event log; `kept` the logs kept in the
+//! file or database; `pg` and `relay` frames through PostgreSQL.
 
 mod execute;
 pub(crate) mod frames;
+mod kept;
 pub(crate) mod log;
 #[cfg(feature = "postgres")]
 pub(crate) mod pg;
@@ -40,18 +41,6 @@ pub(crate) const FRAMES: &str = "frames:";
 /// Whether a notification only says a run has new frames (which workers ignore).
 pub(crate) fn is_frames_payload(payload: &str) -> bool {
     payload.starts_with(FRAMES)
-}
-
-/// Without PostgreSQL, frames stay in the server's memory.
-#[cfg(not(feature = "postgres"))]
-impl Shared {
-    fn sink(&self, _: &Active) -> Option<tokio::task::JoinHandle<()>> {
-        None
-    }
-
-    async fn store_frames(&self, _: &Active, _: Option<tokio::task::JoinHandle<()>>) {}
-
-    async fn trim_frames(&self) {}
 }
 
 /// How a running run is asked to stop.
@@ -233,6 +222,13 @@ impl Shared {
         if let Some(frames) = &self.frames {
             return self.relay(frames, row);
         }
+        if let Some(log) = self.runs.log(&row.run_id) {
+            return log;
+        }
+        if row.status.is_terminal() {
+            // Ended before this process kept its log (or long ago): the log the file kept.
+            return self.stored_log(row);
+        }
         self.runs.log_or_new(row)
     }
 
@@ -287,9 +283,8 @@ impl Shared {
     /// Delete an ended run (and, on PostgreSQL, its stored frames and result).
     pub(crate) async fn delete_run(&self, run: &str) -> ApiResult<bool> {
         let gone = self.queue.forget(&RunId::new(run)?).await?;
-        #[cfg(feature = "postgres")]
-        if let (true, Some(frames)) = (gone, &self.frames) {
-            frames.delete(run).await?;
+        if gone {
+            self.delete_kept(run).await?;
         }
         Ok(gone)
     }

@@ -3,7 +3,6 @@
 //! go to whichever server holds a client's stream (`relay`). Ended runs' rows are trimmed.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 use stategraph::checkpoints::PostgresSaver;
@@ -14,10 +13,8 @@ use super::{Active, Next, RunLog, FRAMES};
 use crate::error::ApiResult;
 use crate::ids::now_ms;
 use crate::store::postgres::PgBook;
-use crate::Shared;
 
-/// Ended runs' frames and results are kept this long for late readers, then trimmed.
-const KEEP_ENDED: Duration = Duration::from_secs(600);
+use super::kept::KEEP_ENDED;
 
 /// Frames and results in the database, for the relays of every server.
 #[derive(Debug)]
@@ -59,7 +56,7 @@ impl FrameStore {
     }
 
     /// Delete the frames and results of runs that ended more than [`KEEP_ENDED`] ago.
-    async fn trim(&self) -> ApiResult<()> {
+    pub(crate) async fn trim(&self) -> ApiResult<()> {
         let s = &self.book.s;
         let cutoff = now_ms() - i64::try_from(KEEP_ENDED.as_millis()).unwrap_or(i64::MAX);
         let text = format!(
@@ -73,33 +70,22 @@ impl FrameStore {
     }
 }
 
-impl Shared {
-    /// On PostgreSQL, start copying `active`'s frames into the database.
-    pub(crate) fn sink(&self, active: &Active) -> Option<JoinHandle<()>> {
-        let frames = self.frames.as_ref()?;
-        let (book, log) = (frames.book.clone(), active.log.clone());
-        Some(tokio::spawn(sink(book, log, active.row.run_id.clone())))
+impl FrameStore {
+    /// Start copying `active`'s frames into the database.
+    pub(crate) fn spawn_sink(&self, active: &Active) -> JoinHandle<()> {
+        let (book, log) = (self.book.clone(), active.log.clone());
+        tokio::spawn(sink(book, log, active.row.run_id.clone()))
     }
 
-    /// On PostgreSQL, end `active`'s log, wait until its frames are stored, and store its
-    /// result: all before its end is, so a relay that sees the end has everything.
-    pub(crate) async fn store_frames(&self, active: &Active, sink: Option<JoinHandle<()>>) {
-        let Some(frames) = &self.frames else {
-            return;
-        };
+    /// End `active`'s log, wait until its frames are stored, and store its result: all
+    /// before its end is, so a relay that sees the end has everything.
+    pub(crate) async fn flush(&self, active: &Active, sink: Option<JoinHandle<()>>) {
         active.log.finish();
         if let Some(sink) = sink {
             let _ = sink.await;
         }
         if let Some(result) = active.log.result().await {
-            let _ = frames.store_result(&active.row.run_id, &result).await;
-        }
-    }
-
-    /// On PostgreSQL, trim the stored frames of runs long ended.
-    pub(crate) async fn trim_frames(&self) {
-        if let Some(frames) = &self.frames {
-            let _ = frames.trim().await;
+            let _ = self.store_result(&active.row.run_id, &result).await;
         }
     }
 }

@@ -214,7 +214,7 @@ impl Shared {
             let payload = json!({ "error": e.kind(), "message": e.to_string() });
             active.log.push("error", &payload);
         }
-        self.store_frames(active, sink).await;
+        let sink = self.store_frames(active, sink).await;
         let run_end = match end {
             End::Done { .. } => RunEnd::Success,
             End::Stopped(StopAction::Interrupt) => RunEnd::Stopped(StopRequest::Interrupt),
@@ -236,6 +236,10 @@ impl Shared {
             }
         }
         self.end_log(active);
+        // Its last frames are in the file before the worker takes another run.
+        if let Some(sink) = sink {
+            let _ = sink.await;
+        }
     }
 
     /// Whether a rolled-back run's checkpoints are undone here: on SQLite (the PostgreSQL

@@ -246,6 +246,15 @@ pub(crate) enum Book {
 }
 
 impl Book {
+    /// The SQLite tables, if the records are there.
+    pub(crate) fn sqlite(&self) -> Option<&SqliteBook> {
+        match self {
+            Book::Sqlite(b) => Some(b),
+            #[cfg(feature = "postgres")]
+            Book::Postgres(_) => None,
+        }
+    }
+
     /// Create a thread; `Ok(None)` if it exists.
     pub(crate) async fn create_thread(
         &self,

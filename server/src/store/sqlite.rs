@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::{search_terms, ThreadRow, ThreadStatus};
 use crate::error::{ApiError, ApiResult};
 use crate::ids::now_ms;
+use crate::runs::Frame;
 use crate::wire::ThreadSearch;
 
 const SCHEMA: &str = "
@@ -22,6 +23,19 @@ CREATE TABLE IF NOT EXISTS server_threads (
     metadata TEXT NOT NULL,
     status TEXT NOT NULL,
     error TEXT
+);
+CREATE TABLE IF NOT EXISTS server_frames (
+    run_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run_id, attempt, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS server_results (
+    run_id TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    at INTEGER NOT NULL
 );
 ";
 
@@ -152,6 +166,103 @@ impl SqliteBook {
                 .execute([id])
         })
         .map(|n| n == 1)
+    }
+
+    /// Keep frames of attempt `attempt` of a run (a resumable one's log, in the file).
+    pub(crate) fn keep_frames(&self, run: &str, attempt: u32, frames: &[Frame]) -> ApiResult<()> {
+        self.with(|c| {
+            let tx =
+                rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)?;
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO server_frames VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?;
+                for f in frames {
+                    let seq = i64::try_from(f.seq).unwrap_or(i64::MAX);
+                    insert.execute(params![run, attempt, seq, &*f.event, &*f.data])?;
+                }
+            }
+            tx.commit()
+        })
+    }
+
+    /// Drop a run's kept frames of attempt numbers below `seq` (its log's bound).
+    pub(crate) fn trim_run_frames(&self, run: &str, below: u64) -> ApiResult<()> {
+        let below = i64::try_from(below).unwrap_or(i64::MAX);
+        self.with(|c| {
+            c.prepare_cached("DELETE FROM server_frames WHERE run_id = ?1 AND seq < ?2")?
+                .execute(params![run, below])
+                .map(drop)
+        })
+    }
+
+    /// Keep what `wait` and `join` answer for a run.
+    pub(crate) fn keep_result(&self, run: &str, result: &Value) -> ApiResult<()> {
+        self.with(|c| {
+            c.prepare_cached("INSERT OR REPLACE INTO server_results VALUES (?1, ?2, ?3)")?
+                .execute(params![run, result.to_string(), now_ms()])
+                .map(drop)
+        })
+    }
+
+    /// What the file kept of a run: its last attempt's number and frames, and its result.
+    pub(crate) fn kept(&self, run: &str) -> ApiResult<(u32, Vec<Frame>, Option<Value>)> {
+        self.with(|c| {
+            let attempt: Option<u32> = c
+                .prepare_cached("SELECT MAX(attempt) FROM server_frames WHERE run_id = ?1")?
+                .query_row([run], |r| r.get(0))?;
+            let attempt = attempt.unwrap_or(1);
+            let frames = c
+                .prepare_cached(
+                    "SELECT seq, event, data FROM server_frames
+                     WHERE run_id = ?1 AND attempt = ?2 ORDER BY seq",
+                )?
+                .query_map(params![run, attempt], |r| {
+                    Ok(Frame {
+                        seq: u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                        attempt,
+                        event: r.get::<_, String>(1)?.into(),
+                        data: r.get::<_, String>(2)?.into(),
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<Frame>>>()?;
+            let result: Option<String> = c
+                .prepare_cached("SELECT result FROM server_results WHERE run_id = ?1")?
+                .query_row([run], |r| r.get(0))
+                .optional()?;
+            let result = result.and_then(|t| serde_json::from_str(&t).ok());
+            Ok((attempt, frames, result))
+        })
+    }
+
+    /// Delete what the file kept of a run.
+    pub(crate) fn delete_kept(&self, run: &str) -> ApiResult<()> {
+        self.with(|c| {
+            c.prepare_cached("DELETE FROM server_frames WHERE run_id = ?1")?
+                .execute([run])?;
+            c.prepare_cached("DELETE FROM server_results WHERE run_id = ?1")?
+                .execute([run])
+                .map(drop)
+        })
+    }
+
+    /// Delete what the file kept of runs that ended before `cutoff` (ms).
+    pub(crate) fn trim_kept(&self, cutoff: i64) -> ApiResult<()> {
+        self.with(|c| {
+            let gone = "SELECT run_id FROM sg_run_queue
+                        WHERE status NOT IN ('pending', 'running') AND updated_at < ?1";
+            c.execute(
+                &format!("DELETE FROM server_frames WHERE run_id IN ({gone})"),
+                [cutoff],
+            )?;
+            c.execute(
+                &format!(
+                    "DELETE FROM server_results WHERE run_id IN ({gone}) OR at < ?1 - 86400000"
+                ),
+                [cutoff],
+            )
+            .map(drop)
+        })
     }
 
     /// Threads matching a search: metadata containment (each top-level key present with an
