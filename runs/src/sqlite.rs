@@ -193,20 +193,31 @@ impl SqliteRunQueue {
             let Some(run) = candidate else {
                 return Ok(None);
             };
-            tx.prepare_cached(
-                "UPDATE sg_run_queue SET status = 'running', epoch = epoch + 1, worker = ?2,
-                     lease_until = ?3, attempts = attempts + 1, updated_at = ?4
-                 WHERE run_id = ?1
-                 RETURNING run_id, thread, epoch, input, attempts, stop, created_at",
-            )
-            .and_then(|mut s| {
-                s.query_row(
-                    params![run, worker, now.saturating_add(ms(lease_for)), now],
-                    |r| lease_of(r, worker),
+            let leased = tx
+                .prepare_cached(
+                    "UPDATE sg_run_queue SET status = 'running', epoch = epoch + 1, worker = ?2,
+                         lease_until = ?3, attempts = attempts + 1, updated_at = ?4
+                     WHERE run_id = ?1
+                     RETURNING run_id, thread, epoch, input, attempts, stop, created_at",
                 )
-            })
-            .map(Some)
-            .map_err(storage("leasing a run"))
+                .and_then(|mut s| {
+                    s.query_row(
+                        params![run, worker, now.saturating_add(ms(lease_for)), now],
+                        |r| lease_of(r, worker),
+                    )
+                })
+                .map_err(storage("leasing a run"))?;
+            if let Err(e) = &leased {
+                // Its id or thread does not read: it ends here (as on PostgreSQL), so the
+                // next lease goes past it, and the error is reported.
+                tx.execute(
+                    "UPDATE sg_run_queue SET status = 'error', reason = ?2, lease_until = NULL
+                     WHERE run_id = ?1",
+                    params![run, e.to_string()],
+                )
+                .map_err(storage("ending a run whose row does not read"))?;
+            }
+            Ok(Some(leased))
         })?;
         leased.transpose()
     }

@@ -369,3 +369,35 @@ fn a_sqlite_queue_reopened_keeps_its_runs_and_can_end_the_leases_of_its_dead_pro
         assert_eq!((lease.run, lease.attempt, lease.resumed), (run, 2, true));
     });
 }
+
+#[test]
+fn a_sqlite_row_whose_thread_does_not_read_ends_as_an_error_and_the_queue_goes_past_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("runs.db");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let q = SqliteRunQueue::open(&path).expect("open");
+    rusqlite::Connection::open(&path)
+        .and_then(|c| {
+            c.execute(
+                "INSERT INTO sg_run_queue (run_id, thread, input, status, created_at, updated_at)
+                 VALUES ('run-bad', '', 'null', 'pending', 1, 1)",
+                [],
+            )
+        })
+        .expect("a damaged row");
+    rt.block_on(async {
+        let good = submit(&q, &thread("after-bad"), Multitask::Enqueue).await;
+        let first = q.lease("w", LEASE).await;
+        assert!(
+            matches!(first, Err(CheckpointError::Integrity { .. })),
+            "{first:?}"
+        );
+        let next = q
+            .lease("w", LEASE)
+            .await
+            .expect("lease")
+            .expect("the good run");
+        assert_eq!(next.run, good);
+        assert!(q.lease("w", LEASE).await.expect("lease").is_none());
+    });
+}
