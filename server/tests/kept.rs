@@ -64,3 +64,45 @@ async fn a_resumable_runs_log_outlives_its_server_and_is_replayed_from_the_file(
     assert!(ended.events().is_empty(), "{}", ended.body);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_with_wait_a_run_queued_before_a_restart_answers_at_once() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("queued.db");
+    let first = Served::start_with(|b| b.file(&file)).await?;
+    let api = first.api();
+    let thread = api.thread().await;
+    let long = json!({ "assistant_id": "slow", "input": { "steps": 200, "delay_ms": 50 } });
+    api.post(&format!("/threads/{thread}/runs"), long).await;
+    let queued = api
+        .post(
+            &format!("/threads/{thread}/runs"),
+            json!({ "assistant_id": "slow", "input": { "steps": 0, "delay_ms": 0 } }),
+        )
+        .await
+        .json();
+    let queued = queued["run_id"].as_str().expect("run id").to_owned();
+    first.server.shutdown().await;
+
+    let second = Served::start_with(|b| b.file(&file)).await?;
+    let api = second.api();
+    let started = std::time::Instant::now();
+    let cancelled = api
+        .post(
+            &format!("/threads/{thread}/runs/{queued}/cancel?wait=1"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "the cancel waited {:?} for a run that will never run",
+        started.elapsed()
+    );
+    let run = api
+        .get(&format!("/threads/{thread}/runs/{queued}"))
+        .await
+        .json();
+    assert_eq!(run["status"], "interrupted", "{run}");
+    Ok(())
+}

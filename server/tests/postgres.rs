@@ -151,3 +151,26 @@ async fn enqueued_runs_from_two_servers_run_one_at_a_time_in_the_order_submitted
         .collect();
     assert_eq!(joined["log"], json!(expected));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_run_waited_for_on_one_server_answers_its_values_whichever_server_runs_it() {
+    let Some((a, b)) = two("stateless").await else {
+        return;
+    };
+    let (a, b) = (a.api(), b.api());
+    for api in [&a, &b, &a, &b] {
+        let r = api
+            .post(
+                "/runs/wait",
+                json!({ "assistant_id": "chain", "input": { "log": ["s"] } }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json(), json!({ "log": ["s", "a", "b", "c"] }));
+    }
+    let threads = b
+        .post("/threads/search", json!({ "limit": 100 }))
+        .await
+        .json();
+    assert_eq!(threads, json!([]), "no stateless thread stays behind");
+}

@@ -297,7 +297,11 @@ pub(crate) async fn delete(
             row.status.as_str()
         )));
     }
-    shared.delete_run(&run).await?;
+    if !shared.delete_run(&run).await? {
+        return Err(ApiError::Conflict(format!(
+            "run {run} started again before it could be deleted: cancel it first"
+        )));
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -306,7 +310,7 @@ pub(crate) async fn join(
     Path((id, run)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let run = run_of(&shared, &id, &run).await?;
-    if let Some(result) = shared.log_of(&run).result().await {
+    if let Some(result) = shared.log_of(&run).await.result().await {
         return Ok(Json(result));
     }
     let row = existing(&shared, &id).await?;
@@ -328,7 +332,7 @@ pub(crate) async fn join_stream(
 ) -> ApiResult<Response> {
     let row = run_of(&shared, &id, &run).await?;
     let cancel = flag("cancel_on_disconnect", p.cancel_on_disconnect.as_deref())?;
-    let log = shared.log_of(&row);
+    let log = shared.log_of(&row).await;
     let from = match headers.get("last-event-id").map(HeaderValue::to_str) {
         None => 0,
         Some(Ok(text)) => log.after(text).ok_or_else(|| {
@@ -379,12 +383,12 @@ pub(crate) async fn cancel(
             )))
         }
     };
-    if row.status.is_terminal() || !shared.stop(&run, action).await {
+    if row.status.is_terminal() || !shared.stop(&run, action).await? {
         return Err(ApiError::not_found("pending or running run", &run));
     }
     if !wait {
         return Ok(StatusCode::ACCEPTED.into_response());
     }
-    shared.log_of(&row).result().await;
+    shared.log_of(&row).await.result().await;
     Ok(with_location(Json(json!({})).into_response(), &row))
 }

@@ -124,13 +124,13 @@ pub(crate) async fn delete(
     // Its runs stop first: a run still running would write its next checkpoint into the
     // deleted thread.
     for run in shared.runs_of(&id, (usize::MAX, 0), None).await? {
-        if !run.status.is_terminal() && shared.stop(&run.run_id, StopAction::Interrupt).await {
-            shared.log_of(&run).result().await;
+        if !run.status.is_terminal() && shared.stop(&run.run_id, StopAction::Interrupt).await? {
+            shared.log_of(&run).await.result().await;
         }
     }
     shared.saver.delete_thread(&thread_id(&id)?).await?;
     shared.book.delete_thread(&id).await?;
-    shared.forget_runs(&id).await?;
+    shared.forget_runs(&id, false).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -84,7 +84,10 @@ const ENDED_BYTES: usize = 256 * 1024 * 1024;
 
 /// Keep an ended run's log, dropping the oldest kept ones beyond the budgets.
 fn keep_ended(g: &mut RunsInner, run: &str, log: Arc<RunLog>) {
-    g.logs.remove(run);
+    // Only this log: a later attempt's, registered since, stays.
+    if g.logs.get(run).is_some_and(|l| Arc::ptr_eq(l, &log)) {
+        g.logs.remove(run);
+    }
     g.ended.push_back((run.to_owned(), log));
     let mut bytes: usize = g.ended.iter().map(|(_, l)| l.bytes()).sum();
     while g.ended.len() > ENDED_LOGS || (bytes > ENDED_BYTES && g.ended.len() > 1) {
@@ -190,7 +193,7 @@ impl Shared {
         }
         // A worker that leased the run already writes to this log (or ended it): the
         // client reads it from the start either way.
-        let log = self.log_of(&row);
+        let log = self.log_of(&row).await;
         self.lease_now().await;
         Ok((row, log))
     }
@@ -217,7 +220,7 @@ impl Shared {
 
     /// The log a client reads `row`'s run from: this server's, or on PostgreSQL the run's
     /// frames relayed from the server that runs it.
-    pub(crate) fn log_of(self: &Arc<Self>, row: &RunRow) -> Arc<RunLog> {
+    pub(crate) async fn log_of(self: &Arc<Self>, row: &RunRow) -> Arc<RunLog> {
         #[cfg(feature = "postgres")]
         if let Some(frames) = &self.frames {
             return self.relay(frames, row);
@@ -229,22 +232,34 @@ impl Shared {
             // Ended before this process kept its log (or long ago): the log the file kept.
             return self.stored_log(row);
         }
-        self.runs.log_or_new(row)
+        let log = self.runs.log_or_new(row);
+        // The run may have ended since `row` was read (stopped before it started): then no
+        // worker will ever end this log.
+        let now = match RunId::new(&row.run_id) {
+            Ok(id) => self.queue.run(&id).await.ok().flatten(),
+            Err(_) => None,
+        };
+        if now.is_none_or(|r| r.status.is_terminal()) {
+            self.runs.ended(&row.run_id, &log);
+        }
+        log
     }
 
     /// Ask a pending or running run to stop; whether the queue held it unfinished. A pending
     /// run ends at once (a rolled-back one is deleted); a running one stops at its next step
     /// boundary, told by its heartbeat.
-    pub(crate) async fn stop(&self, run: &str, action: StopAction) -> bool {
+    pub(crate) async fn stop(&self, run: &str, action: StopAction) -> ApiResult<bool> {
         let Ok(id) = RunId::new(run) else {
-            return false;
+            return Ok(false);
         };
         let request = match action {
             StopAction::Interrupt => StopRequest::Interrupt,
             StopAction::Rollback => StopRequest::Rollback,
         };
-        let Ok(status) = self.queue.stop(&id, request).await else {
-            return false;
+        let status = match self.queue.stop(&id, request).await {
+            Ok(status) => status,
+            Err(CheckpointError::RunNotFound { .. }) => return Ok(false),
+            Err(e) => return Err(e.into()),
         };
         if status.is_terminal() {
             if action == StopAction::Rollback {
@@ -256,13 +271,15 @@ impl Shared {
                 self.runs.ended(run, &log);
             }
         }
-        true
+        Ok(true)
     }
 
     /// [`Shared::stop`] from where nothing can wait (a client's stream being dropped).
     pub(crate) fn stop_soon(self: &Arc<Self>, run: &str, action: StopAction) {
         let (shared, run) = (self.clone(), run.to_owned());
-        tokio::spawn(async move { shared.stop(&run, action).await });
+        tokio::spawn(async move {
+            let _ = shared.stop(&run, action).await;
+        });
     }
 
     /// The run `run`, as the queue holds it.
@@ -280,19 +297,26 @@ impl Shared {
         crate::store::runs_of(self.queue.as_ref(), thread, page, status).await
     }
 
-    /// Delete an ended run (and, on PostgreSQL, its stored frames and result).
+    /// Delete an ended run, and what is kept of its log.
     pub(crate) async fn delete_run(&self, run: &str) -> ApiResult<bool> {
+        self.forget_run(run, false).await
+    }
+
+    /// Delete an ended run; with `keep_log`, what is kept of its log stays until it is
+    /// trimmed (a relay may still be reading it: a run that just ended).
+    pub(crate) async fn forget_run(&self, run: &str, keep_log: bool) -> ApiResult<bool> {
         let gone = self.queue.forget(&RunId::new(run)?).await?;
-        if gone {
+        if gone && !keep_log {
             self.delete_kept(run).await?;
         }
         Ok(gone)
     }
 
-    /// Delete the records of a thread's runs (after its runs stopped).
-    pub(crate) async fn forget_runs(&self, thread: &str) -> ApiResult<()> {
+    /// Delete the records of a thread's runs (after its runs stopped); `keep_log` as for
+    /// [`Shared::forget_run`].
+    pub(crate) async fn forget_runs(&self, thread: &str, keep_log: bool) -> ApiResult<()> {
         for r in self.queue.runs(&ThreadId::new(thread)?).await? {
-            self.delete_run(r.run.as_str()).await?;
+            self.forget_run(r.run.as_str(), keep_log).await?;
         }
         Ok(())
     }

@@ -55,16 +55,19 @@ impl FrameStore {
         self.book.query(&text, &[&run]).await.map(drop)
     }
 
-    /// Delete the frames and results of runs that ended more than [`KEEP_ENDED`] ago.
+    /// Delete the frames and results of runs that ended more than [`KEEP_ENDED`] ago, and
+    /// of runs deleted since (whose result is as old, or that have none).
     pub(crate) async fn trim(&self) -> ApiResult<()> {
         let s = &self.book.s;
         let cutoff = now_ms() - i64::try_from(KEEP_ENDED.as_millis()).unwrap_or(i64::MAX);
         let text = format!(
-            "WITH gone AS (SELECT run_id FROM {s}sg_run_queue
-                 WHERE status NOT IN ('pending', 'running') AND updated_at < $1),
-             f AS (DELETE FROM {s}server_frames WHERE run_id IN (SELECT run_id FROM gone))
-             DELETE FROM {s}server_results WHERE run_id IN (SELECT run_id FROM gone)
-                 OR at < $1 - 86400000"
+            "WITH f AS (
+                 DELETE FROM {s}server_frames f
+                 WHERE NOT EXISTS (SELECT 1 FROM {s}sg_run_queue q WHERE q.run_id = f.run_id
+                         AND (q.status IN ('pending', 'running') OR q.updated_at >= $1))
+                   AND NOT EXISTS (SELECT 1 FROM {s}server_results r
+                         WHERE r.run_id = f.run_id AND r.at >= $1))
+             DELETE FROM {s}server_results WHERE at < $1"
         );
         self.book.query(&text, &[&cutoff]).await.map(drop)
     }

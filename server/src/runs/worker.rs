@@ -187,8 +187,8 @@ impl Shared {
 
     /// Store how a leased run ended: its thread's status first (the thread's next run cannot
     /// start before the end below, so cannot be overwritten by this one's), then its frames
-    /// and result, then its end under the lease; then a rollback's run, or a stateless run's
-    /// thread, is deleted; then its log ends.
+    /// and result, then a stateless run's thread, then its end under the lease; then a
+    /// rollback's run is deleted; then its log ends.
     async fn settle(
         &self,
         lease: &Lease,
@@ -221,18 +221,23 @@ impl Shared {
             End::Stopped(StopAction::Rollback) => RunEnd::Stopped(StopRequest::Rollback),
             End::Failed { message, .. } => RunEnd::Failed(message),
         };
-        // What the run's end leaves behind is gone before its log ends: a client that saw
-        // the end finds no stateless thread, and no rolled-back run.
+        // What the run's end leaves behind is gone before any client can see the end: no
+        // stateless thread (on PostgreSQL its deletion takes the run's queue row with it,
+        // which relays read as the end), and no rolled-back run.
+        if row.stateless {
+            if let Ok(thread) = ThreadId::new(&row.thread_id) {
+                let _ = self.saver.delete_thread(&thread).await;
+                let _ = self.book.delete_thread(&row.thread_id).await;
+            }
+        }
         if self.queue.finish(lease, run_end).await.is_ok() {
+            // On PostgreSQL the relays of other servers may still read the run's log.
+            let keep_log = self.relays();
             if rollback {
-                let _ = self.delete_run(&row.run_id).await;
+                let _ = self.forget_run(&row.run_id, keep_log).await;
             }
             if row.stateless {
-                if let Ok(thread) = ThreadId::new(&row.thread_id) {
-                    let _ = self.saver.delete_thread(&thread).await;
-                    let _ = self.book.delete_thread(&row.thread_id).await;
-                    let _ = self.forget_runs(&row.thread_id).await;
-                }
+                let _ = self.forget_runs(&row.thread_id, keep_log).await;
             }
         }
         self.end_log(active);
