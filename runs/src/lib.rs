@@ -58,14 +58,15 @@ pub use wakeups::Wakeups;
 ///   worker at the next heartbeat.
 pub trait RunQueue: Send + Sync + std::fmt::Debug {
     /// Queue run `run` of `thread` with `input` (any JSON its workers read), making way as
-    /// `strategy` says.
+    /// `strategy` says; the pending runs it ended to make way (a running one is asked to
+    /// stop, and ends when its worker stops it).
     fn submit_as<'a>(
         &'a self,
         run: &'a RunId,
         thread: &'a ThreadId,
         input: &'a Value,
         strategy: Multitask,
-    ) -> BoxFuture<'a, Result<(), CheckpointError>>;
+    ) -> BoxFuture<'a, Result<Vec<RunId>, CheckpointError>>;
 
     /// Lease the oldest runnable run for `worker`: the oldest unfinished run of a thread
     /// with no running run, or a running run whose lease ended. `None` when none is

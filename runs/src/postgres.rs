@@ -19,7 +19,7 @@ impl RunQueue for PostgresRunQueue {
         thread: &'a ThreadId,
         input: &'a Value,
         strategy: Multitask,
-    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+    ) -> BoxFuture<'a, Result<Vec<RunId>, CheckpointError>> {
         Box::pin(PostgresRunQueue::submit_as(
             self, run, thread, input, strategy,
         ))

@@ -153,23 +153,23 @@ impl SqliteRunQueue {
         thread: &ThreadId,
         input: &Value,
         strategy: Multitask,
-    ) -> Result<(), CheckpointError> {
+    ) -> Result<Vec<RunId>, CheckpointError> {
         let now = now_ms();
-        let asked = self.write("queueing a run", |tx| {
-            let asked = make_way(tx, thread, run, strategy, now)?;
+        let (asked, ended) = self.write("queueing a run", |tx| {
+            let made_way = make_way(tx, thread, run, strategy, now)?;
             tx.execute(
                 "INSERT INTO sg_run_queue (run_id, thread, input, status, created_at, updated_at)
                  VALUES (?1, ?2, ?3, 'pending', ?4, ?4)",
                 params![run.as_str(), thread.as_str(), input.to_string(), now],
             )
             .map_err(storage("queueing a run"))?;
-            Ok(asked)
+            Ok(made_way)
         })?;
         // The runs asked to stop hear it at once, as the new run's workers do.
-        for other in asked.iter().chain([run]) {
+        for other in asked.iter().chain(&ended).chain([run]) {
             self.tell(other);
         }
-        Ok(())
+        Ok(ended)
     }
 
     fn do_lease(
@@ -354,18 +354,18 @@ fn lost(lease: &Lease) -> CheckpointError {
     }
 }
 
-/// What `strategy` does to `thread`'s unfinished runs before `run` joins them; the runs it
-/// stopped or asked to stop.
+/// What `strategy` does to `thread`'s unfinished runs before `run` joins them: the runs it
+/// asked to stop (to be told at once), and the pending runs it ended.
 fn make_way(
     tx: &Transaction<'_>,
     thread: &ThreadId,
     run: &RunId,
     strategy: Multitask,
     now: i64,
-) -> Result<Vec<RunId>, CheckpointError> {
-    let mut asked = Vec::new();
+) -> Result<(Vec<RunId>, Vec<RunId>), CheckpointError> {
+    let (mut asked, mut ended) = (Vec::new(), Vec::new());
     if strategy == Multitask::Enqueue {
-        return Ok(asked);
+        return Ok((asked, ended));
     }
     let open: Vec<(String, String)> = tx
         .prepare_cached(
@@ -399,12 +399,13 @@ fn make_way(
                 StopRequest::Interrupt
             };
             ask_stop(tx, &other, stop, &reason, now)?;
+            asked.push(other);
         } else {
             end_pending(tx, &other, RunStatus::Cancelled, &reason, now)?;
+            ended.push(other);
         }
-        asked.push(other);
     }
-    Ok(asked)
+    Ok((asked, ended))
 }
 
 fn ask_stop(
@@ -533,7 +534,7 @@ impl RunQueue for SqliteRunQueue {
         thread: &'a ThreadId,
         input: &'a Value,
         strategy: Multitask,
-    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+    ) -> BoxFuture<'a, Result<Vec<RunId>, CheckpointError>> {
         Box::pin(async move { self.do_submit(run, thread, input, strategy) })
     }
 

@@ -104,7 +104,16 @@ async fn interrupt_asks_the_running_run_to_stop_and_ends_the_pending_ones(q: Arc
     let running = q.lease("w", LEASE).await.expect("lease").expect("running");
     let pending = submit(&*q, &t, Multitask::Enqueue).await;
     let mut wake = q.wakeups().await;
-    let next = submit(&*q, &t, Multitask::Interrupt).await;
+    let next = RunId::generate();
+    let ended = q
+        .submit_as(&next, &t, &json!({}), Multitask::Interrupt)
+        .await
+        .expect("submitted");
+    assert_eq!(
+        ended,
+        std::slice::from_ref(&pending),
+        "the pending run it ended, not the running one"
+    );
     // Its worker hears of the stop at once, not at its next heartbeat.
     assert!(
         wake.wait_for_run(running.run.as_str(), Duration::from_secs(10))

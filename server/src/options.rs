@@ -101,9 +101,6 @@ pub enum ServerError {
         /// Why.
         reason: String,
     },
-    /// The runs a stopped server left could not be read.
-    #[error("picking up the runs left unfinished: {0}")]
-    Recover(String),
     /// The address could not be listened on.
     #[error("cannot listen on {addr}: {reason}")]
     Listen {

@@ -24,31 +24,9 @@ impl<T: Clone> OneOrMany<T> {
     }
 }
 
-/// What to do with a run for a thread that already has one (`multitask_strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Multitask {
-    /// Refuse it with 409 while the thread is busy.
-    Reject,
-    /// Run it after the runs before it (the default, as on LangGraph's server).
-    #[default]
-    Enqueue,
-    /// Stop the running run (its checkpoints stay), then run it.
-    Interrupt,
-    /// Stop the running run and undo it, then run it.
-    Rollback,
-}
-
-impl Multitask {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Multitask::Reject => "reject",
-            Multitask::Enqueue => "enqueue",
-            Multitask::Interrupt => "interrupt",
-            Multitask::Rollback => "rollback",
-        }
-    }
-}
+/// What to do with a run for a thread that already has one (`multitask_strategy`): the run
+/// queue's strategies, named as LangGraph names them.
+pub use stategraph::checkpoints::Multitask;
 
 /// What a streaming run does when its client goes away (`on_disconnect`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

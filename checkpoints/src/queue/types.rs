@@ -3,11 +3,15 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::{CheckpointId, RunId, RunStatus, ThreadId};
 
 /// What [`RunQueue::submit`](crate::RunQueue::submit) does when the thread already has an
-/// unfinished (pending or running) run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// unfinished (pending or running) run. Serialised as LangGraph names it (`"reject"`, …),
+/// as an Agent Server's `multitask_strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Multitask {
     /// Refuse the new run with [`CheckpointError::ThreadBusy`](crate::CheckpointError::ThreadBusy).
     Reject,

@@ -167,28 +167,26 @@ impl Shared {
     /// cannot both be accepted). Returns its record and the log its client reads.
     pub(crate) async fn submit(self: &Arc<Self>, new: NewRun) -> ApiResult<(RunRow, Arc<RunLog>)> {
         let row = run_row(new);
-        let strategy = match row.multitask {
-            Multitask::Reject => stategraph_runs::Multitask::Reject,
-            Multitask::Enqueue => stategraph_runs::Multitask::Enqueue,
-            Multitask::Interrupt => stategraph_runs::Multitask::Interrupt,
-            Multitask::Rollback => stategraph_runs::Multitask::Rollback,
-        };
         let ticket = serde_json::to_value(Ticket::of(&row))
             .map_err(|e| ApiError::Internal(format!("encoding a run: {e}")))?;
         let (run, thread) = (RunId::new(&row.run_id)?, ThreadId::new(&row.thread_id)?);
-        let queued = self.queue.submit_as(&run, &thread, &ticket, strategy).await;
-        if let Err(e) = queued {
-            return Err(match e {
-                CheckpointError::ThreadBusy { run: other, .. } => ApiError::Conflict(format!(
+        let superseded = match self
+            .queue
+            .submit_as(&run, &thread, &ticket, row.multitask)
+            .await
+        {
+            Ok(superseded) => superseded,
+            Err(CheckpointError::ThreadBusy { run: other, .. }) => {
+                return Err(ApiError::Conflict(format!(
                     "thread {} is busy with run {other}; multitask_strategy reject refuses \
                      another",
                     row.thread_id
-                )),
-                other => other.into(),
-            });
-        }
-        if matches!(row.multitask, Multitask::Interrupt | Multitask::Rollback) {
-            self.settle_superseded(&thread, &run, row.multitask == Multitask::Rollback)
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for other in &superseded {
+            self.ended_unstarted(other, row.multitask == Multitask::Rollback)
                 .await;
         }
         // A worker that leased the run already writes to this log (or ended it): the
@@ -198,23 +196,16 @@ impl Shared {
         Ok((row, log))
     }
 
-    /// The runs of `thread` that submitting `by` ended before they started: their logs
-    /// end, and under a rollback they are deleted, as on LangGraph's server.
-    async fn settle_superseded(&self, thread: &ThreadId, by: &RunId, rollback: bool) {
-        let Ok(runs) = self.queue.runs(thread).await else {
-            return;
-        };
-        let superseded = runs.iter().filter(|r| {
-            r.status.is_terminal() && r.reason.as_deref().is_some_and(|w| w.contains(by.as_str()))
-        });
-        for r in superseded {
-            if rollback {
-                let _ = self.queue.forget(&r.run).await;
-            }
-            let log = self.runs.lock().logs.get(r.run.as_str()).cloned();
-            if let Some(log) = log {
-                self.runs.ended(r.run.as_str(), &log);
-            }
+    /// A run ended before it started (stopped, or superseded by a submission): its waiting
+    /// log ends, and under a rollback it is deleted, as on LangGraph's server.
+    async fn ended_unstarted(&self, run: &RunId, rollback: bool) {
+        if rollback {
+            let _ = self.queue.forget(run).await;
+        }
+        // (The registry's lock is let go before the log ends, which takes it again.)
+        let waiting = self.runs.lock().logs.get(run.as_str()).cloned();
+        if let Some(log) = waiting {
+            self.runs.ended(run.as_str(), &log);
         }
     }
 
@@ -262,14 +253,8 @@ impl Shared {
             Err(e) => return Err(e.into()),
         };
         if status.is_terminal() {
-            if action == StopAction::Rollback {
-                let _ = self.queue.forget(&id).await;
-            }
-            // (The registry's lock is let go before the log ends, which takes it again.)
-            let waiting = self.runs.lock().logs.get(run).cloned();
-            if let Some(log) = waiting {
-                self.runs.ended(run, &log);
-            }
+            self.ended_unstarted(&id, action == StopAction::Rollback)
+                .await;
         }
         Ok(true)
     }

@@ -27,15 +27,15 @@ impl RunQueue {
         input: serde_json::Value,
         strategy: Multitask,
     ) -> Result<RunId, CheckpointError> {
-        let input = serde_json::to_string(&input)
-            .map_err(|e| crate::StorageError::new("encoding a run's input", e))?;
-        self.enqueue(&RunId::generate(), thread, &input, (None, None), strategy)
-            .await
+        let run = RunId::generate();
+        self.submit_as(&run, thread, &input, strategy).await?;
+        Ok(run)
     }
 
     /// Queue a run of `thread` under the id `run` the caller chose (an Agent Server hands
     /// its clients the id before the run is leased), with `input` as any JSON its workers
-    /// read; otherwise as [`submit`](Self::submit).
+    /// read; otherwise as [`submit`](Self::submit). The pending runs it ended to make way
+    /// (a running one is asked to stop, and ends when its worker stops it).
     ///
     /// # Errors
     /// As [`submit`](Self::submit); a storage error for an id the queue already holds.
@@ -45,12 +45,11 @@ impl RunQueue {
         thread: &ThreadId,
         input: &serde_json::Value,
         strategy: Multitask,
-    ) -> Result<(), CheckpointError> {
+    ) -> Result<Vec<RunId>, CheckpointError> {
         let input = serde_json::to_string(input)
             .map_err(|e| crate::StorageError::new("encoding a run's input", e))?;
         self.enqueue(run, thread, &input, (None, None), strategy)
             .await
-            .map(drop)
     }
 
     /// Queue a run that answers `thread`'s pending interrupts with `resume` (what
@@ -97,12 +96,14 @@ impl RunQueue {
             _ => (None, Some(text(serde_json::to_string(command))?)),
         };
         let columns = (resume.as_deref(), command.as_deref());
-        self.enqueue(&RunId::generate(), thread, "null", columns, strategy)
-            .await
+        let run = RunId::generate();
+        self.enqueue(&run, thread, "null", columns, strategy)
+            .await?;
+        Ok(run)
     }
 
     /// Queue a run with its encoded input, or its command as the `resume` and `command`
-    /// columns hold it, making way under `strategy`.
+    /// columns hold it, making way under `strategy`; the pending runs it ended.
     async fn enqueue(
         &self,
         run: &RunId,
@@ -110,7 +111,7 @@ impl RunQueue {
         input: &str,
         (resume, command): (Option<&str>, Option<&str>),
         strategy: Multitask,
-    ) -> Result<RunId, CheckpointError> {
+    ) -> Result<Vec<RunId>, CheckpointError> {
         let sql = self.sql();
         let mut pooled = self.saver.client().await?;
         let client: &mut tokio_postgres::Client = &mut pooled;
@@ -127,7 +128,7 @@ impl RunQueue {
         )
         .await?;
         let now = now_ms();
-        make_way(&tx, sql, thread, run, strategy, now).await?;
+        let superseded = make_way(&tx, sql, thread, run, strategy, now).await?;
         let now_i = to_i64(now);
         sql.query(
             &tx,
@@ -147,7 +148,7 @@ impl RunQueue {
         runs::mirror(&tx, sql, &r).await?;
         notify(&tx, sql, run).await?;
         tx.commit().await.during("committing a submission")?;
-        Ok(run.clone())
+        Ok(superseded)
     }
 
     /// End the leased run of `row`, whose id or thread does not read, as `error` with
@@ -321,7 +322,8 @@ pub(super) async fn mirror(
 }
 
 /// What `strategy` does to `thread`'s unfinished runs before `run` joins them: nothing
-/// (enqueue), refuse (reject), or stop the running one and end the pending ones.
+/// (enqueue), refuse (reject), or stop the running one and end the pending ones; the
+/// pending runs it ended.
 async fn make_way(
     tx: &impl GenericClient,
     sql: &Sql,
@@ -329,9 +331,10 @@ async fn make_way(
     run: &RunId,
     strategy: Multitask,
     now: u64,
-) -> Result<(), CheckpointError> {
+) -> Result<Vec<RunId>, CheckpointError> {
+    let mut superseded = Vec::new();
     if strategy == Multitask::Enqueue {
-        return Ok(());
+        return Ok(superseded);
     }
     let open = sql
         .query(
@@ -368,10 +371,11 @@ async fn make_way(
             }
             Multitask::Interrupt | Multitask::Rollback => {
                 end_pending(tx, sql, &other, thread, RunStatus::Cancelled, &reason, now).await?;
+                superseded.push(other);
             }
         }
     }
-    Ok(())
+    Ok(superseded)
 }
 
 async fn ask_stop(
