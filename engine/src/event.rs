@@ -18,6 +18,10 @@ pub struct StreamMode {
     pub updates: bool,
     /// Events emitted by nodes with [`NodeContext::emit`](crate::NodeContext::emit).
     pub custom: bool,
+    /// Messages as they are generated: each chat-model call's chunks, then the whole message
+    /// ([`EventKind::Messages`]). Off by default: a model called through a node's context
+    /// streams only when this is asked for.
+    pub messages: bool,
     /// Task start and end (debug).
     pub tasks: bool,
     /// Each checkpoint written.
@@ -33,6 +37,7 @@ impl StreamMode {
             values: true,
             updates: true,
             custom: true,
+            messages: true,
             tasks: true,
             checkpoints: true,
             subgraphs: true,
@@ -55,12 +60,21 @@ impl StreamMode {
         }
     }
 
+    /// Only messages as they are generated.
+    pub fn messages() -> Self {
+        StreamMode {
+            messages: true,
+            ..Self::none()
+        }
+    }
+
     /// Nothing.
     pub fn none() -> Self {
         StreamMode {
             values: false,
             updates: false,
             custom: false,
+            messages: false,
             tasks: false,
             checkpoints: false,
             subgraphs: false,
@@ -108,6 +122,31 @@ impl Shared {
             json: |v| match v.downcast_ref::<S::Update>() {
                 Some(u) => serde_json::to_value(u).map_err(|source| RunError::Encode {
                     field: "update",
+                    source,
+                }),
+                None => Ok(serde_json::Value::Null),
+            },
+        }
+    }
+
+    /// Any serializable value, shared: what a node streams as a message
+    /// ([`NodeContext::emit_message`](crate::NodeContext::emit_message)), read back typed
+    /// with [`Shared::get`] or as its serde JSON with [`Shared::to_json`].
+    ///
+    /// ```
+    /// use stategraph::Shared;
+    ///
+    /// let shared = Shared::new(vec![1u32, 2]);
+    /// assert_eq!(shared.get::<Vec<u32>>(), Some(&vec![1, 2]));
+    /// assert_eq!(shared.to_json()?, serde_json::json!([1, 2]));
+    /// # Ok::<(), stategraph::RunError>(())
+    /// ```
+    pub fn new<T: serde::Serialize + Send + Sync + 'static>(value: T) -> Self {
+        Shared {
+            value: Arc::new(value),
+            json: |v| match v.downcast_ref::<T>() {
+                Some(t) => serde_json::to_value(t).map_err(|source| RunError::Encode {
+                    field: "message",
                     source,
                 }),
                 None => Ok(serde_json::Value::Null),
@@ -174,6 +213,18 @@ impl fmt::Debug for Shared {
     }
 }
 
+/// What a [`EventKind::Messages`] event carries of its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MessagePart {
+    /// A piece of a message being generated: a text delta, a tool-call fragment, or the last
+    /// piece (finish reason, usage). Joined in order, a message's chunks make the message.
+    Chunk,
+    /// The whole message, after its chunks were streamed.
+    End,
+    /// A whole message that was not streamed in chunks (a tool's result).
+    Whole,
+}
+
 /// How a task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskStatus {
@@ -208,6 +259,20 @@ pub enum EventKind {
         node: Arc<str>,
         /// The payload.
         payload: serde_json::Value,
+    },
+    /// A message, or a piece of one, streamed by a node (a chat model's tokens, a tool's
+    /// result): `message` holds what the node emitted (the agent runtime's message and
+    /// message-chunk types), and reads as LangChain's message JSON. Chunks of one message
+    /// share its id; chunks of parallel calls interleave but each carries its own id.
+    Messages {
+        /// The node.
+        node: Arc<str>,
+        /// The task.
+        task: TaskId,
+        /// Which part of a message this is.
+        part: MessagePart,
+        /// The message or chunk.
+        message: Shared,
     },
     /// A task started.
     TaskStart {

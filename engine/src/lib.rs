@@ -54,7 +54,7 @@ pub mod worker;
 
 pub use command::{Command, Goto, Interrupt, Interrupted, Resume, Route, SendTo, END, START};
 pub use error::{BoxError, CompileError, Error, GraphProblem, RunError};
-pub use event::{Event, EventKind, Shared, StreamMode, TaskStatus};
+pub use event::{Event, EventKind, MessagePart, Shared, StreamMode, TaskStatus};
 pub use graph::{CompiledGraph, StateGraph};
 pub use node::{CancelToken, Node, NodeContext, NodeOptions, RetryPolicy};
 pub use run::{Durability, Input, RunConfig, RunOutcome, StateSnapshot, DEFAULT_RECURSION_LIMIT};

@@ -12,7 +12,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use stategraph_checkpoints::{Namespace, TaskId, ThreadId};
 use tokio::sync::Notify;
 
-use crate::event::{Event, EventKind, EventSink};
+use crate::event::{Event, EventKind, EventSink, MessagePart, Shared};
 use crate::graph::TaskOutput;
 use crate::{BoxError, Command, Interrupt, Interrupted, RunError, State};
 use stategraph_checkpoints::sync::Unpoisoned;
@@ -320,6 +320,8 @@ pub(crate) struct TaskInfo {
     pub(crate) arg: Option<Arc<serde_json::Value>>,
     pub(crate) sink: Option<EventSink>,
     pub(crate) cursor: Mutex<ResumeCursor>,
+    /// How many message ids this run of the task has handed out.
+    pub(crate) message_ids: std::sync::atomic::AtomicU32,
     /// The task paused or failed in an earlier attempt of this step.
     pub(crate) resumed: bool,
     pub(crate) resume: Arc<Mutex<ResumeInput>>,
@@ -414,6 +416,123 @@ impl NodeContext {
                 .await;
             }
         }
+    }
+
+    /// Whether someone listens to messages from this task: the run streams the `messages`
+    /// mode, and this task's graph is the root or subgraphs stream too. A caller that must
+    /// build its chunks (a model called streaming) asks first, so that nothing is streamed,
+    /// built or sent when nobody listens.
+    pub fn streams_messages(&self) -> bool {
+        self.message_sink().is_some()
+    }
+
+    fn message_sink(&self) -> Option<&EventSink> {
+        self.inner
+            .sink
+            .as_ref()
+            .filter(|s| s.mode.messages && (self.inner.ns.is_root() || s.mode.subgraphs))
+    }
+
+    /// A new message id: `run-<task id>-<n>` for the n-th id this run of the task asks for.
+    /// It is unique in the thread's history and the same when the task runs again from its
+    /// step (a resume, a replay), so a message streamed under it is the message the state
+    /// keeps.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use stategraph::prelude::*;
+    /// # #[derive(State, Clone, Default, Debug)]
+    /// # struct S { ids: Vec<String> }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let graph = StateGraph::<S>::new()
+    ///     .add_node("n", |_s: Arc<S>, cx: NodeContext| async move {
+    ///         Ok::<_, BoxError>(S::update().ids(vec![cx.message_id(), cx.message_id()]))
+    ///     })
+    ///     .add_edge(START, "n")
+    ///     .add_edge("n", END)
+    ///     .compile()?;
+    /// let ids = graph.invoke(S::update(), &RunConfig::new()).await?.state.ids.clone();
+    /// assert_ne!(ids[0], ids[1]);
+    /// assert!(ids[0].starts_with("run-") && ids[0].ends_with("-0"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn message_id(&self) -> String {
+        let n = self.inner.message_ids.fetch_add(1, Ordering::Relaxed);
+        format!("run-{}-{n}", self.inner.task)
+    }
+
+    /// Stream a message or a piece of one ([`EventKind::Messages`]), with this task's node,
+    /// step and namespace; nothing when nobody listens ([`NodeContext::streams_messages`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use futures::StreamExt;
+    /// use stategraph::prelude::*;
+    /// use stategraph::{EventKind, MessagePart, Shared};
+    ///
+    /// #[derive(State, Clone, Default, Debug)]
+    /// struct S {
+    ///     text: String,
+    /// }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let graph = StateGraph::<S>::new()
+    ///     .add_node("talk", |_s: Arc<S>, cx: NodeContext| async move {
+    ///         for word in ["Hel", "lo"] {
+    ///             cx.emit_message(MessagePart::Chunk, Shared::new(word.to_owned())).await;
+    ///         }
+    ///         Ok::<_, BoxError>(S::update().text("Hello".to_owned()))
+    ///     })
+    ///     .add_edge(START, "talk")
+    ///     .add_edge("talk", END)
+    ///     .compile()?;
+    /// let mut stream = graph.stream(S::update(), &RunConfig::new(), StreamMode::messages());
+    /// let mut words = String::new();
+    /// while let Some(ev) = stream.next().await {
+    ///     if let EventKind::Messages { node, message, .. } = ev.kind {
+    ///         assert_eq!(&*node, "talk");
+    ///         words.push_str(message.get::<String>().unwrap());
+    ///     }
+    /// }
+    /// assert_eq!(words, "Hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn emit_message(&self, part: MessagePart, message: Shared) {
+        if let Some(sink) = self.message_sink() {
+            sink.send(Event {
+                ns: self.inner.ns.clone(),
+                step: self.inner.step,
+                kind: EventKind::Messages {
+                    node: self.inner.node.clone(),
+                    task: self.inner.task,
+                    part,
+                    message,
+                },
+            })
+            .await;
+        }
+    }
+
+    /// Pass on a [`EventKind::Messages`] event of a graph this task runs itself (a
+    /// subagent's ephemeral graph) as this task's subgraph's: its namespace goes under
+    /// `node:task` of this task, as a subgraph's would; its node, step and task stay the
+    /// inner graph's. Other events, and any event while subgraphs do not stream, are dropped.
+    pub async fn forward_message(&self, event: Event) {
+        let Some(sink) = self.message_sink().filter(|s| s.mode.subgraphs) else {
+            return;
+        };
+        if !matches!(event.kind, EventKind::Messages { .. }) {
+            return;
+        }
+        let mut ns = self
+            .inner
+            .ns
+            .child(&format!("{}:{}", self.inner.node, self.inner.task));
+        for level in event.ns.levels() {
+            ns = ns.child(level);
+        }
+        sink.send(Event { ns, ..event }).await;
     }
 
     /// Whether the run was cancelled.

@@ -108,6 +108,7 @@ pub async fn run_node<S: State>(
             arg: None,
             sink: None,
             cursor: Mutex::new(ResumeCursor::default()),
+            message_ids: Default::default(),
             resumed: false,
             resume: shared.resume.clone(),
             cancel: shared.cancel.clone(),

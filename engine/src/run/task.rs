@@ -30,6 +30,7 @@ impl<S: State> RunLoop<S> {
                 arg: t.arg.clone(),
                 sink: self.shared.sink.clone(),
                 cursor: Mutex::new(ResumeCursor { resume, calls: 0 }),
+                message_ids: Default::default(),
                 resumed,
                 resume: self.shared.resume.clone(),
                 cancel: self.shared.cancel.clone(),
