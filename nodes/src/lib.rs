@@ -68,6 +68,7 @@ pub mod skill;
 pub mod state;
 pub mod subagent;
 pub mod subagent_tools;
+pub mod tokens;
 pub mod tool;
 pub mod toolbox;
 pub mod trace;

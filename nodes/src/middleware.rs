@@ -59,8 +59,9 @@ pub struct ModelCall {
     pub number: u32,
     /// The engine task making the call (custom events, interrupts), if in a graph run.
     pub node: Option<stategraph::NodeContext>,
-    /// Whether the model is asked to stream; its chunks are emitted as custom events
-    /// (`{"chunk": ModelChunk}`) as they arrive.
+    /// Whether the model's chunks are also emitted as custom events (`{"chunk": ModelChunk}`)
+    /// as they arrive. Independently, a call in a run that streams messages streams them as
+    /// `messages` events ([`tokens::call_model`](crate::tokens::call_model)).
     pub stream: bool,
     /// Where a guard stamps why the run stops early (its settlement's stop reason).
     pub stop: crate::context::StopStamp,
@@ -146,10 +147,12 @@ impl<'a> ModelNext<'a> {
                 for o in self.observers {
                     o.before_model(&call.request, &call.run);
                 }
-                let response = if call.stream {
-                    stream_into_events(self.model, call.request, call.node.as_ref()).await?
-                } else {
-                    self.model.invoke(call.request).await?
+                let response = match &call.node {
+                    Some(cx) => {
+                        crate::tokens::call_in_node(cx, self.model, call.request, call.stream)
+                            .await?
+                    }
+                    None => self.model.invoke(call.request).await?,
                 };
                 for o in self.observers.iter().rev() {
                     o.after_model(&response, &call.run);
@@ -158,27 +161,6 @@ impl<'a> ModelNext<'a> {
             }),
         }
     }
-}
-
-/// Call `model` streaming, emit each chunk as a custom event, and return the whole answer.
-async fn stream_into_events(
-    model: &dyn ChatModel,
-    request: ModelRequest,
-    node: Option<&stategraph::NodeContext>,
-) -> Result<ModelResponse, ModelError> {
-    use futures::StreamExt;
-    let mut chunks = Vec::new();
-    let mut stream = model.stream(request);
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        if let Some(node) = node {
-            if !matches!(chunk, crate::ModelChunk::Done(_)) {
-                node.emit(serde_json::json!({ "chunk": &chunk })).await;
-            }
-        }
-        chunks.push(chunk);
-    }
-    crate::model::assemble_chunks(model.name(), chunks)
 }
 
 /// One tool call as layers see it.

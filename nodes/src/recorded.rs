@@ -198,6 +198,14 @@ impl ChatModel for RecordedReplies {
         };
         Box::pin(async move { result })
     }
+
+    /// The recorded reply, word by word, as a scripted model streams.
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> futures::stream::BoxStream<'_, Result<crate::ModelChunk, ModelError>> {
+        crate::tokens::stream_words(self.invoke(request))
+    }
 }
 
 #[cfg(test)]

@@ -146,6 +146,14 @@ impl ChatModel for ScriptedModel {
         };
         Box::pin(async move { result })
     }
+
+    /// The scripted reply, word by word ([`word_chunks`](crate::tokens::word_chunks)).
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> futures::stream::BoxStream<'_, Result<crate::ModelChunk, ModelError>> {
+        crate::tokens::stream_words(self.invoke(request))
+    }
 }
 
 impl Drop for ScriptedModel {

@@ -201,8 +201,11 @@ impl AgentCore {
             self.note_presented(&call, c);
         }
         let command = match output {
-            ToolOutput::Message(m) => Command::new()
-                .update(ThreadState::update().messages(MessagesUpdate::from(Message::Tool(m)))),
+            ToolOutput::Message(m) => {
+                let mut message = Message::Tool(m);
+                crate::tokens::emit_whole(&ctx, &mut message).await;
+                Command::new().update(ThreadState::update().messages(MessagesUpdate::from(message)))
+            }
             ToolOutput::Command(c) => c,
         };
         Ok(

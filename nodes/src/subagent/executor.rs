@@ -307,9 +307,15 @@ async fn run_child(child: &Child, input: ThreadStateUpdate) -> SubagentOutcome {
     } = child;
     let token = CancelToken::new();
     let config = agent.run_config().cancel_token(token.clone());
+    // The child's tokens stream when its lead's do, under the lead task's namespace.
+    let messages = events
+        .node
+        .as_ref()
+        .is_some_and(NodeContext::streams_messages);
     let mode = StreamMode {
         values: true,
         custom: true,
+        messages,
         ..StreamMode::none()
     };
     let lease = InvocationLease::begin(sandbox.as_ref());
@@ -330,6 +336,11 @@ async fn run_child(child: &Child, input: ThreadStateUpdate) -> SubagentOutcome {
                         }
                     }
                     EventKind::Custom { node, payload } => events.child_event(&node, payload).await,
+                    EventKind::Messages { .. } => {
+                        if let Some(lead) = &events.node {
+                            lead.forward_message(event).await;
+                        }
+                    }
                     _ => {}
                 },
                 None => break,

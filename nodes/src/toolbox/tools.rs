@@ -198,6 +198,12 @@ impl ToolInner {
         let mut messages = MessagesUpdate::new();
         let mut gotos: Vec<Goto> = Vec::new();
         for (call, output) in calls.iter().zip(outputs) {
+            if let ToolOutput::Message(m) = output {
+                let mut message = Message::Tool(m);
+                crate::tokens::emit_whole(&ctx, &mut message).await;
+                messages.push(MessageOp::Upsert(message));
+                continue;
+            }
             translate(call, output, &mut messages, &mut gotos)?;
         }
         Ok(Command::new()

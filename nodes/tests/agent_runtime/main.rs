@@ -7,6 +7,7 @@ mod catalog;
 mod guardrail;
 mod interrupts;
 mod layers;
+mod messages_mode;
 mod model_tool_loop;
 mod observers;
 mod replay;

@@ -292,9 +292,14 @@ async fn streamed_model_chunks_arrive_as_events_and_assemble_into_the_answer() -
     }
     assert_eq!(
         chunks,
-        [ModelChunk::Text {
-            delta: "streamed answer".into()
-        }]
+        [
+            ModelChunk::Text {
+                delta: "streamed ".into()
+            },
+            ModelChunk::Text {
+                delta: "answer".into()
+            }
+        ]
     );
     let out = stream.outcome().await?;
     assert_eq!(

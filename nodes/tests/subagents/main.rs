@@ -5,6 +5,7 @@ mod capabilities;
 mod capacity;
 mod isolation;
 mod status;
+mod streaming;
 mod support;
 mod trace;
 mod wiring;
