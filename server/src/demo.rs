@@ -1,6 +1,6 @@
 //! Small graphs `stategraph serve` serves when it is given none of a user's: a chain, an
-//! echo agent, an approval that interrupts, custom events, a slow loop, a subgraph and a
-//! failing node. The SDK tests and the server bench drive them; LangGraph's twins live beside
+//! echo agent, an approval that interrupts, custom events, a slow loop, a subgraph, a
+//! failing node and (with the `agent` feature) a chat whose model streams its tokens. The SDK tests and the server bench drive them; LangGraph's twins live beside
 //! those tests, so both servers can be checked with the same client scripts.
 
 use std::sync::Arc;
@@ -198,17 +198,85 @@ pub fn boom() -> Result<CompiledGraph<Log>, CompileError> {
         .compile()
 }
 
+#[cfg(feature = "agent")]
+pub use chat::{chat, Conversation, EchoModel};
+
+#[cfg(feature = "agent")]
+mod chat {
+    use futures::future::BoxFuture;
+    use futures::stream::BoxStream;
+    use stategraph::prelude::*;
+    use stategraph::{CompileError, List};
+    use stategraph_nodes::toolbox::{model_node, Toolbox};
+    use stategraph_nodes::{
+        impl_messages_state, AiMessage, ChatModel, Message, ModelChunk, ModelError, ModelRequest,
+        ModelResponse,
+    };
+
+    /// A conversation of typed messages, merged by id (LangChain's message JSON on the wire).
+    #[derive(State, Clone, Default, Debug)]
+    pub struct Conversation {
+        /// The messages.
+        #[reduce(add_messages)]
+        pub messages: List<Message>,
+    }
+    impl_messages_state!(Conversation, messages);
+
+    /// A chat model that answers `You said: <the last message's text>`, streamed word by
+    /// word: a model with no provider behind it, for demos and tests of token streaming.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct EchoModel;
+
+    impl ChatModel for EchoModel {
+        fn name(&self) -> &str {
+            "echo"
+        }
+
+        fn invoke(
+            &self,
+            request: ModelRequest,
+        ) -> BoxFuture<'_, Result<ModelResponse, ModelError>> {
+            let last = request
+                .messages
+                .last()
+                .map(|m| m.text().to_owned())
+                .unwrap_or_default();
+            Box::pin(async move { Ok(AiMessage::text(format!("You said: {last}")).into()) })
+        }
+
+        fn stream(&self, request: ModelRequest) -> BoxStream<'_, Result<ModelChunk, ModelError>> {
+            stategraph_nodes::tokens::stream_words(self.invoke(request))
+        }
+    }
+
+    /// One node, `model`: the [`EchoModel`] answering the conversation through
+    /// [`model_node`], so its tokens stream in the `messages` modes.
+    ///
+    /// # Errors
+    /// As [`chain`](super::chain).
+    pub fn chat() -> Result<CompiledGraph<Conversation>, CompileError> {
+        StateGraph::<Conversation>::new()
+            .add_node("model", model_node(EchoModel, &Toolbox::new()))
+            .add_edge(START, "model")
+            .add_edge("model", END)
+            .compile()
+    }
+}
+
 /// Register every demo graph, by its function's name.
 ///
 /// # Errors
 /// As [`chain`].
 pub fn register(builder: ServerBuilder) -> Result<ServerBuilder, CompileError> {
-    Ok(builder
+    let builder = builder
         .graph("chain", &chain()?)
         .graph("agent", &agent()?)
         .graph("approval", &approval()?)
         .graph("custom", &custom()?)
         .graph("slow", &slow()?)
         .graph("nested", &nested()?)
-        .graph("boom", &boom()?))
+        .graph("boom", &boom()?);
+    #[cfg(feature = "agent")]
+    let builder = builder.graph("chat", &chat()?);
+    Ok(builder)
 }

@@ -99,7 +99,8 @@ macro_rules! scenarios {
 // Each is a behaviour the script states and checks: thread CRUD and search; streams in each
 // mode; subgraph namespaces; an error event; an interrupt resumed by `Command(resume=…)`;
 // the edit/regenerate fork; state updates; history; wait and join; cancel; reject while busy;
-// enqueue order; a stream resumed from `Last-Event-ID`; 4xx answers.
+// enqueue order; a stream resumed from `Last-Event-ID`; 4xx answers; a model's tokens in the
+// `messages-tuple` and `messages` modes.
 scenarios!(
     threads,
     stream_values,
@@ -117,4 +118,5 @@ scenarios!(
     enqueue,
     resume_stream,
     errors,
+    stream_messages,
 );

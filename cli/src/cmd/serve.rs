@@ -55,7 +55,7 @@ pub(super) async fn run(args: ServeArgs<'_>) -> Outcome {
     let mut stdout = std::io::stdout();
     let _ = writeln!(
         stdout,
-        "stategraph serve: {} (graphs: agent, approval, boom, chain, custom, nested, slow)",
+        "stategraph serve: {} (graphs: agent, approval, boom, chain, chat, custom, nested, slow)",
         server.url()
     );
     let _ = stdout.flush();

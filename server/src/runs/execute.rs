@@ -80,7 +80,7 @@ impl Shared {
             Err(e) => return e.into(),
         };
         let mut frames = Vec::new();
-        let mut framer = modes.framer(&row.thread_id);
+        let mut framer = modes.framer(&row.thread_id, message_metadata(row));
         while let Some(ev) = live.next_event().await {
             framer.frames(&ev, &mut frames);
             for (event, data) in frames.drain(..) {
@@ -233,6 +233,16 @@ pub(crate) fn stop_of(active: &Active) -> StopAction {
 
 /// The engine's config for a run; `fresh` when it applies its input (from the checkpoint
 /// the request names, if any), not when it goes on from its own newest checkpoint.
+/// The metadata every streamed message's starts from: the run's, as its checkpoints have it.
+fn message_metadata(row: &RunRow) -> serde_json::Map<String, Value> {
+    let mut meta = row.metadata.clone();
+    meta.insert("thread_id".into(), json!(row.thread_id));
+    meta.insert("run_id".into(), json!(row.run_id));
+    meta.insert("graph_id".into(), json!(row.graph_id));
+    meta.insert("assistant_id".into(), json!(row.assistant_id));
+    meta
+}
+
 fn run_config(
     row: &RunRow,
     graph: &dyn ServedGraph,

@@ -1,15 +1,16 @@
 //! The stream modes a run was asked for, and the engine's events as the frames LangGraph's
-//! clients parse: `values`, `updates`, `custom`, `tasks`, `checkpoints`, `debug`, each named
-//! `mode|ns` for a subgraph's events.
+//! clients parse: `values`, `updates`, `custom`, `tasks`, `checkpoints`, `debug`, and the
+//! messages (`super::messages`), each named `mode|ns` for a subgraph's events.
 
 use std::collections::HashMap;
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use stategraph::{Event, EventKind, StreamMode, TaskStatus};
 
 use crate::error::{ApiError, ApiResult};
 use crate::graph::interrupt_json;
 use crate::ids::{now_ms, rfc3339};
+use crate::runs::messages::{MessageEvent, MessageFramer, MessageModes};
 
 /// The modes a run streams.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,12 +21,12 @@ pub(crate) struct Modes {
     pub(crate) tasks: bool,
     pub(crate) checkpoints: bool,
     pub(crate) debug: bool,
+    pub(crate) messages: MessageModes,
     pub(crate) subgraphs: bool,
 }
 
 impl Modes {
-    /// Parse `stream_mode` (default `values`). `messages` and `messages-tuple` are accepted
-    /// and stream nothing yet; `events` is refused.
+    /// Parse `stream_mode` (default `values`); `events` is refused.
     pub(crate) fn parse(names: &[String], subgraphs: bool) -> ApiResult<Modes> {
         let mut m = Modes {
             subgraphs,
@@ -42,7 +43,8 @@ impl Modes {
                 "tasks" => m.tasks = true,
                 "checkpoints" => m.checkpoints = true,
                 "debug" => m.debug = true,
-                "messages" | "messages-tuple" => {}
+                "messages" => m.messages.whole = true,
+                "messages-tuple" => m.messages.tuple = true,
                 other => {
                     return Err(ApiError::Invalid(format!(
                         "stream_mode {other:?}: expected values, updates, custom, tasks, \
@@ -60,18 +62,21 @@ impl Modes {
         mode.values = self.values || self.debug;
         mode.updates = self.updates;
         mode.custom = self.custom;
+        mode.messages = self.messages.any();
         mode.tasks = self.tasks || self.debug;
         mode.checkpoints = self.checkpoints || self.debug;
         mode.subgraphs = self.subgraphs;
         mode
     }
 
-    /// A framer of one run's events.
-    pub(crate) fn framer(self, thread: &str) -> Framer {
+    /// A framer of one run's events; `metadata` is the run's, which each message's
+    /// metadata starts from.
+    pub(crate) fn framer(self, thread: &str, metadata: Map<String, Value>) -> Framer {
         Framer {
             modes: self,
             thread: thread.to_owned(),
             last_values: HashMap::new(),
+            messages: MessageFramer::new(self.messages, metadata),
         }
     }
 }
@@ -83,6 +88,7 @@ pub(crate) struct Framer {
     modes: Modes,
     thread: String,
     last_values: HashMap<String, Value>,
+    messages: MessageFramer,
 }
 
 impl Framer {
@@ -103,6 +109,21 @@ impl Framer {
                 out.push((name("updates"), json!({ node.as_ref(): data })));
             }
             EventKind::Custom { payload, .. } => out.push((name("custom"), payload.clone())),
+            EventKind::Messages {
+                node,
+                task,
+                part,
+                message,
+            } => {
+                let event = MessageEvent {
+                    ev,
+                    node,
+                    task: *task,
+                    part: *part,
+                    message,
+                };
+                self.messages.frames(event, &name, out);
+            }
             EventKind::TaskStart { node, task } => {
                 let payload = json!({
                     "id": task.to_string(), "name": node.as_ref(), "input": null, "triggers": [],

@@ -13,6 +13,7 @@ mod execute;
 pub(crate) mod frames;
 mod kept;
 pub(crate) mod log;
+pub(crate) mod messages;
 #[cfg(feature = "postgres")]
 pub(crate) mod pg;
 #[cfg(feature = "postgres")]

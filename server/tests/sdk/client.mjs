@@ -425,10 +425,59 @@ async function errors(client) {
   }
 }
 
+async function stream_messages(client) {
+  const tid = await newThread(client);
+  let events = await collect(client.runs.stream(tid, "chat", {
+    input: { messages: [human("hello there")] }, streamMode: ["messages-tuple", "values"],
+  }));
+  metadataFirst(events);
+  const names = events.slice(1).map(([event]) => event);
+  const tuples = events.filter(([event]) => event === "messages").map(([, data]) => data);
+  check("several chunks", tuples.length >= 3, show(tuples));
+  check("chunks come between the input's values and the answer's",
+    names[0] === "values" && names[names.length - 1] === "values" &&
+      names.slice(1, -1).every((n) => n === "messages"), show(names));
+  for (const [chunk, meta] of tuples) {
+    expect("chunk type", "AIMessageChunk", chunk.type);
+    expect("chunk node", "model", meta.langgraph_node);
+    expect("chunk step", 1, meta.langgraph_step);
+    check("chunk namespace names the node's task", meta.langgraph_checkpoint_ns.startsWith("model:"),
+      show(meta));
+  }
+  const ids = [...new Set(tuples.map(([chunk]) => chunk.id))];
+  expect("one message id across the chunks", 1, ids.length);
+  expect("joined chunks", "You said: hello there", tuples.map(([c]) => c.content).join(""));
+  expect("the last chunk says so", "last", tuples[tuples.length - 1][0].chunk_position);
+  const final = events[events.length - 1][1].messages;
+  expect("message kinds", ["human", "ai"], final.map((m) => m.type));
+  expect("answer", "You said: hello there", final[final.length - 1].content);
+  expect("the streamed id is the id the thread keeps", ids[0], final[final.length - 1].id);
+
+  events = await collect(client.runs.stream(tid, "chat", {
+    input: { messages: [human("once more")] }, streamMode: "messages",
+  }));
+  metadataFirst(events);
+  expect("first event after metadata", "messages/metadata", events[1][0]);
+  const [[mid, meta]] = Object.entries(events[1][1]);
+  expect("metadata node", "model", meta.metadata.langgraph_node);
+  const partials = events.filter(([e]) => e === "messages/partial").map(([, data]) => data[0]);
+  check("several partials", partials.length >= 3, show(partials));
+  const contents = partials.map((p) => p.content);
+  check("each partial extends the one before",
+    contents.slice(0, -1).every((a, i) => i === 0 || (a.startsWith(contents[i - 1]) && a.length > contents[i - 1].length)),
+    show(contents));
+  expect("the last partial", "You said: once more", contents[contents.length - 1]);
+  check("partials are of the message", partials.every((p) => p.id === mid));
+  const complete = events.filter(([e]) => e === "messages/complete").map(([, data]) => data[0]);
+  if (OURS) {
+    expect("a streamed message ends complete", ["You said: once more"], complete.map((m) => m.content));
+  }
+}
+
 const SCENARIOS = {
   threads, stream_values, stream_updates, stream_custom, stream_subgraphs, stream_error,
   interrupt_resume, fork, update_state, history, wait_join, cancel, reject_busy, enqueue,
-  resume_stream, errors,
+  resume_stream, errors, stream_messages,
 };
 
 async function main(argv) {

@@ -567,10 +567,57 @@ async def reconnect(client):
            [[f"tick{i}" for i in range(n)] for n in range(9)], logs)
 
 
+async def stream_messages(client):
+    tid = await new_thread(client)
+    events = await collect(client.runs.stream(
+        tid, "chat", input={"messages": [human("hello there")]},
+        stream_mode=["messages-tuple", "values"]))
+    check_metadata_first(events)
+    names = [event for event, _ in events[1:]]
+    tuples = [data for event, data in events if event == "messages"]
+    check("several chunks", len(tuples) >= 3, repr(tuples))
+    check("chunks come between the input's values and the answer's",
+          names[0] == "values" and names[-1] == "values" and set(names[1:-1]) == {"messages"},
+          repr(names))
+    for chunk, meta in tuples:
+        expect("chunk type", "AIMessageChunk", chunk["type"])
+        expect("chunk node", "model", meta["langgraph_node"])
+        expect("chunk step", 1, meta["langgraph_step"])
+        check("chunk namespace names the node's task",
+              meta["langgraph_checkpoint_ns"].startswith("model:"), repr(meta))
+    ids = {chunk["id"] for chunk, _ in tuples}
+    expect("one message id across the chunks", 1, len(ids))
+    expect("joined chunks", "You said: hello there", "".join(c["content"] for c, _ in tuples))
+    expect("the last chunk says so", "last", tuples[-1][0].get("chunk_position"))
+    final = events[-1][1]["messages"]
+    expect("message kinds", ["human", "ai"], [m["type"] for m in final])
+    expect("answer", "You said: hello there", final[-1]["content"])
+    expect("the streamed id is the id the thread keeps", ids.pop(), final[-1]["id"])
+
+    events = await collect(client.runs.stream(
+        tid, "chat", input={"messages": [human("once more")]}, stream_mode="messages"))
+    check_metadata_first(events)
+    expect("first event after metadata", "messages/metadata", events[1][0])
+    (mid, meta), = events[1][1].items()
+    expect("metadata node", "model", meta["metadata"]["langgraph_node"])
+    partials = [data[0] for event, data in events if event == "messages/partial"]
+    check("several partials", len(partials) >= 3, repr(partials))
+    contents = [p["content"] for p in partials]
+    check("each partial extends the one before",
+          all(b.startswith(a) and len(b) > len(a) for a, b in zip(contents, contents[1:-1])),
+          repr(contents))
+    expect("the last partial", "You said: once more", contents[-1])
+    check("partials are of the message", all(p["id"] == mid for p in partials))
+    complete = [data[0] for event, data in events if event == "messages/complete"]
+    if OURS:
+        expect("a streamed message ends complete", ["You said: once more"],
+               [m["content"] for m in complete])
+
+
 SCENARIOS = {f.__name__: f for f in [
     threads, stream_values, stream_updates, stream_custom, stream_subgraphs, stream_error,
     interrupt_resume, fork, update_state, history, wait_join, cancel, reject_busy, enqueue,
-    resume_stream, errors, reconnect,
+    resume_stream, errors, reconnect, stream_messages,
 ]}
 
 

@@ -7,11 +7,16 @@ unchanged against our server.
 
 import asyncio
 import operator
+import re
 from typing import Annotated, Optional
 
 from typing_extensions import TypedDict
 
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langgraph.config import get_stream_writer
+from langgraph.graph.message import add_messages
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
@@ -137,3 +142,42 @@ _boom.add_node("explode", explode)
 _boom.add_edge(START, "explode")
 _boom.add_edge("explode", END)
 boom = _boom.compile()
+
+
+class EchoModel(BaseChatModel):
+    """Answers `You said: <the last message's text>`, streamed word by word."""
+
+    def _answer(self, messages):
+        return "You said: " + (messages[-1].text if messages else "")
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._answer(messages)))])
+
+    def _stream(self, messages, stop=None, run_manager=None, **kwargs):
+        for word in re.findall(r"\S+\s*", self._answer(messages)):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word))
+            if run_manager:
+                run_manager.on_llm_new_token(word, chunk=chunk)
+            yield chunk
+
+    @property
+    def _llm_type(self):
+        return "echo"
+
+
+class ChatState(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+_echo = EchoModel()
+
+
+def answer(state: ChatState):
+    return {"messages": [_echo.invoke(state["messages"])]}
+
+
+_chat = StateGraph(ChatState)
+_chat.add_node("model", answer)
+_chat.add_edge(START, "model")
+_chat.add_edge("model", END)
+chat = _chat.compile()
