@@ -270,13 +270,15 @@ pub(crate) async fn call_in_node(
     request: ModelRequest,
     custom_chunks: bool,
 ) -> Result<ModelResponse, ModelError> {
-    let id = cx.message_id();
     let messages = cx.streams_messages();
     if !messages && !custom_chunks {
         let mut response = model.invoke(request).await?;
-        response.message.id.get_or_insert(id);
+        if response.message.id.is_none() {
+            response.message.id = Some(cx.message_id());
+        }
         return Ok(response);
     }
+    let id = cx.message_id();
     use futures::StreamExt;
     let mut pieces = Vec::new();
     let mut stream = model.stream(request);
