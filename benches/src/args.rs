@@ -47,6 +47,8 @@ pub(crate) struct Args {
     pub(crate) turn_calls: Vec<usize>,
     /// Thread lengths of the `replay10k` workload, one row each (`--replay-steps`).
     pub(crate) replay_steps: Vec<usize>,
+    /// Chunks the `stream` workload's model streams (`--stream-chunks`).
+    pub(crate) stream_chunks: usize,
     /// Checkpoints the `prune` workload keeps (`--prune-keep`).
     pub(crate) prune_keep: usize,
     /// `synchronous` of the SQLite saver and of the floor.
@@ -99,11 +101,11 @@ impl Args {
 /// Where `.ci/sdk-clients.sh` makes the Python venv with `langgraph-sdk`.
 const DEFAULT_SDK_PYTHON: &str = "target/sdk-clients/py/bin/python";
 
-pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune,studio,workers,turn1000,replay10k,server] \
+pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune,studio,workers,turn1000,replay10k,server,stream] \
 [--checkpointer none|memory|sqlite|postgres] [--pg-url URL] [--steps 1000] [--fanout-k 1000] [--fanout-waves 0] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
-[--verify-steps 10000,100000] [--prune-keep 100] [--turn-calls 250,1000] [--replay-steps 2500,10000] [--worker-threads N] [--pg-prepared-statements on|off] \
+[--verify-steps 10000,100000] [--prune-keep 100] [--turn-calls 250,1000] [--replay-steps 2500,10000] [--stream-chunks 100000] [--worker-threads N] [--pg-prepared-statements on|off] \
 [--sdk-python PATH] [--lg-dev PATH --lg-app DIR] [--server-clients 1,32] [--server-runs 30] [--server-port-base 0]";
 
 /// A command-line problem: message and exit code.
@@ -140,6 +142,7 @@ fn defaults() -> Args {
         verify_steps: vec![10_000, 100_000],
         turn_calls: vec![250, 1000],
         replay_steps: vec![2500, 10_000],
+        stream_chunks: 100_000,
         prune_keep: 100,
         sqlite_sync: Synchronous::Full,
         preallocate_wal: true,
@@ -222,6 +225,7 @@ fn apply_flag(
         "--turn-calls" => args.turn_calls = numbers(flag, &value()?)?,
         "--replay-steps" => args.replay_steps = numbers(flag, &value()?)?,
         "--prune-keep" => args.prune_keep = number(flag, &value()?)?,
+        "--stream-chunks" => args.stream_chunks = number(flag, &value()?)?,
         "--pg-url" => args.pg_url = Some(value()?),
         "--pg-prepared-statements" => args.pg_prepared = on_off(flag, &value()?)?,
         "--worker-threads" => args.worker_threads = Some(number(flag, &value()?)?),

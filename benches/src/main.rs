@@ -21,7 +21,9 @@
 //! on SQLite against LangGraph's `langgraph dev` in memory, in one run, through the same
 //! Python `langgraph-sdk` client at `--server-clients 1,32` clients of `--server-runs 30`
 //! runs each; `--sdk-python PATH`, and `--lg-dev PATH --lg-app DIR` for LangGraph's side;
-//! see `server.rs`) and `sales_review` (ours only;
+//! see `server.rs`), `stream` (a model's tokens through the `messages` mode in process, with
+//! LangGraph's in the same run given `--lg-dev`, and through `stategraph serve`:
+//! `--stream-chunks 100000`; see `stream.rs`) and `sales_review` (ours only;
 //! `sales_review` times the example's release binary, built first with `cargo build --release
 //! --example sales_review`), `--checkpointer none|memory|sqlite|postgres` (a comma list is
 //! accepted: `none,memory`; `postgres` runs chain, fanout, agent and wide on a fresh schema of
@@ -79,6 +81,7 @@ mod server_summary;
 mod settlement;
 mod settlement_run;
 mod sqlite_db;
+mod stream;
 mod studio_page;
 mod subagent;
 mod turn_calls;
@@ -104,7 +107,7 @@ use sqlite_db::SqliteDb;
 use wide::WIDE_NODES;
 
 pub(crate) const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 16] = [
+const WORKLOADS: [&str; 17] = [
     "chain",
     "fanout",
     "agent",
@@ -121,6 +124,7 @@ const WORKLOADS: [&str; 16] = [
     "turn1000",
     "replay10k",
     "server",
+    "stream",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -434,6 +438,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "turn1000" => turn_calls::run_turn_calls(&args).await?,
             "replay10k" => replay_run::run_replay(&args).await?,
             "server" => server::run_server(&args).await?,
+            "stream" => stream::run_stream(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;
