@@ -14,176 +14,17 @@
     clippy::expect_used
 )]
 
+#[path = "support/browser.rs"]
+mod harness;
 mod support;
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use fantoccini::{Client, Locator};
+use fantoccini::Locator;
+use harness::{doc_shot, program, text_of, wait_for, PATIENCE};
 use stategraph_studio::{Studio, StudioOptions};
 use support::*;
-
-/// How long a page may take to show what a step waits for.
-const PATIENCE: Duration = Duration::from_secs(20);
-
-/// A program found through `var` or on the PATH.
-fn program(var: &str, name: &str) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(var) {
-        return Some(PathBuf::from(p));
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
-}
-
-/// chromedriver, and a Chromium session on it.
-struct Browser {
-    driver: Child,
-    client: Client,
-    _profile: tempfile::TempDir,
-}
-
-/// A browser, or `None` (after saying how to install one) when there is none outside CI.
-async fn browser() -> Result<Option<Browser>, E> {
-    let driver = program("STATEGRAPH_CHROMEDRIVER", "chromedriver");
-    let chromium = program("STATEGRAPH_CHROMIUM", "chromium");
-    let (Some(driver), Some(chromium)) = (driver, chromium) else {
-        let how = "the studio browser tests need Debian's chromium and chromium-driver: \
-                   run `sudo .ci/browser.sh` (or apt-get install chromium chromium-driver)";
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            return Err(how.into());
-        }
-        eprintln!("skipped: {how}");
-        return Ok(None);
-    };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let mut child = Command::new(&driver)
-        .arg(format!("--port={port}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut up = false;
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    if !up {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(format!("chromedriver did not listen on port {port}").into());
-    }
-    let profile = tempfile::tempdir()?;
-    let args = vec![
-        "--headless".to_owned(),
-        "--no-sandbox".to_owned(),
-        "--disable-gpu".to_owned(),
-        "--disable-quic".to_owned(),
-        "--no-first-run".to_owned(),
-        "--disable-background-networking".to_owned(),
-        "--disable-component-update".to_owned(),
-        "--disable-sync".to_owned(),
-        "--disable-dev-shm-usage".to_owned(),
-        "--window-size=1500,1000".to_owned(),
-        format!("--user-data-dir={}", profile.path().display()),
-    ];
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".to_owned(),
-        serde_json::json!({ "binary": chromium, "args": args }),
-    );
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    let client = match Client::with_capabilities_and_connector(
-        &format!("http://127.0.0.1:{port}"),
-        &caps,
-        connector,
-    )
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(e.into());
-        }
-    };
-    Ok(Some(Browser {
-        driver: child,
-        client,
-        _profile: profile,
-    }))
-}
-
-/// Run `scenario` in a fresh browser; on failure save a screenshot as `name`.png under
-/// `target/studio-screenshots/`. The browser and its driver are closed either way.
-async fn in_browser<F, Fut>(name: &str, scenario: F) -> R
-where
-    F: FnOnce(Client) -> Fut,
-    Fut: Future<Output = R>,
-{
-    let Some(mut b) = browser().await? else {
-        return Ok(());
-    };
-    let result = scenario(b.client.clone()).await;
-    if result.is_err() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/studio-screenshots");
-        if let Ok(png) = b.client.screenshot().await {
-            let _ = std::fs::create_dir_all(&dir);
-            let _ = std::fs::write(dir.join(format!("{name}.png")), png);
-            eprintln!("screenshot: {}", dir.join(format!("{name}.png")).display());
-        }
-    }
-    let _ = b.client.clone().close().await;
-    let _ = b.driver.kill();
-    let _ = b.driver.wait();
-    result
-}
-
-/// Save a screenshot of the page into `docs/images/` when asked to refresh them.
-async fn doc_shot(c: &Client, name: &str) -> R {
-    if std::env::var_os("STATEGRAPH_UPDATE_GOLDEN").is_some() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/images");
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join(format!("{name}.png")), c.screenshot().await?)?;
-    }
-    Ok(())
-}
-
-/// Wait until the element at `css` shows text containing `want`; its text.
-async fn text_of(c: &Client, css: &str, want: &str) -> Result<String, E> {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let mut last = String::new();
-    while tokio::time::Instant::now() < deadline {
-        if let Ok(e) = c.find(Locator::Css(css)).await {
-            last = e.text().await.unwrap_or_default();
-            if last.contains(want) {
-                return Ok(last);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(format!("`{css}` never showed `{want}`; it showed `{last}`").into())
-}
-
-/// Wait for an element at `css`.
-async fn wait_for(c: &Client, css: &str) -> Result<fantoccini::elements::Element, E> {
-    Ok(c.wait()
-        .at_most(PATIENCE)
-        .for_element(Locator::Css(css))
-        .await?)
-}
 
 /// A file with both threads, a studio serving it (forks allowed), and the tokened URL.
 async fn serve(dir: &Path) -> Result<(PathBuf, String, tokio::task::JoinHandle<()>), E> {
@@ -201,64 +42,68 @@ async fn serve(dir: &Path) -> Result<(PathBuf, String, tokio::task::JoinHandle<(
 async fn the_page_shows_threads_graph_state_and_diff_and_forks_a_new_branch() -> R {
     let dir = tempfile::tempdir()?;
     let (path, url, server) = serve(dir.path()).await?;
-    let result = in_browser("threads_graph_state_diff_fork", |c| async move {
-        c.goto(&url).await?;
-        text_of(&c, "#threads", COUNTER).await?;
-        text_of(&c, "#threads", AGENT).await?;
-        let counter = wait_for(&c, "li.thread[data-thread='counter']").await?;
-        assert!(counter.text().await?.contains("done"));
-        counter.click().await?;
-        for node in ["plan", "act", "__start__", "__end__"] {
-            wait_for(&c, &format!("#graph svg g[data-node='{node}']")).await?;
-        }
-        wait_for(&c, "#history .cp.on").await?;
-        let rows = c.find_all(Locator::Css("#history .cp[data-id]")).await?;
-        assert!(rows.len() >= 7, "{} rows", rows.len());
-        // Pick a checkpoint in the middle of the run.
-        let pick = &rows[4];
-        let id = pick.attr("data-id").await?.ok_or("a row without an id")?;
-        pick.click().await?;
-        text_of(&c, "#cp-title", &id[id.len() - 8..]).await?;
-        text_of(&c, "#state", "count").await?;
-        wait_for(&c, "#graph svg g.ran").await?;
-        wait_for(&c, "#graph svg g.on-path").await?;
-        doc_shot(&c, "studio-thread").await?;
-        c.find(Locator::Css("#tabs button[data-tab='diff']"))
-            .await?
-            .click()
-            .await?;
-        text_of(&c, "#diff", &format!("+++ {id}")).await?;
-        text_of(&c, "#diff", "log").await?;
-        doc_shot(&c, "studio-diff").await?;
-        // Fork from here with an edited value.
-        c.find(Locator::Css("#tabs button[data-tab='fork']"))
-            .await?
-            .click()
-            .await?;
-        c.find(Locator::Css("#fork-path"))
-            .await?
-            .send_keys("/count")
-            .await?;
-        c.find(Locator::Css("#fork-value"))
-            .await?
-            .send_keys("42")
-            .await?;
-        c.find(Locator::Css("#fork-go")).await?.click().await?;
-        let said = text_of(&c, "#fork-result", "new branch").await?;
-        let new = said
-            .split_whitespace()
-            .find(|w| w.len() == 32)
-            .ok_or("no new checkpoint id in the result")?
-            .to_owned();
-        let row = wait_for(&c, &format!("#history .cp[data-id='{new}']")).await?;
-        assert!(row.text().await?.contains("fork"));
-        c.find(Locator::Css("#tabs button[data-tab='state']"))
-            .await?
-            .click()
-            .await?;
-        text_of(&c, "#state", "42").await?;
-        Ok(())
-    })
+    let result = harness::in_browser(
+        "studio-screenshots",
+        "threads_graph_state_diff_fork",
+        |c| async move {
+            c.goto(&url).await?;
+            text_of(&c, "#threads", COUNTER).await?;
+            text_of(&c, "#threads", AGENT).await?;
+            let counter = wait_for(&c, "li.thread[data-thread='counter']").await?;
+            assert!(counter.text().await?.contains("done"));
+            counter.click().await?;
+            for node in ["plan", "act", "__start__", "__end__"] {
+                wait_for(&c, &format!("#graph svg g[data-node='{node}']")).await?;
+            }
+            wait_for(&c, "#history .cp.on").await?;
+            let rows = c.find_all(Locator::Css("#history .cp[data-id]")).await?;
+            assert!(rows.len() >= 7, "{} rows", rows.len());
+            // Pick a checkpoint in the middle of the run.
+            let pick = &rows[4];
+            let id = pick.attr("data-id").await?.ok_or("a row without an id")?;
+            pick.click().await?;
+            text_of(&c, "#cp-title", &id[id.len() - 8..]).await?;
+            text_of(&c, "#state", "count").await?;
+            wait_for(&c, "#graph svg g.ran").await?;
+            wait_for(&c, "#graph svg g.on-path").await?;
+            doc_shot(&c, "studio-thread").await?;
+            c.find(Locator::Css("#tabs button[data-tab='diff']"))
+                .await?
+                .click()
+                .await?;
+            text_of(&c, "#diff", &format!("+++ {id}")).await?;
+            text_of(&c, "#diff", "log").await?;
+            doc_shot(&c, "studio-diff").await?;
+            // Fork from here with an edited value.
+            c.find(Locator::Css("#tabs button[data-tab='fork']"))
+                .await?
+                .click()
+                .await?;
+            c.find(Locator::Css("#fork-path"))
+                .await?
+                .send_keys("/count")
+                .await?;
+            c.find(Locator::Css("#fork-value"))
+                .await?
+                .send_keys("42")
+                .await?;
+            c.find(Locator::Css("#fork-go")).await?.click().await?;
+            let said = text_of(&c, "#fork-result", "new branch").await?;
+            let new = said
+                .split_whitespace()
+                .find(|w| w.len() == 32)
+                .ok_or("no new checkpoint id in the result")?
+                .to_owned();
+            let row = wait_for(&c, &format!("#history .cp[data-id='{new}']")).await?;
+            assert!(row.text().await?.contains("fork"));
+            c.find(Locator::Css("#tabs button[data-tab='state']"))
+                .await?
+                .click()
+                .await?;
+            text_of(&c, "#state", "42").await?;
+            Ok(())
+        },
+    )
     .await;
     server.abort();
     result?;
@@ -279,32 +124,36 @@ async fn the_page_shows_threads_graph_state_and_diff_and_forks_a_new_branch() ->
 async fn an_agent_thread_shows_its_conversation_tool_calls_and_capability_trace() -> R {
     let dir = tempfile::tempdir()?;
     let (_path, url, server) = serve(dir.path()).await?;
-    let result = in_browser("agent_conversation_trace", |c| async move {
-        c.goto(&url).await?;
-        wait_for(&c, "li.thread[data-thread='agent-1']")
-            .await?
-            .click()
-            .await?;
-        wait_for(&c, "#graph svg g.role-model[data-node='model']").await?;
-        wait_for(&c, "#graph svg g.role-tools[data-node='tools']").await?;
-        wait_for(&c, "#history .cp.on").await?;
-        text_of(&c, "#runs", "success").await?;
-        c.find(Locator::Css("#tabs button[data-tab='agent']"))
-            .await?
-            .click()
-            .await?;
-        text_of(&c, "#conversation", "What is the weather?").await?;
-        text_of(&c, "#conversation", "lookup").await?;
-        text_of(&c, "#conversation", "sunny, 21 C").await?;
-        text_of(&c, "#conversation", "It is sunny.").await?;
-        let trace = text_of(&c, "#trace", "executed").await?;
-        assert!(
-            trace.contains("lookup") && trace.contains("available"),
-            "{trace}"
-        );
-        doc_shot(&c, "studio-agent").await?;
-        Ok(())
-    })
+    let result = harness::in_browser(
+        "studio-screenshots",
+        "agent_conversation_trace",
+        |c| async move {
+            c.goto(&url).await?;
+            wait_for(&c, "li.thread[data-thread='agent-1']")
+                .await?
+                .click()
+                .await?;
+            wait_for(&c, "#graph svg g.role-model[data-node='model']").await?;
+            wait_for(&c, "#graph svg g.role-tools[data-node='tools']").await?;
+            wait_for(&c, "#history .cp.on").await?;
+            text_of(&c, "#runs", "success").await?;
+            c.find(Locator::Css("#tabs button[data-tab='agent']"))
+                .await?
+                .click()
+                .await?;
+            text_of(&c, "#conversation", "What is the weather?").await?;
+            text_of(&c, "#conversation", "lookup").await?;
+            text_of(&c, "#conversation", "sunny, 21 C").await?;
+            text_of(&c, "#conversation", "It is sunny.").await?;
+            let trace = text_of(&c, "#trace", "executed").await?;
+            assert!(
+                trace.contains("lookup") && trace.contains("available"),
+                "{trace}"
+            );
+            doc_shot(&c, "studio-agent").await?;
+            Ok(())
+        },
+    )
     .await;
     server.abort();
     result
@@ -322,7 +171,7 @@ async fn a_long_list_shows_its_first_page_and_fetches_more_on_demand() -> R {
     let server = tokio::spawn(async move {
         let _ = bound.serve().await;
     });
-    let result = in_browser("long_list", |c| async move {
+    let result = harness::in_browser("studio-screenshots", "long_list", |c| async move {
         c.goto(&url).await?;
         text_of(&c, "#mode", "read-only").await?;
         wait_for(&c, "li.thread[data-thread='long']")
@@ -363,7 +212,7 @@ async fn a_page_opened_without_the_token_is_refused() -> R {
     let dir = tempfile::tempdir()?;
     let (_path, url, server) = serve(dir.path()).await?;
     let bare = url.split('?').next().unwrap_or_default().to_owned();
-    let result = in_browser("no_token", |c| async move {
+    let result = harness::in_browser("studio-screenshots", "no_token", |c| async move {
         c.goto(&bare).await?;
         text_of(&c, "body", "missing or wrong token").await?;
         c.goto(&format!("{bare}api/threads")).await?;
@@ -386,7 +235,7 @@ async fn a_subgraph_opens_from_the_step_that_ran_it_with_its_own_graph_and_steps
     let server = tokio::spawn(async move {
         let _ = bound.serve().await;
     });
-    let result = in_browser("subgraph_steps", |c| async move {
+    let result = harness::in_browser("studio-screenshots", "subgraph_steps", |c| async move {
         c.goto(&url).await?;
         wait_for(&c, &format!("li.thread[data-thread='{NESTED}']"))
             .await?
