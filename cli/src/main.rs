@@ -213,7 +213,8 @@ pub(crate) enum Command {
         read_only: bool,
     },
     /// Serve LangGraph's Agent Server API over the demo graphs (chain, agent, approval,
-    /// custom, slow, nested, boom), so langgraph-sdk and agent-chat-ui can be tried on them.
+    /// custom, slow, nested, boom, chat, guarded_chat), so langgraph-sdk and agent-chat-ui
+    /// can be tried on them; with --ui, a chat page too.
     ///
     /// Threads, checkpoints and runs live in FILE (made if missing); runs left queued or
     /// running by a stopped server are picked up when it starts again. With --postgres (or
@@ -250,6 +251,11 @@ pub(crate) enum Command {
         /// Repeatable.
         #[arg(long = "cors", value_name = "ORIGIN")]
         cors: Vec<String>,
+        /// Serve the chat page at /ui/ (LangGraph's useStream, built by .ci/chat-page.sh)
+        /// from DIR, or from $STATEGRAPH_CHAT_PAGE, or target/chat-page/dist.
+        #[arg(long, value_name = "DIR", num_args = 0..=1)]
+        #[allow(clippy::option_option)]
+        ui: Option<Option<PathBuf>>,
     },
     /// One run with its delivery receipt.
     Run {

@@ -1,6 +1,7 @@
 //! Small graphs `stategraph serve` serves when it is given none of a user's: a chain, an
 //! echo agent, an approval that interrupts, custom events, a slow loop, a subgraph, a
-//! failing node and (with the `agent` feature) a chat whose model streams its tokens. The SDK tests and the server bench drive them; LangGraph's twins live beside
+//! failing node and (with the `agent` feature) two chats whose model streams its tokens, one
+//! of them asking approval first (the chat page's). The SDK tests and the server bench drive them; LangGraph's twins live beside
 //! those tests, so both servers can be checked with the same client scripts.
 
 use std::sync::Arc;
@@ -199,14 +200,20 @@ pub fn boom() -> Result<CompiledGraph<Log>, CompileError> {
 }
 
 #[cfg(feature = "agent")]
-pub use chat::{chat, Conversation, EchoModel};
+pub use chat::{chat, guarded_chat, Conversation, EchoModel};
 
 #[cfg(feature = "agent")]
 mod chat {
+    use std::sync::Arc;
+    use std::time::Duration;
+
     use futures::future::BoxFuture;
     use futures::stream::BoxStream;
+    use futures::StreamExt;
+    use serde_json::json;
     use stategraph::prelude::*;
-    use stategraph::{CompileError, List};
+    use stategraph::reducers::MessagesUpdate;
+    use stategraph::{Command, CompileError, List, NodeOptions};
     use stategraph_nodes::toolbox::{model_node, Toolbox};
     use stategraph_nodes::{
         impl_messages_state, AiMessage, ChatModel, Message, ModelChunk, ModelError, ModelRequest,
@@ -223,9 +230,19 @@ mod chat {
     impl_messages_state!(Conversation, messages);
 
     /// A chat model that answers `You said: <the last message's text>`, streamed word by
-    /// word: a model with no provider behind it, for demos and tests of token streaming.
+    /// word (a pause before each word, if paced): a model with no provider behind it, for
+    /// demos and tests of token streaming.
     #[derive(Debug, Clone, Copy, Default)]
-    pub struct EchoModel;
+    pub struct EchoModel {
+        pace: Duration,
+    }
+
+    impl EchoModel {
+        /// An echo that waits `pace` before each streamed word, as a model writes.
+        pub fn paced(pace: Duration) -> Self {
+            EchoModel { pace }
+        }
+    }
 
     impl ChatModel for EchoModel {
         fn name(&self) -> &str {
@@ -245,7 +262,15 @@ mod chat {
         }
 
         fn stream(&self, request: ModelRequest) -> BoxStream<'_, Result<ModelChunk, ModelError>> {
-            stategraph_nodes::tokens::stream_words(self.invoke(request))
+            let words = stategraph_nodes::tokens::stream_words(self.invoke(request));
+            let pace = self.pace;
+            if pace.is_zero() {
+                return words;
+            }
+            Box::pin(words.then(move |piece| async move {
+                tokio::time::sleep(pace).await;
+                piece
+            }))
         }
     }
 
@@ -256,10 +281,53 @@ mod chat {
     /// As [`chain`](super::chain).
     pub fn chat() -> Result<CompiledGraph<Conversation>, CompileError> {
         StateGraph::<Conversation>::new()
-            .add_node("model", model_node(EchoModel, &Toolbox::new()))
+            .add_node("model", model_node(EchoModel::default(), &Toolbox::new()))
             .add_edge(START, "model")
             .add_edge("model", END)
             .compile()
+    }
+
+    /// The chat page's graph: `guard`, then the [`EchoModel`] paced at 40 ms a word. When the
+    /// last message asks to `approve`, `guard` interrupts with `{"question": …}` first; a
+    /// resume of `"yes"` lets the model answer, anything else answers `Declined.`.
+    ///
+    /// # Errors
+    /// As [`chain`](super::chain).
+    pub fn guarded_chat() -> Result<CompiledGraph<Conversation>, CompileError> {
+        StateGraph::<Conversation>::new()
+            .add_node_with(
+                "guard",
+                guard,
+                NodeOptions::new().destinations(["model", END]),
+            )
+            .add_node(
+                "model",
+                model_node(EchoModel::paced(Duration::from_millis(40)), &Toolbox::new()),
+            )
+            .add_edge(START, "guard")
+            .add_edge("model", END)
+            .compile()
+    }
+
+    async fn guard(
+        s: Arc<Conversation>,
+        cx: NodeContext,
+    ) -> Result<Command<Conversation>, BoxError> {
+        let asks = s
+            .messages
+            .last()
+            .is_some_and(|m| matches!(m, Message::Human { .. }) && m.text().contains("approve"));
+        if !asks {
+            return Ok(Command::new().goto("model"));
+        }
+        let answer: String = cx.interrupt(json!({ "question": "Approve this request?" }))?;
+        if answer == "yes" {
+            return Ok(Command::new().goto("model"));
+        }
+        let declined = Message::Ai(AiMessage::text("Declined."));
+        Ok(Command::new()
+            .update(Conversation::update().messages(MessagesUpdate::from(declined)))
+            .goto(END))
     }
 }
 
@@ -277,6 +345,8 @@ pub fn register(builder: ServerBuilder) -> Result<ServerBuilder, CompileError> {
         .graph("nested", &nested()?)
         .graph("boom", &boom()?);
     #[cfg(feature = "agent")]
-    let builder = builder.graph("chat", &chat()?);
+    let builder = builder
+        .graph("chat", &chat()?)
+        .graph("guarded_chat", &guarded_chat()?);
     Ok(builder)
 }

@@ -42,7 +42,10 @@ pub(crate) async fn guard(State(shared): State<Arc<Shared>>, req: Request, next:
     }
     let refused = shared.options.api_key.as_ref().is_some_and(|key| {
         let given = req.headers().get("x-api-key").map(HeaderValue::as_bytes);
-        req.uri().path() != "/ok" && !given.is_some_and(|g| same(g, key.as_bytes()))
+        let path = req.uri().path();
+        // The chat page's own files hold no data; the page sends the key with its calls.
+        let public = path == "/ok" || path == "/ui" || path.starts_with("/ui/");
+        !public && !given.is_some_and(|g| same(g, key.as_bytes()))
     });
     // A refusal carries the CORS headers too, so a page sees the 401, not a CORS failure.
     let mut resp = if refused {

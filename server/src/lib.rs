@@ -236,6 +236,12 @@ impl ServerBuilder {
         self
     }
 
+    /// Serve the chat page built into `dir` at `/ui/` (see [`ServerOptions::ui`]).
+    pub fn ui(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.options.ui = Some(dir.into());
+        self
+    }
+
     /// Serve from PostgreSQL at `url` (feature `postgres`): threads, checkpoints and runs
     /// in one schema, which any number of servers may share. Each takes requests, and each
     /// runs queued runs; a client's stream is relayed from whichever server runs its run.

@@ -38,6 +38,10 @@ pub struct ServerOptions {
     pub lease: Duration,
     /// Most runs this server runs at once (64); more wait in the queue.
     pub concurrency: usize,
+    /// Serve the chat page built into this directory at `/ui/` (its `index.html`, `chat.js`
+    /// and `chat.css`, which `.ci/chat-page.sh` builds). The page's files need no API key;
+    /// the page sends the key given in its `?key=` parameter.
+    pub ui: Option<PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -53,6 +57,7 @@ impl Default for ServerOptions {
             postgres_schema: None,
             lease: Duration::from_secs(30),
             concurrency: 64,
+            ui: None,
         }
     }
 }
@@ -65,6 +70,14 @@ impl ServerOptions {
     pub fn check(&self) -> Result<(), ServerError> {
         if self.lease < Duration::from_millis(300) {
             return Err(ServerError::Options("the lease must last at least 300 ms"));
+        }
+        if let Some(dir) = &self.ui {
+            if let Some(missing) = crate::routes::ui::missing_file(dir) {
+                return Err(ServerError::NoChatPage {
+                    dir: dir.display().to_string(),
+                    missing,
+                });
+            }
         }
         match &self.api_key {
             Some(k) if k.trim().is_empty() => Err(ServerError::EmptyApiKey),
@@ -90,6 +103,17 @@ pub enum ServerError {
     /// Options that cannot work.
     #[error("{0}")]
     Options(&'static str),
+    /// The chat page's directory lacks one of its files.
+    #[error(
+        "the chat page in {dir} has no {missing}: build it with .ci/chat-page.sh \
+         (it needs npm), or give the directory it printed"
+    )]
+    NoChatPage {
+        /// The directory given.
+        dir: String,
+        /// The file it lacks.
+        missing: &'static str,
+    },
     /// Two graphs were registered under one name.
     #[error("two graphs are named {0:?}")]
     DuplicateGraph(String),

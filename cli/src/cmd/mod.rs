@@ -88,8 +88,10 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
             host,
             api_key,
             cors,
+            ui,
         } => {
             serve::run(serve::ServeArgs {
+                ui: ui.as_ref().map(|dir| serve::chat_page(dir.as_deref())),
                 file,
                 postgres: postgres.as_deref(),
                 schema: schema.as_deref(),

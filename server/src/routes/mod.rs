@@ -1,12 +1,13 @@
 //! The HTTP API: LangGraph's paths, shapes and status codes.
 //!
 //! Inside: `meta` `/ok` and `/info`; `assistants` one assistant per graph; `threads`
-//! threads, their state and history; `runs` runs and their streams.
+//! threads, their state and history; `runs` runs and their streams; `ui` the chat page.
 
 mod assistants;
 mod meta;
 mod runs;
 mod threads;
+pub(crate) mod ui;
 
 use std::sync::Arc;
 
@@ -67,6 +68,9 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/runs", post(runs::stateless_background))
         .route("/runs/stream", post(runs::stateless_stream))
         .route("/runs/wait", post(runs::stateless_wait))
+        .route("/ui", get(ui::redirect))
+        .route("/ui/", get(ui::index))
+        .route("/ui/{file}", get(ui::file))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
         .layer(DefaultBodyLimit::max(limit))
