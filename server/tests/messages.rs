@@ -127,3 +127,60 @@ async fn messages_mode_partials_match_langgraphs_and_end_complete() -> TestResul
     assert_eq!(meta_keys(&ours), meta_keys(&theirs));
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subgraphs_tokens_are_named_with_its_namespace_under_stream_subgraphs() -> TestResult {
+    use stategraph::{Checkpointing, END, START};
+    use stategraph_server::demo::{chat, Conversation};
+    let outer = stategraph::StateGraph::<Conversation>::new()
+        .add_subgraph(
+            "inner",
+            chat()?,
+            Checkpointing::Inherit,
+            |s: &Conversation| Conversation::update().messages(s.messages.to_vec().into()),
+            |c: &Conversation| Conversation::update().messages(c.messages.to_vec().into()),
+        )
+        .add_edge(START, "inner")
+        .add_edge("inner", END)
+        .compile()?;
+    let s = Served::start_with(|b| b.graph("outer", &outer)).await?;
+    let api = s.api();
+    let t = api.thread().await;
+    let body = |subgraphs: bool| {
+        json!({
+            "assistant_id": "outer",
+            "input": {"messages": [{"type": "human", "content": "deep"}]},
+            "stream_mode": "messages-tuple",
+            "stream_subgraphs": subgraphs,
+        })
+    };
+    let reply = api
+        .post(&format!("/threads/{t}/runs/stream"), body(true))
+        .await;
+    let names: Vec<String> = reply
+        .event_names()
+        .into_iter()
+        .filter(|n| n.starts_with("messages"))
+        .collect();
+    assert!(names.len() >= 3, "{names:?}");
+    assert!(
+        names.iter().all(|n| n.starts_with("messages|inner:")),
+        "{names:?}"
+    );
+    let joined: String = reply
+        .events()
+        .iter()
+        .filter(|e| e.0.starts_with("messages|"))
+        .filter_map(|e| e.1[0]["content"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(joined, "You said: deep");
+    let quiet = api
+        .post(&format!("/threads/{t}/runs/stream"), body(false))
+        .await;
+    assert_eq!(
+        quiet.event_names(),
+        ["metadata"],
+        "no subgraph tokens without subgraphs"
+    );
+    Ok(())
+}
