@@ -68,7 +68,7 @@ impl MessageFramer {
             return;
         }
         let message = m.message.to_json().unwrap_or(Value::Null);
-        let metadata = self.metadata(&m);
+        let metadata = self.metadata(&m, &message);
         if self.modes.tuple && m.part != MessagePart::End {
             out.push((name("messages"), json!([message, metadata])));
         }
@@ -102,7 +102,7 @@ impl MessageFramer {
 
     /// A message's metadata, as LangGraph's: the run's, then the node, step, namespace and
     /// task it came from.
-    fn metadata(&self, m: &MessageEvent<'_>) -> Value {
+    fn metadata(&self, m: &MessageEvent<'_>, message: &Value) -> Value {
         let mut meta = self.base.clone();
         let ns = m.ev.ns.to_string();
         let task_ns = if ns.is_empty() {
@@ -120,12 +120,7 @@ impl MessageFramer {
         meta.insert("langgraph_checkpoint_ns".into(), json!(task_ns));
         meta.insert("checkpoint_ns".into(), json!(task_ns));
         meta.insert("langgraph_task_id".into(), json!(m.task.to_string()));
-        if let Some(model) = m
-            .message
-            .to_json()
-            .ok()
-            .and_then(|v| v.pointer("/response_metadata/model_name").cloned())
-        {
+        if let Some(model) = message.pointer("/response_metadata/model_name").cloned() {
             meta.insert("ls_model_name".into(), model);
         }
         Value::Object(meta)
