@@ -47,3 +47,64 @@ async fn a_served_agent_records_and_settles_each_run_under_the_servers_run_id() 
     model.verify()?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_agent_takes_and_gives_messages_as_langchain_dicts() -> TestResult {
+    let model = ScriptedModel::new("m", [AiMessage::text("a red dot")]);
+    let agent = AgentBuilder::new(model.clone())
+        .assemble(RunContext::new("unused", "ana"))
+        .await?;
+    let s = Served::start_with(|b| b.runner("assistant", agent))
+        .await
+        .map_err(|e| e.to_string())?;
+    let api = s.api();
+    let t = api.thread().await;
+    // The role form a client sends, with an image in OpenAI's form.
+    let image =
+        json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}});
+    let r = api
+        .post(
+            &format!("/threads/{t}/runs/wait"),
+            json!({"assistant_id": "assistant", "input": {"messages": [
+                {"role": "user", "content": [{"type": "text", "text": "What is this?"}, image]}
+            ]}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let messages = r.json()["messages"].clone();
+    assert_eq!(
+        messages[0]["content"],
+        json!([{"type": "text", "text": "What is this?"},
+               {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}])
+    );
+    assert_eq!(messages[0]["type"], "human");
+    assert_eq!(messages[1]["type"], "ai");
+    assert_eq!(
+        messages[1]["response_metadata"],
+        json!({"finish_reason": "stop"})
+    );
+    let seen = model.requests();
+    assert_eq!(
+        seen[0].messages[0].attachments(),
+        [stategraph_nodes::media::Attachment::new(
+            "image/png",
+            "iVBORw0KGgo="
+        )],
+        "the model is given the image"
+    );
+
+    // A message that does not read is refused before the run, naming what was wrong.
+    let t2 = api.thread().await;
+    let bad = api
+        .post(
+            &format!("/threads/{t2}/runs/wait"),
+            json!({"assistant_id": "assistant",
+                   "input": {"messages": [{"role": "robot", "content": "beep"}]}}),
+        )
+        .await;
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert!(bad.body.contains("robot"), "{}", bad.body);
+    s.server.shutdown().await;
+    model.verify()?;
+    Ok(())
+}

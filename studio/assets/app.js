@@ -334,6 +334,15 @@ async function showDiff() {
 }
 
 // ---- agent threads: conversation, tool calls, capability trace ----
+// A message's content (LangChain's form): a string, or blocks whose text is joined and whose
+// media are named.
+function contentText(content) {
+  if (!Array.isArray(content)) return content || "";
+  return content.map(b => typeof b === "string" ? b
+    : b.type === "text" ? b.text
+    : "[" + b.type + (b.mime_type ? ": " + b.mime_type : "") + "]").join("\n");
+}
+
 function showAgent(state) {
   const conv = $("conversation");
   conv.replaceChildren();
@@ -345,7 +354,7 @@ function showAgent(state) {
     if (m.type === "tool") continue;
     const box = el("div", "msg msg-" + m.type);
     box.appendChild(el("span", "who", m.type));
-    if (m.content) box.appendChild(el("div", null, m.content));
+    if (m.content && m.content.length) box.appendChild(el("div", null, contentText(m.content)));
     for (const c of m.tool_calls || []) {
       const call = el("div", "tool-call", "→ " + c.name + "(" + JSON.stringify(c.args) + ")  [" + c.id + "]");
       box.appendChild(call);
@@ -353,7 +362,7 @@ function showAgent(state) {
       if (res) {
         const out = el("div", "msg msg-tool");
         out.appendChild(el("span", "who", "tool " + res.name + (res.status ? " · " + res.status : "")));
-        out.appendChild(el("div", null, res.content));
+        out.appendChild(el("div", null, contentText(res.content)));
         box.appendChild(out);
       }
     }

@@ -53,7 +53,9 @@ pub struct OpenAiConfig {
     /// The chat-completions format accepts media parts in user messages only, so they follow
     /// the turn's tool messages as one user message: images as `image_url` parts, audio as
     /// `input_audio` parts (WAV or MP3 only), files as `file` parts (PDF only). Whatever is
-    /// not sent is named in the tool message's text with the reason.
+    /// not sent is named in the tool message's text with the reason. A human message's media
+    /// ([`Message::Human`](crate::Message::Human)`.attachments`) go by the same kinds, as parts
+    /// of that user message after its text.
     pub tool_media: MediaKinds,
 }
 

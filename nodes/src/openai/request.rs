@@ -4,8 +4,8 @@ use serde_json::{json, Map, Value};
 
 use super::config::OpenAiConfig;
 use super::parts;
-use crate::media::MediaKinds;
-use crate::message::{Message, ToolMessage};
+use crate::media::{Attachment, MediaKinds};
+use crate::message::{text_leaving_out, Message, ToolMessage};
 use crate::model::ModelRequest;
 
 /// The request body for `request` under `config`.
@@ -45,6 +45,14 @@ fn wire_messages(request: &ModelRequest, media: MediaKinds) -> Vec<Value> {
     for message in request.all_messages() {
         let (wire, parts) = match &*message {
             Message::Tool(tool) => wire_tool(tool, media),
+            Message::Human {
+                content,
+                attachments,
+                ..
+            } => {
+                flush_media(&mut out, &mut pending);
+                (wire_human(content, attachments, media), Vec::new())
+            }
             other => {
                 flush_media(&mut out, &mut pending);
                 (wire_message(other), Vec::new())
@@ -88,6 +96,25 @@ fn wire_tool(tool: &ToolMessage, media: MediaKinds) -> (Value, Vec<Value>) {
     (wire, sent)
 }
 
+/// A human message in the wire format: its text alone, or, when it has media the model
+/// takes, a text part (naming each attachment left out and why) and then those media parts.
+fn wire_human(content: &str, attachments: &[Attachment], media: MediaKinds) -> Value {
+    let planned: Vec<Result<Value, String>> =
+        attachments.iter().map(|a| parts::part(a, media)).collect();
+    let mut reasons = planned.iter().map(|p| p.as_ref().err().cloned());
+    let text = text_leaving_out(content, attachments, |_| reasons.next().flatten());
+    let sent: Vec<Value> = planned.into_iter().filter_map(Result::ok).collect();
+    if sent.is_empty() {
+        return json!({"role": "user", "content": text});
+    }
+    let mut parts = Vec::with_capacity(sent.len() + 1);
+    if !text.is_empty() {
+        parts.push(json!({"type": "text", "text": text}));
+    }
+    parts.extend(sent);
+    json!({"role": "user", "content": parts})
+}
+
 /// Append the pending media parts as one user message.
 fn flush_media(out: &mut Vec<Value>, pending: &mut Vec<Value>) {
     if !pending.is_empty() {
@@ -99,7 +126,12 @@ fn flush_media(out: &mut Vec<Value>, pending: &mut Vec<Value>) {
 fn wire_message(message: &Message) -> Value {
     match message {
         Message::System { content, .. } => json!({"role": "system", "content": content}),
-        Message::Human { content, .. } => json!({"role": "user", "content": content}),
+        // `wire_messages` sends a human message with its media; alone, one is text only.
+        Message::Human {
+            content,
+            attachments,
+            ..
+        } => wire_human(content, attachments, MediaKinds::NONE),
         Message::Ai(ai) => {
             let mut out = Map::new();
             out.insert("role".into(), json!("assistant"));

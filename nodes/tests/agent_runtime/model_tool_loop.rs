@@ -374,10 +374,11 @@ async fn the_model_sees_a_message_edited_in_place_not_a_stale_copy() -> R {
                 .cloned()
                 .ok_or_else(|| ToolError::failed("redact", "empty"))?;
             let id = stategraph::reducers::Message::id(&first).map(str::to_owned);
-            let mut update = MessagesUpdate::from(Message::Human {
-                id,
-                content: "[redacted]".into(),
-            });
+            let mut redacted = Message::human("[redacted]");
+            if let Some(id) = id {
+                stategraph::reducers::Message::set_id(&mut redacted, id);
+            }
+            let mut update = MessagesUpdate::from(redacted);
             update.push(Message::Tool(ToolMessage::new(call.id, "redact", "done")));
             Ok(ToolOutput::Command(
                 stategraph::Command::new().update(ThreadState::update().messages(update)),

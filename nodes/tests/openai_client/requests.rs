@@ -211,6 +211,52 @@ async fn images_of_tool_messages_follow_the_turns_tool_messages_as_one_user_mess
     );
 }
 
+#[tokio::test]
+async fn a_human_image_reaches_the_model_as_an_image_part_after_the_text() {
+    let request = || {
+        ModelRequest::new(vec![Message::human_with_attachments(
+            "What is in this picture?",
+            [
+                Attachment::new("image/png", "iVBORw0KGgo="),
+                Attachment::new("audio/wav", "UklGRiQA"),
+            ],
+        )])
+    };
+    let server = Server::start(vec![
+        Reply::json(text_answer("ok")),
+        Reply::json(text_answer("ok")),
+    ])
+    .await;
+    OpenAiModel::new(config(&server.base_url))
+        .unwrap()
+        .invoke(request())
+        .await
+        .unwrap();
+    OpenAiModel::new(config(&server.base_url).with_tool_media(MediaKinds::NONE))
+        .unwrap()
+        .invoke(request())
+        .await
+        .unwrap();
+    let sent = server.requests();
+    // Images are sent by default; the audio is named as left out in the text part.
+    assert_eq!(
+        sent[0].body["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "What is in this picture?\n\
+                [left out: audio audio/wav, about 6 bytes: this model does not take audio input]"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+        ]}])
+    );
+    // A text-only model gets the text, saying what was left out and why.
+    assert_eq!(
+        sent[1].body["messages"],
+        json!([{"role": "user", "content":
+            "What is in this picture?\n\
+             [left out: image image/png, about 9 bytes: this model does not take image input]\n\
+             [left out: audio audio/wav, about 6 bytes: this model does not take audio input]"}])
+    );
+}
+
 /// A turn whose one tool result carries an image, WAV and Ogg audio, a PDF and an archive.
 fn media_request() -> ModelRequest {
     let result = ToolMessage::new("call_1", "fetch", "five things")

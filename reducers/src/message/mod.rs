@@ -1,9 +1,11 @@
 //! [`AddMessages`]: the add-messages reducer for a conversation, with its update type.
 
+mod wire;
+
 use std::collections::HashMap;
 use std::marker::PhantomData;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::{
     decode_list, encode_list, extend_list, Change, ListValue, ReduceCtx, ReduceError, Reducer,
@@ -34,7 +36,8 @@ pub trait Message {
 /// Its JSON is `{"upsert": message}`, `{"remove": id}` or `"remove_all"`. Read from JSON, a
 /// bare message also means an upsert, and LangChain's `{"type": "remove", "id": …}` a
 /// removal, as the clients of LangGraph's server send them; an update may also be one
-/// operation alone instead of a list.
+/// operation alone instead of a list. A message that does not read is an error that carries
+/// the message type's own error and the message's place in the list.
 ///
 /// ```
 /// use serde::Deserialize;
@@ -63,9 +66,8 @@ pub trait Message {
 ///     serde_json::from_value(serde_json::json!({"type": "human", "content": "solo"})).unwrap();
 /// assert_eq!(one.ops(), [MessageOp::Upsert(msg("human", "solo"))]);
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
-#[serde(from = "OpWire<M>", bound(deserialize = "M: Deserialize<'de>"))]
 pub enum MessageOp<M> {
     /// Add the message, or replace in place the message that has its id.
     Upsert(M),
@@ -73,49 +75,6 @@ pub enum MessageOp<M> {
     Remove(String),
     /// Delete every message, including those added earlier in the same step.
     RemoveAll,
-}
-
-/// An operation as JSON may carry it: tagged, LangChain's removal, or a bare message.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum OpWire<M> {
-    Tagged(TaggedOp<M>),
-    Removal(LcRemoval),
-    Message(M),
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum TaggedOp<M> {
-    Upsert(M),
-    Remove(String),
-    RemoveAll,
-}
-
-/// LangChain's `RemoveMessage`.
-#[derive(Deserialize)]
-struct LcRemoval {
-    #[serde(rename = "type")]
-    _kind: RemoveTag,
-    id: String,
-}
-
-#[derive(Deserialize)]
-enum RemoveTag {
-    #[serde(rename = "remove")]
-    Remove,
-}
-
-impl<M> From<OpWire<M>> for MessageOp<M> {
-    fn from(wire: OpWire<M>) -> Self {
-        match wire {
-            OpWire::Tagged(TaggedOp::Upsert(m)) | OpWire::Message(m) => MessageOp::Upsert(m),
-            OpWire::Tagged(TaggedOp::Remove(id)) | OpWire::Removal(LcRemoval { id, .. }) => {
-                MessageOp::Remove(id)
-            }
-            OpWire::Tagged(TaggedOp::RemoveAll) => MessageOp::RemoveAll,
-        }
-    }
 }
 
 impl<M> From<M> for MessageOp<M> {
@@ -138,11 +97,7 @@ impl<M> From<M> for MessageOp<M> {
 /// let reset = MessagesUpdate::replace_all(["only"]);
 /// assert_eq!(reset.ops(), [MessageOp::RemoveAll, MessageOp::Upsert("only")]);
 /// ```
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(
-    from = "OneOrMany<MessageOp<M>>",
-    bound(deserialize = "M: Deserialize<'de>")
-)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MessagesUpdate<M> {
     ops: Vec<MessageOp<M>>,
 }
@@ -151,23 +106,6 @@ pub struct MessagesUpdate<M> {
 impl<M: Serialize> Serialize for MessagesUpdate<M> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.ops.serialize(serializer)
-    }
-}
-
-/// A list of operations, or one alone (`{"messages": {"type": "human", …}}`).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum OneOrMany<T> {
-    Many(Vec<T>),
-    One(T),
-}
-
-impl<M> From<OneOrMany<MessageOp<M>>> for MessagesUpdate<M> {
-    fn from(ops: OneOrMany<MessageOp<M>>) -> Self {
-        match ops {
-            OneOrMany::Many(ops) => MessagesUpdate { ops },
-            OneOrMany::One(op) => MessagesUpdate { ops: vec![op] },
-        }
     }
 }
 
@@ -500,6 +438,8 @@ impl<M: Message> Indexed<M> {
 
 #[cfg(test)]
 mod tests {
+    use serde::Deserialize;
+
     use super::*;
 
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
