@@ -453,8 +453,10 @@ async function stream_messages(client) {
   expect("answer", "You said: hello there", final[final.length - 1].content);
   expect("the streamed id is the id the thread keeps", ids[0], final[final.length - 1].id);
 
+  // As agent-chat-ui sends a message: the role form, content as a list of blocks.
+  const said = { role: "user", content: [{ type: "text", text: "once more" }] };
   events = await collect(client.runs.stream(tid, "chat", {
-    input: { messages: [human("once more")] }, streamMode: "messages",
+    input: { messages: [said] }, streamMode: "messages",
   }));
   metadataFirst(events);
   expect("first event after metadata", "messages/metadata", events[1][0]);

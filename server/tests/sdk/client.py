@@ -594,8 +594,10 @@ async def stream_messages(client):
     expect("answer", "You said: hello there", final[-1]["content"])
     expect("the streamed id is the id the thread keeps", ids.pop(), final[-1]["id"])
 
+    # As agent-chat-ui sends a message: the role form, content as a list of blocks.
+    said = {"role": "user", "content": [{"type": "text", "text": "once more"}]}
     events = await collect(client.runs.stream(
-        tid, "chat", input={"messages": [human("once more")]}, stream_mode="messages"))
+        tid, "chat", input={"messages": [said]}, stream_mode="messages"))
     check_metadata_first(events)
     expect("first event after metadata", "messages/metadata", events[1][0])
     (mid, meta), = events[1][1].items()
