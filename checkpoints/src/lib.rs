@@ -45,6 +45,7 @@ pub mod shape;
 mod sqlite;
 pub mod sync;
 pub mod tree;
+mod usage;
 
 pub use channel::{ChannelName, BRANCH_PREFIX, JOIN_PREFIX};
 pub use checkpoint::{
@@ -66,3 +67,4 @@ pub use queue::{
 pub use run::{DeliveryReceipt, RunId, RunRecord, RunStatus};
 pub use saver::{Head, Saver};
 pub use sqlite::{SqliteOptions, SqliteSaver, Synchronous, FORMAT_VERSION};
+pub use usage::TokenUsage;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::id::{text_id_impls, text_id_problem};
-use crate::{CheckpointError, ThreadId};
+use crate::{CheckpointError, ThreadId, TokenUsage};
 
 /// A run's id: non-empty, at most [`MAX_THREAD_ID_LEN`](crate::MAX_THREAD_ID_LEN) bytes, no
 /// control characters (the rule of [`ThreadId`]). Unique in a store, across threads.
@@ -139,6 +139,10 @@ pub struct RunRecord {
     pub updated_at_ms: u64,
     /// Caller metadata.
     pub metadata: BTreeMap<String, serde_json::Value>,
+    /// The tokens its model calls used and how many calls it made, once it has ended
+    /// (`None` before, and for a run stored without them).
+    #[serde(default)]
+    pub usage: Option<TokenUsage>,
 }
 
 impl RunRecord {
@@ -154,11 +158,12 @@ impl RunRecord {
             created_at_ms: at_ms,
             updated_at_ms: at_ms,
             metadata: BTreeMap::new(),
+            usage: None,
         }
     }
 
     /// `next` as the update of this stored run: checked against the transition rule and the
-    /// thread, with this run's creation time.
+    /// thread, with this run's creation time, and this run's usage if `next` has none.
     ///
     /// # Errors
     /// [`CheckpointError::RunOfAnotherThread`] if `next` names another thread;
@@ -179,6 +184,7 @@ impl RunRecord {
             });
         }
         next.created_at_ms = self.created_at_ms;
+        next.usage = next.usage.or(self.usage);
         Ok(next)
     }
 }

@@ -199,6 +199,7 @@ pub(crate) fn run_json(run: &RunRecord, has_receipt: bool) -> Value {
         "updated_at_ms": run.updated_at_ms,
         "updated_at": format_utc_ms(run.updated_at_ms),
         "metadata": run.metadata,
+        "usage": run.usage,
         "receipt": has_receipt,
     })
 }

@@ -57,8 +57,11 @@ pub use error::{BoxError, CompileError, Error, GraphProblem, RunError};
 pub use event::{Event, EventKind, MessagePart, Shared, StreamMode, TaskStatus};
 pub use graph::{CompiledGraph, StateGraph};
 pub use node::{CancelToken, Node, NodeContext, NodeOptions, RetryPolicy};
-pub use run::{Durability, Input, RunConfig, RunOutcome, StateSnapshot, DEFAULT_RECURSION_LIMIT};
+pub use run::{
+    Durability, Input, RunConfig, RunOutcome, StateSnapshot, UsageMeter, DEFAULT_RECURSION_LIMIT,
+};
 pub use state::{Field, State};
+pub use stategraph_checkpoints::TokenUsage;
 pub use stream::RunStream;
 pub use subgraph::{Checkpointing, ChildEnd};
 

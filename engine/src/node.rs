@@ -400,6 +400,43 @@ impl NodeContext {
         }
     }
 
+    /// Add `usage` to the run's token usage: the totals [`RunOutcome::usage`] shows (shared by
+    /// every graph level of the run) and the config's [`UsageMeter`]s get. A node that calls a
+    /// model records each answer's usage (the agent runtime's model calls do); a node that
+    /// runs a separate graph run adds that run's totals.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use stategraph::prelude::*;
+    /// use stategraph::TokenUsage;
+    /// # #[derive(State, Clone, Default, Debug)]
+    /// # struct S { n: u32 }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let graph = StateGraph::<S>::new()
+    ///     .add_node("ask", |_s: Arc<S>, cx: NodeContext| async move {
+    ///         cx.record_usage(TokenUsage::of_call(100, 20, 120));
+    ///         Ok::<_, BoxError>(S::update())
+    ///     })
+    ///     .add_edge(START, "ask")
+    ///     .add_edge("ask", END)
+    ///     .compile()?;
+    /// let outcome = graph.invoke(S::update(), &RunConfig::new()).await?;
+    /// assert_eq!(outcome.usage, TokenUsage::of_call(100, 20, 120));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// [`RunOutcome::usage`]: crate::RunOutcome::usage
+    /// [`UsageMeter`]: crate::UsageMeter
+    pub fn record_usage(&self, usage: stategraph_checkpoints::TokenUsage) {
+        self.inner.run.usage.add(usage);
+    }
+
+    /// The run's token usage so far (every level of it).
+    pub fn run_usage(&self) -> stategraph_checkpoints::TokenUsage {
+        self.inner.run.usage.total()
+    }
+
     /// Emit a custom stream event.
     pub async fn emit(&self, payload: impl Serialize) {
         if let Some(sink) = &self.inner.sink {

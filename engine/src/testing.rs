@@ -97,6 +97,7 @@ pub async fn run_node<S: State>(
         interrupt_after: Vec::new(),
         until_step: None,
         answers: Mutex::default(),
+        usage: crate::run::RunUsage::default(),
     });
     let ctx = NodeContext {
         inner: Arc::new(TaskInfo {

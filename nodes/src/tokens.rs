@@ -15,7 +15,7 @@
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::json;
-use stategraph::{MessagePart, NodeContext, Shared};
+use stategraph::{MessagePart, NodeContext, Shared, TokenUsage};
 
 use crate::message::{AiMessage, FinishReason, Message, Usage};
 use crate::model::{
@@ -209,7 +209,9 @@ fn finish_reason_json(reason: &FinishReason) -> serde_json::Value {
 }
 
 /// Call `model` from a node: streamed as `messages` events when the run streams messages
-/// (see the [module docs](self)), one plain call otherwise. The answer's message gets an id
+/// (see the [module docs](self)), one plain call otherwise. The answer's usage is added to
+/// the run's ([`NodeContext::record_usage`], [`call_usage`]); a call that fails adds
+/// nothing. The answer's message gets an id
 /// from the node's context ([`NodeContext::message_id`]) unless the model gave it one; a
 /// streamed answer always carries the id its chunks had.
 ///
@@ -273,6 +275,7 @@ pub(crate) async fn call_in_node(
     let messages = cx.streams_messages();
     if !messages && !custom_chunks {
         let mut response = model.invoke(request).await?;
+        cx.record_usage(call_usage(&response));
         if response.message.id.is_none() {
             response.message.id = Some(cx.message_id());
         }
@@ -297,6 +300,7 @@ pub(crate) async fn call_in_node(
     }
     drop(stream);
     let mut response = assemble_chunks(model.name(), pieces)?;
+    cx.record_usage(call_usage(&response));
     if messages {
         response.message.id = Some(id.clone());
         let last = AiMessageChunk::last_of(&id, model.name(), &response);
@@ -307,6 +311,15 @@ pub(crate) async fn call_in_node(
         response.message.id.get_or_insert(id);
     }
     Ok(response)
+}
+
+/// What one answered call adds to its run's usage: one model call, with the tokens its
+/// provider reported (none if it reported no usage).
+pub fn call_usage(response: &ModelResponse) -> TokenUsage {
+    match response.usage() {
+        Some(u) => TokenUsage::of_call(u.input_tokens, u.output_tokens, u.total_tokens),
+        None => TokenUsage::of_call(0, 0, 0),
+    }
 }
 
 /// Give `message` an id from the node's context if it has none ([`NodeContext::message_id`]),

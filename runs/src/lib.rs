@@ -41,6 +41,7 @@ pub use sqlite::{wait_for_the_lock, SqliteRunQueue};
 pub use stategraph_checkpoints::RunQueue as PostgresRunQueue;
 pub use stategraph_checkpoints::{
     CheckpointError, Lease, Multitask, QueuedRun, RunEnd, RunId, RunStatus, StopRequest, ThreadId,
+    TokenUsage,
 };
 pub use wakeups::Wakeups;
 
@@ -90,6 +91,17 @@ pub trait RunQueue: Send + Sync + std::fmt::Debug {
         &'a self,
         lease: &'a Lease,
         end: RunEnd,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        self.finish_with(lease, end, None)
+    }
+
+    /// [`RunQueue::finish`], also storing the run's token usage when given: the run then
+    /// reads with it ([`QueuedRun::usage`]).
+    fn finish_with<'a>(
+        &'a self,
+        lease: &'a Lease,
+        end: RunEnd,
+        usage: Option<TokenUsage>,
     ) -> BoxFuture<'a, Result<(), CheckpointError>>;
 
     /// Ask `run` to stop: a pending run ends now (`interrupted` for an interrupt, else

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::{
     CheckpointError, Lease, Multitask, PostgresRunQueue, QueuedRun, RunEnd, RunId, RunQueue,
-    RunStatus, StopRequest, ThreadId, Wakeups,
+    RunStatus, StopRequest, ThreadId, TokenUsage, Wakeups,
 };
 
 impl RunQueue for PostgresRunQueue {
@@ -41,12 +41,13 @@ impl RunQueue for PostgresRunQueue {
         Box::pin(PostgresRunQueue::heartbeat(self, lease, lease_for))
     }
 
-    fn finish<'a>(
+    fn finish_with<'a>(
         &'a self,
         lease: &'a Lease,
         end: RunEnd,
+        usage: Option<TokenUsage>,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        Box::pin(PostgresRunQueue::finish(self, lease, end))
+        Box::pin(PostgresRunQueue::finish_with(self, lease, end, usage))
     }
 
     fn stop<'a>(

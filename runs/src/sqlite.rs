@@ -15,7 +15,7 @@ use tokio::sync::broadcast;
 
 use crate::{
     CheckpointError, Lease, Multitask, QueuedRun, RunEnd, RunId, RunQueue, RunStatus, StopRequest,
-    ThreadId, Wakeups,
+    ThreadId, TokenUsage, Wakeups,
 };
 
 const SCHEMA: &str = "
@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS sg_run_queue (
     lease_until INTEGER,
     attempts INTEGER NOT NULL DEFAULT 0,
     created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    usage TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS sg_run_queue_one_running
     ON sg_run_queue (thread) WHERE status = 'running';
@@ -43,6 +44,20 @@ CREATE INDEX IF NOT EXISTS sg_run_queue_by_thread ON sg_run_queue (thread, seq);
 CREATE INDEX IF NOT EXISTS sg_run_queue_pending
     ON sg_run_queue (seq) WHERE status = 'pending';
 ";
+
+/// Add `usage` (an ended run's token usage as JSON, decision 0083) to a queue table an
+/// older build made without it.
+fn add_usage_column(conn: &Connection) -> rusqlite::Result<()> {
+    let has: i64 = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('sg_run_queue') WHERE name = 'usage'",
+        [],
+        |r| r.get(0),
+    )?;
+    if has == 0 {
+        conn.execute("ALTER TABLE sg_run_queue ADD COLUMN usage TEXT", [])?;
+    }
+    Ok(())
+}
 
 /// The oldest runnable run: a running run whose lease ended before `?1`, or a pending run
 /// that is its thread's oldest open run while none of its runs is running.
@@ -60,7 +75,7 @@ const RUNNABLE: &str = "SELECT run_id FROM (
 
 /// The columns a [`QueuedRun`] is read from.
 const RUN_COLUMNS: &str = "run_id, thread, status, reason, epoch, worker, attempts, stop, \
-     stop_reason, created_at, updated_at, lease_until, input";
+     stop_reason, created_at, updated_at, lease_until, input, usage";
 
 /// A run queue in a SQLite file. Cloning shares the connection.
 #[derive(Debug, Clone)]
@@ -100,6 +115,7 @@ impl SqliteRunQueue {
         conn.busy_handler(Some(wait_for_the_lock))
             .map_err(storage(during))?;
         conn.execute_batch(SCHEMA).map_err(storage(during))?;
+        add_usage_column(&conn).map_err(storage(during))?;
         Ok(SqliteRunQueue {
             conn: Arc::new(Mutex::new(conn)),
             notify: broadcast::channel(1024).0,
@@ -247,13 +263,22 @@ impl SqliteRunQueue {
         }
     }
 
-    fn do_finish(&self, lease: &Lease, end: &RunEnd) -> Result<(), CheckpointError> {
+    fn do_finish(
+        &self,
+        lease: &Lease,
+        end: &RunEnd,
+        usage: Option<TokenUsage>,
+    ) -> Result<(), CheckpointError> {
         let stopped = matches!(end, RunEnd::Stopped(_));
+        let usage = usage
+            .map(|u| serde_json::to_string(&u))
+            .transpose()
+            .map_err(|e| StorageError::new("encoding a run's usage", e))?;
         let ended = self.write("ending a run", |tx| {
             tx.prepare_cached(
                 "UPDATE sg_run_queue
                  SET status = ?3, reason = CASE WHEN ?5 THEN stop_reason ELSE ?4 END,
-                     lease_until = NULL, updated_at = ?6
+                     lease_until = NULL, updated_at = ?6, usage = ?7
                  WHERE run_id = ?1 AND epoch = ?2 AND status = 'running'",
             )
             .and_then(|mut s| {
@@ -263,7 +288,8 @@ impl SqliteRunQueue {
                     end.status().as_str(),
                     end.reason(),
                     stopped,
-                    now_ms()
+                    now_ms(),
+                    usage
                 ])
             })
             .map_err(storage("ending a run"))
@@ -507,6 +533,7 @@ fn queued_of(r: &Row<'_>, now: i64) -> rusqlite::Result<Result<QueuedRun, Checkp
     let (epoch, worker, attempts): (i64, Option<String>, i64) = (r.get(4)?, r.get(5)?, r.get(6)?);
     let (created, updated): (i64, i64) = (r.get(9)?, r.get(10)?);
     let input: String = r.get(12)?;
+    let usage: Option<String> = r.get(13)?;
     Ok((|| {
         let status = RunStatus::parse(&status)
             .ok_or_else(|| bad_row(&run, &format!("unknown status `{}`", status.escape_debug())))?;
@@ -523,6 +550,11 @@ fn queued_of(r: &Row<'_>, now: i64) -> rusqlite::Result<Result<QueuedRun, Checkp
             updated_at_ms: u64::try_from(updated).unwrap_or(0),
             lease_expired: status == RunStatus::Running && lease_until.is_some_and(|u| u < now),
             input: serde_json::from_str(&input).unwrap_or(Value::Null),
+            usage: usage
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|e| bad_row(&run, &format!("its usage does not read: {e}")))?,
         })
     })())
 }
@@ -554,12 +586,13 @@ impl RunQueue for SqliteRunQueue {
         Box::pin(async move { self.do_heartbeat(lease, lease_for) })
     }
 
-    fn finish<'a>(
+    fn finish_with<'a>(
         &'a self,
         lease: &'a Lease,
         end: RunEnd,
+        usage: Option<TokenUsage>,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        Box::pin(async move { self.do_finish(lease, &end) })
+        Box::pin(async move { self.do_finish(lease, &end, usage) })
     }
 
     fn stop<'a>(
@@ -590,5 +623,33 @@ impl RunQueue for SqliteRunQueue {
 
     fn wakeups(&self) -> BoxFuture<'_, Wakeups> {
         Box::pin(async move { Wakeups::local(&self.notify) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_table_made_without_the_usage_column_gets_it_and_keeps_its_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("runs.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            let old = SCHEMA.replace(",\n    usage TEXT", "");
+            assert!(!old.contains("usage"), "{old}");
+            conn.execute_batch(&old).expect("old schema");
+            conn.execute(
+                "INSERT INTO sg_run_queue(run_id, thread, input, status, created_at, \
+                 updated_at) VALUES ('r1', 't', 'null', 'success', 1, 1)",
+                [],
+            )
+            .expect("old run");
+        }
+        let q = SqliteRunQueue::open(&path).expect("reopen");
+        let run = read_run(&q.lock(), &RunId::new("r1").expect("id"))
+            .expect("read")
+            .expect("held");
+        assert_eq!((run.status, run.usage), (RunStatus::Success, None));
     }
 }

@@ -249,6 +249,28 @@ async fn an_end_records_its_status_and_reason(q: Arc<dyn RunQueue>) {
     }
 }
 
+async fn an_end_stores_the_runs_usage_when_given(q: Arc<dyn RunQueue>) {
+    let t = thread("usage");
+    let run = submit(&*q, &t, Multitask::Enqueue).await;
+    assert_eq!(q.run(&run).await.expect("read").expect("held").usage, None);
+    let lease = q.lease("w", LEASE).await.expect("lease").expect("run");
+    let usage = stategraph_runs::TokenUsage::of_call(120, 30, 150);
+    q.finish_with(&lease, RunEnd::Failed("boom".into()), Some(usage))
+        .await
+        .expect("ended");
+    let r = q.run(&run).await.expect("read").expect("held");
+    assert_eq!((r.status, r.usage), (RunStatus::Error, Some(usage)));
+    assert_eq!(q.runs(&t).await.expect("list")[0].usage, Some(usage));
+    // An end without usage stores none.
+    let other = submit(&*q, &t, Multitask::Enqueue).await;
+    let lease = q.lease("w", LEASE).await.expect("lease").expect("run");
+    q.finish(&lease, RunEnd::Success).await.expect("ended");
+    assert_eq!(
+        q.run(&other).await.expect("read").expect("held").usage,
+        None
+    );
+}
+
 async fn only_an_ended_run_can_be_forgotten(q: Arc<dyn RunQueue>) {
     let t = thread("forget");
     let run = submit(&*q, &t, Multitask::Enqueue).await;
@@ -309,6 +331,9 @@ const TESTS: &[(&str, Test)] = &[
     }),
     ("ends", |q| {
         Box::pin(an_end_records_its_status_and_reason(q))
+    }),
+    ("usage", |q| {
+        Box::pin(an_end_stores_the_runs_usage_when_given(q))
     }),
     ("forget", |q| {
         Box::pin(only_an_ended_run_can_be_forgotten(q))

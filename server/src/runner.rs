@@ -142,12 +142,7 @@ mod agent {
         fn end(self: Box<Self>) -> BoxFuture<'static, Result<RunOutcome<ThreadState>, RunFailure>> {
             Box::pin(async move {
                 match self.outcome().await {
-                    Ok(o) => Ok(RunOutcome {
-                        state: o.state,
-                        interrupts: o.interrupts,
-                        checkpoint: o.checkpoint,
-                        steps: o.steps,
-                    }),
+                    Ok(o) => Ok(o.into_run_outcome()),
                     Err(AgentRunError::Run { error, .. }) => Err(RunFailure::Engine(error)),
                     Err(e @ AgentRunError::Delivery { .. }) => Err(RunFailure::Other {
                         kind: "DeliveryError".to_owned(),

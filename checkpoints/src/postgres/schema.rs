@@ -87,6 +87,7 @@ CREATE TABLE IF NOT EXISTS {s}.sg_run_queue (
 );
 ALTER TABLE {s}.sg_run_queue ADD COLUMN IF NOT EXISTS resume text;
 ALTER TABLE {s}.sg_run_queue ADD COLUMN IF NOT EXISTS command text;
+ALTER TABLE {s}.sg_run_queue ADD COLUMN IF NOT EXISTS usage text;
 CREATE UNIQUE INDEX IF NOT EXISTS sg_run_queue_one_running
     ON {s}.sg_run_queue (thread) WHERE status = 'running';
 CREATE INDEX IF NOT EXISTS sg_run_queue_open
@@ -194,9 +195,9 @@ const FUNCTIONS: [(&str, &str); 5] = [
 ];
 
 /// Whether the schema holds every table and index of [`TABLES`], every one of [`FUNCTIONS`],
-/// base records stored uncompressed and the run queue's `resume` and `command` columns (the
-/// last three added to format 1 later: a schema an older build made lacks them; decision
-/// 0060).
+/// base records stored uncompressed and the run queue's `resume`, `command` and `usage`
+/// columns (the last four added to format 1 later: a schema an older build made lacks them;
+/// decisions 0060 and 0083).
 async fn is_complete(
     tx: &tokio_postgres::Transaction<'_>,
     sql: &Sql,
@@ -216,8 +217,8 @@ async fn is_complete(
              AND (SELECT count(*) = 2 FROM pg_attribute \
              WHERE attrelid = to_regclass($2) AND attname IN ('base', 'refs') \
              AND attstorage = 'e') \
-             AND (SELECT count(*) = 2 FROM pg_attribute \
-             WHERE attrelid = to_regclass($3) AND attname IN ('resume', 'command') \
+             AND (SELECT count(*) = 3 FROM pg_attribute \
+             WHERE attrelid = to_regclass($3) AND attname IN ('resume', 'command', 'usage') \
              AND NOT attisdropped)",
             &[
                 (&functions, Type::TEXT_ARRAY),

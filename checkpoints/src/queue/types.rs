@@ -177,6 +177,9 @@ pub struct QueuedRun {
     /// The input it was submitted with (JSON `null` for a command, or for one that does not
     /// read).
     pub input: serde_json::Value,
+    /// The tokens its model calls used and how many calls it made, as its worker ended it
+    /// (`None` before its end, or when the worker did not say).
+    pub usage: Option<crate::TokenUsage>,
 }
 
 /// One fenced write transaction, as logged in it (`sg_run_writes`): which run wrote, under

@@ -28,6 +28,8 @@ pub const FORMAT_VERSION: u32 = 3;
 /// `sg_holders`, which stays empty in a file older than format 3. They
 /// do not change the format version: no other table's bytes change, and a build without them
 /// opens such a file (its schema statements only create missing tables) and ignores them.
+/// Likewise `sg_runs.usage` (a run's token usage, decision 0083): added to an older file's
+/// `sg_runs` in the schema transaction, ignored by a build that does not know it.
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sg_meta (
     key   TEXT PRIMARY KEY,
@@ -96,7 +98,8 @@ CREATE TABLE IF NOT EXISTS sg_runs (
     stop_reason TEXT,
     created_at  INTEGER NOT NULL,
     updated_at  INTEGER NOT NULL,
-    metadata    TEXT NOT NULL
+    metadata    TEXT NOT NULL,
+    usage       TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sg_runs_by_thread ON sg_runs (thread, created_at, run_id);
 CREATE TABLE IF NOT EXISTS sg_receipts (
@@ -340,6 +343,7 @@ pub(crate) fn init(conn: &mut Connection, path: &Path) -> Result<u32, Checkpoint
     // refused untouched.
     let found = format_of(&tx, path)?;
     tx.execute_batch(SCHEMA).during("creating the schema")?;
+    super::runs::add_usage_column(&tx)?;
     if found.is_none() {
         tx.execute(
             "INSERT INTO sg_meta(key, value) VALUES ('format_version', ?1)",

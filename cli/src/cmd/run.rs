@@ -44,6 +44,14 @@ pub(super) async fn run(out: Output, file: &Path, run_id: &str) -> Outcome {
         "  stop reason  {}",
         run.stop_reason.as_deref().unwrap_or("-")
     );
+    match run.usage {
+        Some(usage) => {
+            let _ = writeln!(text, "  usage        {usage}");
+        }
+        None => {
+            let _ = writeln!(text, "  usage        -");
+        }
+    }
     let _ = writeln!(text, "  created      {}", format_utc_ms(run.created_at_ms));
     let _ = writeln!(text, "  updated      {}", format_utc_ms(run.updated_at_ms));
     if !run.metadata.is_empty() {

@@ -42,3 +42,24 @@ fn an_unknown_run_is_a_problem_and_a_bad_id_a_usage_error() {
     sg(&["run", p(&db), "a\tb"]).fails(2);
     sg(&["run", p(&db)]).fails(2);
 }
+
+#[test]
+fn run_shows_the_runs_token_usage_in_text_and_json() {
+    let (_dir, db) = fixture_with_runs();
+    let text = sg(&["run", p(&db), "r-old"]).ok().stdout;
+    assert!(
+        text.contains("  usage        in 120 / out 30 / total 150 tokens, 3 model calls\n"),
+        "{text}"
+    );
+    let doc = sg(&["run", p(&db), "r-old", "--json"]).ok().json();
+    assert_eq!(
+        doc["run"]["usage"],
+        serde_json::json!({"input_tokens": 120, "output_tokens": 30, "total_tokens": 150,
+                           "model_calls": 3})
+    );
+    // A run stored without usage says so.
+    let text = sg(&["run", p(&db), "r-new"]).ok().stdout;
+    assert!(text.contains("  usage        -\n"), "{text}");
+    let doc = sg(&["run", p(&db), "r-new", "--json"]).ok().json();
+    assert_eq!(doc["run"]["usage"], serde_json::Value::Null);
+}

@@ -243,10 +243,14 @@ pub(crate) fn fixture_with_runs() -> (tempfile::TempDir, PathBuf) {
                 at,
             )
         };
-        saver
-            .put_run(run("r-old", "main", RunStatus::Success, 1_000))
-            .await
-            .expect("put r-old");
+        let mut old = run("r-old", "main", RunStatus::Success, 1_000);
+        old.usage = Some(stategraph::TokenUsage {
+            input_tokens: 120,
+            output_tokens: 30,
+            total_tokens: 150,
+            model_calls: 3,
+        });
+        saver.put_run(old).await.expect("put r-old");
         let mut failed = run("r-new", "main", RunStatus::Error, 2_000);
         failed.reason =
             Some("Artifact delivery incomplete: no produced output artifact was presented".into());

@@ -42,6 +42,8 @@ pub struct RunConfig {
     pub(crate) interrupt_after: Vec<String>,
     /// Replay: end the run (as done) before planning a step after this one.
     pub(crate) until_step: Option<i64>,
+    /// Meters the run's token usage is also added to.
+    pub(crate) usage_meters: Vec<super::UsageMeter>,
 }
 
 impl Default for RunConfig {
@@ -56,6 +58,7 @@ impl Default for RunConfig {
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
             until_step: None,
+            usage_meters: Vec::new(),
         }
     }
 }
@@ -112,6 +115,14 @@ impl RunConfig {
     pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
         self.interrupt_after
             .extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Add the token usage of runs made with this config to `meter` too (beside each run's
+    /// own total, [`RunOutcome::usage`](crate::RunOutcome::usage)): how a caller reads what a
+    /// run used when it fails or is cancelled. Several meters may be given; each gets all.
+    pub fn usage_meter(mut self, meter: super::UsageMeter) -> Self {
+        self.usage_meters.push(meter);
         self
     }
 

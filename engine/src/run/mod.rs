@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 
-use stategraph_checkpoints::{Checkpoint, CheckpointId, Namespace, Saver, ThreadId};
+use stategraph_checkpoints::{Checkpoint, CheckpointId, Namespace, Saver, ThreadId, TokenUsage};
 
 use crate::command::ParentCommand;
 use crate::event::{EventSink, StreamMode};
@@ -39,12 +39,15 @@ mod plan;
 mod superstep;
 mod task;
 mod thread;
+mod usage;
 
 pub(crate) use answers::TaskAnswers;
 pub use config::{Durability, RunConfig, DEFAULT_RECURSION_LIMIT, MAX_INFLIGHT};
 pub(crate) use pending::{input_task, INPUT_NODE};
 pub use superstep::is_static_interrupt;
 pub(crate) use superstep::RunLoop;
+pub(crate) use usage::RunUsage;
+pub use usage::UsageMeter;
 
 /// What a run starts from.
 pub enum Input<S: State> {
@@ -83,6 +86,10 @@ pub struct RunOutcome<S> {
     pub checkpoint: Option<CheckpointId>,
     /// Supersteps run by this invocation.
     pub steps: usize,
+    /// The tokens this invocation's model calls used, and how many calls (every level of
+    /// the run: its subgraphs' calls count too); what nodes recorded through
+    /// [`NodeContext::record_usage`](crate::NodeContext::record_usage).
+    pub usage: TokenUsage,
 }
 
 impl<S> RunOutcome<S> {
@@ -123,6 +130,8 @@ pub(crate) struct RunShared {
     /// Resume values that finished tasks of any level consumed in the root's current step:
     /// recorded with the root step's checkpoint, so a replay can give the same answers.
     pub(crate) answers: Mutex<Vec<TaskAnswers>>,
+    /// The token usage the run's model calls recorded.
+    pub(crate) usage: RunUsage,
 }
 
 /// One graph level of a run (the root graph, or a subgraph run by a task of its parent):
@@ -191,6 +200,7 @@ impl<S: State> CompiledGraph<S> {
             interrupt_after: config.interrupt_after.clone(),
             until_step: config.until_step,
             answers: Mutex::default(),
+            usage: RunUsage::new(config.usage_meters.clone()),
         }))
     }
 

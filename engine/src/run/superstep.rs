@@ -203,6 +203,7 @@ impl<S: State> RunLoop<S> {
             interrupts,
             checkpoint: self.persist.head(),
             steps: self.steps_run,
+            usage: self.shared.usage.total(),
         }
     }
 

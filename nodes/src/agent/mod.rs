@@ -228,7 +228,7 @@ impl Agent {
         config: &RunConfig,
     ) -> Result<AgentOutcome, AgentRunError> {
         let scope = run::RunScope::begin(&self.core, &self.graph, config).await?;
-        let result = self.graph.invoke(input, config).await;
+        let result = self.graph.invoke(input, &scope.metered(config)).await;
         scope.finish(result).await
     }
 

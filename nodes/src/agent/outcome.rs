@@ -49,6 +49,9 @@ pub struct Settlement {
     pub outputs_error: Option<OutputsError>,
     /// Where the run and the receipt were stored.
     pub recorded: Recorded,
+    /// The tokens the run's model calls used and how many calls it made (also stored in its
+    /// run record): what its graph recorded, however it ended.
+    pub usage: stategraph::TokenUsage,
 }
 
 /// A finished invocation: the graph's outcome and its settlement.
@@ -89,6 +92,7 @@ impl AgentOutcome {
             interrupts: self.interrupts,
             checkpoint: self.checkpoint,
             steps: self.steps,
+            usage: self.settlement.usage,
         }
     }
 }

@@ -37,6 +37,16 @@ pub(super) fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// How a run ended, as its terminal record stores it.
+pub(super) struct RunEnding {
+    /// Its terminal status.
+    pub(super) status: RunStatus,
+    /// Its reason and stop reason.
+    pub(super) reasons: (Option<String>, Option<String>),
+    /// Its token usage.
+    pub(super) usage: stategraph::TokenUsage,
+}
+
 impl RunStore {
     /// Opens `thread` for `run`: first stores the thread's runs left `running` as `cancelled`
     /// ([`left::cancel_left_runs`]), then records `run` as running, stamped with this process
@@ -101,19 +111,19 @@ impl RunStore {
         Err(errors)
     }
 
-    /// Stores the run's terminal status with its reasons and its capability trace (run
-    /// metadata `capability_trace`, read by `stategraph studio`); `errors` are the receipt's
-    /// failed attempts.
+    /// Stores the run's terminal status with its reasons, its token usage and its capability
+    /// trace (run metadata `capability_trace`, read by `stategraph studio`); `errors` are the
+    /// receipt's failed attempts.
     pub(super) async fn finish(
         &self,
         run: &RunId,
-        status: RunStatus,
-        reasons: (Option<String>, Option<String>),
+        ended: RunEnding,
         trace: &[TraceEntry],
         mut errors: Vec<CheckpointError>,
     ) -> Recorded {
-        let mut record = RunRecord::new(run.clone(), self.thread.clone(), status, now_ms());
-        (record.reason, record.stop_reason) = reasons;
+        let mut record = RunRecord::new(run.clone(), self.thread.clone(), ended.status, now_ms());
+        (record.reason, record.stop_reason) = ended.reasons;
+        record.usage = Some(ended.usage);
         if let Ok(entries) = serde_json::to_value(trace) {
             record.metadata.insert(TRACE_KEY.to_owned(), entries);
         }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use stategraph::checkpoints::{RunId, RunStatus, Saver, ThreadId};
-use stategraph::{CompiledGraph, RunConfig, RunError, RunOutcome};
+use stategraph::{CompiledGraph, RunConfig, RunError, RunOutcome, UsageMeter};
 use tokio::sync::OwnedMutexGuard;
 
 use super::delivered::{self, Checked};
@@ -47,6 +47,8 @@ struct PendingRun {
     graph: Option<CompiledGraph<ThreadState>>,
     outputs: OutputsWatch,
     lease: InvocationLease,
+    /// The run's token usage, when its config was [`RunScope::metered`].
+    usage: UsageMeter,
     // Held until the run is settled: the agent's next invocation waits for it.
     _turn: OwnedMutexGuard<()>,
 }
@@ -109,6 +111,7 @@ impl RunScope {
         Ok(RunScope {
             pending: Some(PendingRun {
                 lease: InvocationLease::begin(core.sandbox.as_ref()),
+                usage: UsageMeter::new(),
                 core: Arc::clone(core),
                 run_id,
                 store,
@@ -117,6 +120,15 @@ impl RunScope {
                 _turn: turn,
             }),
         })
+    }
+
+    /// `config` with this run's usage meter: the graph run made with it has its token usage
+    /// settled with the run (also when it fails or is dropped).
+    pub(super) fn metered(&self, config: &RunConfig) -> RunConfig {
+        match &self.pending {
+            Some(pending) => config.clone().usage_meter(pending.usage.clone()),
+            None => config.clone(),
+        }
     }
 
     /// Settles the run with the graph's `result`.
@@ -311,8 +323,10 @@ impl PendingRun {
             graph,
             outputs,
             lease,
+            usage,
             _turn,
         } = self;
+        let usage = usage.total();
         lease.end().await;
         if let (Some(graph), Some(store)) = (&graph, &store) {
             record_unanswered(graph, store, &run_id, core.take_unanswered()).await;
@@ -365,7 +379,12 @@ impl PendingRun {
             Some(store) => {
                 let reasons = (reason.clone(), stop_reason.clone());
                 let trace = core.trace.for_run(run_id.as_str());
-                store.finish(&run_id, status, reasons, &trace, errors).await
+                let ended = super::record::RunEnding {
+                    status,
+                    reasons,
+                    usage,
+                };
+                store.finish(&run_id, ended, &trace, errors).await
             }
         };
         core.trace.enter_run(None, None);
@@ -377,6 +396,7 @@ impl PendingRun {
             receipt,
             outputs_error,
             recorded,
+            usage,
         };
         (settlement, failure)
     }

@@ -68,7 +68,7 @@ impl Agent {
                     return;
                 }
             };
-            let mut events = graph.stream(input, &config, mode);
+            let mut events = graph.stream(input, &scope.metered(&config), mode);
             let mut forwarding = true;
             while let Some(ev) = events.next().await {
                 // A reader that stopped reading (it asked for the outcome) misses the rest.

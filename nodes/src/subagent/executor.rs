@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use stategraph::reducers::MessagesUpdate;
-use stategraph::{CancelToken, EventKind, NodeContext, RunError, RunOutcome, StreamMode};
+use stategraph::{
+    CancelToken, EventKind, NodeContext, RunError, RunOutcome, StreamMode, UsageMeter,
+};
 
 use crate::agent::TurnLimitReached;
 use crate::agent::{Agent, AgentBuilder, AgentError};
@@ -306,7 +308,13 @@ async fn run_child(child: &Child, input: ThreadStateUpdate) -> SubagentOutcome {
         events,
     } = child;
     let token = CancelToken::new();
-    let config = agent.run_config().cancel_token(token.clone());
+    // The child's model calls are the lead's run's too: its usage (also of a child that
+    // failed or timed out) is added to the lead's when it ends.
+    let usage = UsageMeter::new();
+    let config = agent
+        .run_config()
+        .cancel_token(token.clone())
+        .usage_meter(usage.clone());
     // The child's tokens stream when its lead's do, under the lead task's namespace.
     let messages = events
         .node
@@ -360,6 +368,9 @@ async fn run_child(child: &Child, input: ThreadStateUpdate) -> SubagentOutcome {
         }
     }
     let result = stream.outcome().await;
+    if let Some(lead) = &events.node {
+        lead.record_usage(usage.total());
+    }
     cell.settle(outcome_of(result, last_text, spec.max_turns));
     lease.end().await;
     cell.get()

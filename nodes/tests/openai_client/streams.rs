@@ -273,3 +273,51 @@ async fn a_non_json_stream_event_is_a_decode_error() {
         other => panic!("expected one decode error, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_streamed_answers_usage_chunk_lands_on_the_message_and_in_the_runs_usage() {
+    use std::sync::Arc;
+
+    use futures::StreamExt;
+    use stategraph::prelude::*;
+    use stategraph::TokenUsage;
+    use stategraph_nodes::tokens::call_model;
+
+    #[derive(State, Clone, Default, Debug)]
+    struct S {
+        usage: Option<Usage>,
+    }
+
+    let server = Server::start(vec![Reply::sse_events(&[
+        chunk(json!({"role": "assistant", "content": "Hi"}), Value::Null),
+        chunk(json!({}), json!("stop")),
+        json!({"id": "chatcmpl-s", "choices": [],
+               "usage": {"prompt_tokens": 20, "completion_tokens": 9, "total_tokens": 29}}),
+    ])])
+    .await;
+    let model = Arc::new(model(&server));
+    let graph = StateGraph::<S>::new()
+        .add_node("ask", move |_s: Arc<S>, cx: NodeContext| {
+            let model = Arc::clone(&model);
+            async move {
+                let reply = call_model(&cx, model.as_ref(), ask("hi")).await?;
+                Ok::<_, BoxError>(S::update().usage(reply.message.usage))
+            }
+        })
+        .add_edge(START, "ask")
+        .add_edge("ask", END)
+        .compile()
+        .unwrap();
+    // Streamed: the node's model call streams its tokens.
+    let mut stream = graph.stream(S::update(), &RunConfig::new(), StreamMode::messages());
+    while stream.next().await.is_some() {}
+    let outcome = stream.outcome().await.unwrap();
+    let usage = Usage {
+        input_tokens: 20,
+        output_tokens: 9,
+        total_tokens: 29,
+    };
+    assert_eq!(outcome.state.usage, Some(usage));
+    assert_eq!(outcome.usage, TokenUsage::of_call(20, 9, 29));
+    assert_eq!(server.only_request().body["stream"], json!(true));
+}

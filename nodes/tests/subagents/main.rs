@@ -8,4 +8,5 @@ mod status;
 mod streaming;
 mod support;
 mod trace;
+mod usage;
 mod wiring;

@@ -34,6 +34,7 @@ fn run_json(r: &RunRow) -> Value {
         "metadata": r.metadata,
         "multitask_strategy": r.multitask.as_str(),
         "kwargs": {},
+        "usage": r.usage,
     })
 }
 

@@ -253,6 +253,7 @@ fn run_config(
     let mut config = RunConfig::new()
         .thread(row.thread_id.clone())
         .cancel_token(active.cancel.clone())
+        .usage_meter(active.usage.clone())
         .metadata("run_id", row.run_id.clone())
         .metadata("graph_id", row.graph_id.clone())
         .metadata("assistant_id", row.assistant_id.clone());

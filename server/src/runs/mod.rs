@@ -61,6 +61,8 @@ pub(crate) struct Active {
     pub(crate) cancel: CancelToken,
     pub(crate) stop: Mutex<Option<StopAction>>,
     pub(crate) log: Arc<RunLog>,
+    /// The run's token usage, however it ends (its graph run's config feeds it).
+    pub(crate) usage: stategraph::UsageMeter,
 }
 
 /// The logs this server's clients read.
@@ -336,5 +338,6 @@ fn run_row(new: NewRun) -> RunRow {
         request: new.request,
         attempt: 1,
         stateless: new.stateless,
+        usage: None,
     }
 }

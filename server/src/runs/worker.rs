@@ -114,6 +114,7 @@ impl Shared {
             row,
             cancel: CancelToken::new(),
             stop: Mutex::new(None),
+            usage: stategraph::UsageMeter::new(),
         });
         let cancel = active.cancel.clone();
         let beat = Heartbeat::start(
@@ -230,7 +231,8 @@ impl Shared {
                 let _ = self.book.delete_thread(&row.thread_id).await;
             }
         }
-        if self.queue.finish(lease, run_end).await.is_ok() {
+        let usage = Some(active.usage.total());
+        if self.queue.finish_with(lease, run_end, usage).await.is_ok() {
             // On PostgreSQL the relays of other servers may still read the run's log.
             let keep_log = self.relays();
             if rollback {

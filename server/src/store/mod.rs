@@ -13,7 +13,7 @@ pub(crate) mod sqlite;
 use serde_json::{Map, Value};
 
 use serde::{Deserialize, Serialize};
-use stategraph_runs::{QueuedRun, RunId, RunQueue, ThreadId};
+use stategraph_runs::{QueuedRun, RunId, RunQueue, ThreadId, TokenUsage};
 
 use crate::error::ApiResult;
 use crate::wire::{Multitask, RunCreate, ThreadSearch};
@@ -84,6 +84,8 @@ pub(crate) struct RunRow {
     pub(crate) attempt: u32,
     /// A run without a thread of the client's: its thread goes when it ends.
     pub(crate) stateless: bool,
+    /// Its token usage, once it has ended (decision 0083).
+    pub(crate) usage: Option<TokenUsage>,
 }
 
 /// A thread search's terms, checked.
@@ -183,6 +185,7 @@ impl Ticket {
             request: self.request,
             attempt: attempt.max(1),
             stateless: self.stateless,
+            usage: None,
         }
     }
 }
@@ -205,7 +208,9 @@ fn run_row(q: QueuedRun) -> Option<RunRow> {
     // A run whose lease ended is about to be taken over: its next frames are its next
     // attempt's.
     let attempt = q.attempts + u32::from(q.lease_expired);
-    Some(ticket.row(q.run.as_str(), q.thread.as_str(), status, times, attempt))
+    let mut row = ticket.row(q.run.as_str(), q.thread.as_str(), status, times, attempt);
+    row.usage = q.usage;
+    Some(row)
 }
 
 /// The run `run`, as the queue holds it.

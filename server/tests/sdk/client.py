@@ -416,6 +416,11 @@ async def wait_join(client):
     expect("runs.join values", {"log": ["a", "b", "c", "a", "b", "c"]}, joined)
     got = await client.runs.get(tid, run["run_id"])
     expect("joined run status", "success", got["status"])
+    if OURS:
+        # The run's token usage, a field LangGraph's Run lacks: the chain calls no model.
+        expect("ended run usage",
+               {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "model_calls": 0},
+               got.get("usage"))
     runs = await client.runs.list(tid)
     expect("runs.list count", 2, len(runs))
     expect("runs.list newest first", run["run_id"], runs[0]["run_id"])

@@ -13,6 +13,7 @@ mod mermaid_export;
 mod replay_branches;
 mod replay_reads_what_changed;
 mod resume_by_task;
+mod run_usage;
 mod sqlite_threads;
 mod stream_events;
 mod subgraph_checkpointing;

@@ -230,7 +230,8 @@ async fn a_schema_made_before_the_functions_and_queue_columns_gets_them_when_ope
         raw.batch_execute(&format!("DROP FUNCTION {s}.{f}")).await?;
     }
     raw.batch_execute(&format!(
-        "ALTER TABLE {s}.sg_run_queue DROP COLUMN resume, DROP COLUMN command"
+        "ALTER TABLE {s}.sg_run_queue DROP COLUMN resume, DROP COLUMN command, \
+         DROP COLUMN usage"
     ))
     .await?;
     let reopened = open(&url, &guard.schema).await?;
@@ -280,7 +281,14 @@ async fn a_schema_made_before_the_functions_and_queue_columns_gets_them_when_ope
         .lease("w", Duration::from_secs(30))
         .await?
         .ok_or("the command is runnable")?;
-    assert_eq!((lease.run, lease.command), (run, Some(command)));
+    assert_eq!((&lease.run, &lease.command), (&run, &Some(command)));
+    let usage = stategraph_checkpoints::TokenUsage::of_call(3, 2, 5);
+    queue
+        .finish_with(&lease, RunEnd::Success, Some(usage))
+        .await?;
+    assert_eq!(queue.run(&run).await?.and_then(|r| r.usage), Some(usage));
+    let record = reopened.get_run(None, &run).await?.ok_or("no run record")?;
+    assert_eq!(record.usage, Some(usage));
     Ok(())
 }
 

@@ -387,6 +387,10 @@ fn queued_of(row: &Row) -> Result<QueuedRun, CheckpointError> {
         updated_at_ms: to_u64(col(row, 10)?),
         lease_expired: col::<Option<bool>>(row, 11)?.unwrap_or(false),
         input: serde_json::from_str(col(row, 12)?).unwrap_or(serde_json::Value::Null),
+        usage: col::<Option<&str>>(row, 13)?
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| bad_row(run, &format!("its usage does not read: {e}")))?,
     })
 }
 

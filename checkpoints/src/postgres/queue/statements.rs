@@ -163,7 +163,7 @@ VALUES ($1, $2, $3, 'pending', $4, $4, $5, $6)";
 /// running run's lease has ended by the server's clock.
 pub(super) const RUN_COLUMNS: &str = "run_id, thread, status, reason, epoch, worker, attempts, \
      stop, stop_reason, created_at, updated_at, \
-     (status = 'running' AND lease_until < now()) AS lease_expired, input";
+     (status = 'running' AND lease_until < now()) AS lease_expired, input, usage";
 
 /// A thread's fenced writes, in the order they were made.
 pub(super) const WRITE_LOG: &str = "

@@ -11,7 +11,7 @@ use super::statements::{
 };
 use super::QueuedCommand;
 use super::{now_ms, record, run_id, Fence, Lease, Multitask, RunEnd, RunQueue, StopRequest};
-use crate::{CheckpointError, Resume, RunId, RunStatus, ThreadId};
+use crate::{CheckpointError, Resume, RunId, RunStatus, ThreadId, TokenUsage};
 
 impl RunQueue {
     /// Queue a run of `thread` with `input` (the graph's input as JSON; `null` continues the
@@ -272,6 +272,20 @@ impl RunQueue {
     /// [`CheckpointError::LeaseLost`] when the lease is no longer current (nothing is
     /// changed); storage errors.
     pub async fn finish(&self, lease: &Lease, end: RunEnd) -> Result<(), CheckpointError> {
+        self.finish_with(lease, end, None).await
+    }
+
+    /// [`RunQueue::finish`], also storing the run's token usage when given (in the queue's
+    /// row and the run's record in `sg_runs`).
+    ///
+    /// # Errors
+    /// As [`RunQueue::finish`].
+    pub async fn finish_with(
+        &self,
+        lease: &Lease,
+        end: RunEnd,
+        usage: Option<TokenUsage>,
+    ) -> Result<(), CheckpointError> {
         let sql = self.sql();
         let mut pooled = self.saver.client().await?;
         let (status, reason) = (end.status(), end.reason());
@@ -295,18 +309,41 @@ impl RunQueue {
         if end == RunEnd::Stopped(StopRequest::Rollback) {
             roll_back(&tx, sql, lease).await?;
         }
+        if let Some(usage) = usage {
+            store_usage(&tx, sql, &lease.run, usage).await?;
+        }
         let reason: Option<String> = col(&ended, 0)?;
-        let r = record(
+        let mut r = record(
             &lease.run,
             &lease.thread,
             status,
             reason,
             lease.created_at_ms,
         );
+        r.usage = usage;
         runs::mirror(&tx, sql, &r).await?;
         notify(&tx, sql, &lease.run).await?;
         tx.commit().await.during("committing a run's end")
     }
+}
+
+/// Store an ended run's token usage in its queue row (in the transaction that ends it).
+async fn store_usage(
+    tx: &impl GenericClient,
+    sql: &Sql,
+    run: &RunId,
+    usage: TokenUsage,
+) -> Result<(), CheckpointError> {
+    let text = serde_json::to_string(&usage)
+        .map_err(|e| crate::StorageError::new("encoding a run's usage", e))?;
+    sql.query(
+        tx,
+        "UPDATE {s}.sg_run_queue SET usage = $2 WHERE run_id = $1",
+        &[(&run.as_str(), Type::TEXT), (&text, Type::TEXT)],
+        "storing a run's usage",
+    )
+    .await?;
+    Ok(())
 }
 
 /// Mirror a run's current row as leased: `running`.
