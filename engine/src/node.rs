@@ -432,6 +432,13 @@ impl NodeContext {
         self.inner.run.usage.add(usage);
     }
 
+    /// The meters this run's usage goes to, for a run this task starts itself (a
+    /// subagent's): given to its config ([`RunConfig::usage_meter`](crate::RunConfig::usage_meter)),
+    /// each of its calls counts in this run as it is made, however that run or this one ends.
+    pub fn usage_meters(&self) -> Vec<crate::UsageMeter> {
+        self.inner.run.usage.meters()
+    }
+
     /// The run's token usage so far (every level of it).
     pub fn run_usage(&self) -> stategraph_checkpoints::TokenUsage {
         self.inner.run.usage.total()
@@ -549,6 +556,13 @@ impl NodeContext {
             })
             .await;
         }
+    }
+
+    /// Whether [`NodeContext::forward_message`] passes events on: someone listens to this
+    /// task's messages and subgraphs stream. A task that runs a graph itself asks first, so
+    /// that the inner graph streams only what reaches someone.
+    pub fn forwards_messages(&self) -> bool {
+        self.message_sink().is_some_and(|s| s.mode.subgraphs)
     }
 
     /// Pass on a [`EventKind::Messages`] event of a graph this task runs itself (a

@@ -69,6 +69,14 @@ impl RunUsage {
         }
     }
 
+    /// Every meter an addition goes to: the run's own, then its config's.
+    pub(crate) fn meters(&self) -> Vec<UsageMeter> {
+        std::iter::once(&self.own)
+            .chain(&self.meters)
+            .cloned()
+            .collect()
+    }
+
     /// The run's total so far.
     pub(crate) fn total(&self) -> TokenUsage {
         self.own.total()

@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use stategraph::reducers::MessagesUpdate;
-use stategraph::{
-    CancelToken, EventKind, NodeContext, RunError, RunOutcome, StreamMode, UsageMeter,
-};
+use stategraph::{CancelToken, EventKind, NodeContext, RunError, RunOutcome, StreamMode};
 
 use crate::agent::TurnLimitReached;
 use crate::agent::{Agent, AgentBuilder, AgentError};
@@ -308,18 +306,17 @@ async fn run_child(child: &Child, input: ThreadStateUpdate) -> SubagentOutcome {
         events,
     } = child;
     let token = CancelToken::new();
-    // The child's model calls are the lead's run's too: its usage (also of a child that
-    // failed or timed out) is added to the lead's when it ends.
-    let usage = UsageMeter::new();
-    let config = agent
-        .run_config()
-        .cancel_token(token.clone())
-        .usage_meter(usage.clone());
-    // The child's tokens stream when its lead's do, under the lead task's namespace.
+    // The child's model calls are the lead's run's too: each counts there as it is made, so
+    // none is lost when the child fails, times out, or is dropped with a cancelled lead.
+    let mut config = agent.run_config().cancel_token(token.clone());
+    for meter in events.node.iter().flat_map(NodeContext::usage_meters) {
+        config = config.usage_meter(meter);
+    }
+    // The child's tokens stream when its lead passes them on, under the lead task's namespace.
     let messages = events
         .node
         .as_ref()
-        .is_some_and(NodeContext::streams_messages);
+        .is_some_and(NodeContext::forwards_messages);
     let mode = StreamMode {
         values: true,
         custom: true,
@@ -368,9 +365,6 @@ async fn run_child(child: &Child, input: ThreadStateUpdate) -> SubagentOutcome {
         }
     }
     let result = stream.outcome().await;
-    if let Some(lead) = &events.node {
-        lead.record_usage(usage.total());
-    }
     cell.settle(outcome_of(result, last_text, spec.max_turns));
     lease.end().await;
     cell.get()

@@ -173,8 +173,16 @@ async fn a_cancelled_lead_records_every_delegation_it_started_with_its_terminal_
     )?);
     let started = Arc::new(tokio::sync::Notify::new());
     let dropped = Arc::new(AtomicBool::new(false));
-    let quick = ScriptedModel::new("quick", [AiMessage::text("quick answer")]);
-    let slow = ScriptedModel::new("slow", [calls_forever()]);
+    let used = |mut m: AiMessage| {
+        m.usage = Some(stategraph_nodes::Usage {
+            input_tokens: 10,
+            output_tokens: 1,
+            total_tokens: 11,
+        });
+        m
+    };
+    let quick = ScriptedModel::new("quick", [used(AiMessage::text("quick answer"))]);
+    let slow = ScriptedModel::new("slow", [used(calls_forever())]);
     let subagents = Subagents::new(Arc::new(quick.clone()))
         .builtin(Arc::new(forever(
             Arc::clone(&started),
@@ -202,11 +210,17 @@ async fn a_cancelled_lead_records_every_delegation_it_started_with_its_terminal_
         .await?
         .with_checkpointer(saver.clone());
     let result = ask_then_cancel(&agent, agent.run_config().thread("t"), &started).await;
-    let status = result
+    let (status, usage) = result
         .err()
-        .and_then(|e| e.settlement().map(|s| s.status))
+        .and_then(|e| e.settlement().map(|s| (s.status, s.usage)))
         .ok_or("the lead was not cancelled")?;
     assert_eq!(status, stategraph::checkpoints::RunStatus::Cancelled);
+    // Both children's calls count in the cancelled lead's usage, with the lead's own call.
+    assert_eq!(
+        (usage.model_calls, usage.total_tokens),
+        (3, 22),
+        "{usage:?}"
+    );
     // The log has a report per delegation: the quick one as it ended, the slow one cancelled.
     let mut reports: Vec<(String, &str)> = log
         .reports()

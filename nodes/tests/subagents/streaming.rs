@@ -87,3 +87,55 @@ async fn without_subgraphs_only_the_leads_tokens_stream() -> R {
     assert!(chunks.iter().all(|(ns, _, _)| ns.is_empty()), "{chunks:?}");
     Ok(())
 }
+
+#[tokio::test]
+async fn two_delegations_stream_their_tokens_under_ids_of_their_own() -> R {
+    let parent = ScriptedModel::new(
+        "lead",
+        [
+            AiMessage::calls([
+                task_call("c1", "worker", "first"),
+                task_call("c2", "worker", "second"),
+            ]),
+            AiMessage::text("ok"),
+        ],
+    );
+    let child = ScriptedModel::new(
+        "child",
+        [AiMessage::text("one child"), AiMessage::text("one child")],
+    );
+    let subagents = Subagents::new(Arc::new(child)).register(SubagentSpec::new(
+        "worker",
+        "d",
+        "You are the worker.",
+    ));
+    let agent = lead(parent, subagents)
+        .0
+        .assemble(RunContext::new("t", "ana"))
+        .await?;
+    let mut mode = StreamMode::messages();
+    mode.subgraphs = true;
+    let mut stream =
+        agent
+            .graph()
+            .stream(ThreadState::human_input("go"), &agent.run_config(), mode);
+    let mut by_id: std::collections::BTreeMap<String, Vec<AiMessageChunk>> = Default::default();
+    while let Some(ev) = stream.next().await {
+        if let EventKind::Messages {
+            part: MessagePart::Chunk,
+            message,
+            ..
+        } = &ev.kind
+        {
+            if let (Some(c), false) = (message.get::<AiMessageChunk>(), ev.ns.is_root()) {
+                by_id.entry(c.id.clone()).or_default().push(c.clone());
+            }
+        }
+    }
+    stream.outcome().await?;
+    assert_eq!(by_id.len(), 2, "one id per child: {:?}", by_id.keys());
+    for chunks in by_id.values() {
+        assert_eq!(AiMessageChunk::join("child", chunks)?.content, "one child");
+    }
+    Ok(())
+}
