@@ -198,13 +198,16 @@ impl ToolInner {
         let mut messages = MessagesUpdate::new();
         let mut gotos: Vec<Goto> = Vec::new();
         for (call, output) in calls.iter().zip(outputs) {
-            if let ToolOutput::Message(m) = output {
-                let mut message = Message::Tool(m);
-                crate::tokens::emit_whole(&ctx, &mut message).await;
-                messages.push(MessageOp::Upsert(message));
-                continue;
+            match output {
+                ToolOutput::Message(m) => {
+                    let mut message = Message::Tool(m);
+                    crate::tokens::emit_whole(&ctx, &mut message).await;
+                    messages.push(MessageOp::Upsert(message));
+                }
+                ToolOutput::Command(command) => {
+                    translate(call, command, &mut messages, &mut gotos)?;
+                }
             }
-            translate(call, output, &mut messages, &mut gotos)?;
         }
         Ok(Command::new()
             .update(S::messages_update(messages))
@@ -271,20 +274,13 @@ impl ToolInner {
     }
 }
 
-/// Adds what `output` (of `call`) gives to the task's messages and routing.
+/// Adds what a tool's `command` (answering `call`) gives to the task's messages and routing.
 fn translate(
     call: &ToolCall,
-    output: ToolOutput,
+    command: Command<ThreadState>,
     messages: &mut MessagesUpdate<Message>,
     gotos: &mut Vec<Goto>,
 ) -> Result<(), ToolNodeError> {
-    let command = match output {
-        ToolOutput::Message(m) => {
-            messages.push(MessageOp::Upsert(Message::Tool(m)));
-            return Ok(());
-        }
-        ToolOutput::Command(c) => c,
-    };
     if command.has_parent() {
         return Err(ToolNodeError::ParentCommand {
             tool: call.name.clone(),
