@@ -152,6 +152,67 @@ async fn the_streamed_id_is_the_id_the_state_keeps() -> R {
 }
 
 #[tokio::test]
+async fn two_runs_without_checkpoints_stream_under_ids_of_their_own() -> R {
+    let model = ScriptedModel::new("m", [AiMessage::text("a"), AiMessage::text("a")]);
+    let graph = inner_graph(model)?;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let events = messages_of(&graph, StreamMode::messages()).await?;
+        ids.push(chunk(&events[0]).map(|c| c.id.clone()).ok_or("no chunk")?);
+    }
+    assert_ne!(
+        ids[0], ids[1],
+        "a run's task ids repeat without checkpoints; its ids do not"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_resumed_task_streams_its_model_call_again_under_the_same_id() -> R {
+    let model = ScriptedModel::new("m", [AiMessage::text("asked"), AiMessage::text("asked")]);
+    let graph = StateGraph::<Talk>::new()
+        .add_node("ask", move |_s: Arc<Talk>, cx: NodeContext| {
+            let model = model.clone();
+            async move {
+                let reply = call_model(&cx, &model, ModelRequest::default()).await?;
+                let _ok: bool = cx.interrupt("keep it?")?;
+                Ok::<_, BoxError>(Talk::update().answers(vec![reply.message]))
+            }
+        })
+        .add_edge(START, "ask")
+        .add_edge("ask", END)
+        .compile()?
+        .with_checkpointer(Arc::new(stategraph::checkpoints::MemorySaver::new()));
+    let config = RunConfig::new().thread("t");
+    let first_id = |events: Vec<Event>| events.iter().find_map(chunk).map(|c| c.id.clone());
+    let mut stream = graph.stream(Talk::update(), &config, StreamMode::messages());
+    let mut events = Vec::new();
+    while let Some(ev) = stream.next().await {
+        events.push(ev);
+    }
+    assert!(stream.outcome().await?.is_interrupted());
+    let asked = first_id(events);
+    let mut resumed = graph.stream(
+        stategraph::Command::resume(stategraph::Resume::value(serde_json::json!(true))),
+        &config,
+        StreamMode::messages(),
+    );
+    let mut events = Vec::new();
+    while let Some(ev) = resumed.next().await {
+        events.push(ev);
+    }
+    let out = resumed.outcome().await?;
+    assert!(asked.is_some());
+    assert_eq!(
+        first_id(events),
+        asked,
+        "the task ran again from the top: the same id"
+    );
+    assert_eq!(out.state.answers[0].id, asked, "and the thread keeps it");
+    Ok(())
+}
+
+#[tokio::test]
 async fn subgraph_tokens_stream_only_with_subgraphs() -> R {
     let model = ScriptedModel::new("m", [AiMessage::text("quiet words")]);
     let graph = outer_graph(model)?;
