@@ -40,7 +40,7 @@ pub struct ServerOptions {
     pub concurrency: usize,
     /// Serve the chat page built into this directory at `/ui/` (its `index.html`, `chat.js`
     /// and `chat.css`, which `.ci/chat-page.sh` builds). The page's files need no API key;
-    /// the page sends the key given in its `?key=` parameter.
+    /// the page sends the key given in its URL's fragment, `#key=…`.
     pub ui: Option<PathBuf>,
 }
 

@@ -175,9 +175,9 @@ async fn the_page_needs_no_key_but_its_calls_do_and_only_its_files_are_served() 
         script.header("content-type"),
         Some("text/javascript; charset=utf-8")
     );
-    let bare = api.get("/ui?key=k3y").await;
+    let bare = api.get("/ui?assistant=chat").await;
     assert_eq!(bare.status, 308);
-    assert_eq!(bare.header("location"), Some("/ui/?key=k3y"));
+    assert_eq!(bare.header("location"), Some("/ui/?assistant=chat"));
     for other in ["/ui/package.json", "/ui/..%2Fserver.db", "/ui/chat.jsx"] {
         assert_eq!(api.get(other).await.status, 404, "{other}");
     }
@@ -198,6 +198,28 @@ async fn the_page_needs_no_key_but_its_calls_do_and_only_its_files_are_served() 
         "{err}"
     );
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_given_the_key_in_its_fragment_talks_to_a_server_that_needs_one() -> R {
+    let Some(dir) = page_dir()? else {
+        return Ok(());
+    };
+    let served = Served::start_with(|b| b.ui(dir).api_key("k3y"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let url = format!("{}/ui/?assistant=chat#key=k3y", served.server.url());
+    in_browser(SHOTS, "keyed", |c| async move {
+        c.goto(&url).await?;
+        send(&c, "with a key").await?;
+        shows(
+            &c,
+            &[("human", "with a key"), ("ai", "You said: with a key")],
+        )
+        .await?;
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,9 @@
 // The chat page `stategraph serve --ui` serves at /ui/: LangGraph's own `useStream` hook from
 // @langchain/langgraph-sdk, talking to the server that served the page.
 //
-// Query parameters: `assistant` (default `guarded_chat`), `thread` (open this thread),
-// `key` (the server's API key, sent as `x-api-key`).
+// Query parameters: `assistant` (default `guarded_chat`), `thread` (open this thread). The
+// server's API key, if it has one, goes in the fragment, `#key=…`, which the browser never
+// sends to a server or keeps in a request log; the page sends it as `x-api-key`.
 //
 // What it shows: the threads of the assistant (newest first), a thread's messages as they
 // stream (`messages-tuple`), an interrupt with Approve / Reject buttons that resume the run,
@@ -16,7 +17,7 @@ import { useStream } from "@langchain/langgraph-sdk/react";
 const params = new URLSearchParams(window.location.search);
 const apiUrl = window.location.origin;
 const assistantId = params.get("assistant") || "guarded_chat";
-const apiKey = params.get("key") || undefined;
+const apiKey = new URLSearchParams(window.location.hash.slice(1)).get("key") || undefined;
 
 /** A message's text: its content string, or its text blocks joined. */
 function textOf(message) {
