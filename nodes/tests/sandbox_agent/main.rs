@@ -8,3 +8,4 @@ mod lifecycle;
 mod present_files;
 mod settlement;
 mod support;
+mod usage;

@@ -22,16 +22,16 @@ use stategraph_tests::{RecordingSaver, RunCall};
 
 use crate::support::*;
 
-const THREAD: &str = "t1";
+pub(crate) const THREAD: &str = "t1";
 
 /// A thread's sandbox root and a SQLite file, behind a saver that records run writes.
-struct Setup {
-    tmp: tempfile::TempDir,
+pub(crate) struct Setup {
+    pub(crate) tmp: tempfile::TempDir,
     saver: RecordingSaver,
 }
 
 impl Setup {
-    fn new() -> Result<Setup, Box<dyn std::error::Error + Send + Sync>> {
+    pub(crate) fn new() -> Result<Setup, Box<dyn std::error::Error + Send + Sync>> {
         let tmp = tempfile::tempdir()?;
         let sqlite = SqliteSaver::open(tmp.path().join("threads.db"))?;
         Ok(Setup {
@@ -52,7 +52,7 @@ impl Setup {
         Ok(sandbox.dirs.outputs)
     }
 
-    async fn agent(
+    pub(crate) async fn agent(
         &self,
         model: &ScriptedModel,
         extra: Vec<FnTool>,
@@ -70,7 +70,7 @@ impl Setup {
             .with_checkpointer(self.saver.shared()))
     }
 
-    async fn stored(
+    pub(crate) async fn stored(
         &self,
         run: &RunId,
     ) -> Result<RunRecord, Box<dyn std::error::Error + Send + Sync>> {
@@ -101,7 +101,7 @@ impl Setup {
     }
 }
 
-fn write(id: &str, path: &str) -> AiMessage {
+pub(crate) fn write(id: &str, path: &str) -> AiMessage {
     AiMessage::calls([call(
         id,
         "write_file",
@@ -109,11 +109,11 @@ fn write(id: &str, path: &str) -> AiMessage {
     )])
 }
 
-fn present(id: &str, paths: &[&str]) -> AiMessage {
+pub(crate) fn present(id: &str, paths: &[&str]) -> AiMessage {
     AiMessage::calls([call(id, "present_files", json!({ "filepaths": paths }))])
 }
 
-fn script(mut turns: Vec<AiMessage>) -> ScriptedModel {
+pub(crate) fn script(mut turns: Vec<AiMessage>) -> ScriptedModel {
     turns.push(AiMessage::text("done"));
     ScriptedModel::new("m", turns)
 }
@@ -714,87 +714,5 @@ async fn a_dropped_stream_cancels_its_run_and_settles_it_with_one_receipt() -> R
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, RunStatus::Cancelled);
     assert_eq!(setup.receipt_writes(&runs[0].run_id), 1);
-    Ok(())
-}
-
-/// `reply` as a model's answer that reported `usage`.
-fn with_usage(mut reply: AiMessage, input: u64, output: u64) -> AiMessage {
-    reply.usage = Some(stategraph_nodes::Usage {
-        input_tokens: input,
-        output_tokens: output,
-        total_tokens: input + output,
-    });
-    reply
-}
-
-#[tokio::test]
-async fn an_agent_run_stores_its_summed_token_usage_in_its_run_record() -> R {
-    let setup = Setup::new()?;
-    let model = ScriptedModel::new(
-        "m",
-        [
-            with_usage(write("w", "/mnt/user-data/outputs/a.md"), 100, 10),
-            with_usage(present("p", &["/mnt/user-data/outputs/a.md"]), 15, 12),
-            with_usage(AiMessage::text("done"), 5, 8),
-        ],
-    );
-    let agent = setup.agent(&model, vec![]).await?;
-    let out = agent.ask("go").await?;
-    let expected = stategraph::TokenUsage {
-        input_tokens: 120,
-        output_tokens: 30,
-        total_tokens: 150,
-        model_calls: 3,
-    };
-    assert_eq!(out.settlement.usage, expected);
-    assert_eq!(
-        setup.stored(&out.settlement.run_id).await?.usage,
-        Some(expected)
-    );
-    // Read back from the file after reopening it.
-    let reopened = SqliteSaver::open(setup.tmp.path().join("threads.db"))?;
-    let stored = reopened
-        .get_run(Some(&ThreadId::new(THREAD)?), &out.settlement.run_id)
-        .await?
-        .ok_or("the run was not stored")?;
-    assert_eq!(stored.usage, Some(expected));
-    model.verify()?;
-    Ok(())
-}
-
-#[tokio::test]
-async fn a_run_on_a_model_without_usage_stores_zero_tokens_and_its_calls() -> R {
-    let setup = Setup::new()?;
-    let model = script(vec![
-        write("w", "/mnt/user-data/outputs/a.md"),
-        present("p", &["/mnt/user-data/outputs/a.md"]),
-    ]);
-    let agent = setup.agent(&model, vec![]).await?;
-    let out = agent.ask("go").await?;
-    let stored = setup.stored(&out.settlement.run_id).await?;
-    let usage = stored.usage.ok_or("no usage stored")?;
-    assert_eq!((usage.total_tokens, usage.model_calls), (0, 3));
-    model.verify()?;
-    Ok(())
-}
-
-#[tokio::test]
-async fn a_failed_run_stores_the_usage_of_the_calls_it_made() -> R {
-    let setup = Setup::new()?;
-    // The script ends after the write: the second model call fails.
-    let model = ScriptedModel::new(
-        "m",
-        [with_usage(write("w", "/mnt/user-data/outputs/a.md"), 7, 3)],
-    );
-    let agent = setup.agent(&model, vec![]).await?;
-    let err = agent.ask("go").await.err().ok_or("the run succeeded")?;
-    let settled = err.settlement().ok_or("no settlement")?;
-    let stored = setup.stored(&settled.run_id).await?;
-    assert_eq!(stored.status, RunStatus::Error);
-    assert_eq!(
-        stored.usage,
-        Some(stategraph::TokenUsage::of_call(7, 3, 10))
-    );
-    model.clear();
     Ok(())
 }
