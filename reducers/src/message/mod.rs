@@ -293,8 +293,10 @@ where
     ) -> Result<Change, ReduceError> {
         let old_len = value.len();
         let mut prefix_intact = true;
-        // Upserts work on the list in place (an id is looked up by a scan from the end); the
-        // first removal switches to an indexed working copy.
+        // Upserts work on the list in place: an id is looked up by a scan from the end, or,
+        // when the step upserts many messages with ids (a turn's tool results), in a map of
+        // the list's ids made once. The first removal switches to an indexed working copy.
+        let mut positions = id_positions(value, &writes);
         let mut indexed: Option<Indexed<V::Item>> = None;
         for op in writes.into_iter().flat_map(|w| w.ops) {
             if let Some(work) = indexed.as_mut() {
@@ -303,23 +305,30 @@ where
             }
             match op {
                 MessageOp::Upsert(mut message) => {
-                    let found = match message.id() {
-                        None => {
+                    let found = match (message.id(), &positions) {
+                        (None, _) => {
                             // Minted ids are assumed not to be in the list.
                             message.set_id(ctx.new_id());
                             None
                         }
-                        Some(id) => value.items().rposition(|m| m.id() == Some(id)),
+                        (Some(id), Some(map)) => map.get(id).copied(),
+                        (Some(id), None) => value.items().rposition(|m| m.id() == Some(id)),
                     };
                     match found.and_then(|slot| value.item_mut(slot).map(|m| (slot, m))) {
                         Some((slot, place)) => {
                             *place = message;
                             prefix_intact &= slot >= old_len;
                         }
-                        None => value.push_item(message),
+                        None => {
+                            if let (Some(map), Some(id)) = (positions.as_mut(), message.id()) {
+                                map.insert(id.to_owned(), value.len());
+                            }
+                            value.push_item(message);
+                        }
                     }
                 }
                 op => {
+                    positions = None;
                     let work = Indexed::new(std::mem::take(value).into_items(), old_len);
                     indexed.insert(work).apply(op, ctx)?;
                 }
@@ -349,6 +358,33 @@ where
     fn extend(value: &mut V, tails: &[StoredRef<'_>]) -> Result<(), serde_json::Error> {
         extend_list(value, tails)
     }
+}
+
+/// Upserts with ids in one step past which their ids are looked up in a map rather than by
+/// scanning the list for each.
+const SCANNED_UPSERTS: usize = 8;
+
+/// The position of each id in `value`, when `writes` upsert more than [`SCANNED_UPSERTS`]
+/// messages with ids (one scan of the list instead of one per message).
+fn id_positions<L: ListValue>(
+    value: &L,
+    writes: &[MessagesUpdate<L::Item>],
+) -> Option<HashMap<String, usize>>
+where
+    L::Item: Message,
+{
+    let keyed = writes
+        .iter()
+        .flat_map(|w| w.ops.iter())
+        .filter(|op| matches!(op, MessageOp::Upsert(m) if m.id().is_some()))
+        .count();
+    (keyed > SCANNED_UPSERTS).then(|| {
+        value
+            .items()
+            .enumerate()
+            .filter_map(|(i, m)| m.id().map(|id| (id.to_owned(), i)))
+            .collect()
+    })
 }
 
 /// The working copy of a message list while operations that look up ids are applied.
@@ -494,6 +530,31 @@ mod tests {
         )?;
         assert_eq!(change, Change::Replaced);
         assert_eq!(texts(&list), ["ONE", "two"]);
+        Ok(())
+    }
+
+    #[test]
+    fn many_upserts_with_ids_in_one_step_end_as_one_at_a_time_would() -> Result<(), ReduceError> {
+        // Past the scan limit the ids are looked up in a map: the same replacements, appends
+        // and duplicate-id handling as a step per message.
+        let start: Vec<Msg> = (0..30)
+            .map(|i| msg(Some(&format!("m{}", i % 25)), "old"))
+            .collect();
+        let ops: Vec<Msg> = (0..40)
+            .map(|i| msg(Some(&format!("m{}", (i * 7) % 50)), &format!("new{i}")))
+            .chain([msg(None, "minted")])
+            .collect();
+        let mut together = start.clone();
+        let writes = vec![MessagesUpdate {
+            ops: ops.iter().cloned().map(MessageOp::Upsert).collect(),
+        }];
+        AddMessages::<Vec<Msg>>::reduce(&mut together, writes, &mut ReduceCtx::new(1))?;
+        let mut apart = start;
+        let mut ctx = ReduceCtx::new(1);
+        for m in ops {
+            AddMessages::<Vec<Msg>>::reduce(&mut apart, vec![MessagesUpdate::from(m)], &mut ctx)?;
+        }
+        assert_eq!(together, apart);
         Ok(())
     }
 
