@@ -10,8 +10,8 @@
 //! - `stream_off`: one-chunk answers, 200,000 calls, each through `tokens::call_model` in a run
 //!   that does not stream messages, against the same model invoked directly: `per_call_ns`
 //!   of each (the fastest of five alternated runs) and the message events seen (none): what a
-//!   call through the context costs when nobody listens. The difference is the answer's id
-//!   (`NodeContext::message_id`, a short string the messages reducer would otherwise make).
+//!   call through the context costs when nobody listens: the check that nobody does, and the
+//!   call's usage added to the run's.
 //! - `stream_server`: the same run through `stategraph serve` (in this process, on a fresh
 //!   SQLite file) as `messages-tuple`, read by a raw HTTP/1.0 client on loopback:
 //!   `chunks_per_s` on the wire.

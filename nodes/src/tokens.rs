@@ -211,9 +211,9 @@ fn finish_reason_json(reason: &FinishReason) -> serde_json::Value {
 /// Call `model` from a node: streamed as `messages` events when the run streams messages
 /// (see the [module docs](self)), one plain call otherwise. The answer's usage is added to
 /// the run's ([`NodeContext::record_usage`], [`call_usage`]); a call that fails adds
-/// nothing. The answer's message gets an id
-/// from the node's context ([`NodeContext::message_id`]) unless the model gave it one; a
-/// streamed answer always carries the id its chunks had.
+/// nothing. A streamed answer carries the id its chunks had, from the node's context
+/// ([`NodeContext::message_id`]); an answer not streamed keeps the model's id or none, and the
+/// messages reducer gives it one, as it always has.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -274,11 +274,8 @@ pub(crate) async fn call_in_node(
 ) -> Result<ModelResponse, ModelError> {
     let messages = cx.streams_messages();
     if !messages && !custom_chunks {
-        let mut response = model.invoke(request).await?;
+        let response = model.invoke(request).await?;
         cx.record_usage(call_usage(&response));
-        if response.message.id.is_none() {
-            response.message.id = Some(cx.message_id());
-        }
         return Ok(response);
     }
     let id = cx.message_id();
@@ -307,8 +304,6 @@ pub(crate) async fn call_in_node(
         cx.emit_message(MessagePart::Chunk, Shared::new(last)).await;
         let whole = Message::Ai(response.message.clone());
         cx.emit_message(MessagePart::End, Shared::new(whole)).await;
-    } else {
-        response.message.id.get_or_insert(id);
     }
     Ok(response)
 }
@@ -322,18 +317,19 @@ pub fn call_usage(response: &ModelResponse) -> TokenUsage {
     }
 }
 
-/// Give `message` an id from the node's context if it has none ([`NodeContext::message_id`]),
-/// and stream it whole ([`MessagePart::Whole`]) when the run streams messages: what a tool's
-/// result goes through, so a client watching the `messages` modes sees it under the id the
-/// thread keeps.
+/// When the run streams messages, stream `message` whole ([`MessagePart::Whole`]), first giving
+/// it an id from the node's context if it has none ([`NodeContext::message_id`]): what a
+/// tool's result goes through, so a client watching the `messages` modes sees it under the id
+/// the thread keeps. Otherwise it does nothing, and the messages reducer gives the id.
 pub async fn emit_whole(cx: &NodeContext, message: &mut Message) {
+    if !cx.streams_messages() {
+        return;
+    }
     if stategraph::reducers::Message::id(message).is_none() {
         stategraph::reducers::Message::set_id(message, cx.message_id());
     }
-    if cx.streams_messages() {
-        cx.emit_message(MessagePart::Whole, Shared::new(message.clone()))
-            .await;
-    }
+    cx.emit_message(MessagePart::Whole, Shared::new(message.clone()))
+        .await;
 }
 
 /// How a whole answer streams when its model has no stream of its own but should show one

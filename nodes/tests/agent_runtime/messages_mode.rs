@@ -308,10 +308,7 @@ async fn without_the_messages_mode_the_model_is_not_streamed_and_nothing_is_emit
     let out = stream.outcome().await?;
     assert_eq!(model.streams.load(Ordering::SeqCst), 0);
     assert_eq!(out.state.answers[0].content, "whole");
-    assert!(
-        out.state.answers[0].id.is_some(),
-        "the id is the node's all the same"
-    );
+    assert_eq!(out.state.answers[0].id, None, "no id is made for nobody");
 
     let _ = messages_of(&graph, StreamMode::messages()).await?;
     assert_eq!(
