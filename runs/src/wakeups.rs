@@ -95,17 +95,6 @@ impl Wakeups {
                 return false;
             }
         };
-        loop {
-            match tokio::time::timeout_at(deadline, seen.recv()).await {
-                Ok(Ok(named)) if wanted(&named) => return true,
-                Ok(Ok(_)) => {}
-                Ok(Err(broadcast::error::RecvError::Lagged(_))) => return true,
-                Ok(Err(broadcast::error::RecvError::Closed)) => {
-                    tokio::time::sleep_until(deadline).await;
-                    return false;
-                }
-                Err(_) => return false,
-            }
-        }
+        stategraph_checkpoints::queue::wait_for_notice(seen, deadline, wanted).await
     }
 }

@@ -4,7 +4,9 @@
 //! `stategraph-runs` crate's, which keeps their one contract.
 
 mod command;
+mod notice;
 mod types;
 
 pub use command::{QueuedCommand, QueuedGoto};
+pub use notice::wait_for_notice;
 pub use types::{FencedWrite, Lease, Multitask, QueuedRun, RunEnd, StopRequest};
