@@ -175,28 +175,7 @@ impl AgentCore {
             }
             Err(e) => return Err(e.into_box()),
         };
-        let verdict = match output.message() {
-            Some(m) if m.is_error() => Verdict::Failed {
-                reason: m.content.clone(),
-            },
-            _ => Verdict::Passed,
-        };
-        // This call's entries only: sibling calls of the step record concurrently.
-        let own =
-            |e: &TraceEntry| e.call_id.as_deref() == Some(call.id.as_str()) && e.tool == call.name;
-        // Only a call whose handler ran (or failed) returns a result; a denied call's error
-        // message is the layer's, not the tool's.
-        if !self
-            .trace
-            .entries_since(before, |e| {
-                own(e) && e.stage == Stage::Executed && e.passed()
-            })
-            .is_empty()
-        {
-            self.trace
-                .record(TraceEntry::new(&call.name, Stage::Returned, verdict).for_call(&call.id));
-        }
-        emit_trace(&ctx, self.trace.entries_since(before, own)).await;
+        self.record_returned(&ctx, &call, before, &output).await;
         if let ToolOutput::Command(c) = &output {
             self.note_presented(&call, c);
         }
@@ -220,6 +199,38 @@ impl AgentCore {
                 }
             },
         )
+    }
+
+    /// Record that `call` returned `output` (only if its handler ran: a denied call's error
+    /// message is the layer's, not the tool's), and emit this call's trace entries since
+    /// `before`.
+    async fn record_returned(
+        &self,
+        ctx: &NodeContext,
+        call: &ToolCall,
+        before: usize,
+        output: &ToolOutput,
+    ) {
+        let verdict = match output.message() {
+            Some(m) if m.is_error() => Verdict::Failed {
+                reason: m.content.clone(),
+            },
+            _ => Verdict::Passed,
+        };
+        // This call's entries only: sibling calls of the step record concurrently.
+        let own =
+            |e: &TraceEntry| e.call_id.as_deref() == Some(call.id.as_str()) && e.tool == call.name;
+        if !self
+            .trace
+            .entries_since(before, |e| {
+                own(e) && e.stage == Stage::Executed && e.passed()
+            })
+            .is_empty()
+        {
+            self.trace
+                .record(TraceEntry::new(&call.name, Stage::Returned, verdict).for_call(&call.id));
+        }
+        emit_trace(ctx, self.trace.entries_since(before, own)).await;
     }
 }
 

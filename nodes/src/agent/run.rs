@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use stategraph::checkpoints::{RunId, RunStatus, Saver, ThreadId};
+use stategraph::checkpoints::{CheckpointError, RunId, RunStatus, Saver, ThreadId};
 use stategraph::{CompiledGraph, RunConfig, RunError, RunOutcome, UsageMeter};
 use tokio::sync::OwnedMutexGuard;
 
@@ -16,7 +16,7 @@ use super::outcome::{
 use super::outputs::OutputsWatch;
 use super::record::RunStore;
 use crate::context::RunContext;
-use crate::delivery::{settle, DeliveryFacts};
+use crate::delivery::{settle, DeliveryFacts, DeliveryReceipt};
 use crate::sandbox::InvocationLease;
 use crate::state::{Delegation, ThreadState};
 
@@ -312,6 +312,32 @@ async fn record_unanswered(
     }
 }
 
+/// Store `receipt` (nothing to do without a store). A receipt with a verdict that cannot be
+/// stored for a run that succeeded makes the run an error. The failed attempts' errors.
+async fn store_receipt(
+    store: Option<&RunStore>,
+    run_id: &RunId,
+    receipt: &DeliveryReceipt,
+    status: &mut RunStatus,
+    reason: &mut Option<String>,
+    failure: &mut Option<DeliveryFailure>,
+) -> Vec<CheckpointError> {
+    let Some(store) = store else {
+        return Vec::new();
+    };
+    match store.put_receipt(run_id, receipt).await {
+        Ok(()) => Vec::new(),
+        Err(errors) => {
+            if *status == RunStatus::Success && receipt.verdict.is_some() {
+                *status = RunStatus::Error;
+                *reason = Some(RECEIPT_NOT_STORED.to_owned());
+                *failure = Some(DeliveryFailure::ReceiptNotStored);
+            }
+            errors
+        }
+    }
+}
+
 impl PendingRun {
     /// Releases what the invocation acquired, decides delivery, records the Delivered trace,
     /// then stores the receipt and, after it, the terminal status.
@@ -354,20 +380,15 @@ impl PendingRun {
                 failure = Some(DeliveryFailure::Incomplete(incomplete));
             }
         }
-        let errors = match &store {
-            None => Vec::new(),
-            Some(store) => match store.put_receipt(&run_id, &receipt).await {
-                Ok(()) => Vec::new(),
-                Err(errors) => {
-                    if status == RunStatus::Success && receipt.verdict.is_some() {
-                        status = RunStatus::Error;
-                        reason = Some(RECEIPT_NOT_STORED.to_owned());
-                        failure = Some(DeliveryFailure::ReceiptNotStored);
-                    }
-                    errors
-                }
-            },
-        };
+        let errors = store_receipt(
+            store.as_ref(),
+            &run_id,
+            &receipt,
+            &mut status,
+            &mut reason,
+            &mut failure,
+        )
+        .await;
         let checked = match failure {
             _ if !completed => Checked::NotRun(status),
             Some(DeliveryFailure::ReceiptNotStored) => Checked::Lost,
