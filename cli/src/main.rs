@@ -223,40 +223,7 @@ pub(crate) enum Command {
     /// runs to another when their leases end. Listens on 127.0.0.1; any other address needs
     /// an API key, which clients then send as x-api-key. To serve your own graphs, build a
     /// stategraph_server::Server in your program.
-    Serve {
-        /// The SQLite file of threads, checkpoints and runs, or a postgres:// URL.
-        #[arg(default_value = "stategraph.db")]
-        file: PathBuf,
-        /// Serve from PostgreSQL at this URL.
-        #[arg(long, value_name = "URL")]
-        postgres: Option<String>,
-        /// The PostgreSQL schema (default stategraph).
-        #[arg(long, value_name = "NAME")]
-        schema: Option<String>,
-        /// How long a server's lease of a run lasts without a heartbeat: on PostgreSQL, how
-        /// soon another server takes over the runs of one that died.
-        #[arg(long, value_parser = cmd::parse_age, value_name = "AGE", default_value = "30s")]
-        lease: std::time::Duration,
-        /// The port.
-        #[arg(long, default_value_t = 2024)]
-        port: u16,
-        /// The address to listen on.
-        #[arg(long, default_value = "127.0.0.1")]
-        host: std::net::IpAddr,
-        /// The key clients must send in x-api-key (or STATEGRAPH_API_KEY); required beyond
-        /// loopback.
-        #[arg(long)]
-        api_key: Option<String>,
-        /// An origin whose pages may call the API (CORS), e.g. http://localhost:3000.
-        /// Repeatable.
-        #[arg(long = "cors", value_name = "ORIGIN")]
-        cors: Vec<String>,
-        /// Serve the chat page at /ui/ (LangGraph's useStream, built by .ci/chat-page.sh)
-        /// from DIR, or from $STATEGRAPH_CHAT_PAGE, or target/chat-page/dist.
-        #[arg(long, value_name = "DIR", num_args = 0..=1)]
-        #[allow(clippy::option_option)]
-        ui: Option<Option<PathBuf>>,
-    },
+    Serve(cmd::ServeArgs),
     /// One run with its delivery receipt.
     Run {
         /// The checkpoint file, or a postgres:// URL.
@@ -270,7 +237,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The server runs on every core; the other commands need one thread.
     let mut builder = match cli.command {
-        Command::Serve { .. } => tokio::runtime::Builder::new_multi_thread(),
+        Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
         _ => tokio::runtime::Builder::new_current_thread(),
     };
     let runtime = match builder.enable_all().build() {

@@ -18,6 +18,8 @@ mod verify;
 
 pub(crate) use trim_log::parse_age;
 
+pub(crate) use serve::ServeArgs;
+
 use crate::failure::Outcome;
 use crate::output::{Output, Style};
 use crate::{Cli, Command};
@@ -79,29 +81,6 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
             bind,
             read_only,
         } => studio::run(file, *bind, *port, *read_only).await,
-        Command::Serve {
-            file,
-            postgres,
-            schema,
-            lease,
-            port,
-            host,
-            api_key,
-            cors,
-            ui,
-        } => {
-            serve::run(serve::ServeArgs {
-                ui: ui.as_ref().map(|dir| serve::chat_page(dir.as_deref())),
-                file,
-                postgres: postgres.as_deref(),
-                schema: schema.as_deref(),
-                lease: *lease,
-                host: *host,
-                port: *port,
-                api_key: api_key.as_deref(),
-                cors,
-            })
-            .await
-        }
+        Command::Serve(args) => serve::run(args).await,
     }
 }

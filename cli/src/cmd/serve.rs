@@ -3,60 +3,83 @@
 //! `stategraph-server` crate) over the demo graphs until interrupted. A program serves its own graphs with `stategraph_server::Server`.
 
 use std::io::Write as _;
-use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use stategraph_server::{demo, Server, ServerError, ServerOptions};
 
 use crate::failure::{Failure, Outcome};
 
-/// What `serve` is given.
-pub(crate) struct ServeArgs<'a> {
-    pub(crate) file: &'a Path,
-    pub(crate) postgres: Option<&'a str>,
-    pub(crate) schema: Option<&'a str>,
+/// What `serve` is given on the command line.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The SQLite file of threads, checkpoints and runs, or a postgres:// URL.
+    #[arg(default_value = "stategraph.db")]
+    pub(crate) file: PathBuf,
+    /// Serve from PostgreSQL at this URL.
+    #[arg(long, value_name = "URL")]
+    pub(crate) postgres: Option<String>,
+    /// The PostgreSQL schema (default stategraph).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) schema: Option<String>,
+    /// How long a server's lease of a run lasts without a heartbeat: on PostgreSQL, how
+    /// soon another server takes over the runs of one that died.
+    #[arg(long, value_parser = super::parse_age, value_name = "AGE", default_value = "30s")]
     pub(crate) lease: std::time::Duration,
-    pub(crate) host: IpAddr,
+    /// The port.
+    #[arg(long, default_value_t = 2024)]
     pub(crate) port: u16,
-    pub(crate) api_key: Option<&'a str>,
-    pub(crate) cors: &'a [String],
-    /// `--ui`: the chat page's directory ([`chat_page`]).
-    pub(crate) ui: Option<std::path::PathBuf>,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub(crate) host: std::net::IpAddr,
+    /// The key clients must send in x-api-key (or STATEGRAPH_API_KEY); required beyond
+    /// loopback.
+    #[arg(long)]
+    pub(crate) api_key: Option<String>,
+    /// An origin whose pages may call the API (CORS), e.g. http://localhost:3000.
+    /// Repeatable.
+    #[arg(long = "cors", value_name = "ORIGIN")]
+    pub(crate) cors: Vec<String>,
+    /// Serve the chat page at /ui/ (LangGraph's useStream, built by .ci/chat-page.sh)
+    /// from DIR, or from $STATEGRAPH_CHAT_PAGE, or target/chat-page/dist.
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    #[allow(clippy::option_option)]
+    pub(crate) ui: Option<Option<PathBuf>>,
 }
 
 /// Where `--ui` finds the chat page: the directory given, else `$STATEGRAPH_CHAT_PAGE`, else
 /// where `.ci/chat-page.sh` builds it.
-pub(crate) fn chat_page(given: Option<&Path>) -> std::path::PathBuf {
+fn chat_page(given: Option<&Path>) -> PathBuf {
     if let Some(dir) = given {
         return dir.to_owned();
     }
     std::env::var_os("STATEGRAPH_CHAT_PAGE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from("target/chat-page/dist"))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target/chat-page/dist"))
 }
 
 /// Serve until the process is stopped (Ctrl-C or SIGTERM stops it cleanly).
-pub(super) async fn run(args: ServeArgs<'_>) -> Outcome {
+pub(super) async fn run(args: &ServeArgs) -> Outcome {
     let mut options = ServerOptions::default();
-    options.file = args.file.to_owned();
+    options.file = args.file.clone();
     options.addr = SocketAddr::new(args.host, args.port);
     let url = args
         .file
         .to_str()
-        .filter(|_| crate::file::is_url(args.file));
-    options.postgres = args.postgres.or(url).map(str::to_owned);
-    options.postgres_schema = args.schema.map(str::to_owned);
+        .filter(|_| crate::file::is_url(&args.file));
+    options.postgres = args.postgres.as_deref().or(url).map(str::to_owned);
+    options.postgres_schema = args.schema.clone();
     options.lease = args.lease;
-    options.ui = args.ui.clone();
+    options.ui = args.ui.as_ref().map(|dir| chat_page(dir.as_deref()));
     let mut builder = Server::builder().options(options);
     let key = args
         .api_key
-        .map(str::to_owned)
+        .clone()
         .or_else(|| std::env::var("STATEGRAPH_API_KEY").ok());
     if let Some(key) = key {
         builder = builder.api_key(key);
     }
-    for origin in args.cors {
+    for origin in &args.cors {
         builder = builder.cors_origin(origin.clone());
     }
     let builder = demo::register(builder).map_err(|e| Failure::runtime(e.to_string()))?;
