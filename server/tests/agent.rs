@@ -11,15 +11,22 @@ use stategraph_nodes::prelude::*;
 
 type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_served_agent_records_and_settles_each_run_under_the_servers_run_id() -> TestResult {
-    let model = ScriptedModel::new("m", [AiMessage::text("hello there")]);
+/// A server whose assistant `assistant` is an agent on `model`.
+async fn serve_agent(
+    model: &ScriptedModel,
+) -> Result<Served, Box<dyn std::error::Error + Send + Sync>> {
     let agent = AgentBuilder::new(model.clone())
         .assemble(RunContext::new("unused", "ana"))
         .await?;
-    let s = Served::start_with(|b| b.runner("assistant", agent))
+    Ok(Served::start_with(|b| b.runner("assistant", agent))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_agent_records_and_settles_each_run_under_the_servers_run_id() -> TestResult {
+    let model = ScriptedModel::new("m", [AiMessage::text("hello there")]);
+    let s = serve_agent(&model).await?;
     let api = s.api();
     let t = api.thread().await;
     let r = api
@@ -51,12 +58,7 @@ async fn a_served_agent_records_and_settles_each_run_under_the_servers_run_id() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_agent_takes_and_gives_messages_as_langchain_dicts() -> TestResult {
     let model = ScriptedModel::new("m", [AiMessage::text("a red dot")]);
-    let agent = AgentBuilder::new(model.clone())
-        .assemble(RunContext::new("unused", "ana"))
-        .await?;
-    let s = Served::start_with(|b| b.runner("assistant", agent))
-        .await
-        .map_err(|e| e.to_string())?;
+    let s = serve_agent(&model).await?;
     let api = s.api();
     let t = api.thread().await;
     // The role form a client sends, with an image in OpenAI's form.

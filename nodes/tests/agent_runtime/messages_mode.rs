@@ -11,7 +11,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use stategraph::checkpoints::Namespace;
 use stategraph::prelude::*;
-use stategraph::{Checkpointing, Event, EventKind, MessagePart, Node};
+use stategraph::{Checkpointing, Event, EventKind, MessagePart, Node, RunOutcome, RunStream};
 use stategraph_nodes::tokens::{call_model, AiMessageChunk};
 use stategraph_nodes::{
     AgentBuilder, AiMessage, ChatModel, Message, ModelChunk, ModelError, ModelRequest,
@@ -38,20 +38,27 @@ fn asking(model: ScriptedModel) -> impl Node<Talk> {
     }
 }
 
+/// A streamed run's events, in order, and its outcome.
+async fn drain<S: State>(
+    mut stream: RunStream<S>,
+) -> Result<(Vec<Event>, RunOutcome<S>), BoxError> {
+    let mut events = Vec::new();
+    while let Some(ev) = stream.next().await {
+        events.push(ev);
+    }
+    Ok((events, stream.outcome().await?))
+}
+
 /// The run's `messages` events, in order.
 async fn messages_of(
     graph: &CompiledGraph<Talk>,
     mode: StreamMode,
 ) -> Result<Vec<Event>, BoxError> {
-    let mut stream = graph.stream(Talk::update(), &RunConfig::new(), mode);
-    let mut out = Vec::new();
-    while let Some(ev) = stream.next().await {
-        if matches!(ev.kind, EventKind::Messages { .. }) {
-            out.push(ev);
-        }
-    }
-    stream.outcome().await?;
-    Ok(out)
+    let (events, _) = drain(graph.stream(Talk::update(), &RunConfig::new(), mode)).await?;
+    Ok(events
+        .into_iter()
+        .filter(|ev| matches!(ev.kind, EventKind::Messages { .. }))
+        .collect())
 }
 
 fn chunk(ev: &Event) -> Option<&AiMessageChunk> {
@@ -137,14 +144,13 @@ async fn a_user_nodes_model_call_in_a_subgraph_streams_chunks_with_node_step_and
 async fn the_streamed_id_is_the_id_the_state_keeps() -> R {
     let model = ScriptedModel::new("m", [AiMessage::text("kept")]);
     let graph = inner_graph(model)?;
-    let mut stream = graph.stream(Talk::update(), &RunConfig::new(), StreamMode::messages());
-    let mut ids = Vec::new();
-    while let Some(ev) = stream.next().await {
-        if let Some(c) = chunk(&ev) {
-            ids.push(c.id.clone());
-        }
-    }
-    let out = stream.outcome().await?;
+    let (events, out) =
+        drain(graph.stream(Talk::update(), &RunConfig::new(), StreamMode::messages())).await?;
+    let ids: Vec<String> = events
+        .iter()
+        .filter_map(chunk)
+        .map(|c| c.id.clone())
+        .collect();
     let kept = out.state.answers[0].id.clone().ok_or("no id")?;
     assert!(!ids.is_empty());
     assert!(ids.iter().all(|id| *id == kept), "{ids:?} vs {kept}");
@@ -185,23 +191,16 @@ async fn a_resumed_task_streams_its_model_call_again_under_the_same_id() -> R {
         .with_checkpointer(Arc::new(stategraph::checkpoints::MemorySaver::new()));
     let config = RunConfig::new().thread("t");
     let first_id = |events: Vec<Event>| events.iter().find_map(chunk).map(|c| c.id.clone());
-    let mut stream = graph.stream(Talk::update(), &config, StreamMode::messages());
-    let mut events = Vec::new();
-    while let Some(ev) = stream.next().await {
-        events.push(ev);
-    }
-    assert!(stream.outcome().await?.is_interrupted());
+    let (events, out) =
+        drain(graph.stream(Talk::update(), &config, StreamMode::messages())).await?;
+    assert!(out.is_interrupted());
     let asked = first_id(events);
-    let mut resumed = graph.stream(
+    let (events, out) = drain(graph.stream(
         stategraph::Command::resume(stategraph::Resume::value(serde_json::json!(true))),
         &config,
         StreamMode::messages(),
-    );
-    let mut events = Vec::new();
-    while let Some(ev) = resumed.next().await {
-        events.push(ev);
-    }
-    let out = resumed.outcome().await?;
+    ))
+    .await?;
     assert!(asked.is_some());
     assert_eq!(
         first_id(events),
@@ -301,11 +300,10 @@ async fn without_the_messages_mode_the_model_is_not_streamed_and_nothing_is_emit
         .compile()?;
     let mut all = StreamMode::all();
     all.messages = false;
-    let mut stream = graph.stream(Talk::update(), &RunConfig::new(), all);
-    while let Some(ev) = stream.next().await {
+    let (events, out) = drain(graph.stream(Talk::update(), &RunConfig::new(), all)).await?;
+    for ev in &events {
         assert!(!matches!(ev.kind, EventKind::Messages { .. }), "{ev:?}");
     }
-    let out = stream.outcome().await?;
     assert_eq!(model.streams.load(Ordering::SeqCst), 0);
     assert_eq!(out.state.answers[0].content, "whole");
     assert_eq!(out.state.answers[0].id, None, "no id is made for nobody");
@@ -319,32 +317,37 @@ async fn without_the_messages_mode_the_model_is_not_streamed_and_nothing_is_emit
     Ok(())
 }
 
+/// An agent's run on "go", streamed with the `messages` mode.
+async fn agent_messages(
+    agent: &stategraph_nodes::Agent,
+) -> Result<(Vec<Event>, RunOutcome<ThreadState>), BoxError> {
+    drain(agent.graph().stream(
+        ThreadState::human_input("go"),
+        &agent.run_config(),
+        StreamMode::messages(),
+    ))
+    .await
+}
+
 #[tokio::test]
 async fn an_agents_answer_streams_as_messages_with_the_id_its_thread_keeps() -> R {
     let model = ScriptedModel::new("m", [AiMessage::text("the agent answers")]);
     let agent = AgentBuilder::new(model)
         .assemble(RunContext::new("t", "u"))
         .await?;
-    let mut stream = agent.graph().stream(
-        ThreadState::human_input("go"),
-        &agent.run_config(),
-        StreamMode::messages(),
-    );
-    let mut chunks = Vec::new();
-    let mut ns = Vec::new();
-    while let Some(ev) = stream.next().await {
-        if let Some(c) = chunk(&ev) {
-            chunks.push(c.clone());
-            ns.push(ev.ns.clone());
-        }
-    }
-    let out = stream.outcome().await?;
+    let (events, out) = agent_messages(&agent).await?;
+    let chunks: Vec<AiMessageChunk> = events.iter().filter_map(chunk).cloned().collect();
+    let ns: Vec<&Namespace> = events
+        .iter()
+        .filter(|ev| chunk(ev).is_some())
+        .map(|ev| &ev.ns)
+        .collect();
     let kept = out.state.last_ai().ok_or("no answer")?;
     let joined = AiMessageChunk::join("m", &chunks)?;
     assert_eq!(joined.content, kept.content);
     assert_eq!(joined.id, kept.id);
     assert!(chunks.len() >= 3, "{chunks:?}");
-    assert!(ns.iter().all(Namespace::is_root));
+    assert!(ns.iter().all(|ns| ns.is_root()));
     Ok(())
 }
 
@@ -360,14 +363,10 @@ async fn a_tool_result_streams_whole_under_the_id_its_thread_keeps() -> R {
         ))
         .assemble(RunContext::new("t", "u"))
         .await?;
-    let mut stream = agent.graph().stream(
-        ThreadState::human_input("go"),
-        &agent.run_config(),
-        StreamMode::messages(),
-    );
+    let (events, out) = agent_messages(&agent).await?;
     let mut wholes = Vec::new();
     let mut ends = Vec::new();
-    while let Some(ev) = stream.next().await {
+    for ev in &events {
         if let EventKind::Messages {
             part,
             message,
@@ -385,7 +384,6 @@ async fn a_tool_result_streams_whole_under_the_id_its_thread_keeps() -> R {
             }
         }
     }
-    let out = stream.outcome().await?;
     assert_eq!(wholes.len(), 1, "{wholes:?}");
     let (_, tool) = &wholes[0];
     let kept = out

@@ -155,22 +155,7 @@ async fn images_of_tool_messages_follow_the_turns_tool_messages_as_one_user_mess
         .into(),
         tools: Vec::new(),
     };
-    let server = Server::start(vec![
-        Reply::json(text_answer("ok")),
-        Reply::json(text_answer("ok")),
-    ])
-    .await;
-    OpenAiModel::new(config(&server.base_url))
-        .unwrap()
-        .invoke(request())
-        .await
-        .unwrap();
-    OpenAiModel::new(config(&server.base_url).with_tool_media(MediaKinds::NONE))
-        .unwrap()
-        .invoke(request())
-        .await
-        .unwrap();
-    let sent = server.requests();
+    let sent = sent_with_and_without_media(request).await;
     let roles = |body: &Value| -> Vec<String> {
         body["messages"]
             .as_array()
@@ -211,17 +196,8 @@ async fn images_of_tool_messages_follow_the_turns_tool_messages_as_one_user_mess
     );
 }
 
-#[tokio::test]
-async fn a_human_image_reaches_the_model_as_an_image_part_after_the_text() {
-    let request = || {
-        ModelRequest::new(vec![Message::human_with_attachments(
-            "What is in this picture?",
-            [
-                Attachment::new("image/png", "iVBORw0KGgo="),
-                Attachment::new("audio/wav", "UklGRiQA"),
-            ],
-        )])
-    };
+/// The bodies a model sends for `request`: first with the default media, then with none.
+async fn sent_with_and_without_media(request: impl Fn() -> ModelRequest) -> Vec<Recorded> {
     let server = Server::start(vec![
         Reply::json(text_answer("ok")),
         Reply::json(text_answer("ok")),
@@ -237,7 +213,21 @@ async fn a_human_image_reaches_the_model_as_an_image_part_after_the_text() {
         .invoke(request())
         .await
         .unwrap();
-    let sent = server.requests();
+    server.requests()
+}
+
+#[tokio::test]
+async fn a_human_image_reaches_the_model_as_an_image_part_after_the_text() {
+    let request = || {
+        ModelRequest::new(vec![Message::human_with_attachments(
+            "What is in this picture?",
+            [
+                Attachment::new("image/png", "iVBORw0KGgo="),
+                Attachment::new("audio/wav", "UklGRiQA"),
+            ],
+        )])
+    };
+    let sent = sent_with_and_without_media(request).await;
     // Images are sent by default; the audio is named as left out in the text part.
     assert_eq!(
         sent[0].body["messages"],

@@ -11,18 +11,15 @@ use stategraph_nodes::tokens::AiMessageChunk;
 
 use crate::support::*;
 
-/// The lead's stream of one delegation: each chunk's namespace and node, and the chunks.
+/// Each chunk the lead's stream carries (its namespace, node and chunk) when the lead makes
+/// `calls` (`task` calls to `worker`) and the children answer `replies` in turn.
 async fn delegate(
+    calls: Vec<ToolCall>,
+    replies: Vec<AiMessage>,
     subgraphs: bool,
 ) -> Result<Vec<(String, String, AiMessageChunk)>, Box<dyn std::error::Error + Send + Sync>> {
-    let parent = ScriptedModel::new(
-        "lead",
-        [
-            AiMessage::calls([task_call("c1", "worker", "the task")]),
-            AiMessage::text("ok"),
-        ],
-    );
-    let child = ScriptedModel::new("child", [AiMessage::text("the child answers slowly")]);
+    let parent = ScriptedModel::new("lead", [AiMessage::calls(calls), AiMessage::text("ok")]);
+    let child = ScriptedModel::new("child", replies);
     let subagents = Subagents::new(Arc::new(child)).register(SubagentSpec::new(
         "worker",
         "d",
@@ -56,9 +53,21 @@ async fn delegate(
     Ok(out)
 }
 
+/// One delegation whose child answers slowly.
+async fn one_delegation(
+    subgraphs: bool,
+) -> Result<Vec<(String, String, AiMessageChunk)>, Box<dyn std::error::Error + Send + Sync>> {
+    delegate(
+        vec![task_call("c1", "worker", "the task")],
+        vec![AiMessage::text("the child answers slowly")],
+        subgraphs,
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_subagents_tokens_stream_under_the_leads_tools_task_with_subgraphs() -> R {
-    let chunks = delegate(true).await?;
+    let chunks = one_delegation(true).await?;
     let child: Vec<&(String, String, AiMessageChunk)> =
         chunks.iter().filter(|(ns, _, _)| !ns.is_empty()).collect();
     assert!(child.len() >= 4, "{chunks:?}");
@@ -82,7 +91,7 @@ async fn a_subagents_tokens_stream_under_the_leads_tools_task_with_subgraphs() -
 
 #[tokio::test]
 async fn without_subgraphs_only_the_leads_tokens_stream() -> R {
-    let chunks = delegate(false).await?;
+    let chunks = one_delegation(false).await?;
     assert!(!chunks.is_empty());
     assert!(chunks.iter().all(|(ns, _, _)| ns.is_empty()), "{chunks:?}");
     Ok(())
@@ -90,49 +99,19 @@ async fn without_subgraphs_only_the_leads_tokens_stream() -> R {
 
 #[tokio::test]
 async fn two_delegations_stream_their_tokens_under_ids_of_their_own() -> R {
-    let parent = ScriptedModel::new(
-        "lead",
-        [
-            AiMessage::calls([
-                task_call("c1", "worker", "first"),
-                task_call("c2", "worker", "second"),
-            ]),
-            AiMessage::text("ok"),
+    let chunks = delegate(
+        vec![
+            task_call("c1", "worker", "first"),
+            task_call("c2", "worker", "second"),
         ],
-    );
-    let child = ScriptedModel::new(
-        "child",
-        [AiMessage::text("one child"), AiMessage::text("one child")],
-    );
-    let subagents = Subagents::new(Arc::new(child)).register(SubagentSpec::new(
-        "worker",
-        "d",
-        "You are the worker.",
-    ));
-    let agent = lead(parent, subagents)
-        .0
-        .assemble(RunContext::new("t", "ana"))
-        .await?;
-    let mut mode = StreamMode::messages();
-    mode.subgraphs = true;
-    let mut stream =
-        agent
-            .graph()
-            .stream(ThreadState::human_input("go"), &agent.run_config(), mode);
+        vec![AiMessage::text("one child"), AiMessage::text("one child")],
+        true,
+    )
+    .await?;
     let mut by_id: std::collections::BTreeMap<String, Vec<AiMessageChunk>> = Default::default();
-    while let Some(ev) = stream.next().await {
-        if let EventKind::Messages {
-            part: MessagePart::Chunk,
-            message,
-            ..
-        } = &ev.kind
-        {
-            if let (Some(c), false) = (message.get::<AiMessageChunk>(), ev.ns.is_root()) {
-                by_id.entry(c.id.clone()).or_default().push(c.clone());
-            }
-        }
+    for (_, _, c) in chunks.into_iter().filter(|(ns, _, _)| !ns.is_empty()) {
+        by_id.entry(c.id.clone()).or_default().push(c);
     }
-    stream.outcome().await?;
     assert_eq!(by_id.len(), 2, "one id per child: {:?}", by_id.keys());
     for chunks in by_id.values() {
         assert_eq!(AiMessageChunk::join("child", chunks)?.content, "one child");
