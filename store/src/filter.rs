@@ -4,6 +4,9 @@
 //! - a key is a path of object keys joined with `.` (`"user.plan"`);
 //! - `$eq` (a plain value means `$eq`): the field exists and equals the value; numbers compare
 //!   by value (`1` equals `1.0`), objects and arrays by their whole JSON;
+//! - a plain object (no `$` key) is a condition per field it holds, as LangGraph reads it:
+//!   `{"user": {"plan": "pro"}}` is `{"user.plan": "pro"}`, so other fields of `user` may be
+//!   there too;
 //! - `$ne`: not `$eq`, so an item without the field matches;
 //! - `$gt`, `$gte`, `$lt`, `$lte`: the field and the value are both numbers (compared by
 //!   value) or both strings (compared by bytes); anything else does not match. Their value
@@ -122,22 +125,30 @@ impl Filter {
     /// Reads a filter in LangGraph's JSON form.
     pub fn from_json(filter: &Map<String, Value>) -> Result<Self, FilterError> {
         let mut out = Self::default();
+        out.read(&[], filter)?;
+        Ok(out)
+    }
+
+    fn read(&mut self, under: &[String], filter: &Map<String, Value>) -> Result<(), FilterError> {
         for (key, want) in filter {
-            let path = parse_path(key)?;
+            let mut path = under.to_vec();
+            path.extend(parse_path(key)?);
+            let shown = path.join(".");
             match want.as_object() {
-                Some(ops) if !ops.is_empty() && ops.keys().all(|k| k.starts_with('$')) => {
+                Some(ops) if !ops.is_empty() && ops.keys().any(|k| k.starts_with('$')) => {
                     for (op, value) in ops {
                         let cmp = Cmp::parse(op).ok_or_else(|| FilterError::UnknownOperator {
-                            key: key.clone(),
+                            key: shown.clone(),
                             op: op.clone(),
                         })?;
-                        out.push(key, path.clone(), cmp, value.clone())?;
+                        self.push(&shown, path.clone(), cmp, value.clone())?;
                     }
                 }
-                _ => out.push(key, path, Cmp::Eq, want.clone())?,
+                Some(fields) if !fields.is_empty() => self.read(&path, fields)?,
+                _ => self.push(&shown, path, Cmp::Eq, want.clone())?,
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Adds a condition on the field at the dotted `key`.
@@ -267,6 +278,15 @@ mod tests {
         let f = Filter::from_json(&obj(json!({"a": {"$gt": 1}})))?;
         assert!(!f.matches(&obj(json!({"a": "2"}))));
         assert!(f.matches(&obj(json!({"a": 2}))));
+        Ok(())
+    }
+
+    #[test]
+    fn a_plain_object_matches_the_fields_it_names() -> Result<(), FilterError> {
+        let f = Filter::from_json(&obj(json!({"u": {"plan": "pro"}})))?;
+        assert!(f.matches(&obj(json!({"u": {"plan": "pro", "seats": 3}}))));
+        assert!(!f.matches(&obj(json!({"u": {"plan": "free"}}))));
+        assert!(!f.matches(&obj(json!({"u": "pro"}))));
         Ok(())
     }
 
