@@ -24,7 +24,7 @@
 //!
 //! Inside: `namespace` and `item` the data; `op` a batch's operations; `filter` conditions
 //! on values; `ttl` expiry and clocks; `index` and `embedder` the semantic index; `vector`
-//! and `text` ranking; `prepare` what each backend does before its transaction; `memory`
+//! and `text` ranking; `mirror` vectors held in memory for a SQL backend; `prepare` what each backend does before its transaction; `memory`
 //! the reference backend; `store` the contract and the sweeper.
 
 mod embedder;
@@ -33,6 +33,7 @@ mod filter;
 mod index;
 mod item;
 mod memory;
+pub mod mirror;
 mod namespace;
 mod op;
 pub mod prepare;
