@@ -88,3 +88,4 @@ macro_rules! conformance {
 }
 
 conformance!(memory, crate::support::open_memory);
+conformance!(sqlite, crate::support::open_sqlite);
