@@ -65,6 +65,7 @@ macro_rules! conformance {
                 ttl::default_ttl_applies_and_never_overrides_it,
                 ttl::sweep_counts_and_removes_expired_items,
                 ttl::a_put_over_an_expired_item_starts_it_anew,
+                ttl::vector_search_skips_expired_items_and_fills_the_page,
                 ranking::full_text_ranks_items_holding_more_query_words_first,
                 ranking::full_text_skips_items_without_any_query_word,
                 ranking::full_text_ignores_case_and_punctuation,
