@@ -57,6 +57,7 @@ macro_rules! conformance {
                 search::search_pages_with_limit_and_offset,
                 search::search_applies_filter_and_prefix_together,
                 search::a_search_without_query_returns_no_score,
+                search::ties_order_namespaces_by_their_joined_text,
                 ttl::an_item_expires_after_its_ttl_for_every_read,
                 ttl::a_get_refreshes_the_ttl,
                 ttl::no_refresh_when_the_read_does_not_ask,

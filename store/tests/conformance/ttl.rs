@@ -159,7 +159,11 @@ pub async fn vector_search_skips_expired_items_and_fills_the_page(b: Backend) ->
     ))
     .fields(["text"]);
     let s = b
-        .open(stategraph_store::StoreConfig::default().ttl(ttl(true)).index(index))
+        .open(
+            stategraph_store::StoreConfig::default()
+                .ttl(ttl(true))
+                .index(index),
+        )
         .await?;
     let at = ns(&["t"]);
     let short = |key: &str, text: &str| {
