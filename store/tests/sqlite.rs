@@ -173,3 +173,36 @@ async fn vectors_of_another_length_in_the_file_are_reported() -> TestResult {
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_batches_from_two_handles_all_land() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("s.db");
+    let handles = [
+        SqliteStore::open(&path, indexed())?,
+        SqliteStore::open(&path, indexed())?,
+    ];
+    let mut tasks = Vec::new();
+    for (h, store) in handles.iter().enumerate() {
+        for t in 0..4 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let ns = Namespace::new(["c".to_owned(), format!("h{h}t{t}")])?;
+                for i in 0..25 {
+                    let value = obj(json!({"text": format!("note {i} of {h} {t}")}));
+                    store.put(&ns, &format!("k{i}"), value).await?;
+                }
+                Ok::<(), StoreError>(())
+            }));
+        }
+    }
+    for task in tasks {
+        task.await??;
+    }
+    for store in &handles {
+        let op = SearchOp::new(Namespace::new(["c"])?).page(1000, 0);
+        assert_eq!(store.search(op.clone()).await?.len(), 200);
+        assert_eq!(store.search(op.query("note")).await?.len(), 200);
+    }
+    Ok(())
+}
