@@ -101,6 +101,8 @@ pub(crate) struct Shared {
     #[cfg(feature = "postgres")]
     pub(crate) frames: Option<Arc<runs::pg::FrameStore>>,
     pub(crate) saver: Arc<dyn Saver>,
+    /// The long-term store of `/store/*`, which the graphs share.
+    pub(crate) store: Arc<dyn stategraph_store::Store>,
     pub(crate) graphs: HashMap<String, Arc<Registered>>,
     pub(crate) options: ServerOptions,
     pub(crate) started_ms: i64,
@@ -152,6 +154,7 @@ impl Server {
         ServerBuilder {
             graphs: Vec::new(),
             options: ServerOptions::default(),
+            store: None,
         }
     }
 }
@@ -160,6 +163,7 @@ impl Server {
 pub struct ServerBuilder {
     graphs: Vec<(String, Bind)>,
     options: ServerOptions,
+    store: Option<Arc<dyn stategraph_store::Store>>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -170,6 +174,7 @@ impl std::fmt::Debug for ServerBuilder {
                 &self.graphs.iter().map(|g| &g.0).collect::<Vec<_>>(),
             )
             .field("options", &self.options)
+            .field("store", &self.store)
             .finish()
     }
 }
@@ -242,6 +247,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Serve `store` at `/store/*` (LangGraph's store routes) instead of the server's own,
+    /// which lives with its checkpoints.
+    pub fn store(mut self, store: Arc<dyn stategraph_store::Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// Serve from PostgreSQL at `url` (feature `postgres`): threads, checkpoints and runs
     /// in one schema, which any number of servers may share. Each takes requests, and each
     /// runs queued runs; a client's stream is relayed from whichever server runs its run.
@@ -259,6 +271,8 @@ impl ServerBuilder {
         self.options.check()?;
         let store = open_store(&self.options).await?;
         let saver = store.saver.clone();
+        let long_store = self.store.unwrap_or_else(|| store.long.clone());
+        let sweeper = stategraph_store::spawn_sweeper(long_store.clone(), SWEEP_EVERY);
         let mut graphs = HashMap::new();
         for (name, bind) in self.graphs {
             let registered = Registered {
@@ -280,6 +294,7 @@ impl ServerBuilder {
             #[cfg(feature = "postgres")]
             frames: store.frames,
             saver,
+            store: long_store,
             graphs,
             options: self.options.clone(),
             started_ms: ids::now_ms(),
@@ -314,16 +329,22 @@ impl ServerBuilder {
             stop: Some(tx),
             task,
             worker,
+            _sweeper: sweeper,
             shared,
         })
     }
 }
+
+/// How often the server deletes the store's expired items (reads never see them anyway).
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What a server keeps its records, runs and checkpoints in.
 struct Store {
     book: Book,
     queue: Arc<dyn RunQueue>,
     saver: Arc<dyn Saver>,
+    /// The long-term store.
+    long: Arc<dyn stategraph_store::Store>,
     #[cfg(feature = "postgres")]
     frames: Option<Arc<runs::pg::FrameStore>>,
 }
@@ -347,6 +368,7 @@ async fn open_store(options: &ServerOptions) -> Result<Store, ServerError> {
         book: Book::Sqlite(book),
         queue: Arc::new(queue),
         saver,
+        long: long_store(),
         #[cfg(feature = "postgres")]
         frames: None,
     })
@@ -374,7 +396,15 @@ async fn open_postgres(url: &str, options: &ServerOptions) -> Result<Store, Serv
         frames: Some(Arc::new(runs::pg::FrameStore::new(book.clone()))),
         book: Book::Postgres(book),
         saver: Arc::new(saver),
+        long: long_store(),
     })
+}
+
+/// The long-term store a server opens with its records.
+// Until the SQLite and PostgreSQL backends are merged, the store lives in memory; they go
+// here, `SqliteStore` in the checkpoint file and `PostgresStore` in the saver's schema.
+fn long_store() -> Arc<dyn stategraph_store::Store> {
+    Arc::new(stategraph_store::MemoryStore::default())
 }
 
 #[cfg(not(feature = "postgres"))]
@@ -392,6 +422,8 @@ pub struct RunningServer {
     task: JoinHandle<()>,
     /// The worker leasing runs from the queue.
     worker: Option<JoinHandle<()>>,
+    /// Deletes the store's expired items while the server runs.
+    _sweeper: stategraph_store::Sweeper,
     shared: Arc<Shared>,
 }
 
