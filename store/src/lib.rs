@@ -24,8 +24,8 @@
 //!
 //! Inside: `namespace` and `item` the data; `op` a batch's operations; `filter` conditions
 //! on values; `ttl` expiry and clocks; `index` and `embedder` the semantic index; `vector`
-//! and `text` ranking; `prepare` what each backend does before its transaction; `memory`
-//! the reference backend; `store` the contract and the sweeper.
+//! and `text` ranking; `mirror` vectors held in memory for a SQL backend; `prepare` what each backend does before its transaction; `memory`
+//! the reference backend; `sqlite` the SQLite backend; `store` the contract and the sweeper.
 
 mod embedder;
 mod error;
@@ -33,9 +33,11 @@ mod filter;
 mod index;
 mod item;
 mod memory;
+pub mod mirror;
 mod namespace;
 mod op;
 pub mod prepare;
+mod sqlite;
 mod store;
 pub mod text;
 mod ttl;
@@ -49,5 +51,6 @@ pub use item::{Item, SearchItem, Timestamp};
 pub use memory::MemoryStore;
 pub use namespace::{MatchCondition, MatchSide, Namespace, NamespaceError};
 pub use op::{GetOp, ListNamespacesOp, Op, OpResult, PutOp, SearchOp};
+pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous, SCHEMA_VERSION};
 pub use store::{spawn_sweeper, Store, StoreConfig, Sweeper};
 pub use ttl::{Clock, ManualClock, SystemClock, Ttl, TtlConfig};
