@@ -364,11 +364,13 @@ async fn open_store(options: &ServerOptions) -> Result<Store, ServerError> {
     // over, and their runs are taken over at once, one attempt more.
     queue.expire_leases().map_err(|e| open(&e))?;
     let book = store::SqliteBook::open(&file).map_err(|e| open(&e))?;
+    let long = stategraph_store::SqliteStore::open(&file, stategraph_store::StoreConfig::default())
+        .map_err(|e| open(&e))?;
     Ok(Store {
         book: Book::Sqlite(book),
         queue: Arc::new(queue),
         saver,
-        long: long_store(),
+        long: Arc::new(long),
         #[cfg(feature = "postgres")]
         frames: None,
     })
@@ -396,14 +398,15 @@ async fn open_postgres(url: &str, options: &ServerOptions) -> Result<Store, Serv
         frames: Some(Arc::new(runs::pg::FrameStore::new(book.clone()))),
         book: Book::Postgres(book),
         saver: Arc::new(saver),
-        long: long_store(),
+        long: pg_long_store(),
     })
 }
 
-/// The long-term store a server opens with its records.
-// Until the SQLite and PostgreSQL backends are merged, the store lives in memory; they go
-// here, `SqliteStore` in the checkpoint file and `PostgresStore` in the saver's schema.
-fn long_store() -> Arc<dyn stategraph_store::Store> {
+/// The long-term store a server on PostgreSQL opens.
+// Until the PostgreSQL backend is merged the store lives in memory; `PostgresStore` in the
+// saver's schema goes here.
+#[cfg(feature = "postgres")]
+fn pg_long_store() -> Arc<dyn stategraph_store::Store> {
     Arc::new(stategraph_store::MemoryStore::default())
 }
 
