@@ -24,8 +24,9 @@
 //!
 //! Inside: `namespace` and `item` the data; `op` a batch's operations; `filter` conditions
 //! on values; `ttl` expiry and clocks; `index` and `embedder` the semantic index; `vector`
-//! and `text` ranking; `prepare` what each backend does before its transaction; `memory`
-//! the reference backend; `postgres` the PostgreSQL backend; `store` the contract and the sweeper.
+//! and `text` ranking; `mirror` vectors held in memory for a SQL backend; `prepare` what
+//! each backend does before its transaction; `memory` the reference backend; `postgres` the
+//! PostgreSQL backend; `store` the contract and the sweeper.
 
 mod embedder;
 mod error;
@@ -33,6 +34,7 @@ mod filter;
 mod index;
 mod item;
 mod memory;
+pub mod mirror;
 mod namespace;
 mod op;
 #[cfg(feature = "postgres")]
