@@ -3,17 +3,15 @@
 //! the vectors since, the mirror reloads them all; this process's own batches are applied
 //! to it after they commit, without a reload.
 
-use std::cmp::Ordering;
-use std::collections::BTreeMap;
-use std::ops::Bound;
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 
 use super::batch::Batch;
 use super::vectors::{admitted, generation, load_all};
-use crate::{vector, SearchItem, SearchOp, StoreError};
+use crate::mirror::VectorMirror;
+use crate::{SearchItem, SearchOp, StoreError};
 
-/// An item's vectors by namespace (`.`-joined) then key.
-type Items = BTreeMap<Arc<str>, BTreeMap<Arc<str>, Vec<Vec<f32>>>>;
+/// An item: its namespace (`.`-joined) and key.
+type Owner = (String, String);
 
 /// A change a committed batch made to the vectors.
 #[derive(Debug, Clone)]
@@ -27,7 +25,6 @@ pub(super) struct Change {
 }
 
 /// The vectors, and the generation of the table they copy (`None`: never loaded).
-#[derive(Default)]
 pub(super) struct Mirror {
     state: RwLock<State>,
 }
@@ -37,21 +34,27 @@ impl std::fmt::Debug for Mirror {
         let state = self.state.read().ok();
         f.debug_struct("Mirror")
             .field("generation", &state.as_ref().and_then(|s| s.generation))
-            .field("namespaces", &state.as_ref().map(|s| s.items.len()))
+            .field("vectors", &state.as_ref().map(|s| s.vectors.len()))
             .finish()
     }
 }
 
-#[derive(Default)]
 struct State {
     generation: Option<i64>,
-    items: Items,
+    vectors: VectorMirror<Owner>,
 }
 
-/// A candidate: its score, namespace and key.
-type Scored = (f32, (Arc<str>, Arc<str>));
-
 impl Mirror {
+    /// An empty mirror of `dims`-long vectors, to load at the first search.
+    pub(super) fn new(dims: usize) -> Self {
+        Self {
+            state: RwLock::new(State {
+                generation: None,
+                vectors: VectorMirror::new(dims),
+            }),
+        }
+    }
+
     /// The vector search of `op` for `query`, exactly ranked over the mirror, the
     /// candidates checked against the filter and expiry by the database in rank order.
     pub(super) async fn search(
@@ -65,19 +68,22 @@ impl Mirror {
             let (loaded, vectors) = load_all(batch.tx, batch.schema).await?;
             self.replace(loaded, vectors)?;
         }
-        let mut rest = self.score(&op.prefix.to_string(), query)?;
+        let prefix = op.prefix.to_string();
         let need = op.offset.saturating_add(op.limit);
-        let mut chunk = need.saturating_mul(2).max(64);
+        let (mut k, mut seen) = (need.saturating_mul(2).max(64), 0);
         let mut kept = Vec::new();
-        while kept.len() < need && !rest.is_empty() {
-            let head = take_best(&mut rest, chunk);
-            let candidates: Vec<(f32, (String, String))> = head
-                .into_iter()
-                .map(|(s, (ns, key))| (s, (ns.to_string(), key.to_string())))
-                .collect();
-            let passed = admitted(batch, op, &candidates).await?;
-            kept.extend(candidates.into_iter().filter(|(_, at)| passed.contains(at)));
-            chunk = chunk.saturating_mul(4);
+        // Ranked best first; the database keeps the live ones that meet the filter. Too
+        // few: rank again for more (the order is the same, ties by item).
+        loop {
+            let ranked = self.rank(&prefix, query, k)?;
+            let fresh = ranked.get(seen..).unwrap_or_default().to_vec();
+            let passed = admitted(batch, op, &fresh).await?;
+            kept.extend(fresh.into_iter().filter(|(_, at)| passed.contains(at)));
+            if kept.len() >= need || ranked.len() < k {
+                break;
+            }
+            seen = ranked.len();
+            k = k.saturating_mul(4);
         }
         let page = kept.into_iter().skip(op.offset).take(op.limit).collect();
         batch.items_at(page).await
@@ -91,21 +97,9 @@ impl Mirror {
             return Ok(());
         }
         for change in changes {
-            let (ns, key): (Arc<str>, Arc<str>) = (change.ns.into(), change.key.into());
-            if change.vectors.is_empty() {
-                if let Some(keys) = state.items.get_mut(&ns) {
-                    keys.remove(&key);
-                    if keys.is_empty() {
-                        state.items.remove(&ns);
-                    }
-                }
-            } else {
-                state
-                    .items
-                    .entry(ns)
-                    .or_default()
-                    .insert(key, change.vectors);
-            }
+            state
+                .vectors
+                .set((change.ns, change.key), &change.vectors)?;
         }
         state.generation = Some(from + 1);
         Ok(())
@@ -121,71 +115,34 @@ impl Mirror {
             .map_err(|_| StoreError::Database("the vector mirror's lock was poisoned".to_owned()))
     }
 
-    fn replace(
-        &self,
-        generation: i64,
-        vectors: Vec<((String, String), Vec<f32>)>,
-    ) -> Result<(), StoreError> {
-        let mut items = Items::new();
-        for ((ns, key), v) in vectors {
-            items
-                .entry(Arc::from(ns))
-                .or_default()
-                .entry(Arc::from(key))
-                .or_default()
-                .push(v);
-        }
+    fn replace(&self, generation: i64, rows: Vec<(Owner, Vec<f32>)>) -> Result<(), StoreError> {
         let mut state = self.write()?;
+        let dims = state.vectors.dims();
+        let mut owners: std::collections::BTreeMap<Owner, Vec<Vec<f32>>> = Default::default();
+        for (owner, v) in rows {
+            owners.entry(owner).or_default().push(v);
+        }
+        let mut vectors = VectorMirror::new(dims);
+        for (owner, vs) in owners {
+            vectors.set(owner, &vs)?;
+        }
         *state = State {
             generation: Some(generation),
-            items,
+            vectors,
         };
         Ok(())
     }
 
-    /// Every item under `prefix` (`.`-joined; empty: all) with its best score.
-    fn score(&self, prefix: &str, query: &[f32]) -> Result<Vec<Scored>, StoreError> {
+    /// The `k` best items under `prefix` (`.`-joined; empty: all), best first.
+    fn rank(&self, prefix: &str, query: &[f32], k: usize) -> Result<Vec<(f32, Owner)>, StoreError> {
         let state = self.state.read().map_err(|_| {
             StoreError::Database("the vector mirror's lock was poisoned".to_owned())
         })?;
-        let under = |ns: &str| {
+        let under = |(ns, _): &Owner| {
             prefix.is_empty()
                 || ns == prefix
                 || (ns.starts_with(prefix) && ns.as_bytes().get(prefix.len()) == Some(&b'.'))
         };
-        let mut out = Vec::new();
-        for (ns, keys) in state
-            .items
-            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-        {
-            if !ns.starts_with(prefix) {
-                break;
-            }
-            if !under(ns) {
-                continue;
-            }
-            for (key, vectors) in keys {
-                if let Some(score) = vector::best_score(query, vectors) {
-                    out.push((score, (ns.clone(), key.clone())));
-                }
-            }
-        }
-        Ok(out)
+        Ok(state.vectors.rank(query, under, k))
     }
-}
-
-/// Removes and returns the `n` best of `scored`, best first (ties by namespace and key).
-fn take_best(scored: &mut Vec<Scored>, n: usize) -> Vec<Scored> {
-    let order = |a: &Scored, b: &Scored| {
-        b.0.partial_cmp(&a.0)
-            .unwrap_or(Ordering::Equal)
-            .then_with(|| a.1.cmp(&b.1))
-    };
-    if n < scored.len() {
-        scored.select_nth_unstable_by(n, order);
-    }
-    let rest = scored.split_off(n.min(scored.len()));
-    let mut head = std::mem::replace(scored, rest);
-    head.sort_by(order);
-    head
 }

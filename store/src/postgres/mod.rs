@@ -102,7 +102,7 @@ impl PostgresStore {
             None => Vectors::Off,
             Some(index) => {
                 check_dims(client, saver.schema(), index.dims).await?;
-                vectors::resolve(client, vectors).await?
+                vectors::resolve(client, vectors, index.dims).await?
             }
         };
         Ok(Self {

@@ -59,13 +59,15 @@ impl Vectors {
     }
 }
 
-/// Resolves `asked` against the database: whether pgvector is there or can be created.
+/// Resolves `asked` against the database (whether pgvector is there or can be created),
+/// for vectors of `dims` numbers.
 pub(super) async fn resolve(
     client: &tokio_postgres::Client,
     asked: VectorBackend,
+    dims: usize,
 ) -> Result<Vectors, StoreError> {
     if asked == VectorBackend::Fallback {
-        return Ok(Vectors::Mirror(Mirror::default()));
+        return Ok(Vectors::Mirror(Mirror::new(dims)));
     }
     let available = client
         .query_typed(
@@ -95,7 +97,7 @@ pub(super) async fn resolve(
                 "the pgvector extension is not installed on the server".to_owned()
             },
         }),
-        (false, _) => Ok(Vectors::Mirror(Mirror::default())),
+        (false, _) => Ok(Vectors::Mirror(Mirror::new(dims))),
     }
 }
 
