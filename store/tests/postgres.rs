@@ -3,6 +3,7 @@
 //! a schema of its own, so they run in parallel. Where the memory store is the reference,
 //! a test runs the same operations on both and compares.
 #![cfg(feature = "postgres")]
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::time::Duration;
