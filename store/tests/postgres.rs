@@ -690,3 +690,26 @@ async fn vector_search_timings() {
     }
     saver.drop_schema().await.expect("drop");
 }
+
+#[tokio::test]
+async fn a_ttl_too_long_to_count_lasts_and_refreshes_without_failing() {
+    let Some(saver) = saver("ttl_huge").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let pg = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
+        .await
+        .expect("open");
+    let at = ns(&["users", "a"]);
+    let huge = Ttl::After(Duration::from_secs(u64::MAX));
+    let put = PutOp::new(at.clone(), "k", obj(json!({"text": "tea"}))).ttl(huge);
+    pg.batch(vec![Op::Put(put)]).await.expect("put");
+    clock.advance(Duration::from_secs(1));
+    assert!(pg.get(&at, "k").await.expect("get").is_some());
+    let found = pg
+        .search(SearchOp::new(at.clone()).query("tea"))
+        .await
+        .expect("search");
+    assert_eq!(keys(&found), ["k"]);
+    saver.drop_schema().await.expect("drop");
+}

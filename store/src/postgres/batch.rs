@@ -51,11 +51,11 @@ impl Batch<'_> {
              WHERE ns = {ns} AND key = {key} AND {live}"
         );
         let text = if self.refreshes(op.refresh_ttl) {
-            let now = q.bind(self.now.millis(), Type::INT8);
+            let expiry = expiry(&q.bind(self.now.millis(), Type::INT8));
             // The update and the select read one snapshot: the select returns the row as
             // it was, which differs only in `expires_at`, not selected.
             format!(
-                "WITH refreshed AS (UPDATE {{s}}.sg_store_items SET expires_at = {now} + ttl_ms \
+                "WITH refreshed AS (UPDATE {{s}}.sg_store_items SET expires_at = {expiry} \
                  WHERE ns = {ns} AND key = {key} AND ttl_ms IS NOT NULL AND {live}) {select}"
             )
         } else {
@@ -88,7 +88,7 @@ impl Batch<'_> {
             return Ok(());
         };
         let ttl = self.config.ttl.resolve(op.ttl);
-        let ttl_ms = ttl.map(|d| big(usize::try_from(d.as_millis()).unwrap_or(usize::MAX)));
+        let ttl_ms = ttl.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let expires = ttl.map(|d| self.now.plus(d).millis());
         let (json, words) = (rows::json_text(value)?, crate::searchable_text(value));
         self.tx
@@ -253,13 +253,15 @@ impl Batch<'_> {
         let (ns, keys): (Vec<String>, Vec<String>) = items
             .map(|i| (i.namespace.to_string(), i.key.clone()))
             .unzip();
+        let text = format!(
+            "UPDATE {{s}}.sg_store_items SET expires_at = {} \
+             WHERE ttl_ms IS NOT NULL \
+             AND (ns, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
+            expiry("$3")
+        );
         self.tx
             .execute_typed(
-                &self.sql(
-                    "UPDATE {s}.sg_store_items SET expires_at = $3 + ttl_ms \
-                     WHERE ttl_ms IS NOT NULL \
-                     AND (ns, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
-                ),
+                &self.sql(&text),
                 &[
                     (&ns, Type::TEXT_ARRAY),
                     (&keys, Type::TEXT_ARRAY),
@@ -341,4 +343,13 @@ impl Batch<'_> {
             })
             .collect())
     }
+}
+
+/// The expiry of an item whose TTL restarts at `now` (a placeholder): `now + ttl_ms`,
+/// saturating at the largest `bigint` as [`Timestamp::plus`] saturates.
+fn expiry(now: &str) -> String {
+    format!(
+        "(CASE WHEN ttl_ms > {max} - GREATEST({now}, 0) THEN {max} ELSE {now} + ttl_ms END)",
+        max = i64::MAX
+    )
 }
