@@ -713,3 +713,43 @@ async fn a_ttl_too_long_to_count_lasts_and_refreshes_without_failing() {
     assert_eq!(keys(&found), ["k"]);
     saver.drop_schema().await.expect("drop");
 }
+
+#[tokio::test]
+async fn a_fallback_mirror_sees_the_writes_of_a_pgvector_store() {
+    let Some(saver) = saver("vec_mixed").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let pgvector = match vector_store(&saver, indexed(&clock), VectorBackend::PgVector).await {
+        Ok(store) => store,
+        Err(StoreError::Invalid {
+            what: "vector backend",
+            why,
+        }) => {
+            eprintln!("skipped: {why}");
+            saver.drop_schema().await.expect("drop");
+            return;
+        }
+        Err(e) => panic!("opening with pgvector: {e}"),
+    };
+    let fallback = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    let at = ns(&["docs"]);
+    pgvector
+        .put(&at, "boat", obj(json!({"text": "a boat"})))
+        .await
+        .expect("put");
+    let query = SearchOp::new(at.clone()).query("green tea");
+    assert_eq!(
+        keys(&fallback.search(query.clone()).await.expect("search")),
+        ["boat"]
+    );
+    pgvector
+        .put(&at, "tea", obj(json!({"text": "green tea"})))
+        .await
+        .expect("put");
+    let found = fallback.search(query).await.expect("search");
+    assert_eq!(keys(&found), ["tea", "boat"]);
+    saver.drop_schema().await.expect("drop");
+}

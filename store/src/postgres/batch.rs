@@ -154,7 +154,7 @@ impl Batch<'_> {
         key: String,
         vectors: Vec<Vec<f32>>,
     ) -> Result<(), StoreError> {
-        if !self.vectors.mirrors() {
+        if !self.vectors.counted() {
             return Ok(());
         }
         if self.generation.is_none() {

@@ -204,16 +204,12 @@ impl PostgresStore {
             )
             .await
             .map_err(db("deleting expired items"))?;
-        let mirror = match &inner.vectors {
-            Vectors::Mirror(mirror) if !rows.is_empty() => Some(mirror),
-            _ => None,
-        };
-        let generation = match mirror {
-            Some(_) => Some(vectors::bump_generation(&tx, schema).await?),
-            None => None,
+        let generation = match inner.vectors.counted() && !rows.is_empty() {
+            true => Some(vectors::bump_generation(&tx, schema).await?),
+            false => None,
         };
         tx.commit().await.map_err(db("committing a sweep"))?;
-        if let (Some(mirror), Some(generation)) = (mirror, generation) {
+        if let (Vectors::Mirror(mirror), Some(generation)) = (&inner.vectors, generation) {
             let gone = rows
                 .iter()
                 .map(|row| {

@@ -45,9 +45,10 @@ pub(super) enum Vectors {
 }
 
 impl Vectors {
-    /// Whether writes must count a generation for the mirrors.
-    pub(super) fn mirrors(&self) -> bool {
-        matches!(self, Self::Mirror(_))
+    /// Whether writes count the vectors' generation: in every store with an index, since
+    /// a process ranking by the fallback may share the tables with one using pgvector.
+    pub(super) fn counted(&self) -> bool {
+        !matches!(self, Self::Off)
     }
 
     /// Which backend this is.
