@@ -204,9 +204,10 @@ impl PostgresStore {
             )
             .await
             .map_err(db("deleting expired items"))?;
-        let generation = match inner.vectors.counted() && !rows.is_empty() {
-            true => Some(vectors::bump_generation(&tx, schema).await?),
-            false => None,
+        let generation = if inner.vectors.counted() && !rows.is_empty() {
+            Some(vectors::bump_generation(&tx, schema).await?)
+        } else {
+            None
         };
         tx.commit().await.map_err(db("committing a sweep"))?;
         if let (Vectors::Mirror(mirror), Some(generation)) = (&inner.vectors, generation) {
