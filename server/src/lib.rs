@@ -142,7 +142,9 @@ fn is_uuid(s: &str) -> bool {
         })
 }
 
-type Bind = Box<dyn FnOnce(Arc<dyn Saver>) -> Arc<dyn ServedGraph> + Send>;
+type Bind = Box<
+    dyn FnOnce(Arc<dyn Saver>, Arc<dyn stategraph_store::Store>) -> Arc<dyn ServedGraph> + Send,
+>;
 
 /// The Agent Server.
 #[derive(Debug)]
@@ -192,8 +194,8 @@ impl ServerBuilder {
     pub fn runner<S: State, R: Runner<S>>(mut self, name: impl Into<String>, runner: R) -> Self {
         self.graphs.push((
             name.into(),
-            Box::new(move |saver| {
-                Arc::new(Served::<S, R>::new(runner, saver)) as Arc<dyn ServedGraph>
+            Box::new(move |saver, store| {
+                Arc::new(Served::<S, R>::new(runner, saver, store)) as Arc<dyn ServedGraph>
             }),
         ));
         self
@@ -247,8 +249,9 @@ impl ServerBuilder {
         self
     }
 
-    /// Serve `store` at `/store/*` (LangGraph's store routes) instead of the server's own,
-    /// which lives with its checkpoints.
+    /// Serve `store` at `/store/*` (LangGraph's store routes) and give it to the graphs
+    /// instead of the server's own store, which lives with its checkpoints (in the file, or
+    /// in the PostgreSQL schema). A graph compiled with a store of its own keeps that one.
     pub fn store(mut self, store: Arc<dyn stategraph_store::Store>) -> Self {
         self.store = Some(store);
         self
@@ -278,7 +281,7 @@ impl ServerBuilder {
             let registered = Registered {
                 assistant_id: ids::assistant_id(&name),
                 name: name.clone(),
-                graph: bind(saver.clone()),
+                graph: bind(saver.clone(), long_store.clone()),
             };
             if graphs.insert(name.clone(), Arc::new(registered)).is_some() {
                 return Err(ServerError::DuplicateGraph(name));
@@ -393,21 +396,19 @@ async fn open_postgres(url: &str, options: &ServerOptions) -> Result<Store, Serv
     let book = store::postgres::PgBook::open(saver.clone())
         .await
         .map_err(|e| open(&e))?;
+    let long = stategraph_store::PostgresStore::from_saver(
+        &saver,
+        stategraph_store::StoreConfig::default(),
+    )
+    .await
+    .map_err(|e| open(&e))?;
     Ok(Store {
         queue: Arc::new(saver.queue()),
         frames: Some(Arc::new(runs::pg::FrameStore::new(book.clone()))),
         book: Book::Postgres(book),
         saver: Arc::new(saver),
-        long: pg_long_store(),
+        long: Arc::new(long),
     })
-}
-
-/// The long-term store a server on PostgreSQL opens.
-// Until the PostgreSQL backend is merged the store lives in memory; `PostgresStore` in the
-// saver's schema goes here.
-#[cfg(feature = "postgres")]
-fn pg_long_store() -> Arc<dyn stategraph_store::Store> {
-    Arc::new(stategraph_store::MemoryStore::default())
 }
 
 #[cfg(not(feature = "postgres"))]

@@ -136,3 +136,54 @@ async fn a_bad_store_field_is_a_422_that_names_it() -> TestResult {
     }
     Ok(())
 }
+
+#[derive(stategraph::State, Clone, Default, Debug, serde::Serialize, serde::Deserialize)]
+struct Recall {
+    seen: String,
+}
+
+/// A graph whose node reads `users/alice/tea` from the store and puts `users/alice/seen`.
+fn recall_graph() -> Result<stategraph::CompiledGraph<Recall>, Box<dyn std::error::Error>> {
+    use std::sync::Arc;
+
+    use stategraph::prelude::*;
+    use stategraph_store::Namespace;
+    let graph = StateGraph::<Recall>::new()
+        .add_node("recall", |_s: Arc<Recall>, cx: NodeContext| async move {
+            let store = cx.store().ok_or("the server gave no store")?;
+            let alice = Namespace::new(["users", "alice"])?;
+            let tea = store.get(&alice, "tea").await?.ok_or("no tea")?;
+            let text = tea.value["text"].as_str().unwrap_or_default().to_owned();
+            let seen = json!({"by": "recall"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            store.put(&alice, "seen", seen).await?;
+            Ok::<_, BoxError>(Recall::update().seen(text))
+        })
+        .add_edge(START, "recall")
+        .add_edge("recall", END)
+        .compile()?;
+    Ok(graph)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_graph_reads_and_writes_the_store_the_routes_serve() -> TestResult {
+    let graph = recall_graph()?;
+    let served = Served::start_with(|b| b.graph("recall", &graph)).await?;
+    let api = served.api();
+    let put = json!({"namespace": ["users", "alice"], "key": "tea", "value": {"text": "green"}});
+    let r = api
+        .send("PUT", "/store/items", Some(&put.to_string()))
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let r = api
+        .post("/runs/wait", json!({"assistant_id": "recall", "input": {}}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["seen"], "green", "{}", r.body);
+    let r = api.get("/store/items?namespace=users.alice&key=seen").await;
+    assert_eq!(r.json()["value"], json!({"by": "recall"}), "{}", r.body);
+    served.server.shutdown().await;
+    Ok(())
+}
