@@ -2,9 +2,10 @@
 //! [`Namespace`] and a key; a [`Store`] gets, puts, deletes and searches them (filters,
 //! full-text or vector ranking), lists namespaces, and forgets items whose TTL ran out.
 //!
-//! One contract, three backends that keep it: [`MemoryStore`] (the reference), the SQLite
-//! backend and, with feature `postgres`, the PostgreSQL backend. The conformance suite in
-//! `store/tests/` runs the same behaviours on each.
+//! One contract, three backends that keep it: [`MemoryStore`] (the reference),
+//! [`SqliteStore`] (in its own file or a checkpoint file) and, with feature `postgres`, the
+//! PostgreSQL backend. The conformance suite in `store/tests/conformance/` runs the same
+//! behaviours on each.
 //!
 //! ```
 //! use serde_json::json;

@@ -103,6 +103,31 @@ impl SqliteStore {
 
     /// Opens (or creates) the store in the file at `path`.
     ///
+    /// With a semantic index, a search with a query ranks by vector similarity and returns
+    /// each item's cosine:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use serde_json::json;
+    /// use stategraph_store::{
+    ///     HashEmbedder, IndexConfig, Namespace, SearchOp, SqliteStore, SqliteStoreOptions,
+    ///     Store, StoreConfig, Synchronous,
+    /// };
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let index = IndexConfig::new(Arc::new(HashEmbedder::new(64))).fields(["text"]);
+    /// let options = SqliteStoreOptions { synchronous: Synchronous::Normal, ..Default::default() };
+    /// let store = SqliteStore::open_with(dir.path().join("m.db"), StoreConfig::default().index(index), options)?;
+    /// let docs = Namespace::new(["docs"])?;
+    /// store.put(&docs, "tea", json!({"text": "green tea"}).as_object().unwrap().clone()).await?;
+    /// store.put(&docs, "boat", json!({"text": "a red boat"}).as_object().unwrap().clone()).await?;
+    /// let found = store.search(SearchOp::new(docs).query("green tea")).await?;
+    /// assert_eq!(found[0].item.key, "tea");
+    /// assert!(found[0].score.unwrap() > found[1].score.unwrap());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`SqliteStore::open`].
     pub fn open_with(

@@ -12,7 +12,8 @@ use crate::StoreError;
 /// The newest store schema this build reads, and the one it gives a new file.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The tables. `sg_store_items.id` is the rowid of the item's full-text row and the owner of
+/// The tables. `sg_store_items.value` is the item's JSON in SQLite's binary JSONB form
+/// (`json_extract` reads it without parsing text); `sg_store_items.id` is the rowid of the item's full-text row and the owner of
 /// its vector rows; `ns` is the namespace's labels joined with `.`, so a namespace prefix is
 /// a range of keys. `sg_store_meta` holds the schema version and `vectors_generation`, which
 /// every transaction that changes a vector row increments, so a handle knows when its mirror

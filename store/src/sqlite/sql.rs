@@ -67,7 +67,8 @@ impl Sql {
 }
 
 /// The columns [`RawRow::read`] reads, from `sg_store_items AS i`.
-pub(super) const ITEM_COLUMNS: &str = "i.id, i.ns, i.key, i.value, i.created_at, i.updated_at";
+pub(super) const ITEM_COLUMNS: &str =
+    "i.id, i.ns, i.key, json(i.value), i.created_at, i.updated_at";
 
 /// An item row as stored.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use super::filter::push_filter;
 use super::sql::{db, Sql, ITEM_COLUMNS};
 use super::Tx;
 use crate::mirror::VectorMirror;
-use crate::{Namespace, SearchItem, SearchOp, StoreError};
+use crate::{SearchItem, SearchOp, StoreError};
 
 /// An item's key in the mirror: its `.`-joined namespace and its key (ordered as SQL orders
 /// `ns, key`, so ties break the same way everywhere).
@@ -121,14 +121,14 @@ impl Tx<'_> {
             Some(self.candidates(op)?)
         };
         let prefix = op.prefix.to_string();
-        let allow = |k: &ItemKey| match &allowed {
-            Some(set) => set.contains(k),
-            None => under(&k.0, &prefix, &op.prefix),
-        };
         // Ranked rows may have expired: read more until enough are live or none are left.
         let mut k = want;
         let found = loop {
-            let ranked = mirror.vectors.rank(query, allow, k);
+            let ranked = match &allowed {
+                Some(keys) => mirror.vectors.rank_among(query, keys, k),
+                None if op.prefix.is_empty() => mirror.vectors.rank(query, |_| true, k),
+                None => mirror.vectors.rank(query, |key| under(&key.0, &prefix), k),
+            };
             let exhausted = ranked.len() < k;
             let found = self.live_rows(ranked)?;
             if found.len() >= want || exhausted {
@@ -194,10 +194,9 @@ impl Tx<'_> {
     }
 }
 
-/// Whether the `.`-joined `ns` is `prefix` or under it.
-fn under(ns: &str, joined_prefix: &str, prefix: &Namespace) -> bool {
-    prefix.is_empty()
-        || ns == joined_prefix
+/// Whether the `.`-joined `ns` is the (non-root) prefix or under it.
+fn under(ns: &str, joined_prefix: &str) -> bool {
+    ns == joined_prefix
         || (ns.starts_with(joined_prefix) && ns.as_bytes().get(joined_prefix.len()) == Some(&b'.'))
 }
 

@@ -26,7 +26,7 @@ impl Tx<'_> {
             .prepare_cached(
                 "INSERT INTO sg_store_items
                      (ns, key, value, created_at, updated_at, ttl_ms, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)
+                 VALUES (?1, ?2, jsonb(?3), ?4, ?4, ?5, ?6)
                  ON CONFLICT (ns, key) DO UPDATE SET
                      value = excluded.value,
                      created_at = CASE
