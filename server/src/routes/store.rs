@@ -11,14 +11,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use stategraph_store::{
     Filter, Item, ListNamespacesOp, MatchCondition, Namespace, PutOp, SearchItem, SearchOp,
-    StoreError,
 };
 
 use crate::error::{ApiError, ApiResult};
 use crate::guard::Body;
 use crate::ids::rfc3339;
 use crate::wire::store::{
-    flag, index_fields, labels, namespace, page, required_string, ttl, Fields,
+    flag, index_fields, labels, namespace, page, required_string, short, ttl, Fields,
 };
 use crate::Shared;
 
@@ -40,17 +39,6 @@ pub(crate) fn search_item_json(found: &SearchItem) -> Value {
         map.insert("score".to_owned(), json!(found.score));
     }
     out
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Namespace(_) | StoreError::Filter(_) | StoreError::Invalid { .. } => {
-                ApiError::Invalid(e.to_string())
-            }
-            other => ApiError::Internal(other.to_string()),
-        }
-    }
 }
 
 pub(crate) async fn put(
@@ -215,16 +203,6 @@ fn parse_bool(s: &str) -> Option<bool> {
         "false" | "0" | "no" => Some(false),
         _ => None,
     }
-}
-
-/// A value as an error message shows it: its JSON, cut to 80 characters.
-pub(crate) fn short(v: &Value) -> String {
-    let text = v.to_string();
-    if text.chars().count() <= 80 {
-        return text;
-    }
-    let cut: String = text.chars().take(80).collect();
-    format!("{cut}…")
 }
 
 #[cfg(test)]

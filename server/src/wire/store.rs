@@ -7,10 +7,19 @@ use serde_json::{Map, Value};
 use stategraph_store::{IndexFields, Namespace, Ttl};
 
 use crate::error::{ApiError, ApiResult};
-use crate::routes::store::short;
 
 /// A request body: a JSON object.
 pub(crate) type Fields = Map<String, Value>;
+
+/// A value as an error message shows it: its JSON, cut to 80 characters.
+pub(crate) fn short(v: &Value) -> String {
+    let text = v.to_string();
+    if text.chars().count() <= 80 {
+        return text;
+    }
+    let cut: String = text.chars().take(80).collect();
+    format!("{cut}…")
+}
 
 fn wrong(field: &str, expected: &str, got: &Value) -> ApiError {
     ApiError::Invalid(format!("{field}: expected {expected}, got {}", short(got)))
