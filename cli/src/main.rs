@@ -192,6 +192,15 @@ pub(crate) enum Command {
         #[arg(long, value_parser = cmd::parse_age, value_name = "AGE")]
         older_than: std::time::Duration,
     },
+    /// The long-term store kept in the file (by `stategraph serve` or a program's
+    /// SqliteStore): list its namespaces, show an item, search items. Reads refresh no TTL.
+    Store {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// What to show.
+        #[command(subcommand)]
+        view: cmd::StoreView,
+    },
     /// Serve a local web inspector for the file: threads, the graph, the branch tree, states,
     /// diffs, agent conversations and traces, and fork from a checkpoint.
     ///

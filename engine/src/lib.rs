@@ -69,6 +69,7 @@ pub use stategraph_checkpoints as checkpoints;
 pub use stategraph_derive::State;
 pub use stategraph_reducers as reducers;
 pub use stategraph_reducers::List;
+pub use stategraph_store as store;
 
 #[doc(hidden)]
 pub use serde;

@@ -382,6 +382,13 @@ impl NodeContext {
         self.inner.thread.as_ref()
     }
 
+    /// The graph's long-term store ([`CompiledGraph::with_store`](crate::CompiledGraph::with_store)),
+    /// the same for every thread and for the subgraphs the run enters; `None` when the graph
+    /// has none.
+    pub fn store(&self) -> Option<&Arc<dyn stategraph_store::Store>> {
+        self.inner.run.store.as_ref()
+    }
+
     /// The [`SendTo`](crate::SendTo) argument of this task, decoded as `T`.
     ///
     /// # Errors

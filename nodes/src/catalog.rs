@@ -92,15 +92,22 @@ pub enum AdmissionRule {
     ///
     /// [`AgentBuilder::tool_groups`]: crate::AgentBuilder::tool_groups
     ToolGroups,
+    /// Memory tools of an agent not granted a store ([`AgentBuilder::memory`]);
+    /// `memory_grant`.
+    ///
+    /// [`AgentBuilder::memory`]: crate::AgentBuilder::memory
+    MemoryGrant,
 }
 
 impl AdmissionRule {
-    /// The name the trace reports for the rule (`catalog`, `host_bash`, `tool_groups`).
+    /// The name the trace reports for the rule (`catalog`, `host_bash`, `tool_groups`,
+    /// `memory_grant`).
     pub fn as_str(self) -> &'static str {
         match self {
             AdmissionRule::ReservedName => "catalog",
             AdmissionRule::HostBash => "host_bash",
             AdmissionRule::ToolGroups => "tool_groups",
+            AdmissionRule::MemoryGrant => crate::memory::MEMORY_GRANT,
         }
     }
 }

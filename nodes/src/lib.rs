@@ -54,6 +54,7 @@ pub mod guardrail;
 pub mod mcp;
 pub mod media;
 pub mod mediation;
+pub mod memory;
 pub mod message;
 pub mod middleware;
 pub mod model;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use stategraph::store::Store;
 use stategraph::{Command, Interrupted, NodeContext};
 
 use crate::context::RunContext;
@@ -387,6 +388,10 @@ pub struct ToolContext {
     /// Where a delegation tool leaves the ledger entries of delegations it started and did not
     /// answer (`None` outside an agent's invocation).
     pub(crate) unanswered: Option<crate::subagent::ledger::Unanswered>,
+    /// The long-term store the agent was granted ([`AgentBuilder::memory`]); `None`: no grant.
+    ///
+    /// [`AgentBuilder::memory`]: crate::AgentBuilder::memory
+    pub(crate) store: Option<Arc<dyn Store>>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -409,7 +414,21 @@ impl ToolContext {
             trace: None,
             secrets: None,
             unanswered: None,
+            store: None,
         }
+    }
+
+    /// The same context granted `store` (for unit tests of tools; an agent built with
+    /// [`AgentBuilder::memory`](crate::AgentBuilder::memory) gives every call its grant).
+    pub fn with_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The long-term store this call may use: the agent's grant, `None` without one (a
+    /// subagent whose spec does not grant memory has none, whatever its parent has).
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        self.store.as_ref()
     }
 
     /// The same context with access to sandboxes of `provider` (for unit tests of tools; an

@@ -112,6 +112,18 @@ impl From<RunError> for ApiError {
     }
 }
 
+impl From<stategraph_store::StoreError> for ApiError {
+    fn from(e: stategraph_store::StoreError) -> Self {
+        use stategraph_store::StoreError;
+        match e {
+            StoreError::Namespace(_) | StoreError::Filter(_) | StoreError::Invalid { .. } => {
+                ApiError::Invalid(e.to_string())
+            }
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
 impl From<rusqlite::Error> for ApiError {
     fn from(e: rusqlite::Error) -> Self {
         ApiError::Internal(format!("server storage: {e}"))

@@ -95,9 +95,13 @@ pub(crate) struct Served<S: State, R: Runner<S>> {
 }
 
 impl<S: State, R: Runner<S>> Served<S, R> {
-    pub(crate) fn new(runner: R, saver: Arc<dyn Saver>) -> Self {
+    pub(crate) fn new(
+        runner: R,
+        saver: Arc<dyn Saver>,
+        store: Arc<dyn stategraph_store::Store>,
+    ) -> Self {
         Served {
-            runner: runner.with_saver(saver),
+            runner: runner.with_saver(saver).with_store(store),
             _state: std::marker::PhantomData,
         }
     }

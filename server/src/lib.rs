@@ -101,6 +101,8 @@ pub(crate) struct Shared {
     #[cfg(feature = "postgres")]
     pub(crate) frames: Option<Arc<runs::pg::FrameStore>>,
     pub(crate) saver: Arc<dyn Saver>,
+    /// The long-term store of `/store/*`, which the graphs share.
+    pub(crate) store: Arc<dyn stategraph_store::Store>,
     pub(crate) graphs: HashMap<String, Arc<Registered>>,
     pub(crate) options: ServerOptions,
     pub(crate) started_ms: i64,
@@ -140,7 +142,9 @@ fn is_uuid(s: &str) -> bool {
         })
 }
 
-type Bind = Box<dyn FnOnce(Arc<dyn Saver>) -> Arc<dyn ServedGraph> + Send>;
+type Bind = Box<
+    dyn FnOnce(Arc<dyn Saver>, Arc<dyn stategraph_store::Store>) -> Arc<dyn ServedGraph> + Send,
+>;
 
 /// The Agent Server.
 #[derive(Debug)]
@@ -152,6 +156,7 @@ impl Server {
         ServerBuilder {
             graphs: Vec::new(),
             options: ServerOptions::default(),
+            store: None,
         }
     }
 }
@@ -160,6 +165,7 @@ impl Server {
 pub struct ServerBuilder {
     graphs: Vec<(String, Bind)>,
     options: ServerOptions,
+    store: Option<Arc<dyn stategraph_store::Store>>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -170,6 +176,7 @@ impl std::fmt::Debug for ServerBuilder {
                 &self.graphs.iter().map(|g| &g.0).collect::<Vec<_>>(),
             )
             .field("options", &self.options)
+            .field("store", &self.store)
             .finish()
     }
 }
@@ -187,8 +194,8 @@ impl ServerBuilder {
     pub fn runner<S: State, R: Runner<S>>(mut self, name: impl Into<String>, runner: R) -> Self {
         self.graphs.push((
             name.into(),
-            Box::new(move |saver| {
-                Arc::new(Served::<S, R>::new(runner, saver)) as Arc<dyn ServedGraph>
+            Box::new(move |saver, store| {
+                Arc::new(Served::<S, R>::new(runner, saver, store)) as Arc<dyn ServedGraph>
             }),
         ));
         self
@@ -242,6 +249,14 @@ impl ServerBuilder {
         self
     }
 
+    /// Serve `store` at `/store/*` (LangGraph's store routes) and give it to the graphs
+    /// instead of the server's own store, which lives with its checkpoints (in the file, or
+    /// in the PostgreSQL schema). A graph compiled with a store of its own keeps that one.
+    pub fn store(mut self, store: Arc<dyn stategraph_store::Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// Serve from PostgreSQL at `url` (feature `postgres`): threads, checkpoints and runs
     /// in one schema, which any number of servers may share. Each takes requests, and each
     /// runs queued runs; a client's stream is relayed from whichever server runs its run.
@@ -259,12 +274,14 @@ impl ServerBuilder {
         self.options.check()?;
         let store = open_store(&self.options).await?;
         let saver = store.saver.clone();
+        let long_store = self.store.unwrap_or_else(|| store.long.clone());
+        let sweeper = stategraph_store::spawn_sweeper(long_store.clone(), SWEEP_EVERY);
         let mut graphs = HashMap::new();
         for (name, bind) in self.graphs {
             let registered = Registered {
                 assistant_id: ids::assistant_id(&name),
                 name: name.clone(),
-                graph: bind(saver.clone()),
+                graph: bind(saver.clone(), long_store.clone()),
             };
             if graphs.insert(name.clone(), Arc::new(registered)).is_some() {
                 return Err(ServerError::DuplicateGraph(name));
@@ -280,6 +297,7 @@ impl ServerBuilder {
             #[cfg(feature = "postgres")]
             frames: store.frames,
             saver,
+            store: long_store,
             graphs,
             options: self.options.clone(),
             started_ms: ids::now_ms(),
@@ -314,16 +332,22 @@ impl ServerBuilder {
             stop: Some(tx),
             task,
             worker,
+            _sweeper: sweeper,
             shared,
         })
     }
 }
+
+/// How often the server deletes the store's expired items (reads never see them anyway).
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What a server keeps its records, runs and checkpoints in.
 struct Store {
     book: Book,
     queue: Arc<dyn RunQueue>,
     saver: Arc<dyn Saver>,
+    /// The long-term store.
+    long: Arc<dyn stategraph_store::Store>,
     #[cfg(feature = "postgres")]
     frames: Option<Arc<runs::pg::FrameStore>>,
 }
@@ -343,10 +367,13 @@ async fn open_store(options: &ServerOptions) -> Result<Store, ServerError> {
     // over, and their runs are taken over at once, one attempt more.
     queue.expire_leases().map_err(|e| open(&e))?;
     let book = store::SqliteBook::open(&file).map_err(|e| open(&e))?;
+    let long = stategraph_store::SqliteStore::open(&file, stategraph_store::StoreConfig::default())
+        .map_err(|e| open(&e))?;
     Ok(Store {
         book: Book::Sqlite(book),
         queue: Arc::new(queue),
         saver,
+        long: Arc::new(long),
         #[cfg(feature = "postgres")]
         frames: None,
     })
@@ -369,11 +396,18 @@ async fn open_postgres(url: &str, options: &ServerOptions) -> Result<Store, Serv
     let book = store::postgres::PgBook::open(saver.clone())
         .await
         .map_err(|e| open(&e))?;
+    let long = stategraph_store::PostgresStore::from_saver(
+        &saver,
+        stategraph_store::StoreConfig::default(),
+    )
+    .await
+    .map_err(|e| open(&e))?;
     Ok(Store {
         queue: Arc::new(saver.queue()),
         frames: Some(Arc::new(runs::pg::FrameStore::new(book.clone()))),
         book: Book::Postgres(book),
         saver: Arc::new(saver),
+        long: Arc::new(long),
     })
 }
 
@@ -392,6 +426,8 @@ pub struct RunningServer {
     task: JoinHandle<()>,
     /// The worker leasing runs from the queue.
     worker: Option<JoinHandle<()>>,
+    /// Deletes the store's expired items while the server runs.
+    _sweeper: stategraph_store::Sweeper,
     shared: Arc<Shared>,
 }
 

@@ -27,6 +27,15 @@ pub trait Runner<S: State>: Send + Sync + 'static {
         let _ = saver;
         None
     }
+    /// The same runner, its nodes given the server's long-term `store` (the one `/store/*`
+    /// serves) through `NodeContext::store`. By default the runner is left as it is.
+    fn with_store(self, store: Arc<dyn stategraph_store::Store>) -> Self
+    where
+        Self: Sized,
+    {
+        let _ = store;
+        self
+    }
     /// The graph it runs (bound to the server's saver).
     fn graph(&self) -> &CompiledGraph<S>;
     /// Start run `run` (the server's id of it, also in the config's `run_id` metadata): its
@@ -70,6 +79,14 @@ impl<S: State> Runner<S> for CompiledGraph<S> {
 
     fn rebind(&self, saver: Arc<dyn Saver>) -> Option<Self> {
         Some(self.clone().with_checkpointer(saver))
+    }
+
+    /// A graph compiled with a store of its own keeps it; one without gets the server's.
+    fn with_store(self, store: Arc<dyn stategraph_store::Store>) -> Self {
+        if self.store().is_some() {
+            return self;
+        }
+        CompiledGraph::with_store(&self, store)
     }
 
     fn graph(&self) -> &CompiledGraph<S> {

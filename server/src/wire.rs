@@ -2,6 +2,8 @@
 //! or a search asks for. Names and defaults are the clients' (`langgraph-sdk`'s `schema.py`).
 //! Responses are built where they are answered, in `routes`.
 
+pub(crate) mod store;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

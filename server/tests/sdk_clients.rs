@@ -100,7 +100,7 @@ macro_rules! scenarios {
 // mode; subgraph namespaces; an error event; an interrupt resumed by `Command(resume=…)`;
 // the edit/regenerate fork; state updates; history; wait and join; cancel; reject while busy;
 // enqueue order; a stream resumed from `Last-Event-ID`; 4xx answers; a model's tokens in the
-// `messages-tuple` and `messages` modes.
+// `messages-tuple` and `messages` modes; the long-term store's items, searches and namespaces.
 scenarios!(
     threads,
     stream_values,
@@ -119,4 +119,5 @@ scenarios!(
     resume_stream,
     errors,
     stream_messages,
+    store,
 );

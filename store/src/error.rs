@@ -47,6 +47,17 @@ pub enum StoreError {
         /// The newest version this build reads.
         supported: u32,
     },
+    /// The database's store tables are of a newer format than this build reads; nothing
+    /// was written to them.
+    #[error(
+        "the store's tables are of format {found}; this build reads format {supported} and older"
+    )]
+    UnsupportedFormat {
+        /// The format recorded in the database.
+        found: u32,
+        /// The newest format this build reads.
+        supported: u32,
+    },
     /// The store was closed.
     #[error("the store is closed")]
     Closed,

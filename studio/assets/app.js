@@ -444,6 +444,53 @@ function tabs() {
   }
 }
 
+// ---- the long-term store: namespaces, a search, an item's JSON (read-only) ----
+function nsText(labels) { return labels.join("."); }
+async function loadStore() {
+  const list = (await api("/api/store/namespaces")).namespaces;
+  const ul = $("store-ns");
+  ul.replaceChildren();
+  if (list.length === 0) ul.appendChild(el("li", "meta", "no store items in this file"));
+  for (const labels of list) {
+    const li = el("li", "store-ns", nsText(labels));
+    li.dataset.ns = nsText(labels);
+    li.addEventListener("click", () => {
+      $("store-prefix").value = nsText(labels);
+      searchStore().catch(showError);
+    });
+    ul.appendChild(li);
+  }
+}
+async function searchStore() {
+  const q = new URLSearchParams({
+    prefix: $("store-prefix").value.trim(),
+    query: $("store-query").value,
+    filter: $("store-filter").value,
+  });
+  const items = (await api("/api/store/search?" + q.toString())).items;
+  const ul = $("store-items");
+  ul.replaceChildren();
+  if (items.length === 0) ul.appendChild(el("li", "meta", "no items found"));
+  for (const item of items) {
+    const li = el("li", "store-item");
+    li.dataset.key = item.key;
+    li.appendChild(el("div", "name", nsText(item.namespace) + " / " + item.key));
+    const score = item.score === null ? "" : " · score " + item.score.toFixed(3);
+    li.appendChild(el("div", "meta", "updated " + item.updated_at + score));
+    li.addEventListener("click", () => showStoreItem(item.namespace, item.key).catch(showError));
+    ul.appendChild(li);
+  }
+  showError(null);
+}
+async function showStoreItem(labels, key) {
+  const q = new URLSearchParams({ namespace: nsText(labels), key });
+  const item = await api("/api/store/items?" + q.toString());
+  $("store-title").textContent = nsText(item.namespace) + " / " + item.key;
+  $("store-meta").textContent = "created " + item.created_at + " · updated " + item.updated_at;
+  showJson("store-value", item.value);
+  $("store-item").hidden = false;
+}
+
 async function start() {
   tabs();
   $("older").addEventListener("click", () => loadPage(S.older).catch(showError));
@@ -454,7 +501,9 @@ async function start() {
   $("file").textContent = S.info.file;
   $("mode").textContent = S.info.read_only ? "read-only" : "fork enabled";
   if (S.info.read_only) { $("fork-go").disabled = true; $("fork-result").textContent = "read-only: forking is off"; }
+  $("store-form").addEventListener("submit", (e) => { e.preventDefault(); searchStore().catch(showError); });
   await loadThreads();
+  await loadStore();
   document.body.dataset.ready = "1";
 }
 

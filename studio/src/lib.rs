@@ -29,5 +29,7 @@ mod assets;
 mod auth;
 mod layout;
 mod server;
+mod store;
 
 pub use server::{Bound, Studio, StudioError, StudioOptions};
+pub use store::open_store;

@@ -1,7 +1,8 @@
 //! The studio in a real headless Chromium, driven over WebDriver (chromedriver) from Rust:
 //! the threads, a thread's graph and branch tree, a checkpoint's state and diff, a fork with
 //! an edited value appearing as a new branch, an agent thread's conversation and capability
-//! trace, and a page opened without the token refused. Each test saves a screenshot under
+//! trace, the long-term store's namespaces, search and items, and a page opened without the
+//! token refused. Each test saves a screenshot under
 //! `target/studio-screenshots/` when it fails. With `STATEGRAPH_UPDATE_GOLDEN=1` the main
 //! views are saved into `docs/images/` (the guide's screenshots).
 //!
@@ -309,6 +310,63 @@ async fn a_subgraph_opens_from_the_step_that_ran_it_with_its_own_graph_and_steps
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        Ok(())
+    })
+    .await;
+    server.abort();
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_page_lists_namespaces_searches_and_shows_an_items_json() -> R {
+    let dir = tempfile::tempdir()?;
+    let (path, url, server) = serve(dir.path()).await?;
+    write_store(&path).await?;
+    let result = harness::in_browser("studio-screenshots", "store", |c| async move {
+        c.goto(&url).await?;
+        text_of(&c, "#store-ns", "users.alice.notes").await?;
+        // A namespace lists the items under it.
+        wait_for(&c, "#store-ns li[data-ns='users.alice']")
+            .await?
+            .click()
+            .await?;
+        text_of(&c, "#store-items", "users.alice.notes / coffee").await?;
+        text_of(&c, "#store-items", "users.alice / tea").await?;
+        // A search by text, then by a filter.
+        c.find(Locator::Css("#store-prefix")).await?.clear().await?;
+        c.find(Locator::Css("#store-query"))
+            .await?
+            .send_keys("coffee")
+            .await?;
+        c.find(Locator::Css("#store-go")).await?.click().await?;
+        text_of(&c, "#store-items", "score").await?;
+        let items = c
+            .find_all(Locator::Css("#store-items li.store-item"))
+            .await?;
+        assert_eq!(items.len(), 1);
+        c.find(Locator::Css("#store-query")).await?.clear().await?;
+        c.find(Locator::Css("#store-filter"))
+            .await?
+            .send_keys(r#"{"kind": "fact"}"#)
+            .await?;
+        c.find(Locator::Css("#store-go")).await?.click().await?;
+        text_of(&c, "#store-items", "users.bob / plan").await?;
+        // An item's JSON.
+        wait_for(&c, "#store-items li[data-key='plan']")
+            .await?
+            .click()
+            .await?;
+        text_of(&c, "#store-title", "users.bob / plan").await?;
+        text_of(&c, "#store-value", "pro plan").await?;
+        text_of(&c, "#store-meta", "created ").await?;
+        // A bad filter is shown, not thrown away.
+        c.find(Locator::Css("#store-filter")).await?.clear().await?;
+        c.find(Locator::Css("#store-filter"))
+            .await?
+            .send_keys(r#"{"n": {"$in": 1}}"#)
+            .await?;
+        c.find(Locator::Css("#store-go")).await?.click().await?;
+        text_of(&c, "#error", "$in").await?;
         Ok(())
     })
     .await;

@@ -11,6 +11,7 @@ mod run;
 mod runs;
 mod serve;
 mod show;
+mod store;
 mod studio;
 mod threads;
 mod trim_log;
@@ -19,6 +20,7 @@ mod verify;
 pub(crate) use trim_log::parse_age;
 
 pub(crate) use serve::ServeArgs;
+pub(crate) use store::StoreView;
 
 use crate::failure::Outcome;
 use crate::output::{Output, Style};
@@ -81,6 +83,7 @@ pub(crate) async fn run(cli: &Cli) -> Outcome {
             bind,
             read_only,
         } => studio::run(file, *bind, *port, *read_only).await,
+        Command::Store { file, view } => store::run(out, file, view).await,
         Command::Serve(args) => serve::run(args).await,
     }
 }

@@ -29,6 +29,7 @@ mod run;
 mod runs;
 mod serve;
 mod show;
+mod store;
 mod studio;
 mod threads;
 mod verify;

@@ -63,6 +63,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
             shape: std::sync::OnceLock::new(),
         }),
         saver: None,
+        store: None,
     })
 }
 

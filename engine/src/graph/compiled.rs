@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use stategraph_checkpoints::graph_shape::GraphShape;
 use stategraph_checkpoints::{CheckpointId, Namespace, Saver, ThreadId};
+use stategraph_store::Store;
 
 use super::control_order::ControlOrder;
 use super::node_run::NodeRun;
@@ -98,6 +99,7 @@ impl<S: State> GraphInner<S> {
 pub struct CompiledGraph<S: State> {
     pub(crate) inner: Arc<GraphInner<S>>,
     pub(crate) saver: Option<Arc<dyn Saver>>,
+    pub(crate) store: Option<Arc<dyn Store>>,
 }
 
 impl<S: State> Clone for CompiledGraph<S> {
@@ -105,6 +107,7 @@ impl<S: State> Clone for CompiledGraph<S> {
         CompiledGraph {
             inner: self.inner.clone(),
             saver: self.saver.clone(),
+            store: self.store.clone(),
         }
     }
 }
@@ -123,6 +126,7 @@ impl<S: State> fmt::Debug for CompiledGraph<S> {
                     .collect::<Vec<_>>(),
             )
             .field("checkpointer", &self.saver.is_some())
+            .field("store", &self.store.is_some())
             .finish()
     }
 }
@@ -133,6 +137,7 @@ impl<S: State> CompiledGraph<S> {
         CompiledGraph {
             inner: self.inner.clone(),
             saver: Some(saver),
+            store: self.store.clone(),
         }
     }
 
@@ -141,12 +146,66 @@ impl<S: State> CompiledGraph<S> {
         CompiledGraph {
             inner: self.inner.clone(),
             saver: None,
+            store: self.store.clone(),
         }
     }
 
     /// The checkpointer, if any.
     pub fn checkpointer(&self) -> Option<&Arc<dyn Saver>> {
         self.saver.as_ref()
+    }
+
+    /// The same graph, giving every node of every thread `store` through
+    /// [`NodeContext::store`](crate::NodeContext::store): the long-term memory that outlives
+    /// a thread. A subgraph run by one of its nodes sees the same store.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stategraph::prelude::*;
+    /// use stategraph::store::{MemoryStore, Namespace, Store};
+    /// # #[derive(State, Clone, Default, Debug)]
+    /// # struct S { seen: String }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    /// let ns = Namespace::new(["users", "alice"])?;
+    /// let value = serde_json::json!({"text": "likes tea"});
+    /// store.put(&ns, "drink", value.as_object().cloned().unwrap_or_default()).await?;
+    /// let graph = StateGraph::<S>::new()
+    ///     .add_node("read", |_s: Arc<S>, cx: NodeContext| async move {
+    ///         let store = cx.store().ok_or("no store")?;
+    ///         let ns = Namespace::new(["users", "alice"])?;
+    ///         let item = store.get(&ns, "drink").await?;
+    ///         let text = item.and_then(|i| i.value.get("text")?.as_str().map(str::to_owned));
+    ///         Ok::<_, BoxError>(S::update().seen(text.unwrap_or_default()))
+    ///     })
+    ///     .add_edge(START, "read")
+    ///     .compile()?
+    ///     .with_store(store);
+    /// let out = graph.invoke(S::update(), &RunConfig::new()).await?;
+    /// assert_eq!(out.state.seen, "likes tea");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn with_store(&self, store: Arc<dyn Store>) -> Self {
+        CompiledGraph {
+            inner: self.inner.clone(),
+            saver: self.saver.clone(),
+            store: Some(store),
+        }
+    }
+
+    /// The same graph without a store.
+    pub fn without_store(&self) -> Self {
+        CompiledGraph {
+            inner: self.inner.clone(),
+            saver: self.saver.clone(),
+            store: None,
+        }
+    }
+
+    /// The store, if any.
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        self.store.as_ref()
     }
 
     /// The graph's name.

@@ -132,6 +132,8 @@ pub(crate) struct RunShared {
     pub(crate) answers: Mutex<Vec<TaskAnswers>>,
     /// The token usage the run's model calls recorded.
     pub(crate) usage: RunUsage,
+    /// The root graph's long-term store, which every level of the run sees.
+    pub(crate) store: Option<Arc<dyn stategraph_store::Store>>,
 }
 
 /// One graph level of a run (the root graph, or a subgraph run by a task of its parent):
@@ -201,6 +203,7 @@ impl<S: State> CompiledGraph<S> {
             until_step: config.until_step,
             answers: Mutex::default(),
             usage: RunUsage::new(config.usage_meters.clone()),
+            store: self.store.clone(),
         }))
     }
 

@@ -14,6 +14,8 @@ pub(super) struct AdmissionRules {
     pub(super) host_bash: bool,
     /// The config tool groups kept (`None`: every group).
     pub(super) groups: Option<Vec<String>>,
+    /// The agent was granted a store, so its memory tools may enter.
+    pub(super) memory: bool,
 }
 
 impl AdmissionRules {
@@ -30,6 +32,12 @@ impl AdmissionRules {
             return Err(Rejection {
                 by: AdmissionRule::HostBash,
                 reason: "host bash is not allowed for this agent".to_owned(),
+            });
+        }
+        if !self.memory && crate::memory::is_memory_tool(spec) {
+            return Err(Rejection {
+                by: AdmissionRule::MemoryGrant,
+                reason: "the agent was not granted a store".to_owned(),
             });
         }
         if let Some(groups) = &self.groups {
@@ -55,6 +63,7 @@ mod tests {
             reserve_tool_search: true,
             host_bash: false,
             groups: groups.map(|g| g.iter().map(|s| s.to_string()).collect()),
+            memory: false,
         }
     }
 

@@ -11,6 +11,7 @@ use crate::catalog::{Catalog, ToolProvider};
 use crate::context::RunContext;
 use crate::deferred::{DeferredSetup, MakeDeferredSetup, TOOL_SEARCH};
 use crate::guardrail::{AuthorizationGuardrail, Guardrail};
+use crate::memory::MemoryGrant;
 use crate::middleware::{
     ModelLayer, PolicyLayer, ToolErrorHandling, ToolLayer, ToolMap, ToolPolicy,
 };
@@ -59,12 +60,14 @@ impl AgentBuilder {
             sandbox,
             make_deferred,
             delegation_log,
+            store,
         } = self;
         let trace = CapabilityTrace::new();
         let rules = AdmissionRules {
             reserve_tool_search: defer,
             host_bash,
             groups,
+            memory: store.is_some(),
         };
         let sources = Sources {
             tools,
@@ -75,7 +78,8 @@ impl AgentBuilder {
             executable(sources, &rules, authorization.as_ref(), &run, &trace).await?;
         let specs = spec_map(&tools);
         let skill_policy = skills.map(|store| skill_policy(store, available_skills, &tools));
-        let policies = policy_order(skill_policy.as_ref(), deferred.as_ref(), policies);
+        let mut policies = policy_order(skill_policy.as_ref(), deferred.as_ref(), policies);
+        policies.insert(0, Arc::new(MemoryGrant::new(store.is_some())));
         let model_layers = model_chain(&policies, &specs, model_layers);
         let tool_layers = tool_chain(
             sandbox.is_some(),
@@ -100,6 +104,7 @@ impl AgentBuilder {
             model_calls: AtomicU32::new(0),
             stream,
             sandbox,
+            store,
             max_turns,
             invocation: Invocation::default(),
             plans: TurnPlans::default(),

@@ -15,6 +15,7 @@ use crate::skill::SkillStore;
 use crate::subagent::Subagents;
 use crate::subagent_tools::{DelegationLog, MultiTaskTool, TaskTool};
 use crate::tool::Tool;
+use stategraph::store::Store;
 
 /// Configures an agent; [`AgentBuilder::assemble`] builds it for one run.
 pub struct AgentBuilder {
@@ -39,6 +40,7 @@ pub struct AgentBuilder {
     pub(super) sandbox: Option<Arc<SandboxRuntime>>,
     pub(super) make_deferred: Option<Arc<dyn MakeDeferredSetup>>,
     pub(super) delegation_log: Option<DelegationLog>,
+    pub(super) store: Option<Arc<dyn Store>>,
 }
 
 impl fmt::Debug for AgentBuilder {
@@ -83,6 +85,7 @@ impl AgentBuilder {
             sandbox: None,
             make_deferred: None,
             delegation_log: None,
+            store: None,
         }
     }
 
@@ -289,6 +292,47 @@ impl AgentBuilder {
     /// runtime of its own over the same provider).
     pub(crate) fn sandbox_runtime(mut self, runtime: Arc<SandboxRuntime>) -> Self {
         self.sandbox = Some(runtime);
+        self
+    }
+
+    /// Grant the agent the long-term `store`: its memory tools ([`remember`], [`recall`],
+    /// [`forget`]) join its built-in tools, and their calls reach the store, always in the
+    /// run's user's namespace ([`user_namespace`]). Without this grant an agent has no memory
+    /// tools: the [`MemoryGrant`] admission keeps them out of its catalog and its policy
+    /// refuses their calls, so a subagent reaches memory only when its spec grants it
+    /// ([`SubagentSpec::memory`](crate::subagent::SubagentSpec::memory)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stategraph::store::MemoryStore;
+    /// use stategraph_nodes::prelude::*;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let model = ScriptedModel::new("m", [AiMessage::text("ok")]);
+    /// let agent = AgentBuilder::new(model)
+    ///     .memory(Arc::new(MemoryStore::default()))
+    ///     .defer_tools(false)
+    ///     .assemble(RunContext::new("t1", "alice"))
+    ///     .await?;
+    /// assert!(agent.tool_names().contains(&"recall".to_owned()));
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// [`remember`]: crate::memory::remember
+    /// [`recall`]: crate::memory::recall
+    /// [`forget`]: crate::memory::forget
+    /// [`user_namespace`]: crate::memory::user_namespace
+    /// [`MemoryGrant`]: crate::memory::MemoryGrant
+    pub fn memory(mut self, store: Arc<dyn Store>) -> Self {
+        self.tools.extend(crate::memory::memory_tools());
+        self.store = Some(store);
+        self
+    }
+
+    /// Grant `store` without adding the memory tools (a subagent's come through its pool).
+    pub(crate) fn grant_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
         self
     }
 

@@ -40,6 +40,8 @@ pub(super) struct AgentCore {
     pub(super) model_calls: AtomicU32,
     pub(super) stream: bool,
     pub(super) sandbox: Option<Arc<SandboxRuntime>>,
+    /// The long-term store the agent was granted (its memory tools' only way to it).
+    pub(super) store: Option<Arc<dyn stategraph::store::Store>>,
     /// The most model turns since the last human message.
     pub(super) max_turns: usize,
     /// What the invocation in progress keeps beside the graph.
@@ -158,6 +160,7 @@ impl AgentCore {
                 trace: Some(self.trace.clone()),
                 secrets: None,
                 unanswered: Some(self.invocation.unanswered.clone()),
+                store: self.store.clone(),
             },
             self.trace.clone(),
         );

@@ -222,6 +222,11 @@ impl Subagents {
         if let Some(authz) = &self.authorization {
             builder = builder.authorization(authz.clone());
         }
+        // The memory tools are in the pool when the spec grants memory; the store goes with
+        // them (without a runtime store they are not admitted).
+        if let (true, Some(store)) = (spec.capabilities.memory, &self.store) {
+            builder = builder.grant_store(Arc::clone(store));
+        }
         let sandbox = self.sandbox.as_ref().map(|(provider, options)| {
             Arc::new(SandboxRuntime::new(Arc::clone(provider), options.clone()))
         });

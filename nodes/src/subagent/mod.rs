@@ -61,7 +61,8 @@ pub const DEFAULT_DELEGATIONS_PER_RUN: usize = 6;
 /// subagent types it may delegate to.
 ///
 /// Runtime-global: the model (for [`ModelChoice::Inherit`]), the built-in tool
-/// implementations, the sandbox provider, the skill store, the authorization and the global
+/// implementations, the sandbox provider, the skill store, the long-term store (given only to
+/// the types whose spec grants memory), the authorization and the global
 /// [`SubagentLimiter`]. Everything agent-local (custom and connection tools, skills, allow and
 /// deny lists, prompt, max turns) comes from each [`SubagentSpec`] only: the parent's own tools
 /// are known here by their specs alone ([`Subagents::parent_tool`]), so a child cannot reach
@@ -72,6 +73,7 @@ pub struct Subagents {
     pub(crate) parent_local: Vec<ToolSpec>,
     pub(crate) sandbox: Option<(Arc<dyn SandboxProvider>, SandboxOptions)>,
     pub(crate) skills: Option<Arc<dyn SkillStore>>,
+    pub(crate) store: Option<Arc<dyn stategraph::store::Store>>,
     pub(crate) authorization: Option<Authorization>,
     pub(crate) host_bash: bool,
     pub(crate) defer: bool,
@@ -103,6 +105,7 @@ impl Subagents {
             parent_local: Vec::new(),
             sandbox: None,
             skills: None,
+            store: None,
             authorization: None,
             host_bash: false,
             defer: true,
@@ -158,6 +161,14 @@ impl Subagents {
     /// The skill store children's skill lists refer to.
     pub fn skill_store(mut self, store: Arc<dyn SkillStore>) -> Self {
         self.skills = Some(store);
+        self
+    }
+
+    /// The long-term store, runtime-global, given by reference to each child whose spec
+    /// grants it ([`SubagentSpec::memory`]); a child without the grant has no store and no
+    /// memory tools.
+    pub fn store(mut self, store: Arc<dyn stategraph::store::Store>) -> Self {
+        self.store = Some(store);
         self
     }
 

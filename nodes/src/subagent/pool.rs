@@ -36,6 +36,10 @@ pub enum PoolOrigin {
     Custom,
     /// One of the child's connection tools.
     Connection,
+    /// A memory tool, granted by the child's spec
+    /// ([`Capabilities::memory`](super::Capabilities::memory)); the allow list over built-ins
+    /// does not apply to it, the deny list and the exploring rule do.
+    Memory,
 }
 
 /// Why a tool is not in a child's pool: the rule that took it out.
@@ -165,6 +169,11 @@ pub fn resolve_pool(
             reason: Exclusion::AgentLocal,
         });
     }
+    let memory = if caps.memory {
+        crate::memory::memory_tools()
+    } else {
+        Vec::new()
+    };
     let candidates = builtins
         .iter()
         .map(|t| (PoolOrigin::BuiltIn, t))
@@ -173,7 +182,8 @@ pub fn resolve_pool(
             caps.connection_tools
                 .iter()
                 .map(|t| (PoolOrigin::Connection, t)),
-        );
+        )
+        .chain(memory.iter().map(|t| (PoolOrigin::Memory, t)));
     for (origin, tool) in candidates {
         let s = tool.spec();
         match exclusion(origin, s, spec) {

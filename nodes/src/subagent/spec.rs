@@ -47,6 +47,10 @@ pub struct Capabilities {
     pub allowed_tools: Option<Vec<String>>,
     /// A deny list over the whole merged pool.
     pub disallowed_tools: Vec<String>,
+    /// The long-term store, granted (default `false`: none). With it the agent gets the
+    /// runtime's store ([`Subagents::store`](super::Subagents::store)) and the memory tools,
+    /// over the run's user's namespace; without it, neither.
+    pub memory: bool,
 }
 
 impl fmt::Debug for Capabilities {
@@ -60,6 +64,7 @@ impl fmt::Debug for Capabilities {
             .field("skills", &self.skills)
             .field("allowed_tools", &self.allowed_tools)
             .field("disallowed_tools", &self.disallowed_tools)
+            .field("memory", &self.memory)
             .finish()
     }
 }
@@ -169,6 +174,12 @@ impl SubagentSpec {
         self.capabilities
             .disallowed_tools
             .extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Grant (or not) the runtime's long-term store and the memory tools.
+    pub fn memory(mut self, granted: bool) -> Self {
+        self.capabilities.memory = granted;
         self
     }
 

@@ -244,6 +244,7 @@ impl ToolInner {
             trace: Some(task.trace.clone()),
             secrets: None,
             unanswered: None,
+            store: None,
         };
         let invocation = ToolInvocation::new(call.clone(), cx, task.trace.clone());
         // This call's entries come after this point: the task's earlier calls are not read

@@ -7,6 +7,8 @@ mod catalog;
 mod guardrail;
 mod interrupts;
 mod layers;
+mod memory;
+mod memory_across_threads;
 mod messages_mode;
 mod model_tool_loop;
 mod observers;

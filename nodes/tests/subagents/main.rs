@@ -4,6 +4,7 @@
 mod capabilities;
 mod capacity;
 mod isolation;
+mod memory_grant;
 mod status;
 mod streaming;
 mod support;

@@ -1,18 +1,20 @@
 //! The HTTP API: LangGraph's paths, shapes and status codes.
 //!
 //! Inside: `meta` `/ok` and `/info`; `assistants` one assistant per graph; `threads`
-//! threads, their state and history; `runs` runs and their streams; `ui` the chat page.
+//! threads, their state and history; `runs` runs and their streams; `store`
+//! the long-term store's items and namespaces; `ui` the chat page.
 
 mod assistants;
 mod meta;
 mod runs;
+pub(crate) mod store;
 mod threads;
 pub(crate) mod ui;
 
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 
 use crate::error::ApiError;
@@ -68,6 +70,12 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/runs", post(runs::stateless_background))
         .route("/runs/stream", post(runs::stateless_stream))
         .route("/runs/wait", post(runs::stateless_wait))
+        .route(
+            "/store/items",
+            put(store::put).get(store::get).delete(store::delete),
+        )
+        .route("/store/items/search", post(store::search))
+        .route("/store/namespaces", post(store::namespaces))
         .route("/ui", get(ui::redirect))
         .route("/ui/", get(ui::index))
         .route("/ui/{file}", get(ui::file))

@@ -476,10 +476,93 @@ async function stream_messages(client) {
   }
 }
 
+async function store(client) {
+  // A fresh root label keeps the scenario's items apart from any other run's.
+  const root = `s${randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  const alice = [root, "alice"];
+  const notes = [root, "alice", "notes"];
+  const bob = [root, "bob"];
+  await client.store.putItem(alice, "tea", { text: "prefers green tea", kind: "fact", n: 3 });
+  await client.store.putItem(alice, "plan", { text: "pro plan", kind: "account", n: 1 });
+  await client.store.putItem(notes, "coffee", { text: "black coffee", kind: "fact", n: 2 });
+  await client.store.putItem(bob, "tea", { text: "likes mint tea", kind: "fact", n: 5 });
+
+  let got = await client.store.getItem(alice, "tea");
+  expect("get namespace", alice, got.namespace);
+  expect("get key", "tea", got.key);
+  expect("get value", { text: "prefers green tea", kind: "fact", n: 3 }, got.value);
+  check("get created_at is RFC 3339", typeof got.created_at === "string" && got.created_at.includes("T"),
+    show(got));
+  expect("the SDK's camelCase copy", got.updated_at, got.updatedAt);
+  expect("get a missing key", null, await client.store.getItem(alice, "nope"));
+  got = await client.store.getItem(alice, "tea", { refreshTtl: false });
+  expect("get without refreshing", "tea", got.key);
+
+  // A second put replaces the value; ours keeps the creation time (see client.py).
+  const first = got;
+  await client.store.putItem(alice, "tea", { text: "prefers green tea", kind: "fact", n: 4 });
+  got = await client.store.getItem(alice, "tea");
+  expect("put replaces the value", 4, got.value.n);
+  if (OURS) expect("put keeps created_at", first.created_at, got.created_at);
+
+  const where = (items) => items.map((i) => `${i.namespace[i.namespace.length - 1]}/${i.key}`).sort();
+  let found = (await client.store.searchItems([root])).items;
+  expect("search under the root", ["alice/plan", "alice/tea", "bob/tea", "notes/coffee"], where(found));
+  expect("no query, no score", [null], [...new Set(found.map((i) => i.score))]);
+  found = (await client.store.searchItems(alice)).items;
+  expect("search under a prefix", ["alice/plan", "alice/tea", "notes/coffee"], where(found));
+  found = (await client.store.searchItems([root], { filter: { kind: "fact" } })).items;
+  expect("filter by equality", ["alice/tea", "bob/tea", "notes/coffee"], where(found));
+  found = (await client.store.searchItems([root], { filter: { n: { $gte: 4 } } })).items;
+  expect("filter with $gte", ["alice/tea", "bob/tea"], where(found));
+  found = (await client.store.searchItems([root], { filter: { kind: { $ne: "fact" } } })).items;
+  expect("filter with $ne", ["alice/plan"], where(found));
+  const page1 = (await client.store.searchItems([root], { limit: 2 })).items;
+  const page2 = (await client.store.searchItems([root], { limit: 2, offset: 2 })).items;
+  expect("pages cover all four", ["alice/plan", "alice/tea", "bob/tea", "notes/coffee"],
+    where([...page1, ...page2]));
+  found = (await client.store.searchItems([root], { query: "coffee" })).items;
+  check("a query finds the item it names", found.some((i) => i.key === "coffee"), show(found));
+  if (OURS) {
+    expect("full-text search keeps the matches", ["notes/coffee"], where(found));
+    check("a ranked item has a score", typeof found[0].score === "number", show(found));
+  }
+
+  let listed = (await client.store.listNamespaces({ prefix: [root] })).namespaces;
+  expect("namespaces under the root", [alice, notes, bob], listed);
+  listed = (await client.store.listNamespaces({ prefix: [root], maxDepth: 2 })).namespaces;
+  expect("namespaces cut to depth 2", [alice, bob], listed);
+  listed = (await client.store.listNamespaces({ prefix: [root], suffix: ["notes"] })).namespaces;
+  expect("namespaces by suffix", [notes], listed);
+  listed = (await client.store.listNamespaces({ prefix: [root], limit: 1, offset: 1 })).namespaces;
+  expect("a page of namespaces", [notes], listed);
+
+  await client.store.deleteItem(alice, "plan");
+  expect("deleted item is gone", null, await client.store.getItem(alice, "plan"));
+  await client.store.deleteItem(alice, "plan");
+
+  await client.store.putItem(alice, "brief", { text: "for a while" }, { ttl: 5, index: false });
+  got = await client.store.getItem(alice, "brief", { refreshTtl: true });
+  expect("an item with a TTL reads back", { text: "for a while" }, got.value);
+
+  const raw = (method, path, json) => client.store.fetch(path, { method, json });
+  const err = await expectStatus("a namespace label with a dot", 422,
+    raw("PUT", "/store/items", { namespace: [root, "a.b"], key: "k", value: {} }));
+  check("the 422 names the label", String(err.message).includes("a.b"), err.message);
+  await expectStatus("a value that is not an object", 422,
+    raw("PUT", "/store/items", { namespace: alice, key: "k", value: [1, 2] }));
+  await expectStatus("a namespace that is not a list", 422,
+    raw("POST", "/store/namespaces", { prefix: root }));
+  if (OURS) {
+    await expectStatus("an unknown filter operator", 422,
+      client.store.searchItems([root], { filter: { n: { $in: [1] } } }));
+  }
+}
+
 const SCENARIOS = {
   threads, stream_values, stream_updates, stream_custom, stream_subgraphs, stream_error,
   interrupt_resume, fork, update_state, history, wait_join, cancel, reject_busy, enqueue,
-  resume_stream, errors, stream_messages,
+  resume_stream, errors, stream_messages, store,
 };
 
 async function main(argv) {

@@ -621,10 +621,110 @@ async def stream_messages(client):
                [m["content"] for m in complete])
 
 
+async def store(client):
+    # A fresh root label keeps the scenario's items apart from any other run's.
+    root = "s" + uuid.uuid4().hex[:12]
+    alice, notes, bob = [root, "alice"], [root, "alice", "notes"], [root, "bob"]
+    await client.store.put_item(alice, "tea", {"text": "prefers green tea", "kind": "fact", "n": 3})
+    await client.store.put_item(alice, "plan", {"text": "pro plan", "kind": "account", "n": 1})
+    await client.store.put_item(notes, "coffee", {"text": "black coffee", "kind": "fact", "n": 2})
+    await client.store.put_item(bob, "tea", {"text": "likes mint tea", "kind": "fact", "n": 5})
+
+    got = await client.store.get_item(alice, "tea")
+    expect("get namespace", alice, got["namespace"])
+    expect("get key", "tea", got["key"])
+    expect("get value", {"text": "prefers green tea", "kind": "fact", "n": 3}, got["value"])
+    for field in ("created_at", "updated_at"):
+        check(f"get {field} is RFC 3339", isinstance(got[field], str) and "T" in got[field],
+              repr(got[field]))
+    expect("get a missing key", None, await client.store.get_item(alice, "nope"))
+    got = await client.store.get_item(alice, "tea", refresh_ttl=False)
+    expect("get without refreshing", "tea", got["key"])
+
+    # A second put replaces the value. It keeps the creation time on ours (and on
+    # LangGraph's PostgresStore); `langgraph dev`'s in-memory store stamps a new one.
+    first = got
+    await client.store.put_item(alice, "tea", {"text": "prefers green tea", "kind": "fact", "n": 4})
+    got = await client.store.get_item(alice, "tea")
+    expect("put replaces the value", 4, got["value"]["n"])
+    check("put moves updated_at on", got["updated_at"] >= first["updated_at"], repr(got))
+    if OURS:
+        expect("put keeps created_at", first["created_at"], got["created_at"])
+
+    found = (await client.store.search_items([root]))["items"]
+    expect("search under the root", {("alice", "tea"), ("alice", "plan"), ("notes", "coffee"),
+                                      ("bob", "tea")},
+           {(i["namespace"][-1], i["key"]) for i in found})
+    check("search items have a score field", all("score" in i for i in found), repr(found))
+    expect("no query, no score", {None}, {i["score"] for i in found})
+    found = (await client.store.search_items(alice))["items"]
+    expect("search under a prefix", {"tea", "plan", "coffee"}, {i["key"] for i in found})
+    found = (await client.store.search_items([root], filter={"kind": "fact"}))["items"]
+    expect("filter by equality", {("alice", "tea"), ("notes", "coffee"), ("bob", "tea")},
+           {(i["namespace"][-1], i["key"]) for i in found})
+    found = (await client.store.search_items([root], filter={"n": {"$gte": 4}}))["items"]
+    expect("filter with $gte", {("alice", "tea"), ("bob", "tea")},
+           {(i["namespace"][-1], i["key"]) for i in found})
+    found = (await client.store.search_items([root], filter={"kind": {"$ne": "fact"}}))["items"]
+    expect("filter with $ne", ["plan"], [i["key"] for i in found])
+    page1 = (await client.store.search_items([root], limit=2))["items"]
+    page2 = (await client.store.search_items([root], limit=2, offset=2))["items"]
+    expect("pages of two", [2, 2], [len(page1), len(page2)])
+    expect("pages cover all four", 4,
+           len({(tuple(i["namespace"]), i["key"]) for i in page1 + page2}))
+    found = (await client.store.search_items([root], query="coffee"))["items"]
+    check("a query finds the item it names", any(i["key"] == "coffee" for i in found), repr(found))
+    if OURS:
+        # Without a vector index we rank by full text: only matching items, with a score.
+        expect("full-text search keeps the matches", ["coffee"], [i["key"] for i in found])
+        check("a ranked item has a score", isinstance(found[0]["score"], float), repr(found))
+
+    listed = (await client.store.list_namespaces(prefix=[root]))["namespaces"]
+    expect("namespaces under the root", [alice, notes, bob], listed)
+    listed = (await client.store.list_namespaces(prefix=[root], max_depth=2))["namespaces"]
+    expect("namespaces cut to depth 2", [alice, bob], listed)
+    listed = (await client.store.list_namespaces(prefix=[root], suffix=["notes"]))["namespaces"]
+    expect("namespaces by suffix", [notes], listed)
+    listed = (await client.store.list_namespaces(prefix=[root, "*"], suffix=["tea"]))["namespaces"]
+    expect("a suffix no namespace has", [], listed)
+    listed = (await client.store.list_namespaces(prefix=[root], limit=1, offset=1))["namespaces"]
+    expect("a page of namespaces", [notes], listed)
+
+    await client.store.delete_item(alice, "plan")
+    expect("deleted item is gone", None, await client.store.get_item(alice, "plan"))
+    await client.store.delete_item(alice, "plan")  # deleting twice is no error
+    await client.store.delete_item(bob, "tea")
+    listed = (await client.store.list_namespaces(prefix=[root]))["namespaces"]
+    if OURS:
+        # `langgraph dev` lists a namespace whose last item was deleted; we list it no more.
+        expect("an emptied namespace is not listed", [alice, notes], listed)
+
+    await client.store.put_item(alice, "brief", {"text": "for a while"}, ttl=5, index=False)
+    got = await client.store.get_item(alice, "brief", refresh_ttl=True)
+    expect("an item with a TTL reads back", {"text": "for a while"}, got["value"])
+
+    err = await expect_status("a namespace label with a dot", 422, client.http.put(
+        "/store/items", json={"namespace": [root, "a.b"], "key": "k", "value": {}}))
+    check("the 422 names the label", "a.b" in err.response.text, err.response.text)
+    await expect_status("a value that is not an object", 422, client.http.put(
+        "/store/items", json={"namespace": alice, "key": "k", "value": [1, 2]}))
+    await expect_status("a put without a key", 422, client.http.put(
+        "/store/items", json={"namespace": alice, "value": {}}))
+    await expect_status("a namespace that is not a list", 422, client.http.post(
+        "/store/namespaces", json={"prefix": root}))
+    if OURS:
+        # LangGraph answers an unknown filter operator 400 and an empty namespace 400.
+        err = await expect_status("an unknown filter operator", 422, client.store.search_items(
+            [root], filter={"n": {"$in": [1]}}))
+        check("the 422 names the operator", "$in" in err.response.text, err.response.text)
+        await expect_status("an empty namespace", 422, client.http.put(
+            "/store/items", json={"namespace": [], "key": "k", "value": {}}))
+
+
 SCENARIOS = {f.__name__: f for f in [
     threads, stream_values, stream_updates, stream_custom, stream_subgraphs, stream_error,
     interrupt_resume, fork, update_state, history, wait_join, cancel, reject_busy, enqueue,
-    resume_stream, errors, reconnect, stream_messages,
+    resume_stream, errors, reconnect, stream_messages, store,
 ]}
 
 

@@ -7,6 +7,7 @@ mod fork;
 mod graph;
 mod history;
 mod namespaces;
+mod store;
 mod threads;
 
 use std::collections::BTreeMap;
@@ -58,6 +59,9 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         )
         .route("/api/threads/{thread}/diff", get(checkpoint::diff))
         .route("/api/threads/{thread}/fork", post(fork::fork))
+        .route("/api/store/namespaces", get(store::namespaces))
+        .route("/api/store/items", get(store::item))
+        .route("/api/store/search", get(store::search))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             Arc::clone(&state),

@@ -249,3 +249,38 @@ pub async fn get(studio: &Studio, uri: &str) -> Result<Value, E> {
     assert_eq!(status, StatusCode::OK, "GET {uri}: {body}");
     Ok(body)
 }
+
+/// Writes a long-term store into the file: alice's fact and note, bob's plan.
+pub async fn write_store(path: &Path) -> R {
+    use stategraph_store::{Namespace, Op, PutOp, SqliteStore, Store, StoreConfig};
+    let store = SqliteStore::open(path, StoreConfig::default())?;
+    let put = |ns: &[&str], key: &str, value: Value| -> Result<Op, E> {
+        let value = value.as_object().cloned().ok_or("an object")?;
+        Ok(Op::Put(PutOp::new(
+            Namespace::new(ns.iter().copied())?,
+            key,
+            value,
+        )))
+    };
+    store
+        .batch(vec![
+            put(
+                &["users", "alice"],
+                "tea",
+                json!({"text": "prefers green tea", "kind": "fact"}),
+            )?,
+            put(
+                &["users", "alice", "notes"],
+                "coffee",
+                json!({"text": "black coffee", "kind": "note"}),
+            )?,
+            put(
+                &["users", "bob"],
+                "plan",
+                json!({"text": "pro plan", "kind": "fact"}),
+            )?,
+        ])
+        .await?;
+    store.close();
+    Ok(())
+}

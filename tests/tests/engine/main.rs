@@ -15,6 +15,7 @@ mod replay_reads_what_changed;
 mod resume_by_task;
 mod run_usage;
 mod sqlite_threads;
+mod store_context;
 mod stream_events;
 mod subgraph_checkpointing;
 mod superstep_semantics;

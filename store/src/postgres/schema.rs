@@ -1,0 +1,131 @@
+//! The store's tables in the saver's schema (format 1), created in one transaction under an
+//! advisory lock, so concurrent openers create them once; and the format check.
+
+use tokio_postgres::types::Type;
+use tokio_postgres::Client;
+
+use super::sql::db;
+use crate::StoreError;
+
+/// The newest format of the store's PostgreSQL tables this build reads, and the one it
+/// gives a new schema. A schema recorded with a newer one is refused untouched.
+pub const POSTGRES_STORE_FORMAT_VERSION: u32 = 1;
+
+/// The tables of format 1. Namespaces and keys compare by bytes (`COLLATE "C"`), so a
+/// namespace prefix is a range of the primary key. `tsv` is the `simple` (unstemmed)
+/// tsvector of every string of the value; `ttl_ms` and `expires_at` are milliseconds.
+/// A vector is `real[]` whatever the vector backend (decision 0088).
+const TABLES: &str = r#"
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.sg_store_meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.sg_store_items (
+    ns         text COLLATE "C" NOT NULL,
+    key        text COLLATE "C" NOT NULL,
+    value      jsonb    NOT NULL,
+    tsv        tsvector NOT NULL,
+    created_at bigint   NOT NULL,
+    updated_at bigint   NOT NULL,
+    ttl_ms     bigint,
+    expires_at bigint,
+    PRIMARY KEY (ns, key)
+);
+CREATE INDEX IF NOT EXISTS sg_store_items_expiry
+    ON {s}.sg_store_items (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS sg_store_items_tsv ON {s}.sg_store_items USING gin (tsv);
+CREATE TABLE IF NOT EXISTS {s}.sg_store_vectors (
+    ns    text COLLATE "C" NOT NULL,
+    key   text COLLATE "C" NOT NULL,
+    field integer NOT NULL,
+    vec   real[]  NOT NULL,
+    PRIMARY KEY (ns, key, field),
+    FOREIGN KEY (ns, key) REFERENCES {s}.sg_store_items (ns, key) ON DELETE CASCADE
+);
+INSERT INTO {s}.sg_store_meta (key, value) VALUES ('vector_generation', '0')
+    ON CONFLICT (key) DO NOTHING;
+"#;
+
+/// `text` with `{s}` replaced by the quoted schema (a name the saver validated).
+pub(super) fn named(schema: &str, text: &str) -> String {
+    text.replace("{s}", &format!("\"{schema}\""))
+}
+
+/// Creates the tables if missing and checks the recorded format.
+///
+/// # Errors
+/// [`StoreError::UnsupportedFormat`] for a newer format (nothing is written);
+/// [`StoreError::Corrupt`] for an unreadable format record; database errors.
+pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreError> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(db("beginning the store's schema transaction"))?;
+    tx.query_typed(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        &[(&format!("stategraph-store:{schema}"), Type::TEXT)],
+    )
+    .await
+    .map_err(db("locking the store's schema against other openers"))?;
+    let meta = format!("\"{schema}\".sg_store_meta");
+    let exists = tx
+        .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&meta, Type::TEXT)])
+        .await
+        .map_err(db("looking for the store's tables"))?
+        .first()
+        .map(|row| super::rows::col::<bool>(row, 0))
+        .transpose()?
+        .unwrap_or(false);
+    if exists {
+        check_format(&tx, schema).await?;
+    }
+    tx.batch_execute(&named(schema, TABLES))
+        .await
+        .map_err(db("creating the store's tables"))?;
+    tx.query_typed(
+        &named(
+            schema,
+            "INSERT INTO {s}.sg_store_meta (key, value) VALUES ('format_version', $1) \
+             ON CONFLICT (key) DO NOTHING",
+        ),
+        &[(&POSTGRES_STORE_FORMAT_VERSION.to_string(), Type::TEXT)],
+    )
+    .await
+    .map_err(db("recording the store's format version"))?;
+    tx.commit()
+        .await
+        .map_err(db("committing the store's schema"))
+}
+
+async fn check_format(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+) -> Result<(), StoreError> {
+    let rows = tx
+        .query_typed(
+            &named(
+                schema,
+                "SELECT value FROM {s}.sg_store_meta WHERE key = 'format_version'",
+            ),
+            &[],
+        )
+        .await
+        .map_err(db("reading the store's format version"))?;
+    let Some(row) = rows.first() else {
+        return Ok(());
+    };
+    let text: String = super::rows::col(row, 0)?;
+    match text.parse::<u32>() {
+        Ok(found) if found > POSTGRES_STORE_FORMAT_VERSION => Err(StoreError::UnsupportedFormat {
+            found,
+            supported: POSTGRES_STORE_FORMAT_VERSION,
+        }),
+        Ok(found) if found >= 1 => Ok(()),
+        _ => Err(StoreError::Corrupt {
+            namespace: format!("{schema}.sg_store_meta"),
+            key: "format_version".to_owned(),
+            why: format!("the format version {text:?} is not a number"),
+        }),
+    }
+}
