@@ -157,8 +157,8 @@ impl<S: State> CompiledGraph<S> {
 
     /// The same graph, giving every node of every thread `store` through
     /// [`NodeContext::store`](crate::NodeContext::store): the long-term memory that outlives
-    /// a thread. A subgraph run by one of its tasks (`add_subgraph`, `run_in_task`) sees the
-    /// root graph's store: the store a subgraph was compiled with is not used there.
+    /// a thread. A subgraph run by one of its tasks (`add_subgraph`, `run_in_task`) sees its
+    /// parent's store, and the store it was compiled with only when the parent has none.
     ///
     /// ```
     /// use std::sync::Arc;
