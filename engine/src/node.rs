@@ -335,6 +335,8 @@ pub(crate) struct CheckpointScope {
     pub(crate) ns: Namespace,
     pub(crate) saver: Option<Arc<dyn stategraph_checkpoints::Saver>>,
     pub(crate) ephemeral: bool,
+    /// The long-term store of the graph level (see [`NodeContext::store`]).
+    pub(crate) store: Option<Arc<dyn stategraph_store::Store>>,
 }
 
 /// What a running task can see and do besides reading the state: its identity, its `Send`
@@ -383,10 +385,10 @@ impl NodeContext {
     }
 
     /// The graph's long-term store ([`CompiledGraph::with_store`](crate::CompiledGraph::with_store)),
-    /// the same for every thread and for the subgraphs the run enters; `None` when the graph
-    /// has none.
+    /// the same for every thread; a subgraph run by a task sees its parent's (its own only
+    /// when the parent has none). `None` when there is none.
     pub fn store(&self) -> Option<&Arc<dyn stategraph_store::Store>> {
-        self.inner.run.store.as_ref()
+        self.inner.scope.store.as_ref()
     }
 
     /// The [`SendTo`](crate::SendTo) argument of this task, decoded as `T`.

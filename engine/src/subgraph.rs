@@ -265,6 +265,7 @@ fn child_level(mode: Checkpointing, ctx: &NodeContext) -> GraphLevel {
         saver,
         ephemeral,
         is_root: false,
+        store: parent.store.clone(),
     }
 }
 
@@ -305,7 +306,10 @@ async fn run_child<C: State>(
     ctx: &NodeContext,
     input: impl FnOnce() -> Result<C::Update, RunError>,
 ) -> Result<GraphLevelEnd<C>, RunError> {
-    let level = child_level(mode, ctx);
+    let mut level = child_level(mode, ctx);
+    if level.store.is_none() {
+        level.store = graph.store.clone();
+    }
     let child_input = if child_resumes(mode, ctx, &level).await? {
         Input::Continue
     } else {

@@ -98,7 +98,6 @@ pub async fn run_node<S: State>(
         until_step: None,
         answers: Mutex::default(),
         usage: crate::run::RunUsage::default(),
-        store: graph.store.clone(),
     });
     let ctx = NodeContext {
         inner: Arc::new(TaskInfo {
@@ -119,6 +118,7 @@ pub async fn run_node<S: State>(
                 ns: Namespace::root(),
                 saver: None,
                 ephemeral: true,
+                store: graph.store.clone(),
             },
         }),
     };

@@ -157,7 +157,8 @@ impl<S: State> CompiledGraph<S> {
 
     /// The same graph, giving every node of every thread `store` through
     /// [`NodeContext::store`](crate::NodeContext::store): the long-term memory that outlives
-    /// a thread. A subgraph run by one of its nodes sees the same store.
+    /// a thread. A subgraph run by one of its tasks (`add_subgraph`, `run_in_task`) sees its
+    /// parent's store, and the store it was compiled with only when the parent has none.
     ///
     /// ```
     /// use std::sync::Arc;

@@ -132,8 +132,6 @@ pub(crate) struct RunShared {
     pub(crate) answers: Mutex<Vec<TaskAnswers>>,
     /// The token usage the run's model calls recorded.
     pub(crate) usage: RunUsage,
-    /// The root graph's long-term store, which every level of the run sees.
-    pub(crate) store: Option<Arc<dyn stategraph_store::Store>>,
 }
 
 /// One graph level of a run (the root graph, or a subgraph run by a task of its parent):
@@ -144,16 +142,23 @@ pub(crate) struct GraphLevel {
     /// Checkpointing disabled for this subgraph (interrupts are an error).
     pub(crate) ephemeral: bool,
     pub(crate) is_root: bool,
+    /// The long-term store its nodes see: the root graph's, inherited by each subgraph (a
+    /// subgraph's own only when its parent has none).
+    pub(crate) store: Option<Arc<dyn stategraph_store::Store>>,
 }
 
 impl GraphLevel {
-    /// The root graph's level, checkpointing in `saver`.
-    pub(crate) fn root(saver: Option<Arc<dyn Saver>>) -> Self {
+    /// The root graph's level, checkpointing in `saver`, its nodes seeing `store`.
+    pub(crate) fn root(
+        saver: Option<Arc<dyn Saver>>,
+        store: Option<Arc<dyn stategraph_store::Store>>,
+    ) -> Self {
         GraphLevel {
             ns: Namespace::root(),
             saver,
             ephemeral: false,
             is_root: true,
+            store,
         }
     }
 }
@@ -203,7 +208,6 @@ impl<S: State> CompiledGraph<S> {
             until_step: config.until_step,
             answers: Mutex::default(),
             usage: RunUsage::new(config.usage_meters.clone()),
-            store: self.store.clone(),
         }))
     }
 
@@ -225,7 +229,7 @@ impl<S: State> CompiledGraph<S> {
             }
             _ => None,
         };
-        let level = GraphLevel::root(self.saver.clone());
+        let level = GraphLevel::root(self.saver.clone(), self.store.clone());
         let mut lp = RunLoop::start(self, shared, level, input, config.checkpoint).await?;
         if let Some(write) = shape_write {
             lp.persist.track(write)?;

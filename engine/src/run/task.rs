@@ -39,6 +39,7 @@ impl<S: State> RunLoop<S> {
                     ns: self.level.ns.clone(),
                     saver: self.level.saver.clone(),
                     ephemeral: self.level.ephemeral,
+                    store: self.level.store.clone(),
                 },
             }),
         }

@@ -144,7 +144,7 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<RunLoop<S>, RunError> {
         let config = RunConfig::new().thread(thread).durability(Durability::Sync);
         let shared = self.shared(&config, config.cancel.clone(), None)?;
-        let level = GraphLevel::root(self.saver.clone());
+        let level = GraphLevel::root(self.saver.clone(), self.store.clone());
         RunLoop::start_at(
             self,
             shared,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use stategraph::store::{MemoryStore, Store};
+use stategraph::store::{MemoryStore, SqliteStore, Store, StoreConfig};
 use stategraph_nodes::memory::{MemoryConfig, MemoryLayer};
 use stategraph_nodes::prelude::*;
 use stategraph_nodes::{Agent, AgentError};
@@ -77,4 +77,19 @@ pub(crate) async fn second_thread_answers_from_the_first(store: Arc<dyn Store>) 
 #[tokio::test]
 async fn a_users_second_thread_answers_from_a_fact_the_first_stored_in_memory() -> R {
     second_thread_answers_from_the_first(Arc::new(MemoryStore::default())).await
+}
+
+#[tokio::test]
+async fn a_users_second_thread_answers_from_a_fact_the_first_stored_in_sqlite() -> R {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("memory.db");
+    let store = SqliteStore::open(&path, StoreConfig::default())?;
+    second_thread_answers_from_the_first(Arc::new(store)).await?;
+    // The fact outlives the handle: a new one on the file finds it.
+    let reopened = SqliteStore::open(&path, StoreConfig::default())?;
+    assert_eq!(
+        facts_of(&reopened, "alice").await?,
+        ["drinks only green tea"]
+    );
+    Ok(())
 }

@@ -104,6 +104,50 @@ async fn a_subgraph_node_sees_the_parent_graphs_store() -> TestResult {
 }
 
 #[tokio::test]
+async fn a_subgraph_uses_its_own_store_only_when_the_parent_has_none() -> TestResult {
+    let (mine, theirs): (Arc<dyn Store>, Arc<dyn Store>) = (
+        Arc::new(MemoryStore::default()),
+        Arc::new(MemoryStore::default()),
+    );
+    for (store, text) in [(&mine, "the child's"), (&theirs, "the parent's")] {
+        let value = serde_json::json!({ "text": text });
+        store
+            .put(
+                &users()?,
+                "note",
+                value.as_object().cloned().unwrap_or_default(),
+            )
+            .await?;
+    }
+    let parent = |with: Option<Arc<dyn Store>>| -> Result<CompiledGraph<Note>, BoxError> {
+        let child = note_graph()?.with_store(Arc::clone(&mine));
+        let graph = StateGraph::<Note>::new()
+            .add_subgraph(
+                "child",
+                child,
+                Checkpointing::Inherit,
+                |_p: &Note| Note::update(),
+                |c: &Note| Note::update().read(c.read.clone()),
+            )
+            .add_edge(START, "child")
+            .compile()?;
+        Ok(match with {
+            Some(store) => graph.with_store(store),
+            None => graph,
+        })
+    };
+    let alone = parent(None)?
+        .invoke(Note::update(), &RunConfig::new())
+        .await?;
+    assert_eq!(alone.state.read, "the child's");
+    let under = parent(Some(Arc::clone(&theirs)))?
+        .invoke(Note::update(), &RunConfig::new())
+        .await?;
+    assert_eq!(under.state.read, "the parent's");
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_graph_without_a_store_gives_its_nodes_none() -> TestResult {
     let graph = StateGraph::<Note>::new()
         .add_node("look", |_s: Arc<Note>, cx: NodeContext| async move {
