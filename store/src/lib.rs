@@ -2,9 +2,10 @@
 //! [`Namespace`] and a key; a [`Store`] gets, puts, deletes and searches them (filters,
 //! full-text or vector ranking), lists namespaces, and forgets items whose TTL ran out.
 //!
-//! One contract, three backends that keep it: [`MemoryStore`] (the reference), the SQLite
-//! backend and, with feature `postgres`, the PostgreSQL backend. The conformance suite in
-//! `store/tests/` runs the same behaviours on each.
+//! One contract, three backends that keep it: [`MemoryStore`] (the reference),
+//! [`SqliteStore`] (in its own file or a checkpoint file) and, with feature `postgres`, the
+//! PostgreSQL backend. The conformance suite in `store/tests/conformance/` runs the same
+//! behaviours on each.
 //!
 //! ```
 //! use serde_json::json;
@@ -25,8 +26,8 @@
 //! Inside: `namespace` and `item` the data; `op` a batch's operations; `filter` conditions
 //! on values; `ttl` expiry and clocks; `index` and `embedder` the semantic index; `vector`
 //! and `text` ranking; `mirror` vectors held in memory for a SQL backend; `prepare` what
-//! each backend does before its transaction; `memory` the reference backend; `postgres` the
-//! PostgreSQL backend; `store` the contract and the sweeper.
+//! each backend does before its transaction; `memory` the reference backend; `sqlite` the
+//! SQLite backend; `postgres` the PostgreSQL backend; `store` the contract and the sweeper.
 
 mod embedder;
 mod error;
@@ -40,6 +41,7 @@ mod op;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub mod prepare;
+mod sqlite;
 mod store;
 pub mod text;
 mod ttl;
@@ -54,6 +56,7 @@ pub use memory::MemoryStore;
 pub use namespace::{MatchCondition, MatchSide, Namespace, NamespaceError};
 pub use op::{GetOp, ListNamespacesOp, Op, OpResult, PutOp, SearchOp};
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresStore, VectorBackend, POSTGRES_STORE_FORMAT_VERSION};
+pub use postgres::{PostgresStore, VectorBackend, POSTGRES_SCHEMA_VERSION};
+pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous, SCHEMA_VERSION};
 pub use store::{spawn_sweeper, Store, StoreConfig, Sweeper};
 pub use ttl::{Clock, ManualClock, SystemClock, Ttl, TtlConfig};

@@ -7,7 +7,7 @@
 //! owner's best row. Decision 0086 says why and what it costs.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::Hash;
 
 use simsimd::SpatialSimilarity;
@@ -125,28 +125,99 @@ impl<K: Ord + Hash + Clone> VectorMirror<K> {
     /// The `k` owners `allow` lets through with the highest dot product with `query` (each
     /// by its best vector), best first; equal scores in key order. A query of another length
     /// matches nothing.
+    ///
+    /// `allow` is asked only about rows whose score would enter the best `k` so far, so a
+    /// costly test (a namespace prefix) runs on few rows.
     pub fn rank(&self, query: &[f32], allow: impl Fn(&K) -> bool, k: usize) -> Vec<(f32, K)> {
         if query.len() != self.dims || k == 0 || self.dims == 0 {
             return Vec::new();
         }
-        let scored: Vec<(f32, (&K, usize))> = self
-            .matrix
-            .chunks_exact(self.dims)
-            .zip(&self.row_owner)
-            .enumerate()
-            .filter(|(_, (_, owner))| allow(owner))
-            .map(|(row, (v, owner))| (score(query, v), (owner, row)))
-            .collect();
-        if self.row_owner.len() == self.rows.len() {
-            // One vector per owner: the best rows are the best owners.
-            return crate::vector::top_k(scored, k)
-                .into_iter()
-                .map(|(s, (owner, _))| (s, owner.clone()))
+        let rows = self.matrix.chunks_exact(self.dims).zip(&self.row_owner);
+        if self.row_owner.len() != self.rows.len() {
+            // Some owner has several vectors: keep every allowed row, then each owner's best.
+            let scored = rows
+                .enumerate()
+                .filter(|(_, (_, owner))| allow(owner))
+                .map(|(row, (v, owner))| (score(query, v), (owner, row)))
                 .collect();
+            return best_per_owner(scored, k);
+        }
+        let mut best: BinaryHeap<Ranked<'_, K>> = BinaryHeap::with_capacity(k + 1);
+        for (v, owner) in rows {
+            let candidate = Ranked {
+                score: score(query, v),
+                owner,
+            };
+            let enters = best.len() < k || best.peek().is_some_and(|worst| candidate < *worst);
+            if enters && allow(owner) {
+                best.push(candidate);
+                if best.len() > k {
+                    best.pop();
+                }
+            }
+        }
+        best.into_sorted_vec()
+            .into_iter()
+            .map(|r| (r.score, r.owner.clone()))
+            .collect()
+    }
+
+    /// As [`rank`](Self::rank), over the vectors of `owners` only: for a filter that
+    /// leaves few candidates.
+    pub fn rank_among<'a>(
+        &'a self,
+        query: &[f32],
+        owners: impl IntoIterator<Item = &'a K>,
+        k: usize,
+    ) -> Vec<(f32, K)> {
+        if query.len() != self.dims || k == 0 || self.dims == 0 {
+            return Vec::new();
+        }
+        let mut scored = Vec::new();
+        for owner in owners {
+            let Some((key, rows)) = self.rows.get_key_value(owner) else {
+                continue;
+            };
+            for row in rows {
+                let v = &self.matrix[row * self.dims..(row + 1) * self.dims];
+                scored.push((score(query, v), (key, *row)));
+            }
         }
         best_per_owner(scored, k)
     }
 }
+
+/// A scored owner, ordered worst first: lower score, then later key (so a max-heap's top
+/// is the one to drop).
+#[derive(Debug)]
+struct Ranked<'a, K> {
+    score: f32,
+    owner: &'a K,
+}
+
+impl<K: Ord> Ord for Ranked<'_, K> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .score
+            .partial_cmp(&self.score)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| self.owner.cmp(other.owner))
+    }
+}
+
+impl<K: Ord> PartialOrd for Ranked<'_, K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K: Ord> PartialEq for Ranked<'_, K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl<K: Ord> Eq for Ranked<'_, K> {}
 
 fn best_per_owner<K: Ord + Hash + Clone>(
     mut scored: Vec<(f32, (&K, usize))>,
@@ -211,6 +282,33 @@ mod tests {
         assert_eq!(ranked, vec![(1.0, "a"), (0.8, "b")]);
         let ranked = m.rank(&[1.0, 0.0], |_| true, 2);
         assert_eq!(ranked, vec![(1.0, "a"), (1.0, "c")]);
+        Ok(())
+    }
+
+    #[test]
+    fn rank_orders_ties_by_key_and_asks_allow_about_few_rows() -> Result<(), EmbedError> {
+        let mut m = VectorMirror::new(2);
+        for n in (0..100u32).rev() {
+            let v = if n % 10 == 0 {
+                vec![1.0, 0.0]
+            } else {
+                vec![0.0, 1.0]
+            };
+            m.set(n, &[v])?;
+        }
+        let asked = std::cell::Cell::new(0);
+        let ranked = m.rank(
+            &[1.0, 0.0],
+            |n| {
+                asked.set(asked.get() + 1);
+                *n != 50
+            },
+            3,
+        );
+        assert_eq!(ranked, vec![(1.0, 0), (1.0, 10), (1.0, 20)]);
+        assert!(asked.get() < 50, "allow asked {} times", asked.get());
+        let among = m.rank_among(&[1.0, 0.0], [&7, &30, &99, &1000], 2);
+        assert_eq!(among, vec![(1.0, 30), (0.0, 7)]);
         Ok(())
     }
 

@@ -195,7 +195,7 @@ async fn unranked_pages_come_newest_first_in_the_reference_order() {
         .expect("open");
     let mem = MemoryStore::new(clocked(&clock));
     fill(&[&pg, &mem]).await;
-    // Labels whose joined form sorts otherwise than the labels do ("a.b" > "a-c").
+    // Labels whose joined form sorts otherwise than the labels do ("a-c" < "a.b").
     for store in [&pg as &dyn Store, &mem] {
         store
             .put(&ns(&["a", "b"]), "x", obj(json!({})))
@@ -394,7 +394,7 @@ async fn ttl_expires_items_refreshes_on_read_and_sweep_deletes_them() {
 }
 
 #[tokio::test]
-async fn a_newer_format_is_refused_untouched() {
+async fn a_newer_schema_version_is_refused_untouched() {
     let Some(saver) = saver("format").await else {
         return;
     };
@@ -405,17 +405,17 @@ async fn a_newer_format_is_refused_untouched() {
     let client = saver.connection().await.expect("connection");
     client
         .batch_execute(&format!(
-            "UPDATE \"{}\".sg_store_meta SET value = '99' WHERE key = 'format_version'",
+            "UPDATE \"{}\".sg_store_meta SET value = '99' WHERE key = 'schema_version'",
             saver.schema()
         ))
         .await
-        .expect("raise the format");
+        .expect("raise the version");
     drop(client);
     let refused = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock)).await;
     assert!(
         matches!(
             refused,
-            Err(StoreError::UnsupportedFormat {
+            Err(StoreError::SchemaTooNew {
                 found: 99,
                 supported: 1
             })

@@ -192,7 +192,7 @@ impl Batch<'_> {
             q.bind(big(op.offset), Type::INT8),
         );
         q.push(&format!(
-            " ORDER BY updated_at DESC, string_to_array(ns, '.') COLLATE \"C\", key \
+            " ORDER BY updated_at DESC, ns, key \
              LIMIT {limit} OFFSET {offset}"
         ));
         let rows = self

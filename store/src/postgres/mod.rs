@@ -3,7 +3,7 @@
 //!
 //! Its tables sit beside the saver's: `<schema>.sg_store_items` (one row per item: the
 //! value as `jsonb`, its `simple` tsvector, its times and TTL), `sg_store_vectors` (an
-//! item's vectors as `real[]`) and `sg_store_meta` (the format version, the index's
+//! item's vectors as `real[]`) and `sg_store_meta` (the schema version, the index's
 //! dimensions, the vectors' generation). A batch is one transaction. Filters become
 //! `jsonb` conditions with every value bound, namespaces are `.`-joined keys compared by
 //! bytes so a prefix is a key range, full-text search is `ts_rank` over an OR of the
@@ -33,7 +33,7 @@ use crate::prepare::{prepare, Prepared};
 use crate::{Op, OpResult, Store, StoreConfig, StoreError};
 use batch::Batch;
 use schema::named;
-pub use schema::POSTGRES_STORE_FORMAT_VERSION;
+pub use schema::POSTGRES_SCHEMA_VERSION;
 use sql::db;
 pub use vectors::VectorBackend;
 use vectors::Vectors;
@@ -75,7 +75,7 @@ impl PostgresStore {
     /// vectors by [`VectorBackend::Auto`].
     ///
     /// # Errors
-    /// [`StoreError::UnsupportedFormat`] for tables of a newer format; [`StoreError::Invalid`]
+    /// [`StoreError::SchemaTooNew`] for tables of a newer schema version; [`StoreError::Invalid`]
     /// for an index whose dimensions differ from the vectors the schema holds; database
     /// errors.
     pub async fn from_saver(

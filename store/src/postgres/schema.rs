@@ -1,5 +1,5 @@
-//! The store's tables in the saver's schema (format 1), created in one transaction under an
-//! advisory lock, so concurrent openers create them once; and the format check.
+//! The store's tables in the saver's schema (schema version 1), created in one transaction under an
+//! advisory lock, so concurrent openers create them once; and the version check.
 
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
@@ -7,11 +7,11 @@ use tokio_postgres::Client;
 use super::sql::db;
 use crate::StoreError;
 
-/// The newest format of the store's PostgreSQL tables this build reads, and the one it
+/// The newest schema version of the store's PostgreSQL tables this build reads, and the one it
 /// gives a new schema. A schema recorded with a newer one is refused untouched.
-pub const POSTGRES_STORE_FORMAT_VERSION: u32 = 1;
+pub const POSTGRES_SCHEMA_VERSION: u32 = 1;
 
-/// The tables of format 1. Namespaces and keys compare by bytes (`COLLATE "C"`), so a
+/// The tables of version 1. Namespaces and keys compare by bytes (`COLLATE "C"`), so a
 /// namespace prefix is a range of the primary key. `tsv` is the `simple` (unstemmed)
 /// tsvector of every string of the value; `ttl_ms` and `expires_at` are milliseconds.
 /// A vector is `real[]` whatever the vector backend (decision 0088).
@@ -52,11 +52,11 @@ pub(super) fn named(schema: &str, text: &str) -> String {
     text.replace("{s}", &format!("\"{schema}\""))
 }
 
-/// Creates the tables if missing and checks the recorded format.
+/// Creates the tables if missing and checks the recorded version.
 ///
 /// # Errors
-/// [`StoreError::UnsupportedFormat`] for a newer format (nothing is written);
-/// [`StoreError::Corrupt`] for an unreadable format record; database errors.
+/// [`StoreError::SchemaTooNew`] for a newer schema version (nothing is written);
+/// [`StoreError::Corrupt`] for an unreadable version record; database errors.
 pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreError> {
     let tx = client
         .transaction()
@@ -78,7 +78,7 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
         .transpose()?
         .unwrap_or(false);
     if exists {
-        check_format(&tx, schema).await?;
+        check_version(&tx, schema).await?;
     }
     tx.batch_execute(&named(schema, TABLES))
         .await
@@ -86,19 +86,19 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
     tx.query_typed(
         &named(
             schema,
-            "INSERT INTO {s}.sg_store_meta (key, value) VALUES ('format_version', $1) \
+            "INSERT INTO {s}.sg_store_meta (key, value) VALUES ('schema_version', $1) \
              ON CONFLICT (key) DO NOTHING",
         ),
-        &[(&POSTGRES_STORE_FORMAT_VERSION.to_string(), Type::TEXT)],
+        &[(&POSTGRES_SCHEMA_VERSION.to_string(), Type::TEXT)],
     )
     .await
-    .map_err(db("recording the store's format version"))?;
+    .map_err(db("recording the store's schema version"))?;
     tx.commit()
         .await
         .map_err(db("committing the store's schema"))
 }
 
-async fn check_format(
+async fn check_version(
     tx: &tokio_postgres::Transaction<'_>,
     schema: &str,
 ) -> Result<(), StoreError> {
@@ -106,26 +106,26 @@ async fn check_format(
         .query_typed(
             &named(
                 schema,
-                "SELECT value FROM {s}.sg_store_meta WHERE key = 'format_version'",
+                "SELECT value FROM {s}.sg_store_meta WHERE key = 'schema_version'",
             ),
             &[],
         )
         .await
-        .map_err(db("reading the store's format version"))?;
+        .map_err(db("reading the store's schema version"))?;
     let Some(row) = rows.first() else {
         return Ok(());
     };
     let text: String = super::rows::col(row, 0)?;
     match text.parse::<u32>() {
-        Ok(found) if found > POSTGRES_STORE_FORMAT_VERSION => Err(StoreError::UnsupportedFormat {
+        Ok(found) if found > POSTGRES_SCHEMA_VERSION => Err(StoreError::SchemaTooNew {
             found,
-            supported: POSTGRES_STORE_FORMAT_VERSION,
+            supported: POSTGRES_SCHEMA_VERSION,
         }),
         Ok(found) if found >= 1 => Ok(()),
         _ => Err(StoreError::Corrupt {
             namespace: format!("{schema}.sg_store_meta"),
-            key: "format_version".to_owned(),
-            why: format!("the format version {text:?} is not a number"),
+            key: "schema_version".to_owned(),
+            why: format!("the schema version {text:?} is not a number"),
         }),
     }
 }

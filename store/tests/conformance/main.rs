@@ -59,6 +59,7 @@ macro_rules! conformance {
                 search::search_pages_with_limit_and_offset,
                 search::search_applies_filter_and_prefix_together,
                 search::a_search_without_query_returns_no_score,
+                search::ties_order_namespaces_by_their_joined_text,
                 ttl::an_item_expires_after_its_ttl_for_every_read,
                 ttl::a_get_refreshes_the_ttl,
                 ttl::no_refresh_when_the_read_does_not_ask,
@@ -67,6 +68,7 @@ macro_rules! conformance {
                 ttl::default_ttl_applies_and_never_overrides_it,
                 ttl::sweep_counts_and_removes_expired_items,
                 ttl::a_put_over_an_expired_item_starts_it_anew,
+                ttl::vector_search_skips_expired_items_and_fills_the_page,
                 ranking::full_text_ranks_items_holding_more_query_words_first,
                 ranking::full_text_skips_items_without_any_query_word,
                 ranking::full_text_ignores_case_and_punctuation,
@@ -90,6 +92,7 @@ macro_rules! conformance {
 }
 
 conformance!(memory, crate::support::open_memory);
+conformance!(sqlite, crate::support::open_sqlite);
 #[cfg(feature = "postgres")]
 conformance!(postgres_auto, crate::postgres::open);
 #[cfg(feature = "postgres")]

@@ -119,3 +119,21 @@ pub async fn a_search_without_query_returns_no_score(b: Backend) -> TestResult {
     assert_eq!(found[0].item.namespace, ns(&["a"]));
     Ok(())
 }
+
+pub async fn ties_order_namespaces_by_their_joined_text(b: Backend) -> TestResult {
+    let s = b.plain().await?;
+    // "t.u-1" < "t.u.x" byte by byte ('-' < '.'), though label "u" < "u-1".
+    s.put(&ns(&["t", "u", "x"]), "k", obj(json!({"text": "tea"})))
+        .await?;
+    s.put(&ns(&["t", "u-1"]), "k", obj(json!({"text": "tea"})))
+        .await?;
+    for op in [
+        SearchOp::new(ns(&["t"])),
+        SearchOp::new(ns(&["t"])).query("tea"),
+    ] {
+        let found = s.search(op).await?;
+        let order: Vec<String> = found.iter().map(|f| f.item.namespace.to_string()).collect();
+        assert_eq!(order, ["t.u-1", "t.u.x"]);
+    }
+    Ok(())
+}

@@ -136,3 +136,16 @@ pub fn secs(n: u64) -> Duration {
 pub fn keys(found: &[stategraph_store::SearchItem]) -> Vec<String> {
     found.iter().map(|f| f.item.key.clone()).collect()
 }
+
+/// The SQLite backend, on a file in a fresh temporary directory.
+pub fn open_sqlite(config: StoreConfig) -> BoxFuture<'static, Result<Option<Opened>, BoxError>> {
+    async move {
+        let dir = tempfile::tempdir()?;
+        let store = stategraph_store::SqliteStore::open(dir.path().join("store.db"), config)?;
+        Ok(Some(Opened {
+            store: Arc::new(store),
+            keep: Some(Box::new(dir)),
+        }))
+    }
+    .boxed()
+}

@@ -152,3 +152,39 @@ pub async fn a_put_over_an_expired_item_starts_it_anew(b: Backend) -> TestResult
     assert_eq!(item.updated_at, T0.plus(secs(10)));
     Ok(())
 }
+
+pub async fn vector_search_skips_expired_items_and_fills_the_page(b: Backend) -> TestResult {
+    let index = stategraph_store::IndexConfig::new(std::sync::Arc::new(
+        stategraph_store::HashEmbedder::new(64),
+    ))
+    .fields(["text"]);
+    let s = b
+        .open(
+            stategraph_store::StoreConfig::default()
+                .ttl(ttl(true))
+                .index(index),
+        )
+        .await?;
+    let at = ns(&["t"]);
+    let short = |key: &str, text: &str| {
+        let value = obj(json!({"text": text}));
+        Op::Put(PutOp::new(at.clone(), key, value).ttl(Ttl::After(secs(5))))
+    };
+    s.batch(vec![
+        short("best", "green tea jasmine"),
+        short("second", "green tea"),
+        short("third", "green tea jasmine leaves"),
+    ])
+    .await?;
+    for (key, text) in [("live1", "tea"), ("live2", "jasmine"), ("live3", "coffee")] {
+        s.put(&at, key, obj(json!({"text": text}))).await?;
+    }
+    s.clock.advance(secs(5));
+    let found = s
+        .search(SearchOp::new(at).query("green tea jasmine").page(2, 0))
+        .await?;
+    let mut got = keys(&found);
+    got.sort();
+    assert_eq!(got, ["live1", "live2"]);
+    Ok(())
+}
