@@ -753,3 +753,30 @@ async fn a_fallback_mirror_sees_the_writes_of_a_pgvector_store() {
     assert_eq!(keys(&found), ["tea", "boat"]);
     saver.drop_schema().await.expect("drop");
 }
+
+#[tokio::test]
+async fn connect_opens_the_store_in_the_options_schema() {
+    let Some(saver) = saver("connect").await else {
+        return;
+    };
+    let url = std::env::var("STATEGRAPH_PG_URL").expect("url");
+    let options = PostgresOptions {
+        schema: saver.schema().to_owned(),
+        ..PostgresOptions::default()
+    };
+    let store = stategraph_store::PostgresStore::connect(&url, options, StoreConfig::default())
+        .await
+        .expect("connect");
+    assert_eq!(store.saver().schema(), saver.schema());
+    assert_eq!(store.vector_backend(), None, "no index, no vector backend");
+    let at = ns(&["users", "a"]);
+    store
+        .put(&at, "k", obj(json!({"v": 1})))
+        .await
+        .expect("put");
+    let seen = stategraph_store::PostgresStore::from_saver(&saver, StoreConfig::default())
+        .await
+        .expect("open");
+    assert!(seen.get(&at, "k").await.expect("get").is_some());
+    saver.drop_schema().await.expect("drop");
+}
