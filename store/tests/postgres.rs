@@ -780,3 +780,32 @@ async fn connect_opens_the_store_in_the_options_schema() {
     assert!(seen.get(&at, "k").await.expect("get").is_some());
     saver.drop_schema().await.expect("drop");
 }
+
+#[tokio::test]
+async fn opening_a_schema_in_use_waits_for_no_writer() {
+    let Some(saver) = saver("open_busy").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    stategraph_store::PostgresStore::from_saver(&saver, indexed(&clock))
+        .await
+        .expect("open");
+    // A writer in the middle of its transaction holds what every put holds.
+    let mut writer = saver.connection().await.expect("connection");
+    let tx = writer.transaction().await.expect("begin");
+    tx.batch_execute(&format!(
+        "LOCK TABLE \"{0}\".sg_store_items, \"{0}\".sg_store_vectors IN ROW EXCLUSIVE MODE",
+        saver.schema()
+    ))
+    .await
+    .expect("lock");
+    let opened = tokio::time::timeout(
+        Duration::from_secs(3),
+        stategraph_store::PostgresStore::from_saver(&saver, indexed(&clock)),
+    )
+    .await;
+    assert!(matches!(opened, Ok(Ok(_))), "{opened:?}");
+    tx.rollback().await.expect("rollback");
+    drop(writer);
+    saver.drop_schema().await.expect("drop");
+}

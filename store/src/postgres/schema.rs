@@ -68,17 +68,19 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
     )
     .await
     .map_err(db("locking the store's schema against other openers"))?;
-    let meta = format!("\"{schema}\".sg_store_meta");
-    let exists = tx
-        .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&meta, Type::TEXT)])
-        .await
-        .map_err(db("looking for the store's tables"))?
-        .first()
-        .map(|row| super::rows::col::<bool>(row, 0))
-        .transpose()?
-        .unwrap_or(false);
-    if exists {
-        check_version(&tx, schema).await?;
+    let exists = holds(&tx, schema, "sg_store_meta").await?;
+    let found = if exists {
+        check_version(&tx, schema).await?
+    } else {
+        None
+    };
+    if found == Some(POSTGRES_SCHEMA_VERSION) && holds(&tx, schema, LAST_TABLE).await? {
+        // Nothing to create: no DDL, whose table locks would wait for (and could deadlock
+        // with) the writers of a schema in use.
+        return tx
+            .commit()
+            .await
+            .map_err(db("ending the store's schema check"));
     }
     tx.batch_execute(&named(schema, TABLES))
         .await
@@ -98,10 +100,31 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
         .map_err(db("committing the store's schema"))
 }
 
+/// The table [`TABLES`] creates last: when it exists, every one before it does.
+const LAST_TABLE: &str = "sg_store_vectors";
+
+/// Whether the schema holds the table `table`.
+async fn holds(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+    table: &str,
+) -> Result<bool, StoreError> {
+    let name = format!("\"{schema}\".{table}");
+    let rows = tx
+        .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&name, Type::TEXT)])
+        .await
+        .map_err(db("looking for the store's tables"))?;
+    match rows.first() {
+        Some(row) => super::rows::col(row, 0),
+        None => Ok(false),
+    }
+}
+
+/// The recorded schema version (`None`: none recorded yet), refused when newer.
 async fn check_version(
     tx: &tokio_postgres::Transaction<'_>,
     schema: &str,
-) -> Result<(), StoreError> {
+) -> Result<Option<u32>, StoreError> {
     let rows = tx
         .query_typed(
             &named(
@@ -113,7 +136,7 @@ async fn check_version(
         .await
         .map_err(db("reading the store's schema version"))?;
     let Some(row) = rows.first() else {
-        return Ok(());
+        return Ok(None);
     };
     let text: String = super::rows::col(row, 0)?;
     match text.parse::<u32>() {
@@ -121,11 +144,25 @@ async fn check_version(
             found,
             supported: POSTGRES_SCHEMA_VERSION,
         }),
-        Ok(found) if found >= 1 => Ok(()),
+        Ok(found) if found >= 1 => Ok(Some(found)),
         _ => Err(StoreError::Corrupt {
             namespace: format!("{schema}.sg_store_meta"),
             key: "schema_version".to_owned(),
             why: format!("the schema version {text:?} is not a number"),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LAST_TABLE, TABLES};
+
+    #[test]
+    fn the_completeness_check_names_the_table_created_last() {
+        let last = TABLES.lines().rfind(|l| l.starts_with("CREATE"));
+        assert!(
+            last.is_some_and(|l| l.contains(&format!("{{s}}.{LAST_TABLE} "))),
+            "{last:?}"
+        );
     }
 }
