@@ -809,3 +809,60 @@ async fn opening_a_schema_in_use_waits_for_no_writer() {
     drop(writer);
     saver.drop_schema().await.expect("drop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_batches_writing_the_same_items_in_opposite_orders_all_land() {
+    let Some(saver) = saver("crossed").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    // With an index (batches also take the generation's lock) and without.
+    for config in [indexed(&clock), clocked(&clock)] {
+        crossed_batches(&saver, config).await;
+    }
+    saver.drop_schema().await.expect("drop");
+}
+
+async fn crossed_batches(saver: &PostgresSaver, config: StoreConfig) {
+    let store = Arc::new(
+        stategraph_store::PostgresStore::from_saver(saver, config)
+            .await
+            .expect("open"),
+    );
+    let at = ns(&["docs"]);
+    let batch = |first: &str, second: &str, round: usize| {
+        vec![
+            Op::Put(PutOp::new(
+                at.clone(),
+                first,
+                obj(json!({"text": format!("tea {round}")})),
+            )),
+            Op::Put(PutOp::new(
+                at.clone(),
+                second,
+                obj(json!({"text": format!("boat {round}")})),
+            )),
+        ]
+    };
+    let tasks: Vec<_> = (0..4)
+        .map(|task| {
+            let store = store.clone();
+            let ops: Vec<Vec<Op>> = (0..15)
+                .map(|round| match task % 2 {
+                    0 => batch("x", "y", round),
+                    _ => batch("y", "x", round),
+                })
+                .collect();
+            tokio::spawn(async move {
+                for ops in ops {
+                    store.batch(ops).await?;
+                }
+                Ok::<(), StoreError>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        let landed = task.await.expect("task");
+        assert!(landed.is_ok(), "{landed:?}");
+    }
+}

@@ -15,6 +15,7 @@
 //! in-memory vectors.
 
 mod batch;
+mod locks;
 mod mirror;
 mod rows;
 mod schema;
@@ -144,7 +145,18 @@ impl PostgresStore {
         }
     }
 
-    async fn run(&self, prepared: Prepared) -> Result<Vec<OpResult>, StoreError> {
+    /// Runs the batch, again when the server rolled it back to break a deadlock.
+    async fn run(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
+        let mut attempt = 0;
+        loop {
+            match self.run_once(prepared).await {
+                Err(e) if locks::retryable(&e) && attempt < RETRIES => attempt += 1,
+                done => return done,
+            }
+        }
+    }
+
+    async fn run_once(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
         let inner = &self.inner;
         let mut pooled = connection(&inner.saver).await?;
         let client: &mut Client = &mut pooled;
@@ -152,9 +164,11 @@ impl PostgresStore {
             .transaction()
             .await
             .map_err(db("beginning a batch"))?;
+        let schema = inner.saver.schema();
+        locks::lock_writes(&tx, schema, &prepared.ops, inner.vectors.counted()).await?;
         let mut batch = Batch {
             tx: &tx,
-            schema: inner.saver.schema(),
+            schema,
             config: &inner.config,
             now: inner.config.clock.now(),
             vectors: &inner.vectors,
@@ -184,7 +198,18 @@ impl PostgresStore {
         Ok(out)
     }
 
+    /// Deletes the expired items, again when the server broke a deadlock.
     async fn sweep_now(&self) -> Result<u64, StoreError> {
+        let mut attempt = 0;
+        loop {
+            match self.sweep_once().await {
+                Err(e) if locks::retryable(&e) && attempt < RETRIES => attempt += 1,
+                done => return done,
+            }
+        }
+    }
+
+    async fn sweep_once(&self) -> Result<u64, StoreError> {
         let inner = &self.inner;
         let schema = inner.saver.schema();
         let mut pooled = connection(&inner.saver).await?;
@@ -193,6 +218,9 @@ impl PostgresStore {
             .transaction()
             .await
             .map_err(db("beginning a sweep"))?;
+        if inner.vectors.counted() {
+            locks::lock_generation(&tx, schema).await?;
+        }
         let rows = tx
             .query_typed(
                 &named(
@@ -226,6 +254,10 @@ impl PostgresStore {
         Ok(rows.len() as u64)
     }
 }
+
+/// How many times a batch or a sweep the server rolled back to break a deadlock is run
+/// again before its error is returned.
+const RETRIES: u32 = 3;
 
 async fn connection(saver: &PostgresSaver) -> Result<deadpool_postgres::Object, StoreError> {
     saver
@@ -266,7 +298,7 @@ impl Store for PostgresStore {
     fn batch(&self, ops: Vec<Op>) -> BoxFuture<'_, Result<Vec<OpResult>, StoreError>> {
         async move {
             let prepared = prepare(&self.inner.config, ops).await?;
-            self.run(prepared).await
+            self.run(&prepared).await
         }
         .boxed()
     }
