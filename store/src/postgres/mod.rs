@@ -11,7 +11,7 @@
 //! in this process over a mirror of the vectors table (decision 0088).
 //!
 //! Inside: `schema` the tables; `sql` statements and filters; `rows` reading rows;
-//! `batch` a batch's operations; `vectors` the vector backends; `mirror` the fallback's
+//! `locks` the order a batch locks in; `batch` a batch's operations; `vectors` the vector backends; `mirror` the fallback's
 //! in-memory vectors.
 
 mod batch;
