@@ -11,8 +11,8 @@
 //! in this process over a mirror of the vectors table (decision 0088).
 //!
 //! Inside: `schema` the tables; `sql` statements and filters; `rows` reading rows;
-//! `locks` the order a batch locks in; `batch` a batch's operations; `vectors` the vector backends; `mirror` the fallback's
-//! in-memory vectors.
+//! `locks` the order a batch locks in; `batch` a batch's operations; `vectors` the vector
+//! backends; `mirror` the fallback's in-memory vectors.
 
 mod batch;
 mod locks;
