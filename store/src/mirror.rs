@@ -35,7 +35,7 @@ pub struct VectorMirror<K> {
     rows: HashMap<K, Vec<usize>>,
 }
 
-impl<K: Ord + Hash + Clone> VectorMirror<K> {
+impl<K: Ord + Hash + Clone + Sync> VectorMirror<K> {
     /// An empty mirror of `dims`-long vectors.
     pub fn new(dims: usize) -> Self {
         Self {
@@ -128,7 +128,12 @@ impl<K: Ord + Hash + Clone> VectorMirror<K> {
     ///
     /// `allow` is asked only about rows whose score would enter the best `k` so far, so a
     /// costly test (a namespace prefix) runs on few rows.
-    pub fn rank(&self, query: &[f32], allow: impl Fn(&K) -> bool, k: usize) -> Vec<(f32, K)> {
+    pub fn rank(
+        &self,
+        query: &[f32],
+        allow: impl Fn(&K) -> bool + Sync,
+        k: usize,
+    ) -> Vec<(f32, K)> {
         if query.len() != self.dims || k == 0 || self.dims == 0 {
             return Vec::new();
         }
@@ -142,24 +147,57 @@ impl<K: Ord + Hash + Clone> VectorMirror<K> {
                 .collect();
             return best_per_owner(scored, k);
         }
-        let mut best: BinaryHeap<Ranked<'_, K>> = BinaryHeap::with_capacity(k + 1);
-        for (v, owner) in rows {
+        let parts = parallelism(self.row_owner.len());
+        if parts < 2 {
+            return sorted(self.best_of(query, &allow, k, 0..self.row_owner.len()));
+        }
+        // The scan reads every row: split it across cores, then merge the parts' best.
+        let len = self.row_owner.len();
+        let step = len.div_ceil(parts);
+        let allow = &allow;
+        let merged = std::thread::scope(|scope| {
+            let others: Vec<_> = (1..parts)
+                .map(|p| {
+                    let range = p * step..len.min((p + 1) * step);
+                    scope.spawn(move || self.best_of(query, allow, k, range))
+                })
+                .collect();
+            let mut best = self.best_of(query, allow, k, 0..step.min(len));
+            for other in others {
+                // A part whose thread panicked (it cannot: no code in it panics) is left out.
+                if let Ok(part) = other.join() {
+                    for r in part {
+                        keep(&mut best, r, k);
+                    }
+                }
+            }
+            best
+        });
+        sorted(merged)
+    }
+
+    /// The best `k` allowed rows of `rows`, in a heap whose top is the worst.
+    fn best_of<'s>(
+        &'s self,
+        query: &[f32],
+        allow: &impl Fn(&K) -> bool,
+        k: usize,
+        rows: std::ops::Range<usize>,
+    ) -> BinaryHeap<Ranked<'s, K>> {
+        let mut best = BinaryHeap::with_capacity(k + 1);
+        let vectors =
+            self.matrix[rows.start * self.dims..rows.end * self.dims].chunks_exact(self.dims);
+        for (v, owner) in vectors.zip(&self.row_owner[rows]) {
             let candidate = Ranked {
                 score: score(query, v),
                 owner,
             };
             let enters = best.len() < k || best.peek().is_some_and(|worst| candidate < *worst);
             if enters && allow(owner) {
-                best.push(candidate);
-                if best.len() > k {
-                    best.pop();
-                }
+                keep(&mut best, candidate, k);
             }
         }
-        best.into_sorted_vec()
-            .into_iter()
-            .map(|r| (r.score, r.owner.clone()))
-            .collect()
+        best
     }
 
     /// As [`rank`](Self::rank), over the vectors of `owners` only: for a filter that
@@ -185,6 +223,31 @@ impl<K: Ord + Hash + Clone> VectorMirror<K> {
         }
         best_per_owner(scored, k)
     }
+}
+
+/// Rows per core below which a scan stays on one thread (a thread costs more than it saves).
+const ROWS_PER_PART: usize = 16_384;
+
+/// How many parts a scan of `rows` rows is split into.
+fn parallelism(rows: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    cores.min(rows / ROWS_PER_PART).max(1)
+}
+
+/// Adds `r` to `best`, dropping the worst beyond `k`.
+fn keep<'a, K: Ord>(best: &mut BinaryHeap<Ranked<'a, K>>, r: Ranked<'a, K>, k: usize) {
+    best.push(r);
+    if best.len() > k {
+        best.pop();
+    }
+}
+
+/// A heap's rows, best first.
+fn sorted<K: Ord + Clone>(best: BinaryHeap<Ranked<'_, K>>) -> Vec<(f32, K)> {
+    best.into_sorted_vec()
+        .into_iter()
+        .map(|r| (r.score, r.owner.clone()))
+        .collect()
 }
 
 /// A scored owner, ordered worst first: lower score, then later key (so a max-heap's top
@@ -296,19 +359,43 @@ mod tests {
             };
             m.set(n, &[v])?;
         }
-        let asked = std::cell::Cell::new(0);
+        let asked = std::sync::atomic::AtomicUsize::new(0);
         let ranked = m.rank(
             &[1.0, 0.0],
             |n| {
-                asked.set(asked.get() + 1);
+                asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 *n != 50
             },
             3,
         );
         assert_eq!(ranked, vec![(1.0, 0), (1.0, 10), (1.0, 20)]);
-        assert!(asked.get() < 50, "allow asked {} times", asked.get());
+        let asked = asked.into_inner();
+        assert!(asked < 50, "allow asked {asked} times");
         let among = m.rank_among(&[1.0, 0.0], [&7, &30, &99, &1000], 2);
         assert_eq!(among, vec![(1.0, 30), (0.0, 7)]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_scan_split_across_cores_ranks_as_a_sort_does() -> Result<(), EmbedError> {
+        let mut m = VectorMirror::new(4);
+        let mut all = Vec::new();
+        let mut seed = 7u64;
+        for n in 0..(ROWS_PER_PART * 3 + 5) as u32 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            // Few distinct values, so ties cross the parts' borders.
+            let x = (seed % 50) as f32 / 50.0;
+            m.set(n, &[vec![x, 1.0 - x, 0.0, 0.0]])?;
+            all.push((x, n));
+        }
+        let query = [1.0, 0.0, 0.0, 0.0];
+        let ranked = m.rank(&query, |n| n % 3 != 0, 25);
+        all.retain(|(_, n)| n % 3 != 0);
+        all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let want: Vec<u32> = all.iter().take(25).map(|(_, n)| *n).collect();
+        assert_eq!(ranked.iter().map(|(_, n)| *n).collect::<Vec<_>>(), want);
         Ok(())
     }
 

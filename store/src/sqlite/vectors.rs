@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use rusqlite::params;
 
 use super::filter::push_filter;
-use super::sql::{db, Sql, ITEM_COLUMNS};
+use super::sql::{db, RawRow, Sql, ITEM_COLUMNS};
 use super::Tx;
 use crate::mirror::VectorMirror;
 use crate::{SearchItem, SearchOp, StoreError};
@@ -167,10 +167,7 @@ impl Tx<'_> {
     }
 
     /// The rows of `ranked` that are live, in its order, with their scores.
-    fn live_rows(
-        &self,
-        ranked: Vec<(f32, ItemKey)>,
-    ) -> Result<Vec<(super::sql::RawRow, f32)>, StoreError> {
+    fn live_rows(&self, ranked: Vec<(f32, ItemKey)>) -> Result<Vec<(RawRow, f32)>, StoreError> {
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
@@ -185,7 +182,7 @@ impl Tx<'_> {
                 .map_err(db("reading ranked items"))?;
             if let Some(row) = rows.next().map_err(db("reading ranked items"))? {
                 out.push((
-                    super::sql::RawRow::read(row).map_err(db("reading ranked items"))?,
+                    RawRow::read(row).map_err(db("reading ranked items"))?,
                     score,
                 ));
             }
