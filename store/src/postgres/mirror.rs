@@ -6,9 +6,10 @@
 use std::sync::RwLock;
 
 use super::batch::Batch;
-use super::vectors::{admitted, generation, load_all};
+use super::batch::Found;
+use super::vectors::{generation, load_all};
 use crate::mirror::VectorMirror;
-use crate::{SearchItem, SearchOp, StoreError};
+use crate::{SearchOp, StoreError};
 
 /// An item: its namespace (`.`-joined) and key.
 type Owner = (String, String);
@@ -62,7 +63,7 @@ impl Mirror {
         batch: &Batch<'_>,
         op: &SearchOp,
         query: &[f32],
-    ) -> Result<Vec<SearchItem>, StoreError> {
+    ) -> Result<Vec<Found>, StoreError> {
         let now = generation(batch.tx, batch.schema).await?;
         if self.generation() != Some(now) {
             let (loaded, vectors) = load_all(batch.tx, batch.schema).await?;
@@ -72,21 +73,19 @@ impl Mirror {
         let need = op.offset.saturating_add(op.limit);
         let (mut k, mut seen) = (need.saturating_mul(2).max(64), 0);
         let mut kept = Vec::new();
-        // Ranked best first; the database keeps the live ones that meet the filter. Too
+        // Ranked best first; the database returns the live ones that meet the filter. Too
         // few: rank again for more (the order is the same, ties by item).
         loop {
             let ranked = self.rank(&prefix, query, k)?;
             let fresh = ranked.get(seen..).unwrap_or_default().to_vec();
-            let passed = admitted(batch, op, &fresh).await?;
-            kept.extend(fresh.into_iter().filter(|(_, at)| passed.contains(at)));
+            kept.extend(batch.items_at(fresh, Some(op)).await?);
             if kept.len() >= need || ranked.len() < k {
                 break;
             }
             seen = ranked.len();
             k = k.saturating_mul(4);
         }
-        let page = kept.into_iter().skip(op.offset).take(op.limit).collect();
-        batch.items_at(page).await
+        Ok(kept.into_iter().skip(op.offset).take(op.limit).collect())
     }
 
     /// Applies a batch this process committed, which raised the generation from `from`

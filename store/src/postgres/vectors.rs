@@ -5,12 +5,12 @@
 use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
 
-use super::batch::Batch;
+use super::batch::{Batch, Found};
 use super::mirror::Mirror;
 use super::rows::col;
 use super::schema::named;
 use super::sql::{big, db, Query};
-use crate::{vector, SearchItem, SearchOp, StoreError};
+use crate::{vector, SearchOp, StoreError};
 
 /// How a [`PostgresStore`](super::PostgresStore) ranks by vector.
 ///
@@ -125,7 +125,7 @@ pub(super) async fn search(
     batch: &Batch<'_>,
     op: &SearchOp,
     query: &[f32],
-) -> Result<Vec<SearchItem>, StoreError> {
+) -> Result<Vec<Found>, StoreError> {
     match batch.vectors {
         Vectors::PgVector => search_pgvector(batch, op, query).await,
         Vectors::Off => Ok(Vec::new()),
@@ -139,7 +139,7 @@ async fn search_pgvector(
     batch: &Batch<'_>,
     op: &SearchOp,
     query: &[f32],
-) -> Result<Vec<SearchItem>, StoreError> {
+) -> Result<Vec<Found>, StoreError> {
     let mut q = Query::new("");
     let v = q.bind(query.to_vec(), Type::FLOAT4_ARRAY);
     q.push(&named(
@@ -166,7 +166,7 @@ async fn search_pgvector(
         .iter()
         .map(|row| Ok((col::<f64>(row, 0)? as f32, (col(row, 1)?, col(row, 2)?))))
         .collect::<Result<Vec<_>, StoreError>>()?;
-    batch.items_at(ranked).await
+    batch.items_at(ranked, None).await
 }
 
 /// Exact ranking over the vectors read in the batch's transaction (what the mirror cannot
@@ -175,7 +175,7 @@ async fn search_loaded(
     batch: &Batch<'_>,
     op: &SearchOp,
     query: &[f32],
-) -> Result<Vec<SearchItem>, StoreError> {
+) -> Result<Vec<Found>, StoreError> {
     let mut q = Query::new(named(
         batch.schema,
         "SELECT ns, key, v.vec FROM {s}.sg_store_items \
@@ -203,7 +203,7 @@ async fn search_loaded(
         .into_iter()
         .skip(op.offset)
         .collect();
-    batch.items_at(page).await
+    batch.items_at(page, None).await
 }
 
 /// Reads every stored vector with the generation it belongs to (at least as new).
@@ -239,33 +239,4 @@ pub(super) async fn generation(tx: &Transaction<'_>, schema: &str) -> Result<i64
         .await
         .map_err(db("reading the vectors' generation"))?;
     rows.first().map_or(Ok(0), |row| col(row, 0))
-}
-
-/// Keeps, of candidates in rank order, the live ones that meet the search's filter:
-/// one statement for the lot.
-pub(super) async fn admitted(
-    batch: &Batch<'_>,
-    op: &SearchOp,
-    candidates: &[(f32, (String, String))],
-) -> Result<std::collections::HashSet<(String, String)>, StoreError> {
-    let (ns, keys): (Vec<String>, Vec<String>) =
-        candidates.iter().map(|(_, at)| at.clone()).unzip();
-    let mut q = Query::new("");
-    let (n, k) = (q.bind(ns, Type::TEXT_ARRAY), q.bind(keys, Type::TEXT_ARRAY));
-    q.push(&named(
-        batch.schema,
-        &format!(
-            "SELECT ns, key FROM {{s}}.sg_store_items \
-             WHERE (ns, key) IN (SELECT * FROM unnest({n}::text[], {k}::text[]))"
-        ),
-    ));
-    q.push_search_conditions(batch.now, &op.prefix, &op.filter);
-    let rows = batch
-        .tx
-        .query_typed(q.text(), &q.params())
-        .await
-        .map_err(db("filtering ranked items"))?;
-    rows.iter()
-        .map(|row| Ok((col(row, 0)?, col(row, 1)?)))
-        .collect()
 }
