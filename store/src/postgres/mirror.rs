@@ -7,7 +7,7 @@ use std::sync::RwLock;
 
 use super::batch::Batch;
 use super::batch::Found;
-use super::vectors::{generation, load_all};
+use super::vectors::{changed_since, generation, load_all};
 use crate::mirror::VectorMirror;
 use crate::{SearchOp, StoreError};
 
@@ -64,11 +64,7 @@ impl Mirror {
         op: &SearchOp,
         query: &[f32],
     ) -> Result<Vec<Found>, StoreError> {
-        let now = generation(batch.tx, batch.schema).await?;
-        if self.generation() != Some(now) {
-            let (loaded, vectors) = load_all(batch.tx, batch.schema).await?;
-            self.replace(loaded, vectors)?;
-        }
+        self.catch_up(batch).await?;
         let prefix = op.prefix.to_string();
         let need = op.offset.saturating_add(op.limit);
         let (mut k, mut seen) = (need.saturating_mul(2).max(64), 0);
@@ -86,6 +82,48 @@ impl Mirror {
             k = k.saturating_mul(4);
         }
         Ok(kept.into_iter().skip(op.offset).take(op.limit).collect())
+    }
+
+    /// Brings the mirror to the vectors' generation now: the items the log names since the
+    /// one it holds, or every vector when it holds none or the log no longer reaches back.
+    async fn catch_up(&self, batch: &Batch<'_>) -> Result<(), StoreError> {
+        let (tx, schema) = (batch.tx, batch.schema);
+        let now = generation(tx, schema).await?;
+        let held = self.generation();
+        if held == Some(now) {
+            return Ok(());
+        }
+        if let Some(held) = held.filter(|held| *held < now) {
+            if let Some(changed) = changed_since(tx, schema, held, now).await? {
+                return self.apply_changed(held, now, changed);
+            }
+        }
+        let (loaded, vectors) = load_all(tx, schema).await?;
+        self.replace(loaded, vectors)
+    }
+
+    /// Sets the changed items' vectors, read at `now` or later, on a mirror still at `held`.
+    fn apply_changed(
+        &self,
+        held: i64,
+        now: i64,
+        changed: Vec<(Owner, Option<Vec<f32>>)>,
+    ) -> Result<(), StoreError> {
+        let mut owners: std::collections::BTreeMap<Owner, Vec<Vec<f32>>> = Default::default();
+        for (owner, v) in changed {
+            let vectors = owners.entry(owner).or_default();
+            vectors.extend(v);
+        }
+        let mut state = self.write()?;
+        if state.generation != Some(held) {
+            // Another search of this handle moved it meanwhile.
+            return Ok(());
+        }
+        for (owner, vectors) in owners {
+            state.vectors.set(owner, &vectors)?;
+        }
+        state.generation = Some(now);
+        Ok(())
     }
 
     /// Applies a batch this process committed, which raised the generation from `from`

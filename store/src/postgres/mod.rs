@@ -191,6 +191,13 @@ impl PostgresStore {
             });
         }
         let (generation, changes) = (batch.generation, batch.changes);
+        if let Some(generation) = generation {
+            let items = changes
+                .iter()
+                .map(|c| (c.ns.clone(), c.key.clone()))
+                .unzip();
+            vectors::log_changes(&tx, schema, generation, items).await?;
+        }
         tx.commit().await.map_err(db("committing a batch"))?;
         if let (Some(generation), Vectors::Mirror(mirror)) = (generation, &inner.vectors) {
             mirror.apply(generation - 1, changes)?;
@@ -233,7 +240,14 @@ impl PostgresStore {
             .await
             .map_err(db("deleting expired items"))?;
         let generation = if inner.vectors.counted() && !rows.is_empty() {
-            Some(vectors::bump_generation(&tx, schema).await?)
+            let generation = vectors::bump_generation(&tx, schema).await?;
+            let gone = rows
+                .iter()
+                .map(|row| Ok((rows::col(row, 0)?, rows::col(row, 1)?)))
+                .collect::<Result<(Vec<String>, Vec<String>), StoreError>>()?;
+            vectors::log_changes(&tx, schema, generation, gone).await?;
+            vectors::prune_log(&tx, schema, generation).await?;
+            Some(generation)
         } else {
             None
         };

@@ -240,3 +240,98 @@ pub(super) async fn generation(tx: &Transaction<'_>, schema: &str) -> Result<i64
         .map_err(db("reading the vectors' generation"))?;
     rows.first().map_or(Ok(0), |row| col(row, 0))
 }
+
+/// How many generations the vector log keeps: a mirror further behind reloads everything.
+const LOG_KEEP: i64 = 10_000;
+
+/// Records that `generation` changed the vectors of these items (`(namespace, key)`).
+pub(super) async fn log_changes(
+    tx: &Transaction<'_>,
+    schema: &str,
+    generation: i64,
+    items: (Vec<String>, Vec<String>),
+) -> Result<(), StoreError> {
+    tx.execute_typed(
+        &named(
+            schema,
+            "INSERT INTO {s}.sg_store_vector_log (generation, ns, key) \
+             SELECT $1, * FROM unnest($2::text[], $3::text[])",
+        ),
+        &[
+            (&generation, Type::INT8),
+            (&items.0, Type::TEXT_ARRAY),
+            (&items.1, Type::TEXT_ARRAY),
+        ],
+    )
+    .await
+    .map_err(db("logging the changed vectors"))?;
+    Ok(())
+}
+
+/// Forgets the log of generations more than [`LOG_KEEP`] before `generation`.
+pub(super) async fn prune_log(
+    tx: &Transaction<'_>,
+    schema: &str,
+    generation: i64,
+) -> Result<(), StoreError> {
+    tx.execute_typed(
+        &named(
+            schema,
+            "DELETE FROM {s}.sg_store_vector_log WHERE generation <= $1",
+        ),
+        &[(&generation.saturating_sub(LOG_KEEP), Type::INT8)],
+    )
+    .await
+    .map_err(db("pruning the vector log"))?;
+    Ok(())
+}
+
+/// The items whose vectors the generations after `held` up to `now` changed, each with its
+/// vectors now (none: it has none, or is gone); `None` when the log no longer holds all of
+/// those generations.
+pub(super) async fn changed_since(
+    tx: &Transaction<'_>,
+    schema: &str,
+    held: i64,
+    now: i64,
+) -> Result<Option<Vec<((String, String), Option<Vec<f32>>)>>, StoreError> {
+    let span = [
+        (
+            &held as &(dyn tokio_postgres::types::ToSql + Sync),
+            Type::INT8,
+        ),
+        (&now, Type::INT8),
+    ];
+    let logged = tx
+        .query_typed(
+            &named(
+                schema,
+                "SELECT count(DISTINCT generation) FROM {s}.sg_store_vector_log \
+                 WHERE generation > $1 AND generation <= $2",
+            ),
+            &span,
+        )
+        .await
+        .map_err(db("reading the vector log"))?;
+    let count: i64 = logged.first().map_or(Ok(0), |row| col(row, 0))?;
+    if count != now - held {
+        return Ok(None);
+    }
+    let rows = tx
+        .query_typed(
+            &named(
+                schema,
+                "WITH changed AS (SELECT DISTINCT ns, key FROM {s}.sg_store_vector_log \
+                 WHERE generation > $1 AND generation <= $2) \
+                 SELECT c.ns, c.key, v.vec FROM changed c \
+                 LEFT JOIN {s}.sg_store_vectors v ON v.ns = c.ns AND v.key = c.key",
+            ),
+            &span,
+        )
+        .await
+        .map_err(db("reading the changed vectors"))?;
+    rows.iter()
+        .map(|row| Ok(((col(row, 0)?, col(row, 1)?), col(row, 2)?)))
+        .collect::<Result<_, StoreError>>()
+        .map(Some)
+}
