@@ -168,8 +168,8 @@ async fn pgvector_ranks_as_the_fallback_when_the_server_has_it() {
 
 /// Timings of a vector search over `STATEGRAPH_STORE_BENCH_N` items (default 10,000) of 384
 /// dimensions: the fallback's mirror (loaded, and catching up after another handle's put),
-/// the same search in a batch that wrote vectors (ranked
-/// over vectors read from the table), and pgvector when the server has it. Run by hand:
+/// the same search in a batch that wrote vectors (ranked over vectors read from the table),
+/// and pgvector when the server has it. Run by hand:
 /// `cargo test -p stategraph-store --all-features --release --test postgres -- --ignored
 /// --nocapture vector_search_timings`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
