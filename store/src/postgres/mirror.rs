@@ -1,12 +1,12 @@
 //! The fallback's mirror: this process's copy of the vectors table, tagged with the
 //! generation it holds. A search first reads the generation: when another process changed
-//! the vectors since, the mirror reloads them all; this process's own batches are applied
-//! to it after they commit, without a reload.
+//! the vectors since, the mirror reads the items the vector log names (all vectors when it
+//! holds none or the log no longer reaches back); this process's own batches are applied to
+//! it after they commit.
 
 use std::sync::RwLock;
 
-use super::batch::Batch;
-use super::batch::Found;
+use super::batch::{Batch, Found};
 use super::vectors::{changed_since, generation, load_all};
 use crate::mirror::VectorMirror;
 use crate::{SearchOp, StoreError};

@@ -3,8 +3,9 @@
 //!
 //! Its tables sit beside the saver's: `<schema>.sg_store_items` (one row per item: the
 //! value as `jsonb`, its `simple` tsvector, its times and TTL), `sg_store_vectors` (an
-//! item's vectors as `real[]`) and `sg_store_meta` (the schema version, the index's
-//! dimensions, the vectors' generation). A batch is one transaction. Filters become
+//! item's vectors as `real[]`), `sg_store_vector_log` (which items each generation of the
+//! vectors changed) and `sg_store_meta` (the schema version, the index's dimensions, the
+//! vectors' generation). A batch is one transaction. Filters become
 //! `jsonb` conditions with every value bound, namespaces are `.`-joined keys compared by
 //! bytes so a prefix is a key range, full-text search is `ts_rank` over an OR of the
 //! query's words. Vectors are ranked by pgvector when the server has it, otherwise exactly
