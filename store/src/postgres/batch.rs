@@ -150,7 +150,7 @@ impl Batch<'_> {
         Ok(())
     }
 
-    /// Counts a change of the stored vectors, so that every process's mirror reloads.
+    /// Counts a change of the stored vectors, so that every process's mirror catches up.
     async fn vectors_changed(
         &mut self,
         ns: String,

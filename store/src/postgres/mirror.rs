@@ -127,7 +127,7 @@ impl Mirror {
     }
 
     /// Applies a batch this process committed, which raised the generation from `from`
-    /// to `from + 1`: only when the mirror holds `from` (otherwise it reloads anyway).
+    /// to `from + 1`: only when the mirror holds `from` (otherwise its next search catches up).
     pub(super) fn apply(&self, from: i64, changes: Vec<Change>) -> Result<(), StoreError> {
         let mut state = self.write()?;
         if state.generation != Some(from) {

@@ -28,8 +28,8 @@ pub enum VectorBackend {
     /// pgvector: the inner product computed by the server, in SQL. Opening fails when the
     /// extension cannot be had.
     PgVector,
-    /// No extension: each process keeps the vectors in memory, reloaded when another
-    /// process changed them, and ranks exactly there.
+    /// No extension: each process keeps the vectors in memory, brought up to date from a
+    /// log of changes when another process changed them, and ranks exactly there.
     Fallback,
 }
 
@@ -102,7 +102,7 @@ pub(super) async fn resolve(
     }
 }
 
-/// Raises the vectors' generation: every mirror reloads (or, for this process's own
+/// Raises the vectors' generation: every mirror catches up (or, for this process's own
 /// batch, applies it) before its next search. The row's lock orders vector writers.
 pub(super) async fn bump_generation(tx: &Transaction<'_>, schema: &str) -> Result<i64, StoreError> {
     let rows = tx
