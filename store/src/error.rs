@@ -36,26 +36,15 @@ pub enum StoreError {
         /// Why.
         why: String,
     },
-    /// A file whose store tables were written by a newer version of this crate: nothing
-    /// was read from or written to them.
+    /// Store tables (a SQLite file's, a PostgreSQL schema's) written by a newer version of
+    /// this crate: nothing was read from or written to them.
     #[error(
-        "the file's store schema is version {found}; this build reads up to version {supported}"
+        "the store's tables are schema version {found}; this build reads up to version {supported}"
     )]
     SchemaTooNew {
-        /// The version the file records.
+        /// The version the tables record.
         found: u32,
         /// The newest version this build reads.
-        supported: u32,
-    },
-    /// The database's store tables are of a newer format than this build reads; nothing
-    /// was written to them.
-    #[error(
-        "the store's tables are of format {found}; this build reads format {supported} and older"
-    )]
-    UnsupportedFormat {
-        /// The format recorded in the database.
-        found: u32,
-        /// The newest format this build reads.
         supported: u32,
     },
     /// The store was closed.

@@ -56,7 +56,7 @@ pub use memory::MemoryStore;
 pub use namespace::{MatchCondition, MatchSide, Namespace, NamespaceError};
 pub use op::{GetOp, ListNamespacesOp, Op, OpResult, PutOp, SearchOp};
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresStore, VectorBackend, POSTGRES_STORE_FORMAT_VERSION};
+pub use postgres::{PostgresStore, VectorBackend, POSTGRES_SCHEMA_VERSION};
 pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous, SCHEMA_VERSION};
 pub use store::{spawn_sweeper, Store, StoreConfig, Sweeper};
 pub use ttl::{Clock, ManualClock, SystemClock, Ttl, TtlConfig};

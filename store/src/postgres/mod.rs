@@ -3,18 +3,20 @@
 //!
 //! Its tables sit beside the saver's: `<schema>.sg_store_items` (one row per item: the
 //! value as `jsonb`, its `simple` tsvector, its times and TTL), `sg_store_vectors` (an
-//! item's vectors as `real[]`) and `sg_store_meta` (the format version, the index's
-//! dimensions, the vectors' generation). A batch is one transaction. Filters become
+//! item's vectors as `real[]`), `sg_store_vector_log` (which items each generation of the
+//! vectors changed) and `sg_store_meta` (the schema version, the index's dimensions, the
+//! vectors' generation). A batch is one transaction. Filters become
 //! `jsonb` conditions with every value bound, namespaces are `.`-joined keys compared by
 //! bytes so a prefix is a key range, full-text search is `ts_rank` over an OR of the
 //! query's words. Vectors are ranked by pgvector when the server has it, otherwise exactly
 //! in this process over a mirror of the vectors table (decision 0088).
 //!
 //! Inside: `schema` the tables; `sql` statements and filters; `rows` reading rows;
-//! `batch` a batch's operations; `vectors` the vector backends; `mirror` the fallback's
-//! in-memory vectors.
+//! `locks` the order a batch locks in; `batch` a batch's operations; `vectors` the vector
+//! backends; `mirror` the fallback's in-memory vectors.
 
 mod batch;
+mod locks;
 mod mirror;
 mod rows;
 mod schema;
@@ -33,7 +35,7 @@ use crate::prepare::{prepare, Prepared};
 use crate::{Op, OpResult, Store, StoreConfig, StoreError};
 use batch::Batch;
 use schema::named;
-pub use schema::POSTGRES_STORE_FORMAT_VERSION;
+pub use schema::POSTGRES_SCHEMA_VERSION;
 use sql::db;
 pub use vectors::VectorBackend;
 use vectors::Vectors;
@@ -75,7 +77,7 @@ impl PostgresStore {
     /// vectors by [`VectorBackend::Auto`].
     ///
     /// # Errors
-    /// [`StoreError::UnsupportedFormat`] for tables of a newer format; [`StoreError::Invalid`]
+    /// [`StoreError::SchemaTooNew`] for tables of a newer schema version; [`StoreError::Invalid`]
     /// for an index whose dimensions differ from the vectors the schema holds; database
     /// errors.
     pub async fn from_saver(
@@ -144,7 +146,18 @@ impl PostgresStore {
         }
     }
 
-    async fn run(&self, prepared: Prepared) -> Result<Vec<OpResult>, StoreError> {
+    /// Runs the batch, again when the server rolled it back to break a deadlock.
+    async fn run(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
+        let mut attempt = 0;
+        loop {
+            match self.run_once(prepared).await {
+                Err(e) if locks::retryable(&e) && attempt < RETRIES => attempt += 1,
+                done => return done,
+            }
+        }
+    }
+
+    async fn run_once(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
         let inner = &self.inner;
         let mut pooled = connection(&inner.saver).await?;
         let client: &mut Client = &mut pooled;
@@ -152,9 +165,11 @@ impl PostgresStore {
             .transaction()
             .await
             .map_err(db("beginning a batch"))?;
+        let schema = inner.saver.schema();
+        locks::lock_writes(&tx, schema, &prepared.ops, inner.vectors.counted()).await?;
         let mut batch = Batch {
             tx: &tx,
-            schema: inner.saver.schema(),
+            schema,
             config: &inner.config,
             now: inner.config.clock.now(),
             vectors: &inner.vectors,
@@ -177,6 +192,13 @@ impl PostgresStore {
             });
         }
         let (generation, changes) = (batch.generation, batch.changes);
+        if let Some(generation) = generation {
+            let items = changes
+                .iter()
+                .map(|c| (c.ns.clone(), c.key.clone()))
+                .unzip();
+            vectors::log_changes(&tx, schema, generation, items).await?;
+        }
         tx.commit().await.map_err(db("committing a batch"))?;
         if let (Some(generation), Vectors::Mirror(mirror)) = (generation, &inner.vectors) {
             mirror.apply(generation - 1, changes)?;
@@ -184,7 +206,18 @@ impl PostgresStore {
         Ok(out)
     }
 
+    /// Deletes the expired items, again when the server broke a deadlock.
     async fn sweep_now(&self) -> Result<u64, StoreError> {
+        let mut attempt = 0;
+        loop {
+            match self.sweep_once().await {
+                Err(e) if locks::retryable(&e) && attempt < RETRIES => attempt += 1,
+                done => return done,
+            }
+        }
+    }
+
+    async fn sweep_once(&self) -> Result<u64, StoreError> {
         let inner = &self.inner;
         let schema = inner.saver.schema();
         let mut pooled = connection(&inner.saver).await?;
@@ -193,6 +226,9 @@ impl PostgresStore {
             .transaction()
             .await
             .map_err(db("beginning a sweep"))?;
+        if inner.vectors.counted() {
+            locks::lock_generation(&tx, schema).await?;
+        }
         let rows = tx
             .query_typed(
                 &named(
@@ -205,7 +241,14 @@ impl PostgresStore {
             .await
             .map_err(db("deleting expired items"))?;
         let generation = if inner.vectors.counted() && !rows.is_empty() {
-            Some(vectors::bump_generation(&tx, schema).await?)
+            let generation = vectors::bump_generation(&tx, schema).await?;
+            let gone = rows
+                .iter()
+                .map(|row| Ok((rows::col(row, 0)?, rows::col(row, 1)?)))
+                .collect::<Result<(Vec<String>, Vec<String>), StoreError>>()?;
+            vectors::log_changes(&tx, schema, generation, gone).await?;
+            vectors::prune_log(&tx, schema, generation).await?;
+            Some(generation)
         } else {
             None
         };
@@ -226,6 +269,10 @@ impl PostgresStore {
         Ok(rows.len() as u64)
     }
 }
+
+/// How many times a batch or a sweep the server rolled back to break a deadlock is run
+/// again before its error is returned.
+const RETRIES: u32 = 3;
 
 async fn connection(saver: &PostgresSaver) -> Result<deadpool_postgres::Object, StoreError> {
     saver
@@ -266,7 +313,7 @@ impl Store for PostgresStore {
     fn batch(&self, ops: Vec<Op>) -> BoxFuture<'_, Result<Vec<OpResult>, StoreError>> {
         async move {
             let prepared = prepare(&self.inner.config, ops).await?;
-            self.run(prepared).await
+            self.run(&prepared).await
         }
         .boxed()
     }

@@ -1,5 +1,5 @@
-//! The store's tables in the saver's schema (format 1), created in one transaction under an
-//! advisory lock, so concurrent openers create them once; and the format check.
+//! The store's tables in the saver's schema (schema version 1), created in one transaction under an
+//! advisory lock, so concurrent openers create them once; and the version check.
 
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
@@ -7,14 +7,15 @@ use tokio_postgres::Client;
 use super::sql::db;
 use crate::StoreError;
 
-/// The newest format of the store's PostgreSQL tables this build reads, and the one it
+/// The newest schema version of the store's PostgreSQL tables this build reads, and the one it
 /// gives a new schema. A schema recorded with a newer one is refused untouched.
-pub const POSTGRES_STORE_FORMAT_VERSION: u32 = 1;
+pub const POSTGRES_SCHEMA_VERSION: u32 = 1;
 
-/// The tables of format 1. Namespaces and keys compare by bytes (`COLLATE "C"`), so a
+/// The tables of version 1. Namespaces and keys compare by bytes (`COLLATE "C"`), so a
 /// namespace prefix is a range of the primary key. `tsv` is the `simple` (unstemmed)
 /// tsvector of every string of the value; `ttl_ms` and `expires_at` are milliseconds.
-/// A vector is `real[]` whatever the vector backend (decision 0088).
+/// A vector is `real[]` whatever the vector backend (decision 0088). The vector log names
+/// the items whose vectors each generation changed, for the mirrors to catch up.
 const TABLES: &str = r#"
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.sg_store_meta (
@@ -43,6 +44,13 @@ CREATE TABLE IF NOT EXISTS {s}.sg_store_vectors (
     PRIMARY KEY (ns, key, field),
     FOREIGN KEY (ns, key) REFERENCES {s}.sg_store_items (ns, key) ON DELETE CASCADE
 );
+CREATE TABLE IF NOT EXISTS {s}.sg_store_vector_log (
+    generation bigint NOT NULL,
+    ns         text COLLATE "C" NOT NULL,
+    key        text COLLATE "C" NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sg_store_vector_log_by_generation
+    ON {s}.sg_store_vector_log (generation);
 INSERT INTO {s}.sg_store_meta (key, value) VALUES ('vector_generation', '0')
     ON CONFLICT (key) DO NOTHING;
 "#;
@@ -52,11 +60,11 @@ pub(super) fn named(schema: &str, text: &str) -> String {
     text.replace("{s}", &format!("\"{schema}\""))
 }
 
-/// Creates the tables if missing and checks the recorded format.
+/// Creates the tables if missing and checks the recorded version.
 ///
 /// # Errors
-/// [`StoreError::UnsupportedFormat`] for a newer format (nothing is written);
-/// [`StoreError::Corrupt`] for an unreadable format record; database errors.
+/// [`StoreError::SchemaTooNew`] for a newer schema version (nothing is written);
+/// [`StoreError::Corrupt`] for an unreadable version record; database errors.
 pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreError> {
     let tx = client
         .transaction()
@@ -68,17 +76,19 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
     )
     .await
     .map_err(db("locking the store's schema against other openers"))?;
-    let meta = format!("\"{schema}\".sg_store_meta");
-    let exists = tx
-        .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&meta, Type::TEXT)])
-        .await
-        .map_err(db("looking for the store's tables"))?
-        .first()
-        .map(|row| super::rows::col::<bool>(row, 0))
-        .transpose()?
-        .unwrap_or(false);
-    if exists {
-        check_format(&tx, schema).await?;
+    let exists = holds(&tx, schema, "sg_store_meta").await?;
+    let found = if exists {
+        check_version(&tx, schema).await?
+    } else {
+        None
+    };
+    if found == Some(POSTGRES_SCHEMA_VERSION) && holds(&tx, schema, LAST_OBJECT).await? {
+        // Nothing to create: no DDL, whose table locks would wait for (and could deadlock
+        // with) the writers of a schema in use.
+        return tx
+            .commit()
+            .await
+            .map_err(db("ending the store's schema check"));
     }
     tx.batch_execute(&named(schema, TABLES))
         .await
@@ -86,46 +96,81 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
     tx.query_typed(
         &named(
             schema,
-            "INSERT INTO {s}.sg_store_meta (key, value) VALUES ('format_version', $1) \
+            "INSERT INTO {s}.sg_store_meta (key, value) VALUES ('schema_version', $1) \
              ON CONFLICT (key) DO NOTHING",
         ),
-        &[(&POSTGRES_STORE_FORMAT_VERSION.to_string(), Type::TEXT)],
+        &[(&POSTGRES_SCHEMA_VERSION.to_string(), Type::TEXT)],
     )
     .await
-    .map_err(db("recording the store's format version"))?;
+    .map_err(db("recording the store's schema version"))?;
     tx.commit()
         .await
         .map_err(db("committing the store's schema"))
 }
 
-async fn check_format(
+/// The object [`TABLES`] creates last: when it exists, every one before it does.
+const LAST_OBJECT: &str = "sg_store_vector_log_by_generation";
+
+/// Whether the schema holds the table or index `table`.
+async fn holds(
     tx: &tokio_postgres::Transaction<'_>,
     schema: &str,
-) -> Result<(), StoreError> {
+    table: &str,
+) -> Result<bool, StoreError> {
+    let name = format!("\"{schema}\".{table}");
+    let rows = tx
+        .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&name, Type::TEXT)])
+        .await
+        .map_err(db("looking for the store's tables"))?;
+    match rows.first() {
+        Some(row) => super::rows::col(row, 0),
+        None => Ok(false),
+    }
+}
+
+/// The recorded schema version (`None`: none recorded yet), refused when newer.
+async fn check_version(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+) -> Result<Option<u32>, StoreError> {
     let rows = tx
         .query_typed(
             &named(
                 schema,
-                "SELECT value FROM {s}.sg_store_meta WHERE key = 'format_version'",
+                "SELECT value FROM {s}.sg_store_meta WHERE key = 'schema_version'",
             ),
             &[],
         )
         .await
-        .map_err(db("reading the store's format version"))?;
+        .map_err(db("reading the store's schema version"))?;
     let Some(row) = rows.first() else {
-        return Ok(());
+        return Ok(None);
     };
     let text: String = super::rows::col(row, 0)?;
     match text.parse::<u32>() {
-        Ok(found) if found > POSTGRES_STORE_FORMAT_VERSION => Err(StoreError::UnsupportedFormat {
+        Ok(found) if found > POSTGRES_SCHEMA_VERSION => Err(StoreError::SchemaTooNew {
             found,
-            supported: POSTGRES_STORE_FORMAT_VERSION,
+            supported: POSTGRES_SCHEMA_VERSION,
         }),
-        Ok(found) if found >= 1 => Ok(()),
+        Ok(found) if found >= 1 => Ok(Some(found)),
         _ => Err(StoreError::Corrupt {
             namespace: format!("{schema}.sg_store_meta"),
-            key: "format_version".to_owned(),
-            why: format!("the format version {text:?} is not a number"),
+            key: "schema_version".to_owned(),
+            why: format!("the schema version {text:?} is not a number"),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LAST_OBJECT, TABLES};
+
+    #[test]
+    fn the_completeness_check_names_the_object_created_last() {
+        let last = TABLES.lines().rfind(|l| l.starts_with("CREATE"));
+        assert!(
+            last.is_some_and(|l| l.contains(&format!(" {LAST_OBJECT}"))),
+            "{last:?}"
+        );
     }
 }
