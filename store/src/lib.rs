@@ -24,7 +24,7 @@
 //!
 //! Inside: `namespace` and `item` the data; `op` a batch's operations; `filter` conditions
 //! on values; `ttl` expiry and clocks; `index` and `embedder` the semantic index; `vector`
-//! and `text` ranking; `prepare` what each backend does before its transaction; `memory`
+//! and `text` ranking; `openai` (feature `live`) an embeddings client; `prepare` what each backend does before its transaction; `memory`
 //! the reference backend; `store` the contract and the sweeper.
 
 mod embedder;
@@ -35,6 +35,8 @@ mod item;
 mod memory;
 mod namespace;
 mod op;
+#[cfg(feature = "live")]
+mod openai;
 pub mod prepare;
 mod store;
 pub mod text;
@@ -49,5 +51,7 @@ pub use item::{Item, SearchItem, Timestamp};
 pub use memory::MemoryStore;
 pub use namespace::{MatchCondition, MatchSide, Namespace, NamespaceError};
 pub use op::{GetOp, ListNamespacesOp, Op, OpResult, PutOp, SearchOp};
+#[cfg(feature = "live")]
+pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
 pub use store::{spawn_sweeper, Store, StoreConfig, Sweeper};
 pub use ttl::{Clock, ManualClock, SystemClock, Ttl, TtlConfig};
