@@ -36,6 +36,17 @@ pub enum StoreError {
         /// Why.
         why: String,
     },
+    /// A file whose store tables were written by a newer version of this crate: nothing
+    /// was read from or written to them.
+    #[error(
+        "the file's store schema is version {found}; this build reads up to version {supported}"
+    )]
+    SchemaTooNew {
+        /// The version the file records.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
     /// The store was closed.
     #[error("the store is closed")]
     Closed,

@@ -2,9 +2,10 @@
 //! [`Namespace`] and a key; a [`Store`] gets, puts, deletes and searches them (filters,
 //! full-text or vector ranking), lists namespaces, and forgets items whose TTL ran out.
 //!
-//! One contract, three backends that keep it: [`MemoryStore`] (the reference), the SQLite
-//! backend and, with feature `postgres`, the PostgreSQL backend. The conformance suite in
-//! `store/tests/` runs the same behaviours on each.
+//! One contract, three backends that keep it: [`MemoryStore`] (the reference),
+//! [`SqliteStore`] (in its own file or a checkpoint file) and, with feature `postgres`, the
+//! PostgreSQL backend. The conformance suite in `store/tests/conformance/` runs the same
+//! behaviours on each.
 //!
 //! ```
 //! use serde_json::json;
@@ -24,8 +25,10 @@
 //!
 //! Inside: `namespace` and `item` the data; `op` a batch's operations; `filter` conditions
 //! on values; `ttl` expiry and clocks; `index` and `embedder` the semantic index; `vector`
-//! and `text` ranking; `openai` (feature `live`) an embeddings client; `prepare` what each backend does before its transaction; `memory`
-//! the reference backend; `store` the contract and the sweeper.
+//! and `text` ranking; `mirror` vectors held in memory for a SQL backend; `openai` (feature
+//! `live`) an embeddings client; `prepare` what each backend does before its transaction;
+//! `memory` the reference backend; `sqlite` the SQLite backend; `store` the contract and the
+//! sweeper.
 
 mod embedder;
 mod error;
@@ -33,11 +36,13 @@ mod filter;
 mod index;
 mod item;
 mod memory;
+pub mod mirror;
 mod namespace;
 mod op;
 #[cfg(feature = "live")]
 mod openai;
 pub mod prepare;
+mod sqlite;
 mod store;
 pub mod text;
 mod ttl;
@@ -53,5 +58,6 @@ pub use namespace::{MatchCondition, MatchSide, Namespace, NamespaceError};
 pub use op::{GetOp, ListNamespacesOp, Op, OpResult, PutOp, SearchOp};
 #[cfg(feature = "live")]
 pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
+pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous, SCHEMA_VERSION};
 pub use store::{spawn_sweeper, Store, StoreConfig, Sweeper};
 pub use ttl::{Clock, ManualClock, SystemClock, Ttl, TtlConfig};

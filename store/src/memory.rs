@@ -147,7 +147,9 @@ impl MemoryStore {
         now: Timestamp,
     ) -> Vec<SearchItem> {
         let query_words = op.query.as_deref().map(text::words);
-        let mut scored: Vec<(f32, (Namespace, String, Timestamp))> = Vec::new();
+        // Ties go in the order of the `.`-joined namespace, then the key: the order a SQL
+        // backend's `ORDER BY ns, key` gives.
+        let mut scored: Vec<(f32, (String, String, Namespace, Timestamp))> = Vec::new();
         for (ns, keys) in items.range(op.prefix.clone()..) {
             if !ns.starts_with(&op.prefix) {
                 break;
@@ -167,14 +169,15 @@ impl MemoryStore {
                     },
                     (None, None) => 0.0,
                 };
-                scored.push((score, (ns.clone(), key.clone(), entry.updated_at)));
+                let tie = (ns.to_string(), key.clone(), ns.clone(), entry.updated_at);
+                scored.push((score, tie));
             }
         }
         let ranked = op.query.is_some();
         if !ranked {
             scored.sort_by(|a, b| {
-                b.1 .2
-                    .cmp(&a.1 .2)
+                b.1 .3
+                    .cmp(&a.1 .3)
                     .then_with(|| (&a.1 .0, &a.1 .1).cmp(&(&b.1 .0, &b.1 .1)))
             });
         }
@@ -187,7 +190,7 @@ impl MemoryStore {
         page.into_iter()
             .skip(op.offset)
             .take(op.limit)
-            .filter_map(|(score, (ns, key, _))| {
+            .filter_map(|(score, (_, key, ns, _))| {
                 let entry = items.get_mut(&ns)?.get_mut(&key)?;
                 self.refresh(entry, op.refresh_ttl, now);
                 Some(SearchItem {

@@ -38,9 +38,14 @@ pub fn best_score(query: &[f32], vectors: &[Vec<f32>]) -> Option<f32> {
         .max_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal))
 }
 
-/// Keeps the `k` highest-scored of `scored`, best first.
-pub fn top_k<T>(mut scored: Vec<(f32, T)>, k: usize) -> Vec<(f32, T)> {
-    let by_score = |a: &(f32, T), b: &(f32, T)| b.0.partial_cmp(&a.0).unwrap_or(Ordering::Equal);
+/// Keeps the `k` highest-scored of `scored`, best first; equal scores in `T`'s order, so a
+/// page of ties is the same on every call.
+pub fn top_k<T: Ord>(mut scored: Vec<(f32, T)>, k: usize) -> Vec<(f32, T)> {
+    let by_score = |a: &(f32, T), b: &(f32, T)| {
+        b.0.partial_cmp(&a.0)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| a.1.cmp(&b.1))
+    };
     if k < scored.len() {
         if k == 0 {
             return Vec::new();
@@ -50,4 +55,22 @@ pub fn top_k<T>(mut scored: Vec<(f32, T)>, k: usize) -> Vec<(f32, T)> {
     }
     scored.sort_by(by_score);
     scored
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_breaks_ties_by_the_items_order() {
+        let scored: Vec<(f32, u32)> = (0..64)
+            .rev()
+            .map(|n| (if n == 7 { 2.0 } else { 1.0 }, n))
+            .collect();
+        let best = top_k(scored, 5);
+        assert_eq!(
+            best.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
+            [7, 0, 1, 2, 3]
+        );
+    }
 }

@@ -270,8 +270,9 @@ pub(crate) fn check_path(path: &Path) -> Result<(), CheckpointError> {
 ///
 /// # Errors
 /// [`CheckpointError::ForeignDatabase`] for a database with objects but no `sg_meta` table
-/// (another application's); [`CheckpointError::FormatRecord`] for an `sg_meta` table
-/// without a readable format record; [`CheckpointError::UnsupportedFormatVersion`] for a
+/// (another application's; the long-term store's `sg_store_*` tables are not another
+/// application's: a store file becomes a checkpoint file too);
+/// [`CheckpointError::FormatRecord`] for an `sg_meta` table without a readable format record; [`CheckpointError::UnsupportedFormatVersion`] for a
 /// newer format; storage errors.
 pub(crate) fn format_of(conn: &Connection, path: &Path) -> Result<Option<u32>, CheckpointError> {
     let has_meta: bool = conn
@@ -286,6 +287,7 @@ pub(crate) fn format_of(conn: &Connection, path: &Path) -> Result<Option<u32>, C
         let other: Option<String> = conn
             .query_row(
                 "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+                 AND name NOT LIKE 'sg\\_store\\_%' ESCAPE '\\' \
                  ORDER BY type = 'table' DESC, name LIMIT 1",
                 [],
                 |r| r.get(0),

@@ -1,0 +1,270 @@
+//! [`SqliteStore`]: the store in a SQLite file of its own or in a checkpoint file.
+//!
+//! Its tables are `sg_store_*`, beside a checkpoint file's `sg_*` ones, and the connection
+//! has a checkpoint file's settings (WAL, a busy timeout, `synchronous=FULL` by default). A
+//! handle has one connection; each batch is one `BEGIN IMMEDIATE` transaction on it, run on
+//! a blocking thread so the async runtime never waits on SQLite.
+//!
+//! Inside: `schema` the tables, their version and the connection; `sql` statements with bound
+//! values and item rows; `filter` filters as SQL; `write` puts, deletes and the sweep; `read`
+//! gets, searches by recency or full text, listings and the TTL refresh; `vectors` vector
+//! search through the handle's mirror.
+
+mod filter;
+mod read;
+mod schema;
+mod sql;
+mod vectors;
+mod write;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use rusqlite::{Connection, TransactionBehavior};
+
+pub use schema::{SqliteStoreOptions, Synchronous, SCHEMA_VERSION};
+
+use crate::prepare::{prepare, Prepared};
+use crate::{Op, OpResult, Store, StoreConfig, StoreError, Timestamp};
+use sql::db;
+use vectors::Mirror;
+
+/// A [`Store`] in a SQLite file: full-text search by FTS5 (bm25), vector search by a mirror
+/// of the vectors in memory (decision 0086), filters in SQL.
+///
+/// Open it on a file of its own or on a checkpoint file (a
+/// `SqliteSaver`'s, which may be open at the same time); several handles and processes may
+/// share a file. Cloning shares the handle.
+///
+/// ```
+/// use serde_json::json;
+/// use stategraph_store::{Namespace, SearchOp, SqliteStore, Store, StoreConfig};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let store = SqliteStore::open(dir.path().join("memory.db"), StoreConfig::default())?;
+/// let alice = Namespace::new(["users", "alice"])?;
+/// store.put(&alice, "tea", json!({"text": "likes green tea"}).as_object().unwrap().clone()).await?;
+/// let found = store.search(SearchOp::new(Namespace::new(["users"])?).query("tea")).await?;
+/// assert_eq!(found[0].item.key, "tea");
+/// assert!(found[0].score.unwrap() > 0.0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    path: PathBuf,
+    config: StoreConfig,
+    state: Mutex<Option<State>>,
+}
+
+#[derive(Debug)]
+struct State {
+    conn: Connection,
+    mirror: Option<Mirror>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.shared.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One batch's transaction and what it may change.
+struct Tx<'a> {
+    conn: &'a Connection,
+    config: &'a StoreConfig,
+    now: Timestamp,
+    mirror: Option<&'a mut Mirror>,
+    /// Whether a vector row changed (the generation is counted up at commit).
+    vectors_changed: bool,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the store in the file at `path` with default options.
+    ///
+    /// It does file work: call it at start-up or from a blocking context. The vectors are
+    /// loaded by the first batch that needs them.
+    ///
+    /// # Errors
+    /// [`StoreError::SchemaTooNew`] for a file whose store tables a newer build wrote;
+    /// [`StoreError::Database`] when the file cannot be opened or is not a database.
+    pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, StoreError> {
+        Self::open_with(path, config, SqliteStoreOptions::default())
+    }
+
+    /// Opens (or creates) the store in the file at `path`.
+    ///
+    /// With a semantic index, a search with a query ranks by vector similarity and returns
+    /// each item's cosine:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use serde_json::json;
+    /// use stategraph_store::{
+    ///     HashEmbedder, IndexConfig, Namespace, SearchOp, SqliteStore, SqliteStoreOptions,
+    ///     Store, StoreConfig, Synchronous,
+    /// };
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let index = IndexConfig::new(Arc::new(HashEmbedder::new(64))).fields(["text"]);
+    /// let options = SqliteStoreOptions { synchronous: Synchronous::Normal, ..Default::default() };
+    /// let store = SqliteStore::open_with(dir.path().join("m.db"), StoreConfig::default().index(index), options)?;
+    /// let docs = Namespace::new(["docs"])?;
+    /// store.put(&docs, "tea", json!({"text": "green tea"}).as_object().unwrap().clone()).await?;
+    /// store.put(&docs, "boat", json!({"text": "a red boat"}).as_object().unwrap().clone()).await?;
+    /// let found = store.search(SearchOp::new(docs).query("green tea")).await?;
+    /// assert_eq!(found[0].item.key, "tea");
+    /// assert!(found[0].score.unwrap() > found[1].score.unwrap());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        config: StoreConfig,
+        options: SqliteStoreOptions,
+    ) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let mut conn = schema::connect(&path, &options)?;
+        schema::init(&mut conn)?;
+        let mirror = config.index.as_ref().map(|index| Mirror::new(index.dims));
+        Ok(Self {
+            shared: Arc::new(Shared {
+                path,
+                config,
+                state: Mutex::new(Some(State { conn, mirror })),
+            }),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Closes the connection; every later operation fails with [`StoreError::Closed`].
+    pub fn close(&self) {
+        if let Ok(mut state) = self.shared.state.lock() {
+            state.take();
+        }
+    }
+
+    /// Runs `work` on the connection, on a blocking thread.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Shared, &mut State) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = shared
+                .state
+                .lock()
+                .map_err(|_| StoreError::Database("the store's lock was poisoned".to_owned()))?;
+            let state = guard.as_mut().ok_or(StoreError::Closed)?;
+            work(&shared, state)
+        })
+        .await
+        .map_err(|e| StoreError::Database(format!("the store's blocking task failed: {e}")))?
+    }
+}
+
+impl Shared {
+    /// Runs `work` in one `BEGIN IMMEDIATE` transaction; the mirror follows the commit (or
+    /// is marked stale when the transaction fails).
+    fn in_tx<T>(
+        &self,
+        state: &mut State,
+        work: impl FnOnce(&mut Tx<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let tx = state
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db("starting a batch"))?;
+        let mut cx = Tx {
+            conn: &tx,
+            config: &self.config,
+            now: self.config.clock.now(),
+            mirror: state.mirror.as_mut(),
+            vectors_changed: false,
+        };
+        let result = cx.sync_mirror().and_then(|()| {
+            let out = work(&mut cx)?;
+            let generation = match cx.vectors_changed {
+                true => Some(cx.bump_generation()?),
+                false => None,
+            };
+            Ok((out, generation))
+        });
+        let committed = result.and_then(|(out, generation)| {
+            tx.commit().map_err(db("committing a batch"))?;
+            Ok((out, generation))
+        });
+        match (committed, state.mirror.as_mut()) {
+            (Ok((out, generation)), mirror) => {
+                if let (Some(g), Some(m)) = (generation, mirror) {
+                    m.generation = Some(g);
+                }
+                Ok(out)
+            }
+            (Err(e), Some(m)) => {
+                m.generation = None;
+                Err(e)
+            }
+            (Err(e), None) => Err(e),
+        }
+    }
+
+    fn apply(&self, state: &mut State, prepared: Prepared) -> Result<Vec<OpResult>, StoreError> {
+        self.in_tx(state, |cx| {
+            let ops = prepared.ops.into_iter().zip(prepared.vectors);
+            ops.map(|(op, vectors)| cx.apply(op, vectors)).collect()
+        })
+    }
+}
+
+impl Tx<'_> {
+    fn apply(&mut self, op: Op, mut vectors: Vec<Vec<f32>>) -> Result<OpResult, StoreError> {
+        Ok(match op {
+            Op::Get(get) => OpResult::Item(self.get(&get)?),
+            Op::Put(put) => {
+                self.put(put, vectors)?;
+                OpResult::Done
+            }
+            Op::Search(search) => OpResult::Items(match vectors.pop() {
+                Some(query) => self.search_vectors(&search, &query)?,
+                None => self.search_rows(&search)?,
+            }),
+            Op::ListNamespaces(list) => OpResult::Namespaces(self.list_namespaces(&list)?),
+        })
+    }
+}
+
+impl Store for SqliteStore {
+    fn batch(&self, ops: Vec<Op>) -> BoxFuture<'_, Result<Vec<OpResult>, StoreError>> {
+        async move {
+            let prepared = prepare(&self.shared.config, ops).await?;
+            self.blocking(move |shared, state| shared.apply(state, prepared))
+                .await
+        }
+        .boxed()
+    }
+
+    fn sweep(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        async move {
+            self.blocking(|shared, state| shared.in_tx(state, |cx| cx.sweep()))
+                .await
+        }
+        .boxed()
+    }
+}
