@@ -36,13 +36,13 @@ pub enum StoreError {
         /// Why.
         why: String,
     },
-    /// A file whose store tables were written by a newer version of this crate: nothing
-    /// was read from or written to them.
+    /// Store tables (a SQLite file's, a PostgreSQL schema's) written by a newer version of
+    /// this crate: nothing was read from or written to them.
     #[error(
-        "the file's store schema is version {found}; this build reads up to version {supported}"
+        "the store's tables are schema version {found}; this build reads up to version {supported}"
     )]
     SchemaTooNew {
-        /// The version the file records.
+        /// The version the tables record.
         found: u32,
         /// The newest version this build reads.
         supported: u32,

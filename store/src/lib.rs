@@ -27,8 +27,8 @@
 //! on values; `ttl` expiry and clocks; `index` and `embedder` the semantic index; `vector`
 //! and `text` ranking; `mirror` vectors held in memory for a SQL backend; `openai` (feature
 //! `live`) an embeddings client; `prepare` what each backend does before its transaction;
-//! `memory` the reference backend; `sqlite` the SQLite backend; `store` the contract and the
-//! sweeper.
+//! `memory` the reference backend; `sqlite` the SQLite backend; `postgres` the PostgreSQL
+//! backend; `store` the contract and the sweeper.
 
 mod embedder;
 mod error;
@@ -41,6 +41,8 @@ mod namespace;
 mod op;
 #[cfg(feature = "live")]
 mod openai;
+#[cfg(feature = "postgres")]
+mod postgres;
 pub mod prepare;
 mod sqlite;
 mod store;
@@ -58,6 +60,8 @@ pub use namespace::{MatchCondition, MatchSide, Namespace, NamespaceError};
 pub use op::{GetOp, ListNamespacesOp, Op, OpResult, PutOp, SearchOp};
 #[cfg(feature = "live")]
 pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresStore, VectorBackend, POSTGRES_SCHEMA_VERSION};
 pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous, SCHEMA_VERSION};
 pub use store::{spawn_sweeper, Store, StoreConfig, Sweeper};
 pub use ttl::{Clock, ManualClock, SystemClock, Ttl, TtlConfig};

@@ -17,6 +17,8 @@ mod basic;
 mod batch;
 mod filters;
 mod namespaces;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod ranking;
 mod search;
 mod support;
@@ -91,3 +93,7 @@ macro_rules! conformance {
 
 conformance!(memory, crate::support::open_memory);
 conformance!(sqlite, crate::support::open_sqlite);
+#[cfg(feature = "postgres")]
+conformance!(postgres_auto, crate::postgres::open);
+#[cfg(feature = "postgres")]
+conformance!(postgres_fallback, crate::postgres::open_fallback);

@@ -1,0 +1,148 @@
+//! The fallback's mirror: this process's copy of the vectors table, tagged with the
+//! generation it holds. A search first reads the generation: when another process changed
+//! the vectors since, the mirror reloads them all; this process's own batches are applied
+//! to it after they commit, without a reload.
+
+use std::sync::RwLock;
+
+use super::batch::Batch;
+use super::vectors::{admitted, generation, load_all};
+use crate::mirror::VectorMirror;
+use crate::{SearchItem, SearchOp, StoreError};
+
+/// An item: its namespace (`.`-joined) and key.
+type Owner = (String, String);
+
+/// A change a committed batch made to the vectors.
+#[derive(Debug, Clone)]
+pub(super) struct Change {
+    /// The item's namespace, `.`-joined.
+    pub(super) ns: String,
+    /// Its key.
+    pub(super) key: String,
+    /// Its vectors now (none: it has none, or is gone).
+    pub(super) vectors: Vec<Vec<f32>>,
+}
+
+/// The vectors, and the generation of the table they copy (`None`: never loaded).
+pub(super) struct Mirror {
+    state: RwLock<State>,
+}
+
+impl std::fmt::Debug for Mirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state.read().ok();
+        f.debug_struct("Mirror")
+            .field("generation", &state.as_ref().and_then(|s| s.generation))
+            .field("vectors", &state.as_ref().map(|s| s.vectors.len()))
+            .finish()
+    }
+}
+
+struct State {
+    generation: Option<i64>,
+    vectors: VectorMirror<Owner>,
+}
+
+impl Mirror {
+    /// An empty mirror of `dims`-long vectors, to load at the first search.
+    pub(super) fn new(dims: usize) -> Self {
+        Self {
+            state: RwLock::new(State {
+                generation: None,
+                vectors: VectorMirror::new(dims),
+            }),
+        }
+    }
+
+    /// The vector search of `op` for `query`, exactly ranked over the mirror, the
+    /// candidates checked against the filter and expiry by the database in rank order.
+    pub(super) async fn search(
+        &self,
+        batch: &Batch<'_>,
+        op: &SearchOp,
+        query: &[f32],
+    ) -> Result<Vec<SearchItem>, StoreError> {
+        let now = generation(batch.tx, batch.schema).await?;
+        if self.generation() != Some(now) {
+            let (loaded, vectors) = load_all(batch.tx, batch.schema).await?;
+            self.replace(loaded, vectors)?;
+        }
+        let prefix = op.prefix.to_string();
+        let need = op.offset.saturating_add(op.limit);
+        let (mut k, mut seen) = (need.saturating_mul(2).max(64), 0);
+        let mut kept = Vec::new();
+        // Ranked best first; the database keeps the live ones that meet the filter. Too
+        // few: rank again for more (the order is the same, ties by item).
+        loop {
+            let ranked = self.rank(&prefix, query, k)?;
+            let fresh = ranked.get(seen..).unwrap_or_default().to_vec();
+            let passed = admitted(batch, op, &fresh).await?;
+            kept.extend(fresh.into_iter().filter(|(_, at)| passed.contains(at)));
+            if kept.len() >= need || ranked.len() < k {
+                break;
+            }
+            seen = ranked.len();
+            k = k.saturating_mul(4);
+        }
+        let page = kept.into_iter().skip(op.offset).take(op.limit).collect();
+        batch.items_at(page).await
+    }
+
+    /// Applies a batch this process committed, which raised the generation from `from`
+    /// to `from + 1`: only when the mirror holds `from` (otherwise it reloads anyway).
+    pub(super) fn apply(&self, from: i64, changes: Vec<Change>) -> Result<(), StoreError> {
+        let mut state = self.write()?;
+        if state.generation != Some(from) {
+            return Ok(());
+        }
+        for change in changes {
+            state
+                .vectors
+                .set((change.ns, change.key), &change.vectors)?;
+        }
+        state.generation = Some(from + 1);
+        Ok(())
+    }
+
+    fn generation(&self) -> Option<i64> {
+        self.state.read().ok().and_then(|s| s.generation)
+    }
+
+    fn write(&self) -> Result<std::sync::RwLockWriteGuard<'_, State>, StoreError> {
+        self.state
+            .write()
+            .map_err(|_| StoreError::Database("the vector mirror's lock was poisoned".to_owned()))
+    }
+
+    fn replace(&self, generation: i64, rows: Vec<(Owner, Vec<f32>)>) -> Result<(), StoreError> {
+        let mut state = self.write()?;
+        let dims = state.vectors.dims();
+        let mut owners: std::collections::BTreeMap<Owner, Vec<Vec<f32>>> = Default::default();
+        for (owner, v) in rows {
+            owners.entry(owner).or_default().push(v);
+        }
+        let mut vectors = VectorMirror::new(dims);
+        for (owner, vs) in owners {
+            vectors.set(owner, &vs)?;
+        }
+        *state = State {
+            generation: Some(generation),
+            vectors,
+        };
+        Ok(())
+    }
+
+    /// The `k` best items under `prefix` (`.`-joined; empty: all), best first.
+    fn rank(&self, prefix: &str, query: &[f32], k: usize) -> Result<Vec<(f32, Owner)>, StoreError> {
+        let state = self.state.read().map_err(|_| {
+            StoreError::Database("the vector mirror's lock was poisoned".to_owned())
+        })?;
+        let under = |(ns, _): &Owner| {
+            prefix.is_empty()
+                || ns == prefix
+                || (ns.starts_with(prefix) && ns.as_bytes().get(prefix.len()) == Some(&b'.'))
+        };
+        Ok(state.vectors.rank(query, under, k))
+    }
+}

@@ -1,0 +1,277 @@
+//! Vector search: the fallback against the reference and across processes, pgvector.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use stategraph_store::{
+    Filter, HashEmbedder, IndexConfig, ManualClock, MemoryStore, Namespace, Op, PutOp, SearchOp,
+    Store, StoreConfig, StoreError, Timestamp, VectorBackend,
+};
+
+use crate::support::*;
+
+#[tokio::test]
+async fn fallback_vector_search_ranks_as_the_reference_through_filters_and_pages() {
+    let Some(saver) = saver("vec_reference").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let pg = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    assert_eq!(pg.vector_backend(), Some(VectorBackend::Fallback));
+    let mem = MemoryStore::new(indexed(&clock));
+    let ops: Vec<Op> = (0..300)
+        .map(|n| {
+            let at = ns(&["docs", if n % 2 == 0 { "even" } else { "odd" }]);
+            Op::Put(PutOp::new(at, format!("k{n:03}"), words_item(n)))
+        })
+        .collect();
+    pg.batch(ops.clone()).await.expect("pg puts");
+    mem.batch(ops).await.expect("memory puts");
+    // A filter that only one item in seven meets: the mirror's first candidates mostly fail.
+    let rare = Filter::from_json(json!({"group": 3}).as_object().expect("object")).expect("filter");
+    for (prefix, filter, limit, offset) in [
+        (Namespace::root(), Filter::default(), 10, 0),
+        (ns(&["docs", "odd"]), Filter::default(), 5, 20),
+        (Namespace::root(), rare.clone(), 30, 0),
+        (ns(&["docs", "even"]), rare, 10, 10),
+    ] {
+        let op = SearchOp::new(prefix)
+            .query("green tea by the river")
+            .filter(filter)
+            .page(limit, offset);
+        let got = pg.search(op.clone()).await.expect("pg search");
+        let want = mem.search(op.clone()).await.expect("memory search");
+        assert_eq!(keys(&got), keys(&want), "{op:?}");
+        for (g, w) in got.iter().zip(&want) {
+            let (g, w) = (g.score.expect("score"), w.score.expect("score"));
+            assert!((g - w).abs() < 1e-5, "{g} vs {w}");
+        }
+    }
+    saver.drop_schema().await.expect("drop");
+}
+
+#[tokio::test]
+async fn the_fallback_mirror_sees_another_processs_writes() {
+    let Some(saver) = saver("vec_other").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let here = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    // Another process: a store of its own, with its own mirror, on the same tables.
+    let there = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    let at = ns(&["docs"]);
+    here.put(&at, "boat", obj(json!({"text": "a boat on the river"})))
+        .await
+        .expect("put");
+    here.put(&at, "tea", obj(json!({"text": "green tea"})))
+        .await
+        .expect("put");
+    let query = SearchOp::new(at.clone()).query("green tea");
+    assert_eq!(
+        keys(&here.search(query.clone()).await.expect("search"))[0],
+        "tea"
+    );
+    there
+        .put(
+            &at,
+            "more",
+            obj(json!({"text": "green tea, more green tea"})),
+        )
+        .await
+        .expect("put");
+    there.delete(&at, "tea").await.expect("delete");
+    let found = keys(&here.search(query.clone()).await.expect("search"));
+    assert_eq!(found, ["more", "boat"]);
+    // And this process's own write, applied to its mirror without a reload.
+    here.put(&at, "boat", obj(json!({"text": "green tea"})))
+        .await
+        .expect("put");
+    let found = here.search(query).await.expect("search");
+    assert_eq!(keys(&found), ["boat", "more"]);
+    saver.drop_schema().await.expect("drop");
+}
+
+#[tokio::test]
+async fn a_vector_search_sees_the_puts_earlier_in_its_batch() {
+    let Some(saver) = saver("vec_batch").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let pg = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    let at = ns(&["docs"]);
+    pg.put(&at, "boat", obj(json!({"text": "a boat"})))
+        .await
+        .expect("put");
+    let results = pg
+        .batch(vec![
+            Op::Put(PutOp::new(
+                at.clone(),
+                "tea",
+                obj(json!({"text": "green tea"})),
+            )),
+            Op::Search(SearchOp::new(at.clone()).query("green tea")),
+        ])
+        .await
+        .expect("batch");
+    match &results[1] {
+        stategraph_store::OpResult::Items(found) => assert_eq!(keys(found)[0], "tea"),
+        other => panic!("expected items, got {other:?}"),
+    }
+    saver.drop_schema().await.expect("drop");
+}
+
+#[tokio::test]
+async fn pgvector_ranks_as_the_fallback_when_the_server_has_it() {
+    let Some(saver) = saver("vec_pgvector").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let pgvector = match vector_store(&saver, indexed(&clock), VectorBackend::PgVector).await {
+        Ok(store) => store,
+        Err(StoreError::Invalid {
+            what: "vector backend",
+            why,
+        }) => {
+            eprintln!("skipped: {why}");
+            saver.drop_schema().await.expect("drop");
+            return;
+        }
+        Err(e) => panic!("opening with pgvector: {e}"),
+    };
+    let fallback = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    let ops: Vec<Op> = (0..100)
+        .map(|n| Op::Put(PutOp::new(ns(&["docs"]), format!("k{n:03}"), words_item(n))))
+        .collect();
+    pgvector.batch(ops).await.expect("puts");
+    let rare = Filter::from_json(json!({"group": 3}).as_object().expect("object")).expect("filter");
+    for filter in [Filter::default(), rare] {
+        let op = SearchOp::new(Namespace::root())
+            .query("green tea by the river")
+            .filter(filter)
+            .page(10, 2);
+        let got = pgvector.search(op.clone()).await.expect("pgvector");
+        let want = fallback.search(op).await.expect("fallback");
+        assert_eq!(keys(&got), keys(&want));
+    }
+    saver.drop_schema().await.expect("drop");
+}
+
+/// Timings of a vector search over `STATEGRAPH_STORE_BENCH_N` items (default 10,000) of 384
+/// dimensions: the fallback's mirror, the same search in a batch that wrote vectors (ranked
+/// over vectors read from the table), and pgvector when the server has it. Run by hand:
+/// `cargo test -p stategraph-store --all-features --release --test postgres -- --ignored
+/// --nocapture vector_search_timings`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand"]
+async fn vector_search_timings() {
+    let Some(saver) = saver("vec_timings").await else {
+        return;
+    };
+    let n: usize = std::env::var("STATEGRAPH_STORE_BENCH_N")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000);
+    let config = StoreConfig::default()
+        .index(IndexConfig::new(Arc::new(HashEmbedder::new(384))).fields(["text"]));
+    let fallback = vector_store(&saver, config.clone(), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    let started = std::time::Instant::now();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1_000) {
+        let ops = chunk
+            .iter()
+            .map(|i| {
+                Op::Put(PutOp::new(
+                    ns(&["docs"]),
+                    format!("k{i:06}"),
+                    words_item(*i),
+                ))
+            })
+            .collect();
+        fallback.batch(ops).await.expect("puts");
+    }
+    eprintln!("put {n} items: {:?}", started.elapsed());
+    let search = SearchOp::new(Namespace::root()).query("green tea by the river");
+    let time = |label: &'static str| {
+        move |d: std::time::Duration| eprintln!("{label}: {:.1} ms", d.as_secs_f64() * 1e3)
+    };
+    let other = vector_store(&saver, config.clone(), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    let t = std::time::Instant::now();
+    other.search(search.clone()).await.expect("search");
+    time("fallback, first search (loads the mirror)")(t.elapsed());
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        other.search(search.clone()).await.expect("search");
+        time("fallback, mirror loaded")(t.elapsed());
+    }
+    let put = PutOp::new(ns(&["docs"]), "k000000", words_item(0));
+    let t = std::time::Instant::now();
+    other
+        .batch(vec![Op::Put(put), Op::Search(search.clone())])
+        .await
+        .expect("batch");
+    time("fallback, put + search in one batch (vectors read from the table)")(t.elapsed());
+    match vector_store(&saver, config, VectorBackend::PgVector).await {
+        Ok(pgvector) => {
+            for _ in 0..3 {
+                let t = std::time::Instant::now();
+                pgvector.search(search.clone()).await.expect("search");
+                time("pgvector, exact scan")(t.elapsed());
+            }
+        }
+        Err(e) => eprintln!("pgvector: skipped: {e}"),
+    }
+    saver.drop_schema().await.expect("drop");
+}
+
+#[tokio::test]
+async fn a_fallback_mirror_sees_the_writes_of_a_pgvector_store() {
+    let Some(saver) = saver("vec_mixed").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let pgvector = match vector_store(&saver, indexed(&clock), VectorBackend::PgVector).await {
+        Ok(store) => store,
+        Err(StoreError::Invalid {
+            what: "vector backend",
+            why,
+        }) => {
+            eprintln!("skipped: {why}");
+            saver.drop_schema().await.expect("drop");
+            return;
+        }
+        Err(e) => panic!("opening with pgvector: {e}"),
+    };
+    let fallback = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    let at = ns(&["docs"]);
+    pgvector
+        .put(&at, "boat", obj(json!({"text": "a boat"})))
+        .await
+        .expect("put");
+    let query = SearchOp::new(at.clone()).query("green tea");
+    assert_eq!(
+        keys(&fallback.search(query.clone()).await.expect("search")),
+        ["boat"]
+    );
+    pgvector
+        .put(&at, "tea", obj(json!({"text": "green tea"})))
+        .await
+        .expect("put");
+    let found = fallback.search(query).await.expect("search");
+    assert_eq!(keys(&found), ["tea", "boat"]);
+    saver.drop_schema().await.expect("drop");
+}
