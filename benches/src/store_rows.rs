@@ -169,15 +169,16 @@ async fn ours(
     args: &Args,
 ) -> Result<Rates, BoxError> {
     let index = IndexConfig::new(lookup).fields(["text"]);
-    let store = crate::store_backends::open(backend, Some(index), args).await?;
-    let mut rates = measure(store.as_ref(), items, true).await?;
-    drop(store);
+    let opened = crate::store_backends::open(backend, Some(index), args).await?;
+    let mut rates = measure(opened.store.as_ref(), items, true).await?;
+    opened.close().await?;
     eprintln!("# store: ours on {backend} at {items}: {rates:?}");
     if crate::store_backends::langgraph_has_no_index(backend) {
         // LangGraph's Postgres row has no index, so ours is timed without one as well.
         let plain = crate::store_backends::open(backend, None, args).await?;
         let vector = rates.vector.take();
-        rates = measure(plain.as_ref(), items, false).await?;
+        rates = measure(plain.store.as_ref(), items, false).await?;
+        plain.close().await?;
         rates.vector = vector;
     }
     Ok(rates)
