@@ -1,6 +1,6 @@
 //! A batch's operations, each run as statements in the batch's one transaction.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
@@ -14,6 +14,9 @@ use crate::{
     text, GetOp, Item, ListNamespacesOp, Namespace, PutOp, SearchItem, SearchOp, StoreConfig,
     StoreError, Timestamp,
 };
+
+/// A found item, and whether it has a TTL to restart.
+pub(super) type Found = (SearchItem, bool);
 
 /// What every operation of one batch shares.
 pub(super) struct Batch<'a> {
@@ -147,7 +150,7 @@ impl Batch<'_> {
         Ok(())
     }
 
-    /// Counts a change of the stored vectors, so that every process's mirror reloads.
+    /// Counts a change of the stored vectors, so that every process's mirror catches up.
     async fn vectors_changed(
         &mut self,
         ns: String,
@@ -176,13 +179,14 @@ impl Batch<'_> {
             (None, Some(query)) => self.search_text(op, query).await?,
             (None, None) => self.search_recent(op).await?,
         };
-        if self.refreshes(op.refresh_ttl) && !found.is_empty() {
-            self.refresh(found.iter().map(|f| &f.item)).await?;
+        let lasting: Vec<&Item> = found.iter().filter(|f| f.1).map(|f| &f.0.item).collect();
+        if self.refreshes(op.refresh_ttl) && !lasting.is_empty() {
+            self.refresh(lasting.into_iter()).await?;
         }
-        Ok(found)
+        Ok(found.into_iter().map(|f| f.0).collect())
     }
 
-    async fn search_recent(&self, op: &SearchOp) -> Result<Vec<SearchItem>, StoreError> {
+    async fn search_recent(&self, op: &SearchOp) -> Result<Vec<Found>, StoreError> {
         let mut q = Query::new(self.sql(&format!(
             "SELECT {ITEM_COLUMNS} FROM {{s}}.sg_store_items WHERE true"
         )));
@@ -202,16 +206,14 @@ impl Batch<'_> {
             .map_err(db("searching items"))?;
         rows.iter()
             .map(|row| {
-                Ok(SearchItem {
-                    item: rows::item(row, 0)?,
-                    score: None,
-                })
+                let item = rows::item(row, 0)?;
+                Ok((SearchItem { item, score: None }, rows::lasts(row, 0)?))
             })
             .collect()
     }
 
     /// Full-text search: items holding any of the query's words, by `ts_rank`.
-    async fn search_text(&self, op: &SearchOp, query: &str) -> Result<Vec<SearchItem>, StoreError> {
+    async fn search_text(&self, op: &SearchOp, query: &str) -> Result<Vec<Found>, StoreError> {
         let words = text::words(query);
         if words.is_empty() {
             return Ok(Vec::new());
@@ -240,10 +242,9 @@ impl Batch<'_> {
             .map_err(db("searching items by text"))?;
         rows.iter()
             .map(|row| {
-                Ok(SearchItem {
-                    score: Some(col::<f64>(row, 0)?),
-                    item: rows::item(row, 1)?,
-                })
+                let score = Some(col::<f64>(row, 0)?);
+                let item = rows::item(row, 1)?;
+                Ok((SearchItem { item, score }, rows::lasts(row, 1)?))
             })
             .collect()
     }
@@ -307,39 +308,47 @@ impl Batch<'_> {
     }
 
     /// The live items at these `(namespace, key)`s, in the order given (those gone left
-    /// out), each with its score.
+    /// out), each with its score; only those `filter` keeps, when given: a search's prefix
+    /// and filter.
     pub(super) async fn items_at(
         &self,
         ranked: Vec<(f32, (String, String))>,
-    ) -> Result<Vec<SearchItem>, StoreError> {
+        filter: Option<&SearchOp>,
+    ) -> Result<Vec<Found>, StoreError> {
         let (ns, keys): (Vec<String>, Vec<String>) =
             ranked.iter().map(|(_, at)| at.clone()).unzip();
         let mut q = Query::new("");
         let (n, k) = (q.bind(ns, Type::TEXT_ARRAY), q.bind(keys, Type::TEXT_ARRAY));
-        let live = q.live(self.now);
         q.push(&self.sql(&format!(
             "SELECT {ITEM_COLUMNS} FROM {{s}}.sg_store_items \
-             WHERE (ns, key) IN (SELECT * FROM unnest({n}::text[], {k}::text[])) AND {live}"
+             WHERE (ns, key) IN (SELECT * FROM unnest({n}::text[], {k}::text[]))"
         )));
+        match filter {
+            Some(op) => q.push_search_conditions(self.now, &op.prefix, &op.filter),
+            None => {
+                let live = q.live(self.now);
+                q.push(&format!(" AND {live}"));
+            }
+        }
         let rows = self
             .tx
             .query_typed(q.text(), &q.params())
             .await
             .map_err(db("reading found items"))?;
-        let mut found: std::collections::HashMap<(String, String), Item> = rows
+        let mut found: HashMap<(String, String), (Item, bool)> = rows
             .iter()
             .map(|row| {
                 let item = rows::item(row, 0)?;
-                Ok(((item.namespace.to_string(), item.key.clone()), item))
+                let at = (item.namespace.to_string(), item.key.clone());
+                Ok((at, (item, rows::lasts(row, 0)?)))
             })
             .collect::<Result<_, StoreError>>()?;
         Ok(ranked
             .into_iter()
             .filter_map(|(score, at)| {
-                found.remove(&at).map(|item| SearchItem {
-                    item,
-                    score: Some(f64::from(score)),
-                })
+                let (item, lasts) = found.remove(&at)?;
+                let score = Some(f64::from(score));
+                Some((SearchItem { item, score }, lasts))
             })
             .collect())
     }

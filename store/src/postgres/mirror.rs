@@ -1,14 +1,15 @@
 //! The fallback's mirror: this process's copy of the vectors table, tagged with the
 //! generation it holds. A search first reads the generation: when another process changed
-//! the vectors since, the mirror reloads them all; this process's own batches are applied
-//! to it after they commit, without a reload.
+//! the vectors since, the mirror reads the items the vector log names (all vectors when it
+//! holds none or the log no longer reaches back); this process's own batches are applied to
+//! it after they commit.
 
 use std::sync::RwLock;
 
-use super::batch::Batch;
-use super::vectors::{admitted, generation, load_all};
+use super::batch::{Batch, Found};
+use super::vectors::{changed_since, generation, load_all};
 use crate::mirror::VectorMirror;
-use crate::{SearchItem, SearchOp, StoreError};
+use crate::{SearchOp, StoreError};
 
 /// An item: its namespace (`.`-joined) and key.
 type Owner = (String, String);
@@ -62,35 +63,71 @@ impl Mirror {
         batch: &Batch<'_>,
         op: &SearchOp,
         query: &[f32],
-    ) -> Result<Vec<SearchItem>, StoreError> {
-        let now = generation(batch.tx, batch.schema).await?;
-        if self.generation() != Some(now) {
-            let (loaded, vectors) = load_all(batch.tx, batch.schema).await?;
-            self.replace(loaded, vectors)?;
-        }
+    ) -> Result<Vec<Found>, StoreError> {
+        self.catch_up(batch).await?;
         let prefix = op.prefix.to_string();
         let need = op.offset.saturating_add(op.limit);
         let (mut k, mut seen) = (need.saturating_mul(2).max(64), 0);
         let mut kept = Vec::new();
-        // Ranked best first; the database keeps the live ones that meet the filter. Too
+        // Ranked best first; the database returns the live ones that meet the filter. Too
         // few: rank again for more (the order is the same, ties by item).
         loop {
             let ranked = self.rank(&prefix, query, k)?;
             let fresh = ranked.get(seen..).unwrap_or_default().to_vec();
-            let passed = admitted(batch, op, &fresh).await?;
-            kept.extend(fresh.into_iter().filter(|(_, at)| passed.contains(at)));
+            kept.extend(batch.items_at(fresh, Some(op)).await?);
             if kept.len() >= need || ranked.len() < k {
                 break;
             }
             seen = ranked.len();
             k = k.saturating_mul(4);
         }
-        let page = kept.into_iter().skip(op.offset).take(op.limit).collect();
-        batch.items_at(page).await
+        Ok(kept.into_iter().skip(op.offset).take(op.limit).collect())
+    }
+
+    /// Brings the mirror to the vectors' generation now: the items the log names since the
+    /// one it holds, or every vector when it holds none or the log no longer reaches back.
+    async fn catch_up(&self, batch: &Batch<'_>) -> Result<(), StoreError> {
+        let (tx, schema) = (batch.tx, batch.schema);
+        let now = generation(tx, schema).await?;
+        let held = self.generation();
+        if held == Some(now) {
+            return Ok(());
+        }
+        if let Some(held) = held.filter(|held| *held < now) {
+            if let Some(changed) = changed_since(tx, schema, held, now).await? {
+                return self.apply_changed(held, now, changed);
+            }
+        }
+        let (loaded, vectors) = load_all(tx, schema).await?;
+        self.replace(loaded, vectors)
+    }
+
+    /// Sets the changed items' vectors, read at `now` or later, on a mirror still at `held`.
+    fn apply_changed(
+        &self,
+        held: i64,
+        now: i64,
+        changed: Vec<(Owner, Option<Vec<f32>>)>,
+    ) -> Result<(), StoreError> {
+        let mut owners: std::collections::BTreeMap<Owner, Vec<Vec<f32>>> = Default::default();
+        for (owner, v) in changed {
+            let vectors = owners.entry(owner).or_default();
+            vectors.extend(v);
+        }
+        let mut state = self.write()?;
+        if state.generation != Some(held) {
+            // Another search of this handle moved it meanwhile.
+            return Ok(());
+        }
+        for (owner, vectors) in owners {
+            state.vectors.set(owner, &vectors)?;
+        }
+        state.generation = Some(now);
+        Ok(())
     }
 
     /// Applies a batch this process committed, which raised the generation from `from`
-    /// to `from + 1`: only when the mirror holds `from` (otherwise it reloads anyway).
+    /// to `from + 1`: only when the mirror holds `from` (otherwise its next search catches up).
     pub(super) fn apply(&self, from: i64, changes: Vec<Change>) -> Result<(), StoreError> {
         let mut state = self.write()?;
         if state.generation != Some(from) {

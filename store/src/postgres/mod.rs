@@ -3,8 +3,9 @@
 //!
 //! Its tables sit beside the saver's: `<schema>.sg_store_items` (one row per item: the
 //! value as `jsonb`, its `simple` tsvector, its times and TTL), `sg_store_vectors` (an
-//! item's vectors as `real[]`) and `sg_store_meta` (the schema version, the index's
-//! dimensions, the vectors' generation). A batch is one transaction. Filters become
+//! item's vectors as `real[]`), `sg_store_vector_log` (which items each generation of the
+//! vectors changed) and `sg_store_meta` (the schema version, the index's dimensions, the
+//! vectors' generation). A batch is one transaction. Filters become
 //! `jsonb` conditions with every value bound, namespaces are `.`-joined keys compared by
 //! bytes so a prefix is a key range, full-text search is `ts_rank` over an OR of the
 //! query's words. Vectors are ranked by pgvector when the server has it, otherwise exactly
@@ -191,6 +192,13 @@ impl PostgresStore {
             });
         }
         let (generation, changes) = (batch.generation, batch.changes);
+        if let Some(generation) = generation {
+            let items = changes
+                .iter()
+                .map(|c| (c.ns.clone(), c.key.clone()))
+                .unzip();
+            vectors::log_changes(&tx, schema, generation, items).await?;
+        }
         tx.commit().await.map_err(db("committing a batch"))?;
         if let (Some(generation), Vectors::Mirror(mirror)) = (generation, &inner.vectors) {
             mirror.apply(generation - 1, changes)?;
@@ -233,7 +241,14 @@ impl PostgresStore {
             .await
             .map_err(db("deleting expired items"))?;
         let generation = if inner.vectors.counted() && !rows.is_empty() {
-            Some(vectors::bump_generation(&tx, schema).await?)
+            let generation = vectors::bump_generation(&tx, schema).await?;
+            let gone = rows
+                .iter()
+                .map(|row| Ok((rows::col(row, 0)?, rows::col(row, 1)?)))
+                .collect::<Result<(Vec<String>, Vec<String>), StoreError>>()?;
+            vectors::log_changes(&tx, schema, generation, gone).await?;
+            vectors::prune_log(&tx, schema, generation).await?;
+            Some(generation)
         } else {
             None
         };

@@ -6,8 +6,9 @@ use tokio_postgres::Row;
 
 use crate::{Item, Namespace, StoreError, Timestamp};
 
-/// The columns every item query selects, in the order [`item`] reads them.
-pub(super) const ITEM_COLUMNS: &str = "ns, key, value::text, created_at, updated_at";
+/// The columns every item query selects, in the order [`item`] and [`lasts`] read them.
+pub(super) const ITEM_COLUMNS: &str =
+    "ns, key, value::text, created_at, updated_at, ttl_ms IS NOT NULL";
 
 /// Column `at` of `row`, or a database error naming it.
 pub(super) fn col<'a, T: FromSql<'a>>(row: &'a Row, at: usize) -> Result<T, StoreError> {
@@ -38,6 +39,12 @@ pub(super) fn item(row: &Row, from: usize) -> Result<Item, StoreError> {
         created_at: Timestamp(col(row, from + 3)?),
         updated_at: Timestamp(col(row, from + 4)?),
     })
+}
+
+/// Whether the item of a row selected with [`ITEM_COLUMNS`] from column `from` on has a
+/// TTL (which a refreshing read restarts).
+pub(super) fn lasts(row: &Row, from: usize) -> Result<bool, StoreError> {
+    col(row, from + 5)
 }
 
 /// A value as the text PostgreSQL reads as `jsonb`.

@@ -14,7 +14,8 @@ pub const POSTGRES_SCHEMA_VERSION: u32 = 1;
 /// The tables of version 1. Namespaces and keys compare by bytes (`COLLATE "C"`), so a
 /// namespace prefix is a range of the primary key. `tsv` is the `simple` (unstemmed)
 /// tsvector of every string of the value; `ttl_ms` and `expires_at` are milliseconds.
-/// A vector is `real[]` whatever the vector backend (decision 0088).
+/// A vector is `real[]` whatever the vector backend (decision 0088). The vector log names
+/// the items whose vectors each generation changed, for the mirrors to catch up.
 const TABLES: &str = r#"
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.sg_store_meta (
@@ -43,6 +44,13 @@ CREATE TABLE IF NOT EXISTS {s}.sg_store_vectors (
     PRIMARY KEY (ns, key, field),
     FOREIGN KEY (ns, key) REFERENCES {s}.sg_store_items (ns, key) ON DELETE CASCADE
 );
+CREATE TABLE IF NOT EXISTS {s}.sg_store_vector_log (
+    generation bigint NOT NULL,
+    ns         text COLLATE "C" NOT NULL,
+    key        text COLLATE "C" NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sg_store_vector_log_by_generation
+    ON {s}.sg_store_vector_log (generation);
 INSERT INTO {s}.sg_store_meta (key, value) VALUES ('vector_generation', '0')
     ON CONFLICT (key) DO NOTHING;
 "#;
@@ -74,7 +82,7 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
     } else {
         None
     };
-    if found == Some(POSTGRES_SCHEMA_VERSION) && holds(&tx, schema, LAST_TABLE).await? {
+    if found == Some(POSTGRES_SCHEMA_VERSION) && holds(&tx, schema, LAST_OBJECT).await? {
         // Nothing to create: no DDL, whose table locks would wait for (and could deadlock
         // with) the writers of a schema in use.
         return tx
@@ -100,10 +108,10 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
         .map_err(db("committing the store's schema"))
 }
 
-/// The table [`TABLES`] creates last: when it exists, every one before it does.
-const LAST_TABLE: &str = "sg_store_vectors";
+/// The object [`TABLES`] creates last: when it exists, every one before it does.
+const LAST_OBJECT: &str = "sg_store_vector_log_by_generation";
 
-/// Whether the schema holds the table `table`.
+/// Whether the schema holds the table or index `table`.
 async fn holds(
     tx: &tokio_postgres::Transaction<'_>,
     schema: &str,
@@ -155,13 +163,13 @@ async fn check_version(
 
 #[cfg(test)]
 mod tests {
-    use super::{LAST_TABLE, TABLES};
+    use super::{LAST_OBJECT, TABLES};
 
     #[test]
-    fn the_completeness_check_names_the_table_created_last() {
+    fn the_completeness_check_names_the_object_created_last() {
         let last = TABLES.lines().rfind(|l| l.starts_with("CREATE"));
         assert!(
-            last.is_some_and(|l| l.contains(&format!("{{s}}.{LAST_TABLE} "))),
+            last.is_some_and(|l| l.contains(&format!(" {LAST_OBJECT}"))),
             "{last:?}"
         );
     }

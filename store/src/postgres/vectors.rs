@@ -5,12 +5,12 @@
 use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
 
-use super::batch::Batch;
+use super::batch::{Batch, Found};
 use super::mirror::Mirror;
 use super::rows::col;
 use super::schema::named;
 use super::sql::{big, db, Query};
-use crate::{vector, SearchItem, SearchOp, StoreError};
+use crate::{vector, SearchOp, StoreError};
 
 /// How a [`PostgresStore`](super::PostgresStore) ranks by vector.
 ///
@@ -28,8 +28,8 @@ pub enum VectorBackend {
     /// pgvector: the inner product computed by the server, in SQL. Opening fails when the
     /// extension cannot be had.
     PgVector,
-    /// No extension: each process keeps the vectors in memory, reloaded when another
-    /// process changed them, and ranks exactly there.
+    /// No extension: each process keeps the vectors in memory, brought up to date from a
+    /// log of changes when another process changed them, and ranks exactly there.
     Fallback,
 }
 
@@ -102,7 +102,7 @@ pub(super) async fn resolve(
     }
 }
 
-/// Raises the vectors' generation: every mirror reloads (or, for this process's own
+/// Raises the vectors' generation: every mirror catches up (or, for this process's own
 /// batch, applies it) before its next search. The row's lock orders vector writers.
 pub(super) async fn bump_generation(tx: &Transaction<'_>, schema: &str) -> Result<i64, StoreError> {
     let rows = tx
@@ -125,7 +125,7 @@ pub(super) async fn search(
     batch: &Batch<'_>,
     op: &SearchOp,
     query: &[f32],
-) -> Result<Vec<SearchItem>, StoreError> {
+) -> Result<Vec<Found>, StoreError> {
     match batch.vectors {
         Vectors::PgVector => search_pgvector(batch, op, query).await,
         Vectors::Off => Ok(Vec::new()),
@@ -139,7 +139,7 @@ async fn search_pgvector(
     batch: &Batch<'_>,
     op: &SearchOp,
     query: &[f32],
-) -> Result<Vec<SearchItem>, StoreError> {
+) -> Result<Vec<Found>, StoreError> {
     let mut q = Query::new("");
     let v = q.bind(query.to_vec(), Type::FLOAT4_ARRAY);
     q.push(&named(
@@ -166,7 +166,7 @@ async fn search_pgvector(
         .iter()
         .map(|row| Ok((col::<f64>(row, 0)? as f32, (col(row, 1)?, col(row, 2)?))))
         .collect::<Result<Vec<_>, StoreError>>()?;
-    batch.items_at(ranked).await
+    batch.items_at(ranked, None).await
 }
 
 /// Exact ranking over the vectors read in the batch's transaction (what the mirror cannot
@@ -175,7 +175,7 @@ async fn search_loaded(
     batch: &Batch<'_>,
     op: &SearchOp,
     query: &[f32],
-) -> Result<Vec<SearchItem>, StoreError> {
+) -> Result<Vec<Found>, StoreError> {
     let mut q = Query::new(named(
         batch.schema,
         "SELECT ns, key, v.vec FROM {s}.sg_store_items \
@@ -203,7 +203,7 @@ async fn search_loaded(
         .into_iter()
         .skip(op.offset)
         .collect();
-    batch.items_at(page).await
+    batch.items_at(page, None).await
 }
 
 /// Reads every stored vector with the generation it belongs to (at least as new).
@@ -241,31 +241,97 @@ pub(super) async fn generation(tx: &Transaction<'_>, schema: &str) -> Result<i64
     rows.first().map_or(Ok(0), |row| col(row, 0))
 }
 
-/// Keeps, of candidates in rank order, the live ones that meet the search's filter:
-/// one statement for the lot.
-pub(super) async fn admitted(
-    batch: &Batch<'_>,
-    op: &SearchOp,
-    candidates: &[(f32, (String, String))],
-) -> Result<std::collections::HashSet<(String, String)>, StoreError> {
-    let (ns, keys): (Vec<String>, Vec<String>) =
-        candidates.iter().map(|(_, at)| at.clone()).unzip();
-    let mut q = Query::new("");
-    let (n, k) = (q.bind(ns, Type::TEXT_ARRAY), q.bind(keys, Type::TEXT_ARRAY));
-    q.push(&named(
-        batch.schema,
-        &format!(
-            "SELECT ns, key FROM {{s}}.sg_store_items \
-             WHERE (ns, key) IN (SELECT * FROM unnest({n}::text[], {k}::text[]))"
+/// How many generations the vector log keeps: a mirror further behind reloads everything.
+const LOG_KEEP: i64 = 10_000;
+
+/// Records that `generation` changed the vectors of these items (`(namespace, key)`).
+pub(super) async fn log_changes(
+    tx: &Transaction<'_>,
+    schema: &str,
+    generation: i64,
+    items: (Vec<String>, Vec<String>),
+) -> Result<(), StoreError> {
+    tx.execute_typed(
+        &named(
+            schema,
+            "INSERT INTO {s}.sg_store_vector_log (generation, ns, key) \
+             SELECT $1, * FROM unnest($2::text[], $3::text[])",
         ),
-    ));
-    q.push_search_conditions(batch.now, &op.prefix, &op.filter);
-    let rows = batch
-        .tx
-        .query_typed(q.text(), &q.params())
+        &[
+            (&generation, Type::INT8),
+            (&items.0, Type::TEXT_ARRAY),
+            (&items.1, Type::TEXT_ARRAY),
+        ],
+    )
+    .await
+    .map_err(db("logging the changed vectors"))?;
+    Ok(())
+}
+
+/// Forgets the log of generations more than [`LOG_KEEP`] before `generation`.
+pub(super) async fn prune_log(
+    tx: &Transaction<'_>,
+    schema: &str,
+    generation: i64,
+) -> Result<(), StoreError> {
+    tx.execute_typed(
+        &named(
+            schema,
+            "DELETE FROM {s}.sg_store_vector_log WHERE generation <= $1",
+        ),
+        &[(&generation.saturating_sub(LOG_KEEP), Type::INT8)],
+    )
+    .await
+    .map_err(db("pruning the vector log"))?;
+    Ok(())
+}
+
+/// The items whose vectors the generations after `held` up to `now` changed, each with its
+/// vectors now (none: it has none, or is gone); `None` when the log no longer holds all of
+/// those generations.
+pub(super) async fn changed_since(
+    tx: &Transaction<'_>,
+    schema: &str,
+    held: i64,
+    now: i64,
+) -> Result<Option<Vec<((String, String), Option<Vec<f32>>)>>, StoreError> {
+    let span = [
+        (
+            &held as &(dyn tokio_postgres::types::ToSql + Sync),
+            Type::INT8,
+        ),
+        (&now, Type::INT8),
+    ];
+    let logged = tx
+        .query_typed(
+            &named(
+                schema,
+                "SELECT count(DISTINCT generation) FROM {s}.sg_store_vector_log \
+                 WHERE generation > $1 AND generation <= $2",
+            ),
+            &span,
+        )
         .await
-        .map_err(db("filtering ranked items"))?;
+        .map_err(db("reading the vector log"))?;
+    let count: i64 = logged.first().map_or(Ok(0), |row| col(row, 0))?;
+    if count != now - held {
+        return Ok(None);
+    }
+    let rows = tx
+        .query_typed(
+            &named(
+                schema,
+                "WITH changed AS (SELECT DISTINCT ns, key FROM {s}.sg_store_vector_log \
+                 WHERE generation > $1 AND generation <= $2) \
+                 SELECT c.ns, c.key, v.vec FROM changed c \
+                 LEFT JOIN {s}.sg_store_vectors v ON v.ns = c.ns AND v.key = c.key",
+            ),
+            &span,
+        )
+        .await
+        .map_err(db("reading the changed vectors"))?;
     rows.iter()
-        .map(|row| Ok((col(row, 0)?, col(row, 1)?)))
-        .collect()
+        .map(|row| Ok(((col(row, 0)?, col(row, 1)?), col(row, 2)?)))
+        .collect::<Result<_, StoreError>>()
+        .map(Some)
 }

@@ -167,8 +167,9 @@ async fn pgvector_ranks_as_the_fallback_when_the_server_has_it() {
 }
 
 /// Timings of a vector search over `STATEGRAPH_STORE_BENCH_N` items (default 10,000) of 384
-/// dimensions: the fallback's mirror, the same search in a batch that wrote vectors (ranked
-/// over vectors read from the table), and pgvector when the server has it. Run by hand:
+/// dimensions: the fallback's mirror (loaded, and catching up after another handle's put),
+/// the same search in a batch that wrote vectors (ranked over vectors read from the table),
+/// and pgvector when the server has it. Run by hand:
 /// `cargo test -p stategraph-store --all-features --release --test postgres -- --ignored
 /// --nocapture vector_search_timings`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,6 +216,16 @@ async fn vector_search_timings() {
         let t = std::time::Instant::now();
         other.search(search.clone()).await.expect("search");
         time("fallback, mirror loaded")(t.elapsed());
+    }
+    for i in 0..3 {
+        let key = format!("k{i:06}");
+        fallback
+            .put(&ns(&["docs"]), &key, words_item(i + 1))
+            .await
+            .expect("put");
+        let t = std::time::Instant::now();
+        other.search(search.clone()).await.expect("search");
+        time("fallback, search after another handle's put (catches up from the log)")(t.elapsed());
     }
     let put = PutOp::new(ns(&["docs"]), "k000000", words_item(0));
     let t = std::time::Instant::now();
