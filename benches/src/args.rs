@@ -47,6 +47,13 @@ pub(crate) struct Args {
     pub(crate) turn_calls: Vec<usize>,
     /// Thread lengths of the `replay10k` workload, one row each (`--replay-steps`).
     pub(crate) replay_steps: Vec<usize>,
+    /// Items of the `store` workload's stores, one size each (`--store-items`).
+    pub(crate) store_items: Vec<usize>,
+    /// Backends of the `store` workload (`--store-backends memory,sqlite,postgres`).
+    pub(crate) store_backends: Vec<String>,
+    /// The Python of a venv with LangGraph's stores, for the `store` workload's LangGraph
+    /// side (`--lg-python`; without it only ours runs).
+    pub(crate) lg_python: Option<PathBuf>,
     /// Chunks the `stream` workload's model streams (`--stream-chunks`).
     pub(crate) stream_chunks: usize,
     /// Checkpoints the `prune` workload keeps (`--prune-keep`).
@@ -101,11 +108,11 @@ impl Args {
 /// Where `.ci/sdk-clients.sh` makes the Python venv with `langgraph-sdk`.
 const DEFAULT_SDK_PYTHON: &str = "target/sdk-clients/py/bin/python";
 
-pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune,studio,workers,turn1000,replay10k,server,stream] \
+pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune,studio,workers,turn1000,replay10k,server,stream,store] \
 [--checkpointer none|memory|sqlite|postgres] [--pg-url URL] [--steps 1000] [--fanout-k 1000] [--fanout-waves 0] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \
-[--verify-steps 10000,100000] [--prune-keep 100] [--turn-calls 250,1000] [--replay-steps 2500,10000] [--stream-chunks 100000] [--worker-threads N] [--pg-prepared-statements on|off] \
+[--verify-steps 10000,100000] [--prune-keep 100] [--turn-calls 250,1000] [--replay-steps 2500,10000] [--stream-chunks 100000] [--store-items 10000,100000] [--store-backends memory,sqlite,postgres] [--lg-python PATH] [--worker-threads N] [--pg-prepared-statements on|off] \
 [--sdk-python PATH] [--lg-dev PATH --lg-app DIR] [--server-clients 1,32] [--server-runs 30] [--server-port-base 0]";
 
 /// A command-line problem: message and exit code.
@@ -143,6 +150,12 @@ fn defaults() -> Args {
         turn_calls: vec![250, 1000],
         replay_steps: vec![2500, 10_000],
         stream_chunks: 100_000,
+        store_items: vec![10_000, 100_000],
+        store_backends: crate::store_backends::BACKENDS
+            .iter()
+            .map(|b| (*b).to_owned())
+            .collect(),
+        lg_python: None,
         prune_keep: 100,
         sqlite_sync: Synchronous::Full,
         preallocate_wal: true,
@@ -226,6 +239,9 @@ fn apply_flag(
         "--replay-steps" => args.replay_steps = numbers(flag, &value()?)?,
         "--prune-keep" => args.prune_keep = number(flag, &value()?)?,
         "--stream-chunks" => args.stream_chunks = number(flag, &value()?)?,
+        "--store-items" => args.store_items = numbers(flag, &value()?)?,
+        "--store-backends" => args.store_backends = list(&value()?),
+        "--lg-python" => args.lg_python = Some(PathBuf::from(value()?)),
         "--pg-url" => args.pg_url = Some(value()?),
         "--pg-prepared-statements" => args.pg_prepared = on_off(flag, &value()?)?,
         "--worker-threads" => args.worker_threads = Some(number(flag, &value()?)?),
@@ -346,6 +362,25 @@ fn finish(mut args: Args, pending: Pending) -> Result<Args, Usage> {
     if args.server_runs == 0 || args.server_clients.is_empty() || args.server_clients.contains(&0) {
         return Err(Usage(
             "--server-runs and each of --server-clients must be at least 1".to_owned(),
+            2,
+        ));
+    }
+    if let Some(b) = args
+        .store_backends
+        .iter()
+        .find(|b| !crate::store_backends::BACKENDS.contains(&b.as_str()))
+    {
+        return Err(Usage(
+            format!(
+                "--store-backends: unknown backend {b:?} ({})",
+                crate::store_backends::BACKENDS.join(", ")
+            ),
+            2,
+        ));
+    }
+    if args.store_items.contains(&0) {
+        return Err(Usage(
+            "each of --store-items must be at least 1".to_owned(),
             2,
         ));
     }

@@ -23,7 +23,10 @@
 //! runs each; `--sdk-python PATH`, and `--lg-dev PATH --lg-app DIR` for LangGraph's side;
 //! see `server.rs`), `stream` (a model's tokens through the `messages` mode in process, with
 //! LangGraph's in the same run given `--lg-dev`, and through `stategraph serve`:
-//! `--stream-chunks 100000`; see `stream.rs`) and `sales_review` (ours only;
+//! `--stream-chunks 100000`; see `stream.rs`), `store` (the long-term store beside LangGraph's
+//! `InMemoryStore`, `SqliteStore` and `PostgresStore`: put, get, filtered and vector search
+//! at `--store-items 10000,100000` on `--store-backends memory,sqlite,postgres`, LangGraph's
+//! side run by `--lg-python PATH`; see `store_rows.rs`) and `sales_review` (ours only;
 //! `sales_review` times the example's release binary, built first with `cargo build --release
 //! --example sales_review`), `--checkpointer none|memory|sqlite|postgres` (a comma list is
 //! accepted: `none,memory`; `postgres` runs chain, fanout, agent and wide on a fresh schema of
@@ -81,6 +84,8 @@ mod server_summary;
 mod settlement;
 mod settlement_run;
 mod sqlite_db;
+mod store_backends;
+mod store_rows;
 mod stream;
 mod studio_page;
 mod subagent;
@@ -107,7 +112,7 @@ use sqlite_db::SqliteDb;
 use wide::WIDE_NODES;
 
 pub(crate) const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 17] = [
+const WORKLOADS: [&str; 18] = [
     "chain",
     "fanout",
     "agent",
@@ -125,6 +130,7 @@ const WORKLOADS: [&str; 17] = [
     "replay10k",
     "server",
     "stream",
+    "store",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -439,6 +445,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "replay10k" => replay_run::run_replay(&args).await?,
             "server" => server::run_server(&args).await?,
             "stream" => stream::run_stream(&args).await?,
+            "store" => store_rows::run_store(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;

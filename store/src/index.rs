@@ -31,6 +31,20 @@ pub enum EmbedError {
         /// Vectors returned.
         got: usize,
     },
+    /// The embedder's configuration cannot be used (a bad URL, an empty model name…).
+    #[error("embedder configuration: {0}")]
+    Config(String),
+    /// The service answered with an HTTP error status.
+    #[error("embedder service answered HTTP {status}: {body}")]
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The error message of its body, cut to a readable length.
+        body: String,
+    },
+    /// The service's answer could not be read as embeddings.
+    #[error("embedder answer unreadable: {0}")]
+    Decode(String),
     /// A vector's length was not the index's `dims`.
     #[error("embedder returned a vector of {got} dimensions; the index has {dims}")]
     Dims {

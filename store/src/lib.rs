@@ -25,9 +25,10 @@
 //!
 //! Inside: `namespace` and `item` the data; `op` a batch's operations; `filter` conditions
 //! on values; `ttl` expiry and clocks; `index` and `embedder` the semantic index; `vector`
-//! and `text` ranking; `mirror` vectors held in memory for a SQL backend; `prepare` what
-//! each backend does before its transaction; `memory` the reference backend; `sqlite` the
-//! SQLite backend; `postgres` the PostgreSQL backend; `store` the contract and the sweeper.
+//! and `text` ranking; `mirror` vectors held in memory for a SQL backend; `openai` (feature
+//! `live`) an embeddings client; `prepare` what each backend does before its transaction;
+//! `memory` the reference backend; `sqlite` the SQLite backend; `postgres` the PostgreSQL
+//! backend; `store` the contract and the sweeper.
 
 mod embedder;
 mod error;
@@ -38,6 +39,8 @@ mod memory;
 pub mod mirror;
 mod namespace;
 mod op;
+#[cfg(feature = "live")]
+mod openai;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub mod prepare;
@@ -55,6 +58,8 @@ pub use item::{Item, SearchItem, Timestamp};
 pub use memory::MemoryStore;
 pub use namespace::{MatchCondition, MatchSide, Namespace, NamespaceError};
 pub use op::{GetOp, ListNamespacesOp, Op, OpResult, PutOp, SearchOp};
+#[cfg(feature = "live")]
+pub use openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, VectorBackend, POSTGRES_SCHEMA_VERSION};
 pub use sqlite::{SqliteStore, SqliteStoreOptions, Synchronous, SCHEMA_VERSION};
