@@ -79,6 +79,7 @@ macro_rules! conformance {
                 ranking::vector_search_uses_a_puts_field_override,
                 ranking::vector_search_applies_filter_and_prefix_before_ranking,
                 ranking::vector_search_pages_deterministically,
+                ranking::a_limit_beyond_every_item_returns_them_all,
             );
         }
     };
