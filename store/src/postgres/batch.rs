@@ -1,6 +1,6 @@
 //! A batch's operations, each run as statements in the batch's one transaction.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
@@ -289,22 +289,11 @@ impl Batch<'_> {
             .query_typed(q.text(), &q.params())
             .await
             .map_err(db("listing namespaces"))?;
-        let mut out = BTreeSet::new();
-        for row in &rows {
-            let joined: String = col(row, 0)?;
-            let ns = Namespace::from_joined(&joined).map_err(|e| StoreError::Corrupt {
-                namespace: joined.clone(),
-                key: "-".to_owned(),
-                why: e.to_string(),
-            })?;
-            if op.conditions.iter().all(|c| c.matches(&ns)) {
-                out.insert(match op.max_depth {
-                    Some(depth) => ns.truncated(depth),
-                    None => ns,
-                });
-            }
-        }
-        Ok(out.into_iter().skip(op.offset).take(op.limit).collect())
+        let namespaces = rows
+            .iter()
+            .map(|row| Namespace::from_stored(&col::<String>(row, 0)?))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(op.select(namespaces))
     }
 
     /// The live items at these `(namespace, key)`s, in the order given (those gone left
