@@ -252,11 +252,12 @@ impl PostgresStore {
                 .map(|row| Ok((rows::col(row, 0)?, rows::col(row, 1)?)))
                 .collect::<Result<(Vec<String>, Vec<String>), StoreError>>()?;
             vectors::log_changes(&tx, schema, generation, gone).await?;
-            vectors::prune_log(&tx, schema, generation).await?;
             Some(generation)
         } else {
             None
         };
+        // Every sweep, whatever it deleted: writes that expire nothing log too.
+        vectors::prune_log(&tx, schema).await?;
         tx.commit().await.map_err(db("committing a sweep"))?;
         if let (Vectors::Mirror(mirror), Some(generation)) = (&inner.vectors, generation) {
             let gone = rows

@@ -290,18 +290,16 @@ pub(super) async fn log_changes(
     Ok(())
 }
 
-/// Forgets the log of generations more than [`LOG_KEEP`] before `generation`.
-pub(super) async fn prune_log(
-    tx: &Transaction<'_>,
-    schema: &str,
-    generation: i64,
-) -> Result<(), StoreError> {
+/// Forgets the log of generations more than [`LOG_KEEP`] before the generation now: a
+/// mirror that far behind reloads every vector and reads none of it.
+pub(super) async fn prune_log(tx: &Transaction<'_>, schema: &str) -> Result<(), StoreError> {
     tx.execute_typed(
         &named(
             schema,
-            "DELETE FROM {s}.sg_store_vector_log WHERE generation <= $1",
+            "DELETE FROM {s}.sg_store_vector_log WHERE generation <= \
+             (SELECT value::bigint FROM {s}.sg_store_meta WHERE key = 'vector_generation') - $1",
         ),
-        &[(&generation.saturating_sub(LOG_KEEP), Type::INT8)],
+        &[(&LOG_KEEP, Type::INT8)],
     )
     .await
     .map_err(db("pruning the vector log"))?;

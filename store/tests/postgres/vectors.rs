@@ -340,3 +340,40 @@ async fn a_fallback_mirror_sees_the_writes_of_a_store_without_an_index() {
     assert_eq!(keys(&found), Vec::<String>::new(), "{found:?}");
     saver.drop_schema().await.expect("drop");
 }
+
+#[tokio::test]
+async fn every_sweep_prunes_the_vector_log_even_when_nothing_expired() {
+    let Some(saver) = saver("vec_prune").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let store = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    let at = ns(&["docs"]);
+    store
+        .put(&at, "tea", obj(json!({"text": "green tea"})))
+        .await
+        .expect("put");
+    let client = saver.connection().await.expect("connection");
+    let log = format!("\"{}\".sg_store_vector_log", saver.schema());
+    let count = format!("SELECT count(*) FROM {log}");
+    let logged: i64 = client.query_one(&count, &[]).await.expect("count").get(0);
+    assert_eq!(logged, 1);
+    // Twenty thousand generations later (other writers), with nothing to expire.
+    client
+        .batch_execute(&format!(
+            "UPDATE \"{}\".sg_store_meta SET value = '20000' WHERE key = 'vector_generation'",
+            saver.schema()
+        ))
+        .await
+        .expect("raise the generation");
+    assert_eq!(store.sweep().await.expect("sweep"), 0);
+    let logged: i64 = client.query_one(&count, &[]).await.expect("count").get(0);
+    assert_eq!(
+        logged, 0,
+        "the log keeps generations a mirror can no longer use"
+    );
+    drop(client);
+    saver.drop_schema().await.expect("drop");
+}
