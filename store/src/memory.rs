@@ -1,6 +1,6 @@
 //! The in-memory backend: the reference for every rule the store keeps.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -223,17 +223,11 @@ fn text_of(value: &Map<String, Value>) -> String {
 }
 
 fn list_namespaces(items: &Items, op: &ListNamespacesOp, now: Timestamp) -> Vec<Namespace> {
-    let mut out = BTreeSet::new();
-    for (ns, keys) in items {
-        if !keys.values().any(|e| e.live(now)) || !op.conditions.iter().all(|c| c.matches(ns)) {
-            continue;
-        }
-        out.insert(match op.max_depth {
-            Some(depth) => ns.truncated(depth),
-            None => ns.clone(),
-        });
-    }
-    out.into_iter().skip(op.offset).take(op.limit).collect()
+    let live = items
+        .iter()
+        .filter(|(_, keys)| keys.values().any(|e| e.live(now)))
+        .map(|(ns, _)| ns.clone());
+    op.select(live)
 }
 
 impl Store for MemoryStore {

@@ -184,7 +184,9 @@ impl<K: Ord + Hash + Clone + Sync> VectorMirror<K> {
         k: usize,
         rows: std::ops::Range<usize>,
     ) -> BinaryHeap<Ranked<'s, K>> {
-        let mut best = BinaryHeap::with_capacity(k + 1);
+        // `k` comes from a search's limit and offset, which may be far beyond the rows (a
+        // caller asking for "all"): the heap never holds more than the range's rows.
+        let mut best = BinaryHeap::with_capacity(k.min(rows.len()).saturating_add(1));
         let vectors =
             self.matrix[rows.start * self.dims..rows.end * self.dims].chunks_exact(self.dims);
         for (v, owner) in vectors.zip(&self.row_owner[rows]) {
@@ -396,6 +398,17 @@ mod tests {
         all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let want: Vec<u32> = all.iter().take(25).map(|(_, n)| *n).collect();
         assert_eq!(ranked.iter().map(|(_, n)| *n).collect::<Vec<_>>(), want);
+        Ok(())
+    }
+
+    #[test]
+    fn a_k_far_beyond_the_rows_ranks_them_all() -> Result<(), EmbedError> {
+        let mut m = VectorMirror::new(2);
+        m.set(1, &[vec![1.0, 0.0]])?;
+        m.set(2, &[vec![0.0, 1.0]])?;
+        for k in [usize::MAX, usize::MAX / 2] {
+            assert_eq!(m.rank(&[1.0, 0.0], |_| true, k), vec![(1.0, 1), (0.0, 2)]);
+        }
         Ok(())
     }
 

@@ -77,6 +77,16 @@ impl Namespace {
         Self::new(joined.split('.'))
     }
 
+    /// Reads a namespace a SQL backend stored `.`-joined; one it cannot read is a
+    /// [`StoreError::Corrupt`](crate::StoreError::Corrupt) naming it.
+    pub(crate) fn from_stored(joined: &str) -> Result<Self, crate::StoreError> {
+        Self::from_joined(joined).map_err(|e| crate::StoreError::Corrupt {
+            namespace: joined.to_owned(),
+            key: "-".to_owned(),
+            why: e.to_string(),
+        })
+    }
+
     /// The labels, outermost first.
     pub fn labels(&self) -> &[String] {
         &self.0

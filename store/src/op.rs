@@ -1,5 +1,7 @@
 //! Operations a batch holds, and what each returns.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value};
 
 use crate::{Filter, IndexFields, Item, MatchCondition, Namespace, SearchItem, Ttl};
@@ -186,5 +188,23 @@ impl ListNamespacesOp {
     pub fn max_depth(mut self, depth: usize) -> Self {
         self.max_depth = Some(depth);
         self
+    }
+
+    /// What the listing returns of the namespaces of the live items (any order, repeats
+    /// allowed): those meeting every condition, cut to the depth, sorted, each once, paged.
+    /// Every backend lists through this, so they agree.
+    pub(crate) fn select(&self, namespaces: impl IntoIterator<Item = Namespace>) -> Vec<Namespace> {
+        let kept: BTreeSet<Namespace> = namespaces
+            .into_iter()
+            .filter(|ns| self.conditions.iter().all(|c| c.matches(ns)))
+            .map(|ns| match self.max_depth {
+                Some(depth) => ns.truncated(depth),
+                None => ns,
+            })
+            .collect();
+        kept.into_iter()
+            .skip(self.offset)
+            .take(self.limit)
+            .collect()
     }
 }

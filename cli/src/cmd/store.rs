@@ -221,7 +221,9 @@ fn time(ms: i64) -> String {
     format_utc_ms(u64::try_from(ms).unwrap_or(0))
 }
 
-/// `--json`: an item as the server's `/store` routes answer it, with its score in a search.
+/// `--json`: an item with the fields the server's `/store` routes answer, with its score in a
+/// search; its times are written as the CLI writes every time (UTC, ending in `Z`), not in the
+/// server's `+00:00` form.
 fn item_json(item: &Item, found: Option<&SearchItem>) -> Value {
     let mut out = json!({
         "namespace": item.namespace.labels(),

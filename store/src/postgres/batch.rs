@@ -1,6 +1,6 @@
 //! A batch's operations, each run as statements in the batch's one transaction.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
@@ -77,18 +77,7 @@ impl Batch<'_> {
     pub(super) async fn put(&mut self, op: &PutOp, vecs: &[Vec<f32>]) -> Result<(), StoreError> {
         let (ns, key) = (op.namespace.to_string(), op.key.clone());
         let Some(value) = &op.value else {
-            let deleted = self
-                .tx
-                .execute_typed(
-                    &self.sql("DELETE FROM {s}.sg_store_items WHERE ns = $1 AND key = $2"),
-                    &[(&ns, Type::TEXT), (&key, Type::TEXT)],
-                )
-                .await
-                .map_err(db("deleting an item"))?;
-            if deleted > 0 {
-                self.vectors_changed(ns, key, Vec::new()).await?;
-            }
-            return Ok(());
+            return self.delete(ns, key).await;
         };
         let ttl = self.config.ttl.resolve(op.ttl);
         let ttl_ms = ttl.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -118,14 +107,7 @@ impl Batch<'_> {
             )
             .await
             .map_err(db("writing an item"))?;
-        let replaced = self
-            .tx
-            .execute_typed(
-                &self.sql("DELETE FROM {s}.sg_store_vectors WHERE ns = $1 AND key = $2"),
-                &[(&ns, Type::TEXT), (&key, Type::TEXT)],
-            )
-            .await
-            .map_err(db("deleting an item's old vectors"))?;
+        let replaced = self.drop_vectors(&ns, &key).await?;
         for (field, v) in vecs.iter().enumerate() {
             let field = i32::try_from(field).unwrap_or(i32::MAX);
             self.tx
@@ -150,6 +132,39 @@ impl Batch<'_> {
         Ok(())
     }
 
+    /// Deletes one item. A store with an index counts every delete as a change of the
+    /// vectors; one without counts it only when the item had vectors (another process's
+    /// index gave it some), which it drops first to know.
+    async fn delete(&mut self, ns: String, key: String) -> Result<(), StoreError> {
+        let dropped = match self.vectors.counted() {
+            true => 0,
+            false => self.drop_vectors(&ns, &key).await?,
+        };
+        let deleted = self
+            .tx
+            .execute_typed(
+                &self.sql("DELETE FROM {s}.sg_store_items WHERE ns = $1 AND key = $2"),
+                &[(&ns, Type::TEXT), (&key, Type::TEXT)],
+            )
+            .await
+            .map_err(db("deleting an item"))?;
+        if (deleted > 0 && self.vectors.counted()) || dropped > 0 {
+            self.vectors_changed(ns, key, Vec::new()).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes an item's vectors; how many it had.
+    async fn drop_vectors(&self, ns: &str, key: &str) -> Result<u64, StoreError> {
+        self.tx
+            .execute_typed(
+                &self.sql("DELETE FROM {s}.sg_store_vectors WHERE ns = $1 AND key = $2"),
+                &[(&ns, Type::TEXT), (&key, Type::TEXT)],
+            )
+            .await
+            .map_err(db("deleting an item's vectors"))
+    }
+
     /// Counts a change of the stored vectors, so that every process's mirror catches up.
     async fn vectors_changed(
         &mut self,
@@ -157,9 +172,9 @@ impl Batch<'_> {
         key: String,
         vectors: Vec<Vec<f32>>,
     ) -> Result<(), StoreError> {
-        if !self.vectors.counted() {
-            return Ok(());
-        }
+        // Called by a store without an index only when vectors really changed: it takes the
+        // generation row's lock here, not first, and a rare deadlock with a store that took
+        // it first is retried (`locks`).
         if self.generation.is_none() {
             self.generation = Some(vectors::bump_generation(self.tx, self.schema).await?);
         }
@@ -289,22 +304,11 @@ impl Batch<'_> {
             .query_typed(q.text(), &q.params())
             .await
             .map_err(db("listing namespaces"))?;
-        let mut out = BTreeSet::new();
-        for row in &rows {
-            let joined: String = col(row, 0)?;
-            let ns = Namespace::from_joined(&joined).map_err(|e| StoreError::Corrupt {
-                namespace: joined.clone(),
-                key: "-".to_owned(),
-                why: e.to_string(),
-            })?;
-            if op.conditions.iter().all(|c| c.matches(&ns)) {
-                out.insert(match op.max_depth {
-                    Some(depth) => ns.truncated(depth),
-                    None => ns,
-                });
-            }
-        }
-        Ok(out.into_iter().skip(op.offset).take(op.limit).collect())
+        let namespaces = rows
+            .iter()
+            .map(|row| Namespace::from_stored(&col::<String>(row, 0)?))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(op.select(namespaces))
     }
 
     /// The live items at these `(namespace, key)`s, in the order given (those gone left

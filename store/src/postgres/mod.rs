@@ -226,9 +226,14 @@ impl PostgresStore {
             .transaction()
             .await
             .map_err(db("beginning a sweep"))?;
-        if inner.vectors.counted() {
+        let now = inner.config.clock.now().millis();
+        // A store without an index counts the sweep only when a swept item had vectors.
+        let counted = if inner.vectors.counted() {
             locks::lock_generation(&tx, schema).await?;
-        }
+            true
+        } else {
+            vectors::drop_expired(&tx, schema, now).await? > 0
+        };
         let rows = tx
             .query_typed(
                 &named(
@@ -236,22 +241,23 @@ impl PostgresStore {
                     "DELETE FROM {s}.sg_store_items \
                      WHERE expires_at IS NOT NULL AND expires_at <= $1 RETURNING ns, key",
                 ),
-                &[(&inner.config.clock.now().millis(), Type::INT8)],
+                &[(&now, Type::INT8)],
             )
             .await
             .map_err(db("deleting expired items"))?;
-        let generation = if inner.vectors.counted() && !rows.is_empty() {
+        let generation = if counted && !rows.is_empty() {
             let generation = vectors::bump_generation(&tx, schema).await?;
             let gone = rows
                 .iter()
                 .map(|row| Ok((rows::col(row, 0)?, rows::col(row, 1)?)))
                 .collect::<Result<(Vec<String>, Vec<String>), StoreError>>()?;
             vectors::log_changes(&tx, schema, generation, gone).await?;
-            vectors::prune_log(&tx, schema, generation).await?;
             Some(generation)
         } else {
             None
         };
+        // Every sweep, whatever it deleted: writes that expire nothing log too.
+        vectors::prune_log(&tx, schema).await?;
         tx.commit().await.map_err(db("committing a sweep"))?;
         if let (Vectors::Mirror(mirror), Some(generation)) = (&inner.vectors, generation) {
             let gone = rows

@@ -98,8 +98,14 @@ impl Query {
 
     /// One filter condition on the `value` column, as [`Condition::matches`] reads it.
     fn condition(&mut self, condition: &Condition) -> String {
-        let path = self.bind(condition.path.clone(), Type::TEXT_ARRAY);
-        let field = format!("(value #> {path})");
+        // `->` with a text key reads an object's field and gives NULL on an array, as
+        // `field_at` walks objects only (`#>` would read `"0"` as an array index).
+        let mut field = String::from("(value");
+        for key in &condition.path {
+            let key = self.bind(key.clone(), Type::TEXT);
+            field.push_str(&format!(" -> {key}"));
+        }
+        field.push(')');
         let op = match condition.cmp {
             Cmp::Eq | Cmp::Ne => {
                 let want = self.bind(condition.value.to_string(), Type::TEXT);

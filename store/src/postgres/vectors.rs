@@ -45,8 +45,10 @@ pub(super) enum Vectors {
 }
 
 impl Vectors {
-    /// Whether writes count the vectors' generation: in every store with an index, since
-    /// a process ranking by the fallback may share the tables with one using pgvector.
+    /// Whether every write counts the vectors' generation: in every store with an index,
+    /// since a process ranking by the fallback may share the tables with one using
+    /// pgvector. A store without one counts only the writes that drop vectors another
+    /// process's index gave (its puts and deletes of such items, its sweeps of them).
     pub(super) fn counted(&self) -> bool {
         !matches!(self, Self::Off)
     }
@@ -241,6 +243,26 @@ pub(super) async fn generation(tx: &Transaction<'_>, schema: &str) -> Result<i64
     rows.first().map_or(Ok(0), |row| col(row, 0))
 }
 
+/// Deletes the vectors of the items expired at `now` (milliseconds); how many. A store
+/// without an index sweeps through this first, to learn whether the mirrors must hear of it.
+pub(super) async fn drop_expired(
+    tx: &Transaction<'_>,
+    schema: &str,
+    now: i64,
+) -> Result<u64, StoreError> {
+    tx.execute_typed(
+        &named(
+            schema,
+            "DELETE FROM {s}.sg_store_vectors v USING {s}.sg_store_items i \
+             WHERE v.ns = i.ns AND v.key = i.key \
+             AND i.expires_at IS NOT NULL AND i.expires_at <= $1",
+        ),
+        &[(&now, Type::INT8)],
+    )
+    .await
+    .map_err(db("deleting expired items' vectors"))
+}
+
 /// How many generations the vector log keeps: a mirror further behind reloads everything.
 const LOG_KEEP: i64 = 10_000;
 
@@ -268,18 +290,16 @@ pub(super) async fn log_changes(
     Ok(())
 }
 
-/// Forgets the log of generations more than [`LOG_KEEP`] before `generation`.
-pub(super) async fn prune_log(
-    tx: &Transaction<'_>,
-    schema: &str,
-    generation: i64,
-) -> Result<(), StoreError> {
+/// Forgets the log of generations more than [`LOG_KEEP`] before the generation now: a
+/// mirror that far behind reloads every vector and reads none of it.
+pub(super) async fn prune_log(tx: &Transaction<'_>, schema: &str) -> Result<(), StoreError> {
     tx.execute_typed(
         &named(
             schema,
-            "DELETE FROM {s}.sg_store_vector_log WHERE generation <= $1",
+            "DELETE FROM {s}.sg_store_vector_log WHERE generation <= \
+             (SELECT value::bigint FROM {s}.sg_store_meta WHERE key = 'vector_generation') - $1",
         ),
-        &[(&generation.saturating_sub(LOG_KEEP), Type::INT8)],
+        &[(&LOG_KEEP, Type::INT8)],
     )
     .await
     .map_err(db("pruning the vector log"))?;

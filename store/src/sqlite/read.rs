@@ -1,8 +1,6 @@
 //! Gets, searches without a query or by full text (FTS5, bm25), namespace listings, and the
 //! TTL refresh a read makes.
 
-use std::collections::BTreeSet;
-
 use rusqlite::params_from_iter;
 
 use super::filter::{push_filter, Pushed};
@@ -150,21 +148,11 @@ impl Tx<'_> {
             .query_map(params_from_iter(&sql.params), |r| r.get(0))
             .and_then(|rows| rows.collect())
             .map_err(db("listing namespaces"))?;
-        let mut out = BTreeSet::new();
-        for ns in joined {
-            let ns = Namespace::from_joined(&ns).map_err(|e| StoreError::Corrupt {
-                namespace: ns.clone(),
-                key: "-".to_owned(),
-                why: e.to_string(),
-            })?;
-            if op.conditions.iter().all(|c| c.matches(&ns)) {
-                out.insert(match op.max_depth {
-                    Some(depth) => ns.truncated(depth),
-                    None => ns,
-                });
-            }
-        }
-        Ok(out.into_iter().skip(op.offset).take(op.limit).collect())
+        let namespaces = joined
+            .iter()
+            .map(|ns| Namespace::from_stored(ns))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(op.select(namespaces))
     }
 }
 

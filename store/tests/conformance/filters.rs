@@ -264,6 +264,26 @@ pub async fn nested_paths_reach_into_objects_only(b: Backend) -> TestResult {
     Ok(())
 }
 
+pub async fn a_numeric_path_segment_names_a_key_not_an_array_index(b: Backend) -> TestResult {
+    let s = b.plain().await?;
+    seed(
+        &s,
+        &[
+            ("list", json!({"tags": ["x", "y"]})),
+            ("keyed", json!({"tags": {"0": "x", "-1": "y"}})),
+        ],
+    )
+    .await?;
+    assert_eq!(found(&s, json!({"tags.0": "x"})).await?, ["keyed"]);
+    assert_eq!(found(&s, json!({"tags.-1": "y"})).await?, ["keyed"]);
+    assert_eq!(
+        found(&s, json!({"tags.0": {"$gte": "a"}})).await?,
+        ["keyed"]
+    );
+    assert_eq!(found(&s, json!({"tags.0": {"$ne": "x"}})).await?, ["list"]);
+    Ok(())
+}
+
 pub async fn every_condition_must_hold(b: Backend) -> TestResult {
     let s = b.plain().await?;
     seed(

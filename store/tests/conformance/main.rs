@@ -46,6 +46,7 @@ macro_rules! conformance {
                 filters::ordering_operators_on_strings_compare_bytes,
                 filters::ordering_across_types_never_matches,
                 filters::nested_paths_reach_into_objects_only,
+                filters::a_numeric_path_segment_names_a_key_not_an_array_index,
                 filters::every_condition_must_hold,
                 filters::odd_keys_are_values_not_syntax,
                 namespaces::listing_is_sorted_and_distinct,
@@ -78,6 +79,7 @@ macro_rules! conformance {
                 ranking::vector_search_uses_a_puts_field_override,
                 ranking::vector_search_applies_filter_and_prefix_before_ranking,
                 ranking::vector_search_pages_deterministically,
+                ranking::a_limit_beyond_every_item_returns_them_all,
             );
         }
     };

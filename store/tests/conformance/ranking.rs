@@ -242,3 +242,21 @@ pub async fn vector_search_pages_deterministically(b: Backend) -> TestResult {
     assert_eq!(paged, want, "ties by namespace, then key");
     Ok(())
 }
+
+pub async fn a_limit_beyond_every_item_returns_them_all(b: Backend) -> TestResult {
+    let s = b.indexed(&["text"]).await?;
+    texts(&s, &["docs"], TEAS).await?;
+    for limit in [usize::MAX, usize::MAX / 2, 1 << 20] {
+        let op = SearchOp::new(ns(&["docs"]))
+            .query("green tea")
+            .page(limit, 0);
+        let found = s.search(op).await?;
+        assert_eq!(found.len(), TEAS.len(), "limit {limit}");
+        assert_descending(&found);
+    }
+    let op = SearchOp::new(ns(&["docs"]))
+        .query("green tea")
+        .page(usize::MAX, usize::MAX);
+    assert!(s.search(op).await?.is_empty());
+    Ok(())
+}

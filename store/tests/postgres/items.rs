@@ -12,13 +12,9 @@ use crate::support::*;
 
 #[tokio::test]
 async fn filters_select_what_the_reference_selects() {
-    let Some(saver) = saver("filters").await else {
+    let Some((saver, clock, pg)) = plain_store("filters").await else {
         return;
     };
-    let clock = ManualClock::at(Timestamp(1_000));
-    let pg = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
-        .await
-        .expect("open");
     let mem = MemoryStore::new(clocked(&clock));
     fill(&[&pg, &mem]).await;
     let filters = [
@@ -55,13 +51,9 @@ async fn filters_select_what_the_reference_selects() {
 
 #[tokio::test]
 async fn a_prefix_holds_its_namespace_and_those_below_not_a_longer_label() {
-    let Some(saver) = saver("prefix").await else {
+    let Some((saver, _, pg)) = plain_store("prefix").await else {
         return;
     };
-    let clock = ManualClock::at(Timestamp(1_000));
-    let pg = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
-        .await
-        .expect("open");
     fill(&[&pg]).await;
     let mut found = keys(
         &pg.search(SearchOp::new(ns(&["users"])).page(100, 0))
@@ -75,13 +67,9 @@ async fn a_prefix_holds_its_namespace_and_those_below_not_a_longer_label() {
 
 #[tokio::test]
 async fn unranked_pages_come_newest_first_in_the_reference_order() {
-    let Some(saver) = saver("recent").await else {
+    let Some((saver, clock, pg)) = plain_store("recent").await else {
         return;
     };
-    let clock = ManualClock::at(Timestamp(1_000));
-    let pg = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
-        .await
-        .expect("open");
     let mem = MemoryStore::new(clocked(&clock));
     fill(&[&pg, &mem]).await;
     // Labels whose joined form sorts otherwise than the labels do ("a-c" < "a.b").
@@ -113,13 +101,9 @@ async fn unranked_pages_come_newest_first_in_the_reference_order() {
 
 #[tokio::test]
 async fn namespace_listings_equal_the_reference() {
-    let Some(saver) = saver("listing").await else {
+    let Some((saver, clock, pg)) = plain_store("listing").await else {
         return;
     };
-    let clock = ManualClock::at(Timestamp(1_000));
-    let pg = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
-        .await
-        .expect("open");
     let mem = MemoryStore::new(clocked(&clock));
     fill(&[&pg, &mem]).await;
     let ops = [
@@ -144,13 +128,9 @@ async fn namespace_listings_equal_the_reference() {
 
 #[tokio::test]
 async fn an_overwrite_keeps_created_at_and_a_delete_removes_the_item() {
-    let Some(saver) = saver("overwrite").await else {
+    let Some((saver, clock, pg)) = plain_store("overwrite").await else {
         return;
     };
-    let clock = ManualClock::at(Timestamp(1_000));
-    let pg = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
-        .await
-        .expect("open");
     let at = ns(&["users", "a"]);
     pg.put(&at, "k", obj(json!({"v": 1}))).await.expect("put");
     clock.advance(Duration::from_secs(5));
@@ -173,13 +153,9 @@ async fn an_overwrite_keeps_created_at_and_a_delete_removes_the_item() {
 
 #[tokio::test]
 async fn a_failed_batch_applies_nothing() {
-    let Some(saver) = saver("atomic").await else {
+    let Some((saver, _, pg)) = plain_store("atomic").await else {
         return;
     };
-    let clock = ManualClock::at(Timestamp(1_000));
-    let pg = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
-        .await
-        .expect("open");
     let at = ns(&["users", "a"]);
     let ops = vec![
         Op::Put(PutOp::new(at.clone(), "first", obj(json!({"v": 1})))),
@@ -198,13 +174,9 @@ async fn a_failed_batch_applies_nothing() {
 
 #[tokio::test]
 async fn full_text_ranks_items_holding_any_word_unstemmed() {
-    let Some(saver) = saver("fulltext").await else {
+    let Some((saver, _, pg)) = plain_store("fulltext").await else {
         return;
     };
-    let clock = ManualClock::at(Timestamp(1_000));
-    let pg = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
-        .await
-        .expect("open");
     let at = ns(&["docs"]);
     for (key, text) in [
         ("both", "green tea and black tea"),
@@ -284,13 +256,9 @@ async fn ttl_expires_items_refreshes_on_read_and_sweep_deletes_them() {
 
 #[tokio::test]
 async fn a_ttl_too_long_to_count_lasts_and_refreshes_without_failing() {
-    let Some(saver) = saver("ttl_huge").await else {
+    let Some((saver, clock, pg)) = plain_store("ttl_huge").await else {
         return;
     };
-    let clock = ManualClock::at(Timestamp(1_000));
-    let pg = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
-        .await
-        .expect("open");
     let at = ns(&["users", "a"]);
     let huge = Ttl::After(Duration::from_secs(u64::MAX));
     let put = PutOp::new(at.clone(), "k", obj(json!({"text": "tea"}))).ttl(huge);

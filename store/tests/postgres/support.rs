@@ -50,6 +50,19 @@ pub async fn saver(test: &str) -> Option<PostgresSaver> {
     )
 }
 
+/// A store without an index in a fresh schema named after the test, its clock at 1 s, and
+/// the saver (to drop the schema); `None` (skip) without a server.
+pub async fn plain_store(
+    test: &str,
+) -> Option<(PostgresSaver, ManualClock, stategraph_store::PostgresStore)> {
+    let saver = saver(test).await?;
+    let clock = ManualClock::at(stategraph_store::Timestamp(1_000));
+    let store = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
+        .await
+        .expect("open");
+    Some((saver, clock, store))
+}
+
 pub fn clocked(clock: &ManualClock) -> StoreConfig {
     StoreConfig::default().clock(Arc::new(clock.clone()))
 }

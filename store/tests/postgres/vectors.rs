@@ -286,3 +286,94 @@ async fn a_fallback_mirror_sees_the_writes_of_a_pgvector_store() {
     assert_eq!(keys(&found), ["tea", "boat"]);
     saver.drop_schema().await.expect("drop");
 }
+
+#[tokio::test]
+async fn a_fallback_mirror_sees_the_writes_of_a_store_without_an_index() {
+    let Some(saver) = saver("vec_plain").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let here = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    // Another process on the same tables with no index (a server's store): its writes
+    // leave the items without vectors.
+    let plain = vector_store(&saver, clocked(&clock), VectorBackend::Auto)
+        .await
+        .expect("open");
+    let at = ns(&["docs"]);
+    for (key, text) in [
+        ("tea", "green tea"),
+        ("swept", "green tea too"),
+        ("boat", "a boat"),
+    ] {
+        let put = PutOp::new(at.clone(), key, obj(json!({"text": text})));
+        let put = match key {
+            "swept" => put.ttl(stategraph_store::Ttl::After(
+                std::time::Duration::from_secs(1),
+            )),
+            _ => put,
+        };
+        here.batch(vec![Op::Put(put)]).await.expect("put");
+    }
+    let query = SearchOp::new(at.clone()).query("green tea");
+    let found = keys(&here.search(query.clone()).await.expect("search"));
+    assert_eq!(found, ["tea", "swept", "boat"]);
+    // Overwritten, deleted then put again, and swept then put again by the plain store:
+    // none of the three has a vector any more.
+    plain
+        .put(&at, "tea", obj(json!({"text": "green tea"})))
+        .await
+        .expect("put");
+    plain.delete(&at, "boat").await.expect("delete");
+    plain
+        .put(&at, "boat", obj(json!({"text": "a boat"})))
+        .await
+        .expect("put");
+    clock.advance(std::time::Duration::from_secs(2));
+    assert_eq!(plain.sweep().await.expect("sweep"), 1);
+    plain
+        .put(&at, "swept", obj(json!({"text": "green tea too"})))
+        .await
+        .expect("put");
+    let found = here.search(query).await.expect("search");
+    assert_eq!(keys(&found), Vec::<String>::new(), "{found:?}");
+    saver.drop_schema().await.expect("drop");
+}
+
+#[tokio::test]
+async fn every_sweep_prunes_the_vector_log_even_when_nothing_expired() {
+    let Some(saver) = saver("vec_prune").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let store = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    let at = ns(&["docs"]);
+    store
+        .put(&at, "tea", obj(json!({"text": "green tea"})))
+        .await
+        .expect("put");
+    let client = saver.connection().await.expect("connection");
+    let log = format!("\"{}\".sg_store_vector_log", saver.schema());
+    let count = format!("SELECT count(*) FROM {log}");
+    let logged: i64 = client.query_one(&count, &[]).await.expect("count").get(0);
+    assert_eq!(logged, 1);
+    // Twenty thousand generations later (other writers), with nothing to expire.
+    client
+        .batch_execute(&format!(
+            "UPDATE \"{}\".sg_store_meta SET value = '20000' WHERE key = 'vector_generation'",
+            saver.schema()
+        ))
+        .await
+        .expect("raise the generation");
+    assert_eq!(store.sweep().await.expect("sweep"), 0);
+    let logged: i64 = client.query_one(&count, &[]).await.expect("count").get(0);
+    assert_eq!(
+        logged, 0,
+        "the log keeps generations a mirror can no longer use"
+    );
+    drop(client);
+    saver.drop_schema().await.expect("drop");
+}
