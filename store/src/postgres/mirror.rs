@@ -67,20 +67,32 @@ impl Mirror {
         self.catch_up(batch).await?;
         let prefix = op.prefix.to_string();
         let need = op.offset.saturating_add(op.limit);
-        let (mut k, mut seen) = (need.saturating_mul(2).max(64), 0);
-        let mut kept = Vec::new();
+        let mut k = need.saturating_mul(2).max(64);
+        let mut checked: std::collections::HashSet<Owner> = std::collections::HashSet::new();
+        let mut kept: Vec<Found> = Vec::new();
         // Ranked best first; the database returns the live ones that meet the filter. Too
-        // few: rank again for more (the order is the same, ties by item).
+        // few: rank again for more, checking only items not checked yet (by item, not by
+        // position: another search of this handle may have moved the mirror meanwhile).
         loop {
             let ranked = self.rank(&prefix, query, k)?;
-            let fresh = ranked.get(seen..).unwrap_or_default().to_vec();
+            let fresh: Vec<(f32, Owner)> = ranked
+                .iter()
+                .filter(|(_, owner)| checked.insert(owner.clone()))
+                .cloned()
+                .collect();
             kept.extend(batch.items_at(fresh, Some(op)).await?);
             if kept.len() >= need || ranked.len() < k {
                 break;
             }
-            seen = ranked.len();
             k = k.saturating_mul(4);
         }
+        kept.sort_by(|a, b| {
+            let score = |f: &Found| f.0.score.unwrap_or(f64::MIN);
+            score(b).total_cmp(&score(a)).then_with(|| {
+                let at = |f: &Found| (f.0.item.namespace.to_string(), f.0.item.key.clone());
+                at(a).cmp(&at(b))
+            })
+        });
         Ok(kept.into_iter().skip(op.offset).take(op.limit).collect())
     }
 
