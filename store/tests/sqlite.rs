@@ -206,3 +206,77 @@ async fn concurrent_batches_from_two_handles_all_land() -> TestResult {
     }
     Ok(())
 }
+
+/// Puts `n` items on `stores` (namespaces `users.u0`…`users.u4` and `teams.t0`, two puts
+/// per millisecond so `updated_at` ties), in batches of 500.
+async fn fill_wide(stores: &[&dyn Store], clock: &stategraph_store::ManualClock, n: usize) {
+    let mut ops = Vec::new();
+    for i in 0..n {
+        let ns = match i % 6 {
+            5 => Namespace::new(["teams", "t0"]),
+            u => Namespace::new(["users".to_owned(), format!("u{u}")]),
+        }
+        .unwrap();
+        let kind = ["fact", "note", "todo"][i % 3];
+        let value = obj(json!({"kind": kind, "score": i % 100, "tags": {"n": i % 2}}));
+        ops.push(stategraph_store::Op::Put(stategraph_store::PutOp::new(
+            ns,
+            format!("k{}", i % 997),
+            value,
+        )));
+        if i % 2 == 1 {
+            for store in stores {
+                store.batch(ops.clone()).await.unwrap();
+            }
+            ops.clear();
+            clock.advance(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_search_without_a_query_under_a_wide_prefix_pages_as_the_memory_store() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let clock = stategraph_store::ManualClock::at(stategraph_store::Timestamp(1_000));
+    let config = StoreConfig::default().clock(Arc::new(clock.clone()));
+    let sqlite = SqliteStore::open(dir.path().join("s.db"), config.clone())?;
+    let memory = stategraph_store::MemoryStore::new(config);
+    fill_wide(&[&sqlite, &memory], &clock, 3000).await;
+    let filters = [
+        json!({}),
+        json!({"kind": "fact", "score": {"$gte": 50}}),
+        // Equality with an object is checked in Rust, after SQL.
+        json!({"kind": "note", "tags": {"$eq": {"n": 1}}}),
+    ];
+    let mut found = 0;
+    for filter in filters {
+        let filter = stategraph_store::Filter::from_json(filter.as_object().unwrap())?;
+        for prefix in [&["users"][..], &["users", "u1"], &[]] {
+            for (limit, offset) in [(10, 0), (7, 13), (50, 400)] {
+                let op = SearchOp::new(Namespace::new(prefix.iter().copied())?)
+                    .filter(filter.clone())
+                    .page(limit, offset);
+                let keys = |found: Vec<stategraph_store::SearchItem>| -> Vec<String> {
+                    found
+                        .into_iter()
+                        .map(|f| {
+                            format!(
+                                "{}/{}@{}",
+                                f.item.namespace, f.item.key, f.item.updated_at.0
+                            )
+                        })
+                        .collect()
+                };
+                let want = keys(memory.search(op.clone()).await?);
+                assert_eq!(
+                    keys(sqlite.search(op).await?),
+                    want,
+                    "{prefix:?} {limit} {offset}"
+                );
+                found += want.len();
+            }
+        }
+    }
+    assert!(found > 300, "{found}");
+    Ok(())
+}

@@ -16,6 +16,10 @@ pub const POSTGRES_SCHEMA_VERSION: u32 = 1;
 /// tsvector of every string of the value; `ttl_ms` and `expires_at` are milliseconds.
 /// A vector is `real[]` whatever the vector backend (decision 0088). The vector log names
 /// the items whose vectors each generation changed, for the mirrors to catch up.
+/// `sg_store_items_by_recency` is in the order of a search without a query (newest first,
+/// then namespace and key), so such a search reads a page off it and stops; it came after
+/// the first version's tables, and an index changes no answer, so a schema without it is
+/// still version 1 and gets it when opened.
 const TABLES: &str = r#"
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.sg_store_meta (
@@ -51,6 +55,8 @@ CREATE TABLE IF NOT EXISTS {s}.sg_store_vector_log (
 );
 CREATE INDEX IF NOT EXISTS sg_store_vector_log_by_generation
     ON {s}.sg_store_vector_log (generation);
+CREATE INDEX IF NOT EXISTS sg_store_items_by_recency
+    ON {s}.sg_store_items (updated_at DESC, ns COLLATE "C", key COLLATE "C");
 INSERT INTO {s}.sg_store_meta (key, value) VALUES ('vector_generation', '0')
     ON CONFLICT (key) DO NOTHING;
 "#;
@@ -109,7 +115,7 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
 }
 
 /// The object [`TABLES`] creates last: when it exists, every one before it does.
-const LAST_OBJECT: &str = "sg_store_vector_log_by_generation";
+const LAST_OBJECT: &str = "sg_store_items_by_recency";
 
 /// Whether the schema holds the table or index `table`.
 async fn holds(

@@ -67,12 +67,22 @@ impl Tx<'_> {
 
     /// A search without a vector query: newest first, or by full-text rank.
     pub(super) fn search_rows(&self, op: &SearchOp) -> Result<Vec<SearchItem>, StoreError> {
+        let Some((sql, pushed)) = self.search_sql(op)? else {
+            return Ok(Vec::new());
+        };
+        let rows = self.rows(&sql, op.query.is_some())?;
+        self.finish(op, &pushed, rows)
+    }
+
+    /// The statement of a search without a vector query, and what of its filter is left to
+    /// check in Rust; `None` when nothing can match.
+    fn search_sql<'o>(&self, op: &'o SearchOp) -> Result<Option<(Sql, Pushed<'o>)>, StoreError> {
         let ranked = op.query.is_some();
         let mut sql = match &op.query {
             Some(query) => {
                 let words = text::words(query);
                 if words.is_empty() || op.limit == 0 {
-                    return Ok(Vec::new());
+                    return Ok(None);
                 }
                 let mut sql = Sql::new(&format!(
                     "SELECT {ITEM_COLUMNS}, -bm25(sg_store_fts) FROM sg_store_fts
@@ -86,8 +96,14 @@ impl Tx<'_> {
                 "SELECT {ITEM_COLUMNS} FROM sg_store_items AS i WHERE 1"
             )),
         };
-        sql.live(self.now).under(&op.prefix);
+        sql.live(self.now);
+        if !ranked && self.wide(&op.prefix)? {
+            sql.under_unindexed(&op.prefix);
+        } else {
+            sql.under(&op.prefix);
+        }
         let pushed = push_filter(&mut sql, &op.filter);
+        // Without a query, the order is `sg_store_items_by_recency`'s, column for column.
         sql.push(if ranked {
             " ORDER BY 7 DESC, i.ns, i.key"
         } else {
@@ -96,8 +112,32 @@ impl Tx<'_> {
         if pushed.complete() {
             sql.page(op.limit, op.offset);
         }
-        let rows = self.rows(&sql, ranked)?;
-        self.finish(op, &pushed, rows)
+        Ok(Some((sql, pushed)))
+    }
+
+    /// Whether `prefix` holds so many of the items that a search without a query should walk
+    /// the recency index (reading items newest first until a page meets the filter) rather
+    /// than read the prefix's range of the `(ns, key)` index and sort it: when it holds at
+    /// least [`WIDE`] items and a 64th of them (so the walk passes at most about 64 items
+    /// of other namespaces per item under the prefix). Counting stops at that many.
+    fn wide(&self, prefix: &Namespace) -> Result<bool, StoreError> {
+        if prefix.is_empty() {
+            return Ok(true);
+        }
+        let total: i64 = self
+            .conn
+            .prepare_cached("SELECT IFNULL(max(id), 0) FROM sg_store_items")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(db("sizing a search"))?;
+        let enough = (total / 64).max(WIDE);
+        let mut sql = Sql::new("SELECT count(*) FROM (SELECT 1 FROM sg_store_items AS i WHERE 1");
+        sql.under(prefix).push(" LIMIT ?)").bind(enough);
+        let held: i64 = self
+            .conn
+            .prepare_cached(&sql.text)
+            .and_then(|mut s| s.query_row(params_from_iter(&sql.params), |r| r.get(0)))
+            .map_err(db("sizing a search"))?;
+        Ok(held >= enough)
     }
 
     /// Checks the residual filter, pages (when SQL could not), refreshes, and builds items.
@@ -156,6 +196,10 @@ impl Tx<'_> {
     }
 }
 
+/// The fewest items under a prefix for which a search without a query walks the recency
+/// index (see `Tx::wide`).
+const WIDE: i64 = 1000;
+
 /// FTS5's query for "any of these words": each quoted (so no word is syntax), joined by OR.
 fn match_expression(words: &[String]) -> String {
     words
@@ -180,4 +224,77 @@ fn literal_prefix(op: &ListNamespacesOp) -> Option<Namespace> {
     // A label no namespace can hold (empty, with a `.`) matches nothing; the Rust check
     // after the query says so, so here it just reads everything.
     Namespace::new(labels.into_iter().cloned()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use rusqlite::{params, params_from_iter, Connection};
+
+    use super::super::{schema, Tx};
+    use crate::{Filter, Namespace, SearchOp, StoreConfig, Timestamp};
+
+    /// The plan SQLite picks for the search `op` over `items` items in 10 namespaces.
+    fn plan(items: usize, op: &SearchOp) -> String {
+        let mut conn = Connection::open_in_memory().unwrap();
+        schema::init(&mut conn).unwrap();
+        for i in 0..items {
+            conn.execute(
+                "INSERT INTO sg_store_items (ns, key, value, created_at, updated_at)
+                 VALUES (?1, ?2, jsonb(?3), ?4, ?4)",
+                params![
+                    format!("users.u{}", i % 10),
+                    format!("k{i}"),
+                    format!(r#"{{"kind": "fact", "score": {}}}"#, i % 100),
+                    i64::try_from(i / 7).unwrap()
+                ],
+            )
+            .unwrap();
+        }
+        let config = StoreConfig::default();
+        let tx = Tx {
+            conn: &conn,
+            config: &config,
+            now: Timestamp(1),
+            mirror: None,
+            vectors_changed: false,
+        };
+        let (sql, _) = tx.search_sql(op).unwrap().unwrap();
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", sql.text))
+            .unwrap();
+        let details: Vec<String> = stmt
+            .query_map(params_from_iter(&sql.params), |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        details.join("; ")
+    }
+
+    fn filtered(prefix: &[&str]) -> SearchOp {
+        let filter = serde_json::json!({"kind": "fact", "score": {"$gte": 50}});
+        let filter = Filter::from_json(filter.as_object().unwrap()).unwrap();
+        SearchOp::new(Namespace::new(prefix.iter().copied()).unwrap())
+            .filter(filter)
+            .page(10, 0)
+    }
+
+    #[test]
+    fn a_filtered_search_of_a_wide_prefix_walks_the_recency_index_without_sorting() {
+        for prefix in [&["users"][..], &[]] {
+            let plan = plan(3000, &filtered(prefix));
+            assert!(
+                plan.contains("sg_store_items_by_recency"),
+                "{prefix:?}: {plan}"
+            );
+            assert!(!plan.contains("TEMP B-TREE"), "{prefix:?}: {plan}");
+        }
+    }
+
+    #[test]
+    fn a_filtered_search_of_a_narrow_prefix_reads_its_range() {
+        let plan = plan(3000, &filtered(&["users", "u1"]));
+        assert!(plan.contains("(ns=?)"), "{plan}");
+    }
 }

@@ -17,7 +17,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// its vector rows; `ns` is the namespace's labels joined with `.`, so a namespace prefix is
 /// a range of keys. `sg_store_meta` holds the schema version and `vectors_generation`, which
 /// every transaction that changes a vector row increments, so a handle knows when its mirror
-/// of the vectors is stale.
+/// of the vectors is stale. `sg_store_items_by_recency` is in the order of a search without a
+/// query, so such a search reads a page off it and stops (it replaced an index on
+/// `updated_at` alone; an index changes no answer, so files of either kind stay version 1).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sg_store_meta (
     key   TEXT PRIMARY KEY,
@@ -36,7 +38,9 @@ CREATE TABLE IF NOT EXISTS sg_store_items (
 );
 CREATE INDEX IF NOT EXISTS sg_store_items_by_expiry
     ON sg_store_items (expires_at) WHERE expires_at IS NOT NULL;
-CREATE INDEX IF NOT EXISTS sg_store_items_by_update ON sg_store_items (updated_at);
+DROP INDEX IF EXISTS sg_store_items_by_update;
+CREATE INDEX IF NOT EXISTS sg_store_items_by_recency
+    ON sg_store_items (updated_at DESC, ns, key);
 CREATE VIRTUAL TABLE IF NOT EXISTS sg_store_fts USING fts5 (
     text, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 0'
 );

@@ -47,11 +47,22 @@ impl Sql {
     /// `AND` the item lives under `prefix`: its key, or the range of keys that start with
     /// it and a `.` (`'.'` and `'/'` are neighbours, so `[p., p/)` is exactly that range).
     pub(super) fn under(&mut self, prefix: &Namespace) -> &mut Self {
+        self.under_as(prefix, "i.ns")
+    }
+
+    /// As [`Sql::under`], with the namespace read as `+i.ns`: the same test, which SQLite's
+    /// planner cannot serve from the `(ns, key)` index, so it walks the recency index in
+    /// the `ORDER BY`'s order instead and stops after the page.
+    pub(super) fn under_unindexed(&mut self, prefix: &Namespace) -> &mut Self {
+        self.under_as(prefix, "+i.ns")
+    }
+
+    fn under_as(&mut self, prefix: &Namespace, ns: &str) -> &mut Self {
         if prefix.is_empty() {
             return self;
         }
         let joined = prefix.to_string();
-        self.push(" AND (i.ns = ? OR (i.ns >= ? AND i.ns < ?))")
+        self.push(&format!(" AND ({ns} = ? OR ({ns} >= ? AND {ns} < ?))"))
             .bind(joined.clone())
             .bind(format!("{joined}."))
             .bind(format!("{joined}/"))

@@ -44,6 +44,41 @@ async fn a_newer_schema_version_is_refused_untouched() {
 }
 
 #[tokio::test]
+async fn a_schema_opened_without_the_recency_index_gets_it() {
+    let Some(saver) = saver("recency").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
+        .await
+        .expect("open");
+    let index = format!("\"{}\".sg_store_items_by_recency", saver.schema());
+    assert!(holds(&saver, &index).await);
+    let client = saver.connection().await.expect("connection");
+    client
+        .batch_execute(&format!("DROP INDEX {index}"))
+        .await
+        .expect("drop the index, as a schema made before it was");
+    drop(client);
+    assert!(!holds(&saver, &index).await);
+    stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
+        .await
+        .expect("reopen");
+    assert!(holds(&saver, &index).await);
+    saver.drop_schema().await.expect("drop");
+}
+
+/// Whether the database holds the relation `name`.
+async fn holds(saver: &PostgresSaver, name: &str) -> bool {
+    let client = saver.connection().await.expect("connection");
+    let row = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&name])
+        .await
+        .expect("look for a relation");
+    row.get(0)
+}
+
+#[tokio::test]
 async fn an_index_of_other_dimensions_than_the_stored_vectors_is_refused() {
     let Some(saver) = saver("dims").await else {
         return;
