@@ -280,3 +280,47 @@ async fn a_search_without_a_query_under_a_wide_prefix_pages_as_the_memory_store(
     assert!(found > 300, "{found}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_go_on_while_another_connection_holds_the_write_lock() -> TestResult {
+    use stategraph_store::{Op, PutOp, SqliteStoreOptions, Ttl, TtlConfig};
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("s.db");
+    let options = SqliteStoreOptions {
+        busy_timeout: Duration::from_millis(200),
+        ..SqliteStoreOptions::default()
+    };
+    let config = StoreConfig::default().ttl(TtlConfig {
+        refresh_on_read: true,
+        ..TtlConfig::default()
+    });
+    let store = SqliteStore::open_with(&path, config, options)?;
+    let ns = Namespace::new(["users", "u1"])?;
+    let timed = PutOp::new(ns.clone(), "timed", obj(json!({"text": "x"})))
+        .ttl(Ttl::After(Duration::from_secs(60)));
+    store
+        .batch(vec![
+            Op::Put(PutOp::new(ns.clone(), "plain", obj(json!({"text": "y"})))),
+            Op::Put(timed),
+        ])
+        .await?;
+
+    let writer = rusqlite::Connection::open(&path)?;
+    writer.execute_batch("BEGIN IMMEDIATE")?;
+    assert!(store.get(&ns, "plain").await?.is_some());
+    // Newest first, ties by key: the page holds "plain" only.
+    let found = store
+        .search(SearchOp::new(Namespace::new(["users"])?).page(1, 0))
+        .await?;
+    assert_eq!(found[0].item.key, "plain");
+    // A read that restarts a TTL writes, so it waits for the lock (here: past the timeout).
+    assert!(matches!(
+        store.get(&ns, "timed").await,
+        Err(StoreError::Database(_))
+    ));
+    writer.execute_batch("COMMIT")?;
+    assert!(store.get(&ns, "timed").await?.is_some());
+    Ok(())
+}

@@ -2,8 +2,10 @@
 //!
 //! Its tables are `sg_store_*`, beside a checkpoint file's `sg_*` ones, and the connection
 //! has a checkpoint file's settings (WAL, a busy timeout, `synchronous=FULL` by default). A
-//! handle has one connection; each batch is one `BEGIN IMMEDIATE` transaction on it, run on
-//! a blocking thread so the async runtime never waits on SQLite.
+//! handle has one connection; each batch is one transaction on it: `BEGIN IMMEDIATE` when it
+//! writes, `BEGIN DEFERRED` when it only reads (so it waits for no writer; a read that finds
+//! a TTL to restart runs again, writing), run on a blocking thread so the async runtime never
+//! waits on SQLite.
 //!
 //! Inside: `schema` the tables, their version and the connection; `sql` statements with bound
 //! values and item rows; `filter` filters as SQL; `write` puts, deletes and the sweep; `read`
@@ -17,6 +19,7 @@ mod sql;
 mod vectors;
 mod write;
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -86,6 +89,10 @@ struct Tx<'a> {
     mirror: Option<&'a mut Mirror>,
     /// Whether a vector row changed (the generation is counted up at commit).
     vectors_changed: bool,
+    /// Whether the transaction only reads (begun `DEFERRED`).
+    read_only: bool,
+    /// Set when a read-only transaction found a TTL to restart: it must run again, writing.
+    needs_write: Cell<bool>,
 }
 
 impl SqliteStore {
@@ -166,16 +173,17 @@ impl SqliteStore {
         work: impl FnOnce(&Shared, &mut State) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || {
+        let run = move || {
             let mut guard = shared
                 .state
                 .lock()
                 .map_err(|_| StoreError::Database("the store's lock was poisoned".to_owned()))?;
             let state = guard.as_mut().ok_or(StoreError::Closed)?;
             work(&shared, state)
-        })
-        .await
-        .map_err(|e| StoreError::Database(format!("the store's blocking task failed: {e}")))?
+        };
+        tokio::task::spawn_blocking(run)
+            .await
+            .map_err(|e| StoreError::Database(format!("the store's blocking task failed: {e}")))?
     }
 }
 
@@ -187,9 +195,20 @@ impl Shared {
         state: &mut State,
         work: impl FnOnce(&mut Tx<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        self.in_tx_as(state, TransactionBehavior::Immediate, work)
+    }
+
+    /// As [`in_tx`](Self::in_tx), begun as `behavior`: `Deferred` makes a read-only
+    /// transaction, which takes no write lock.
+    fn in_tx_as<T>(
+        &self,
+        state: &mut State,
+        behavior: TransactionBehavior,
+        work: impl FnOnce(&mut Tx<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let tx = state
             .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .transaction_with_behavior(behavior)
             .map_err(db("starting a batch"))?;
         let mut cx = Tx {
             conn: &tx,
@@ -197,6 +216,8 @@ impl Shared {
             now: self.config.clock.now(),
             mirror: state.mirror.as_mut(),
             vectors_changed: false,
+            read_only: matches!(behavior, TransactionBehavior::Deferred),
+            needs_write: Cell::new(false),
         };
         let result = cx.sync_mirror().and_then(|()| {
             let out = work(&mut cx)?;
@@ -225,7 +246,19 @@ impl Shared {
         }
     }
 
+    /// Runs a batch: one without a put first in a read-only transaction, which other
+    /// handles' writers do not wait for; if a read in it has a TTL to restart, the batch runs
+    /// again in a writing one.
     fn apply(&self, state: &mut State, prepared: Prepared) -> Result<Vec<OpResult>, StoreError> {
+        if !prepared.ops.iter().any(|op| matches!(op, Op::Put(_))) {
+            let reads = |cx: &mut Tx<'_>| {
+                let out = cx.read_all(&prepared)?;
+                Ok((!cx.needs_write.get()).then_some(out))
+            };
+            if let Some(out) = self.in_tx_as(state, TransactionBehavior::Deferred, reads)? {
+                return Ok(out);
+            }
+        }
         self.in_tx(state, |cx| {
             let ops = prepared.ops.into_iter().zip(prepared.vectors);
             ops.map(|(op, vectors)| cx.apply(op, vectors)).collect()
@@ -234,18 +267,31 @@ impl Shared {
 }
 
 impl Tx<'_> {
-    fn apply(&mut self, op: Op, mut vectors: Vec<Vec<f32>>) -> Result<OpResult, StoreError> {
-        Ok(match op {
-            Op::Get(get) => OpResult::Item(self.get(&get)?),
+    fn apply(&mut self, op: Op, vectors: Vec<Vec<f32>>) -> Result<OpResult, StoreError> {
+        match op {
             Op::Put(put) => {
                 self.put(put, vectors)?;
-                OpResult::Done
+                Ok(OpResult::Done)
             }
-            Op::Search(search) => OpResult::Items(match vectors.pop() {
-                Some(query) => self.search_vectors(&search, &query)?,
-                None => self.search_rows(&search)?,
+            read => self.read(&read, &vectors),
+        }
+    }
+
+    fn read_all(&mut self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
+        let ops = prepared.ops.iter().zip(&prepared.vectors);
+        ops.map(|(op, vectors)| self.read(op, vectors)).collect()
+    }
+
+    /// A get, search or listing (a put reads as done: `apply` writes it).
+    fn read(&mut self, op: &Op, vectors: &[Vec<f32>]) -> Result<OpResult, StoreError> {
+        Ok(match op {
+            Op::Get(get) => OpResult::Item(self.get(get)?),
+            Op::Put(_) => OpResult::Done,
+            Op::Search(search) => OpResult::Items(match vectors.first() {
+                Some(query) => self.search_vectors(search, query)?,
+                None => self.search_rows(search)?,
             }),
-            Op::ListNamespaces(list) => OpResult::Namespaces(self.list_namespaces(&list)?),
+            Op::ListNamespaces(list) => OpResult::Namespaces(self.list_namespaces(list)?),
         })
     }
 }

@@ -21,13 +21,32 @@ impl Tx<'_> {
         let Some((row, _)) = self.rows(&sql, false)?.into_iter().next() else {
             return Ok(None);
         };
-        self.refresh(get.refresh_ttl, &[row.id])?;
+        self.refresh(get.refresh_ttl, [&row])?;
         row.into_item().map(Some)
     }
 
     /// Restarts the TTL of the rows `ids` when the read asked and the store allows.
-    pub(super) fn refresh(&self, asked: bool, ids: &[i64]) -> Result<(), StoreError> {
+    ///
+    /// In a read-only transaction it writes nothing: when a row has a TTL to restart, it
+    /// marks the transaction as needing the write lock, and the batch runs again with it.
+    pub(super) fn refresh<'r>(
+        &self,
+        asked: bool,
+        rows: impl IntoIterator<Item = &'r RawRow>,
+    ) -> Result<(), StoreError> {
         if !asked || !self.config.ttl.refresh_on_read {
+            return Ok(());
+        }
+        let ids: Vec<i64> = rows
+            .into_iter()
+            .filter(|r| r.has_ttl)
+            .map(|r| r.id)
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        if self.read_only {
+            self.needs_write.set(true);
             return Ok(());
         }
         let mut update = self
@@ -39,7 +58,7 @@ impl Tx<'_> {
             .map_err(db("refreshing a TTL"))?;
         for id in ids {
             update
-                .execute([self.now.millis(), *id])
+                .execute([self.now.millis(), id])
                 .map_err(db("refreshing a TTL"))?;
         }
         Ok(())
@@ -57,7 +76,7 @@ impl Tx<'_> {
             .map_err(db("preparing a search"))?;
         let rows = stmt
             .query_map(params_from_iter(&sql.params), |r| {
-                let score = if scored { Some(r.get(6)?) } else { None };
+                let score = if scored { Some(r.get(7)?) } else { None };
                 Ok((RawRow::read(r)?, score))
             })
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
@@ -105,7 +124,7 @@ impl Tx<'_> {
         let pushed = push_filter(&mut sql, &op.filter);
         // Without a query, the order is `sg_store_items_by_recency`'s, column for column.
         sql.push(if ranked {
-            " ORDER BY 7 DESC, i.ns, i.key"
+            " ORDER BY 8 DESC, i.ns, i.key"
         } else {
             " ORDER BY i.updated_at DESC, i.ns, i.key"
         });
@@ -158,8 +177,7 @@ impl Tx<'_> {
             }
             kept = kept.into_iter().skip(op.offset).take(op.limit).collect();
         }
-        let ids: Vec<i64> = kept.iter().map(|(row, _)| row.id).collect();
-        self.refresh(op.refresh_ttl, &ids)?;
+        self.refresh(op.refresh_ttl, kept.iter().map(|(row, _)| row))?;
         kept.into_iter()
             .map(|(row, score)| {
                 Ok(SearchItem {
@@ -259,6 +277,8 @@ mod tests {
             now: Timestamp(1),
             mirror: None,
             vectors_changed: false,
+            read_only: true,
+            needs_write: std::cell::Cell::new(false),
         };
         let (sql, _) = tx.search_sql(op).unwrap().unwrap();
         let mut stmt = conn

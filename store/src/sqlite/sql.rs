@@ -79,7 +79,7 @@ impl Sql {
 
 /// The columns [`RawRow::read`] reads, from `sg_store_items AS i`.
 pub(super) const ITEM_COLUMNS: &str =
-    "i.id, i.ns, i.key, json(i.value), i.created_at, i.updated_at";
+    "i.id, i.ns, i.key, json(i.value), i.created_at, i.updated_at, i.ttl_ms IS NOT NULL";
 
 /// An item row as stored.
 #[derive(Debug)]
@@ -90,6 +90,8 @@ pub(super) struct RawRow {
     value: String,
     created_at: i64,
     updated_at: i64,
+    /// Whether it has a TTL (a refreshing read writes to it).
+    pub(super) has_ttl: bool,
 }
 
 impl RawRow {
@@ -102,6 +104,7 @@ impl RawRow {
             value: row.get(3)?,
             created_at: row.get(4)?,
             updated_at: row.get(5)?,
+            has_ttl: row.get(6)?,
         })
     }
 

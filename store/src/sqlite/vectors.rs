@@ -137,8 +137,7 @@ impl Tx<'_> {
             k = k.saturating_mul(2);
         };
         let page: Vec<_> = found.into_iter().skip(op.offset).take(op.limit).collect();
-        let ids: Vec<i64> = page.iter().map(|(row, _)| row.id).collect();
-        self.refresh(op.refresh_ttl, &ids)?;
+        self.refresh(op.refresh_ttl, page.iter().map(|(row, _)| row))?;
         page.into_iter()
             .map(|(row, score)| {
                 Ok(SearchItem {
