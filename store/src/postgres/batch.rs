@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use serde_json::{Map, Value};
+
 use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
 
@@ -10,10 +12,19 @@ use super::rows::{self, col, ITEM_COLUMNS};
 use super::schema::named;
 use super::sql::{big, db, Query};
 use super::vectors;
+use super::writes;
+use crate::prepare::Prepared;
 use crate::{
-    text, GetOp, Item, ListNamespacesOp, Namespace, PutOp, SearchItem, SearchOp, StoreConfig,
-    StoreError, Timestamp,
+    text, GetOp, Item, ListNamespacesOp, Namespace, Op, OpResult, PutOp, SearchItem, SearchOp,
+    StoreConfig, StoreError, Timestamp,
 };
+
+/// A put with a value: its op, the value, and its vectors.
+pub(super) struct Put<'a> {
+    pub(super) op: &'a PutOp,
+    pub(super) value: &'a Map<String, Value>,
+    pub(super) vectors: &'a [Vec<f32>],
+}
 
 /// A found item, and whether it has a TTL to restart.
 pub(super) type Found = (SearchItem, bool);
@@ -32,6 +43,8 @@ pub(super) struct Batch<'a> {
     pub(super) generation: Option<i64>,
     /// The changes to the vectors, for this process's mirror once committed.
     pub(super) changes: Vec<Change>,
+    /// The write locks not yet taken ([`super::locks::statements`]).
+    pub(super) locks: Vec<Query>,
 }
 
 impl Batch<'_> {
@@ -45,26 +58,7 @@ impl Batch<'_> {
 
     /// The live item, its TTL restarted when asked.
     pub(super) async fn get(&self, op: &GetOp) -> Result<Option<Item>, StoreError> {
-        let mut q = Query::new("");
-        let ns = q.bind(op.namespace.to_string(), Type::TEXT);
-        let key = q.bind(op.key.clone(), Type::TEXT);
-        let live = q.live(self.now);
-        let select = format!(
-            "SELECT {ITEM_COLUMNS} FROM {{s}}.sg_store_items \
-             WHERE ns = {ns} AND key = {key} AND {live}"
-        );
-        let text = if self.refreshes(op.refresh_ttl) {
-            let expiry = expiry(&q.bind(self.now.millis(), Type::INT8));
-            // The update and the select read one snapshot: the select returns the row as
-            // it was, which differs only in `expires_at`, not selected.
-            format!(
-                "WITH refreshed AS (UPDATE {{s}}.sg_store_items SET expires_at = {expiry} \
-                 WHERE ns = {ns} AND key = {key} AND ttl_ms IS NOT NULL AND {live}) {select}"
-            )
-        } else {
-            select
-        };
-        q.push(&self.sql(&text));
+        let q = get_statement(self.schema, self.config, self.now, op);
         let rows = self
             .tx
             .query_typed(q.text(), &q.params())
@@ -73,63 +67,108 @@ impl Batch<'_> {
         rows.first().map(|row| rows::item(row, 0)).transpose()
     }
 
-    /// Writes or deletes one item and its vectors.
-    pub(super) async fn put(&mut self, op: &PutOp, vecs: &[Vec<f32>]) -> Result<(), StoreError> {
-        let (ns, key) = (op.namespace.to_string(), op.key.clone());
-        let Some(value) = &op.value else {
-            return self.delete(ns, key).await;
-        };
-        let ttl = self.config.ttl.resolve(op.ttl);
-        let ttl_ms = ttl.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let expires = ttl.map(|d| self.now.plus(d).millis());
-        let (json, words) = (rows::json_text(value)?, crate::searchable_text(value));
-        self.tx
-            .execute_typed(
-                &self.sql(
-                    "INSERT INTO {s}.sg_store_items AS i \
-                     (ns, key, value, tsv, created_at, updated_at, ttl_ms, expires_at) \
-                     VALUES ($1, $2, $3::jsonb, to_tsvector('simple', $4), $5, $5, $6, $7) \
-                     ON CONFLICT (ns, key) DO UPDATE SET value = EXCLUDED.value, \
-                     tsv = EXCLUDED.tsv, updated_at = EXCLUDED.updated_at, \
-                     created_at = CASE WHEN i.expires_at IS NULL OR i.expires_at > $5 \
-                     THEN i.created_at ELSE EXCLUDED.created_at END, \
-                     ttl_ms = EXCLUDED.ttl_ms, expires_at = EXCLUDED.expires_at",
-                ),
-                &[
-                    (&ns, Type::TEXT),
-                    (&key, Type::TEXT),
-                    (&json, Type::TEXT),
-                    (&words, Type::TEXT),
-                    (&self.now.millis(), Type::INT8),
-                    (&ttl_ms, Type::INT8),
-                    (&expires, Type::INT8),
-                ],
-            )
-            .await
-            .map_err(db("writing an item"))?;
-        let replaced = self.drop_vectors(&ns, &key).await?;
-        for (field, v) in vecs.iter().enumerate() {
-            let field = i32::try_from(field).unwrap_or(i32::MAX);
-            self.tx
-                .execute_typed(
-                    &self.sql(
-                        "INSERT INTO {s}.sg_store_vectors (ns, key, field, vec) \
-                         VALUES ($1, $2, $3, $4)",
-                    ),
-                    &[
-                        (&ns, Type::TEXT),
-                        (&key, Type::TEXT),
-                        (&field, Type::INT4),
-                        (v, Type::FLOAT4_ARRAY),
-                    ],
-                )
-                .await
-                .map_err(db("writing an item's vector"))?;
+    /// Runs the batch's ops in order; each run of consecutive puts with values is sent at
+    /// once.
+    pub(super) async fn run(&mut self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
+        let mut out = Vec::with_capacity(prepared.ops.len());
+        let mut puts = Vec::new();
+        for (op, vecs) in prepared.ops.iter().zip(&prepared.vectors) {
+            if let Op::Put(
+                put @ PutOp {
+                    value: Some(value), ..
+                },
+            ) = op
+            {
+                puts.push(Put {
+                    op: put,
+                    value,
+                    vectors: vecs,
+                });
+                out.push(OpResult::Done);
+                continue;
+            }
+            if !puts.is_empty() {
+                self.put_all(&std::mem::take(&mut puts)).await?;
+            }
+            self.take_locks().await?;
+            out.push(match op {
+                Op::Get(get) => OpResult::Item(self.get(get).await?),
+                Op::Put(put) => {
+                    self.delete_one(put).await?;
+                    OpResult::Done
+                }
+                Op::Search(search) => OpResult::Items(self.search(search, vecs.first()).await?),
+                Op::ListNamespaces(list) => OpResult::Namespaces(self.list_namespaces(list).await?),
+            });
         }
-        if replaced > 0 || !vecs.is_empty() {
-            self.vectors_changed(ns, key, vecs.to_vec()).await?;
+        if !puts.is_empty() {
+            self.put_all(&puts).await?;
+        }
+        Ok(out)
+    }
+
+    /// Writes a run of puts, each with its value and vectors. Every statement of the run is
+    /// sent before any answer is awaited (tokio-postgres pipelines the futures polled
+    /// together, in the order first polled), so the run costs one round trip; the server runs
+    /// them in that order, so a later put of the same key in the run wins.
+    pub(super) async fn put_all(&mut self, puts: &[Put<'_>]) -> Result<(), StoreError> {
+        // The batch's locks, when not yet taken, go first.
+        let mut statements = std::mem::take(&mut self.locks);
+        let locks = statements.len();
+        for put in puts {
+            statements.push(writes::item(
+                self.schema,
+                self.config,
+                self.now,
+                put.op,
+                put.value,
+            )?);
+            for (field, v) in put.vectors.iter().enumerate() {
+                statements.push(writes::vector(self.schema, put.op, field, v));
+            }
+        }
+        let params: Vec<_> = statements.iter().map(Query::params).collect();
+        let sent = statements
+            .iter()
+            .zip(&params)
+            .map(|(q, p)| self.tx.query_typed(q.text(), p));
+        let answers = futures::future::try_join_all(sent)
+            .await
+            .map_err(db("writing items and their vectors"))?;
+        let mut answers = answers.iter().skip(locks);
+        for put in puts {
+            let dropped: i64 = match answers.next().and_then(|rows| rows.first()) {
+                Some(row) => col(row, 0)?,
+                None => 0,
+            };
+            // The vector statements answer no rows.
+            answers.by_ref().take(put.vectors.len()).for_each(drop);
+            if dropped > 0 || !put.vectors.is_empty() {
+                let (ns, key) = (put.op.namespace.to_string(), put.op.key.clone());
+                self.vectors_changed(ns, key, put.vectors.to_vec()).await?;
+            }
         }
         Ok(())
+    }
+
+    /// Takes the batch's write locks, if not yet taken: before the first op that is not a
+    /// put with a value (a put sends them with its statements).
+    async fn take_locks(&mut self) -> Result<(), StoreError> {
+        let statements = std::mem::take(&mut self.locks);
+        let params: Vec<_> = statements.iter().map(Query::params).collect();
+        let sent = statements
+            .iter()
+            .zip(&params)
+            .map(|(q, p)| self.tx.query_typed(q.text(), p));
+        futures::future::try_join_all(sent)
+            .await
+            .map_err(db("locking the batch's items"))?;
+        Ok(())
+    }
+
+    /// Deletes one item and its vectors.
+    pub(super) async fn delete_one(&mut self, op: &PutOp) -> Result<(), StoreError> {
+        self.delete(op.namespace.to_string(), op.key.clone()).await
     }
 
     /// Deletes one item. A store with an index counts every delete as a change of the
@@ -365,4 +404,35 @@ fn expiry(now: &str) -> String {
         "(CASE WHEN ttl_ms > {max} - GREATEST({now}, 0) THEN {max} ELSE {now} + ttl_ms END)",
         max = i64::MAX
     )
+}
+
+/// A get's one statement: the live item, its TTL restarted in the same statement when the
+/// get asks and the store refreshes on read.
+pub(super) fn get_statement(
+    schema: &str,
+    config: &StoreConfig,
+    now: Timestamp,
+    op: &GetOp,
+) -> Query {
+    let mut q = Query::new("");
+    let ns = q.bind(op.namespace.to_string(), Type::TEXT);
+    let key = q.bind(op.key.clone(), Type::TEXT);
+    let live = q.live(now);
+    let select = format!(
+        "SELECT {ITEM_COLUMNS} FROM {{s}}.sg_store_items \
+         WHERE ns = {ns} AND key = {key} AND {live}"
+    );
+    let text = if op.refresh_ttl && config.ttl.refresh_on_read {
+        let expiry = expiry(&q.bind(now.millis(), Type::INT8));
+        // The update and the select read one snapshot: the select returns the row as it
+        // was, which differs only in `expires_at`, not selected.
+        format!(
+            "WITH refreshed AS (UPDATE {{s}}.sg_store_items SET expires_at = {expiry} \
+             WHERE ns = {ns} AND key = {key} AND ttl_ms IS NOT NULL AND {live}) {select}"
+        )
+    } else {
+        select
+    };
+    q.push(&named(schema, &text));
+    q
 }

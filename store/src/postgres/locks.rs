@@ -8,16 +8,13 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
 
 use super::schema::named;
-use super::sql::db;
+use super::sql::{db, Query};
 use crate::{Op, StoreError};
 
-/// Takes the locks of a batch's writes before it writes anything.
-pub(super) async fn lock_writes(
-    tx: &Transaction<'_>,
-    schema: &str,
-    ops: &[Op],
-    counted: bool,
-) -> Result<(), StoreError> {
+/// The statements that take a batch's write locks, to run before anything it writes (none
+/// for a batch without a put). The batch sends them with its first run of puts, or awaits
+/// them before its first other op.
+pub(super) fn statements(schema: &str, ops: &[Op], counted: bool) -> Vec<Query> {
     let mut keys: Vec<i64> = ops
         .iter()
         .filter_map(|op| match op {
@@ -26,34 +23,32 @@ pub(super) async fn lock_writes(
         })
         .collect();
     if keys.is_empty() {
-        return Ok(());
+        return Vec::new();
     }
     keys.sort_unstable();
     keys.dedup();
+    let mut out = Vec::with_capacity(2);
     if counted {
-        lock_generation(tx, schema).await?;
+        out.push(Query::new(named(schema, GENERATION_LOCK)));
     }
     // `unnest` yields the keys in the array's order, and each row takes its lock in turn.
-    tx.query_typed(
-        "SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::int8[]) AS k",
-        &[(&keys, Type::INT8_ARRAY)],
-    )
-    .await
-    .map_err(db("locking the batch's items"))?;
-    Ok(())
+    let mut items = Query::new("");
+    let keys = items.bind(keys, Type::INT8_ARRAY);
+    items.push(&format!(
+        "SELECT count(pg_advisory_xact_lock(k)) FROM unnest({keys}::int8[]) AS k"
+    ));
+    out.push(items);
+    out
 }
+
+const GENERATION_LOCK: &str =
+    "SELECT 1 FROM {s}.sg_store_meta WHERE key = 'vector_generation' FOR UPDATE";
 
 /// Locks the vectors' generation row until the transaction ends.
 pub(super) async fn lock_generation(tx: &Transaction<'_>, schema: &str) -> Result<(), StoreError> {
-    tx.query_typed(
-        &named(
-            schema,
-            "SELECT 1 FROM {s}.sg_store_meta WHERE key = 'vector_generation' FOR UPDATE",
-        ),
-        &[],
-    )
-    .await
-    .map_err(db("locking the vectors' generation"))?;
+    tx.query_typed(&named(schema, GENERATION_LOCK), &[])
+        .await
+        .map_err(db("locking the vectors' generation"))?;
     Ok(())
 }
 

@@ -5,14 +5,17 @@
 //! value as `jsonb`, its `simple` tsvector, its times and TTL), `sg_store_vectors` (an
 //! item's vectors as `real[]`), `sg_store_vector_log` (which items each generation of the
 //! vectors changed) and `sg_store_meta` (the schema version, the index's dimensions, the
-//! vectors' generation). A batch is one transaction. Filters become
+//! vectors' generation). A batch is one transaction, and the statements of a run of puts
+//! (with the batch's locks) go to the server together, in one round trip; a batch of one
+//! get is its one statement, without a transaction. Filters become
 //! `jsonb` conditions with every value bound, namespaces are `.`-joined keys compared by
 //! bytes so a prefix is a key range, full-text search is `ts_rank` over an OR of the
 //! query's words. Vectors are ranked by pgvector when the server has it, otherwise exactly
 //! in this process over a mirror of the vectors table (decision 0088).
 //!
 //! Inside: `schema` the tables; `sql` statements and filters; `rows` reading rows;
-//! `locks` the order a batch locks in; `batch` a batch's operations; `vectors` the vector
+//! `locks` the order a batch locks in; `batch` a batch's operations; `writes` a put's
+//! statements; `vectors` the vector
 //! backends; `mirror` the fallback's in-memory vectors.
 
 mod batch;
@@ -22,6 +25,7 @@ mod rows;
 mod schema;
 mod sql;
 mod vectors;
+mod writes;
 
 use std::sync::Arc;
 
@@ -148,6 +152,9 @@ impl PostgresStore {
 
     /// Runs the batch, again when the server rolled it back to break a deadlock.
     async fn run(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
+        if let Some(out) = self.run_alone(prepared).await? {
+            return Ok(out);
+        }
         let mut attempt = 0;
         loop {
             match self.run_once(prepared).await {
@@ -155,6 +162,28 @@ impl PostgresStore {
                 done => return done,
             }
         }
+    }
+
+    /// A batch of one get as its one statement, without a transaction: one round trip,
+    /// where a transaction takes three. The statement reads one snapshot and restarts the
+    /// TTL in itself, as it does in a transaction. `None`: the batch is not one get.
+    ///
+    /// (A put cannot go alone: its item lock must come before the statement that drops the
+    /// item's old vectors takes its snapshot, or a concurrent writer's vectors would stay.)
+    async fn run_alone(&self, prepared: &Prepared) -> Result<Option<Vec<OpResult>>, StoreError> {
+        let inner = &self.inner;
+        let (schema, now) = (inner.saver.schema(), inner.config.clock.now());
+        let [Op::Get(get)] = prepared.ops.as_slice() else {
+            return Ok(None);
+        };
+        let statement = batch::get_statement(schema, &inner.config, now, get);
+        let pooled = connection(&inner.saver).await?;
+        let rows = pooled
+            .query_typed(statement.text(), &statement.params())
+            .await
+            .map_err(db("reading an item"))?;
+        let item = rows.first().map(|row| rows::item(row, 0)).transpose()?;
+        Ok(Some(vec![OpResult::Item(item)]))
     }
 
     async fn run_once(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
@@ -166,7 +195,6 @@ impl PostgresStore {
             .await
             .map_err(db("beginning a batch"))?;
         let schema = inner.saver.schema();
-        locks::lock_writes(&tx, schema, &prepared.ops, inner.vectors.counted()).await?;
         let mut batch = Batch {
             tx: &tx,
             schema,
@@ -176,21 +204,9 @@ impl PostgresStore {
             wrote_vectors: false,
             generation: None,
             changes: Vec::new(),
+            locks: locks::statements(schema, &prepared.ops, inner.vectors.counted()),
         };
-        let mut out = Vec::with_capacity(prepared.ops.len());
-        for (op, vecs) in prepared.ops.iter().zip(&prepared.vectors) {
-            out.push(match op {
-                Op::Get(get) => OpResult::Item(batch.get(get).await?),
-                Op::Put(put) => {
-                    batch.put(put, vecs).await?;
-                    OpResult::Done
-                }
-                Op::Search(search) => OpResult::Items(batch.search(search, vecs.first()).await?),
-                Op::ListNamespaces(list) => {
-                    OpResult::Namespaces(batch.list_namespaces(list).await?)
-                }
-            });
-        }
+        let out = batch.run(prepared).await?;
         let (generation, changes) = (batch.generation, batch.changes);
         if let Some(generation) = generation {
             let items = changes

@@ -75,6 +75,7 @@ macro_rules! conformance {
                 ranking::full_text_ignores_case_and_punctuation,
                 ranking::full_text_pages_and_filters,
                 ranking::vector_search_returns_scores_best_first,
+                ranking::a_later_put_of_a_key_in_one_batch_keeps_only_its_vectors,
                 ranking::vector_search_skips_items_indexed_off,
                 ranking::vector_search_uses_a_puts_field_override,
                 ranking::vector_search_applies_filter_and_prefix_before_ranking,

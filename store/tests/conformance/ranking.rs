@@ -134,6 +134,30 @@ pub async fn vector_search_returns_scores_best_first(b: Backend) -> TestResult {
     Ok(())
 }
 
+pub async fn a_later_put_of_a_key_in_one_batch_keeps_only_its_vectors(b: Backend) -> TestResult {
+    let s = b.indexed(&["text"]).await?;
+    let put = |text: &str| Op::Put(PutOp::new(ns(&["docs"]), "k", obj(json!({"text": text}))));
+    s.batch(vec![put("green tea"), put("black coffee")]).await?;
+    let score = |found: Vec<SearchItem>| found[0].score.expect("a ranked score");
+    let coffee = score(
+        s.search(SearchOp::new(ns(&["docs"])).query("black coffee"))
+            .await?,
+    );
+    let tea = score(
+        s.search(SearchOp::new(ns(&["docs"])).query("green tea"))
+            .await?,
+    );
+    assert!(
+        (coffee - 1.0).abs() < 1e-5,
+        "the last text scores 1, got {coffee}"
+    );
+    assert!(
+        tea < 0.9,
+        "the first put's vector is gone, yet tea scores {tea}"
+    );
+    Ok(())
+}
+
 pub async fn vector_search_skips_items_indexed_off(b: Backend) -> TestResult {
     let s = b.indexed(&["text"]).await?;
     let at = ns(&["docs"]);
