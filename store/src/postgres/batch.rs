@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use tokio_postgres::types::Type;
-use tokio_postgres::Transaction;
+use tokio_postgres::{Row, Transaction};
 
 use super::mirror::Change;
 use super::rows::{self, col, ITEM_COLUMNS};
@@ -240,30 +240,75 @@ impl Batch<'_> {
         Ok(found.into_iter().map(|f| f.0).collect())
     }
 
+    /// A search without a query: its page read off a walk of the newest items when that
+    /// finds it, else off the prefix's key range, sorted.
     async fn search_recent(&self, op: &SearchOp) -> Result<Vec<Found>, StoreError> {
+        if op.limit == 0 {
+            return Ok(Vec::new());
+        }
+        if let Some(found) = self.newest_walk(op).await? {
+            return Ok(found);
+        }
         let mut q = Query::new(self.sql(&format!(
             "SELECT {ITEM_COLUMNS} FROM {{s}}.sg_store_items WHERE true"
         )));
         q.push_search_conditions(self.now, &op.prefix, &op.filter);
+        let rows = self.page_newest(q, op, false).await?;
+        found_rows(&rows)
+    }
+
+    /// The page read off the newest `WALKED` × (offset + limit) items, in the recency
+    /// index's order; `None` when they hold too few matches (the prefix or the filter is
+    /// narrow), and the search must read the prefix's range instead.
+    ///
+    /// The planner cannot choose between the two: it has no estimate of a JSON filter's
+    /// selectivity, and without fresh statistics (after a bulk load, before autovacuum
+    /// analyses the table) none of a prefix's size either, so it reckons few rows match and
+    /// sorts every item under the prefix (40 ms for 100,000 items, where the walk reads a
+    /// few hundred in 0.3 ms). The walk runs with sorting off, which leaves it one plan.
+    async fn newest_walk(&self, op: &SearchOp) -> Result<Option<Vec<Found>>, StoreError> {
+        let walked = op.offset.saturating_add(op.limit).saturating_mul(WALKED);
+        let mut q = Query::new("");
+        let walked = q.bind(big(walked), Type::INT8);
+        q.push(&self.sql(&format!(
+            "SELECT {ITEM_COLUMNS} FROM (SELECT {WALKED_COLUMNS} FROM {{s}}.sg_store_items \
+             ORDER BY updated_at DESC, ns, key LIMIT {walked}) AS newest WHERE true"
+        )));
+        q.push_search_conditions(self.now, &op.prefix, &op.filter);
+        let rows = self.page_newest(q, op, true).await?;
+        if rows.len() < op.limit {
+            return Ok(None);
+        }
+        found_rows(&rows).map(Some)
+    }
+
+    /// Runs `q`, ordered newest first and paged; with sorting off for it alone when
+    /// `walk` (the three statements are sent together).
+    async fn page_newest(
+        &self,
+        mut q: Query,
+        op: &SearchOp,
+        walk: bool,
+    ) -> Result<Vec<Row>, StoreError> {
         let (limit, offset) = (
             q.bind(big(op.limit), Type::INT8),
             q.bind(big(op.offset), Type::INT8),
         );
         q.push(&format!(
-            " ORDER BY updated_at DESC, ns, key \
-             LIMIT {limit} OFFSET {offset}"
+            " ORDER BY updated_at DESC, ns, key LIMIT {limit} OFFSET {offset}"
         ));
-        let rows = self
-            .tx
-            .query_typed(q.text(), &q.params())
-            .await
-            .map_err(db("searching items"))?;
-        rows.iter()
-            .map(|row| {
-                let item = rows::item(row, 0)?;
-                Ok((SearchItem { item, score: None }, rows::lasts(row, 0)?))
-            })
-            .collect()
+        let params = q.params();
+        let search = self.tx.query_typed(q.text(), &params);
+        if !walk {
+            return search.await.map_err(db("searching items"));
+        }
+        let (_, rows, _) = futures::try_join!(
+            self.tx.batch_execute("SET LOCAL enable_sort = off"),
+            search,
+            self.tx.batch_execute("SET LOCAL enable_sort TO DEFAULT"),
+        )
+        .map_err(db("searching items"))?;
+        Ok(rows)
     }
 
     /// Full-text search: items holding any of the query's words, by `ts_rank`.
@@ -435,4 +480,22 @@ pub(super) fn get_statement(
     };
     q.push(&named(schema, &text));
     q
+}
+
+/// How many of the newest items a search without a query walks per item of its page before
+/// it reads the prefix's range instead: a prefix and filter that keep under one item in 64
+/// read their range.
+const WALKED: usize = 64;
+
+/// The columns a walk reads: what [`ITEM_COLUMNS`] and the search's conditions name.
+const WALKED_COLUMNS: &str = "ns, key, value, created_at, updated_at, ttl_ms, expires_at";
+
+/// Found items from rows of [`ITEM_COLUMNS`], without scores.
+fn found_rows(rows: &[Row]) -> Result<Vec<Found>, StoreError> {
+    rows.iter()
+        .map(|row| {
+            let item = rows::item(row, 0)?;
+            Ok((SearchItem { item, score: None }, rows::lasts(row, 0)?))
+        })
+        .collect()
 }

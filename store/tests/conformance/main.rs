@@ -58,6 +58,7 @@ macro_rules! conformance {
                 search::root_prefix_searches_every_item,
                 search::without_a_query_the_newest_updated_come_first,
                 search::search_pages_with_limit_and_offset,
+                search::a_search_without_a_query_pages_as_the_memory_store_under_wide_and_narrow_prefixes,
                 search::search_applies_filter_and_prefix_together,
                 search::a_search_without_query_returns_no_score,
                 search::ties_order_namespaces_by_their_joined_text,

@@ -1,7 +1,13 @@
 //! Search without a query: prefix, filter, order, pages.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use serde_json::json;
-use stategraph_store::{Filter, Namespace, SearchOp};
+use stategraph_store::{
+    Filter, ManualClock, MemoryStore, Namespace, Op, PutOp, SearchItem, SearchOp, Store,
+    StoreConfig,
+};
 
 use crate::support::{keys, ns, obj, secs, Backend, TestResult};
 
@@ -135,5 +141,76 @@ pub async fn ties_order_namespaces_by_their_joined_text(b: Backend) -> TestResul
         let order: Vec<String> = found.iter().map(|f| f.item.namespace.to_string()).collect();
         assert_eq!(order, ["t.u-1", "t.u.x"]);
     }
+    Ok(())
+}
+
+/// Puts `n` items on `stores` (namespaces `users.u0`…`users.u4`, `teams.t0`, and one item
+/// in a hundred in `rare.r0`; two puts per millisecond so `updated_at` ties, keys reused so
+/// items are overwritten).
+async fn fill_wide(stores: &[&dyn Store], clock: &ManualClock, n: usize) -> TestResult {
+    let mut ops = Vec::new();
+    for i in 0..n {
+        let ns = match (i % 100, i % 6) {
+            (7, _) => Namespace::new(["rare", "r0"])?,
+            (_, 5) => Namespace::new(["teams", "t0"])?,
+            (_, u) => Namespace::new(["users".to_owned(), format!("u{u}")])?,
+        };
+        let kind = ["fact", "note", "todo"][i % 3];
+        let value = obj(json!({"kind": kind, "score": i % 100, "tags": {"n": i % 2}}));
+        ops.push(Op::Put(PutOp::new(ns, format!("k{}", i % 997), value)));
+        if i % 2 == 1 {
+            for store in stores {
+                store.batch(ops.clone()).await?;
+            }
+            ops.clear();
+            clock.advance(Duration::from_millis(1));
+        }
+    }
+    Ok(())
+}
+
+/// Prefixes holding most items (`users`, the root: the backends walk an index newest
+/// first), a sixth (`users.u1`) and a hundredth (`rare`: a walk finds too few, and they read
+/// its range and sort it) page as the memory store does.
+pub async fn a_search_without_a_query_pages_as_the_memory_store_under_wide_and_narrow_prefixes(
+    b: Backend,
+) -> TestResult {
+    let s = b.plain().await?;
+    let config = StoreConfig::default().clock(Arc::new(s.clock.clone()));
+    let memory = MemoryStore::new(config);
+    fill_wide(&[&*s.store, &memory], &s.clock, 3000).await?;
+    let filters = [
+        json!({}),
+        json!({"kind": "fact", "score": {"$gte": 50}}),
+        // Equality with an object is checked outside SQL on SQLite.
+        json!({"kind": "note", "tags": {"$eq": {"n": 1}}}),
+    ];
+    let stamped = |found: Vec<SearchItem>| -> Vec<String> {
+        found
+            .into_iter()
+            .map(|f| {
+                format!(
+                    "{}/{}@{}",
+                    f.item.namespace, f.item.key, f.item.updated_at.0
+                )
+            })
+            .collect()
+    };
+    let mut found = 0;
+    for filter in filters {
+        let filter = Filter::from_json(filter.as_object().ok_or("an object")?)?;
+        for prefix in [&["users"][..], &["users", "u1"], &["rare"], &[]] {
+            for (limit, offset) in [(10, 0), (7, 13), (50, 400)] {
+                let op = SearchOp::new(ns(prefix))
+                    .filter(filter.clone())
+                    .page(limit, offset);
+                let want = stamped(memory.search(op.clone()).await?);
+                let got = stamped(s.search(op).await?);
+                assert_eq!(got, want, "{prefix:?} {limit} {offset}");
+                found += want.len();
+            }
+        }
+    }
+    assert!(found > 300, "{found}");
     Ok(())
 }
