@@ -108,9 +108,8 @@ impl Batch<'_> {
     }
 
     /// Writes a run of puts, each with its value and vectors. Every statement of the run is
-    /// sent before any answer is awaited (tokio-postgres pipelines the futures polled
-    /// together, in the order first polled), so the run costs one round trip; the server runs
-    /// them in that order, so a later put of the same key in the run wins.
+    /// sent before any answer is awaited, so the run costs one round trip; the server runs
+    /// them in order, so a later put of the same key in the run wins.
     pub(super) async fn put_all(&mut self, puts: &[Put<'_>]) -> Result<(), StoreError> {
         // The batch's locks, when not yet taken, go first.
         let mut statements = std::mem::take(&mut self.locks);
@@ -127,12 +126,8 @@ impl Batch<'_> {
                 statements.push(writes::vector(self.schema, put.op, field, v));
             }
         }
-        let params: Vec<_> = statements.iter().map(Query::params).collect();
-        let sent = statements
-            .iter()
-            .zip(&params)
-            .map(|(q, p)| self.tx.query_typed(q.text(), p));
-        let answers = futures::future::try_join_all(sent)
+        let answers = self
+            .send_all(&statements)
             .await
             .map_err(db("writing items and their vectors"))?;
         let mut answers = answers.iter().skip(locks);
@@ -155,15 +150,22 @@ impl Batch<'_> {
     /// put with a value (a put sends them with its statements).
     async fn take_locks(&mut self) -> Result<(), StoreError> {
         let statements = std::mem::take(&mut self.locks);
+        self.send_all(&statements)
+            .await
+            .map_err(db("locking the batch's items"))?;
+        Ok(())
+    }
+
+    /// Runs `statements` in order, sent together before any answer is awaited
+    /// (tokio-postgres pipelines the futures polled together, in the order first polled);
+    /// their rows, in order.
+    async fn send_all(&self, statements: &[Query]) -> Result<Vec<Vec<Row>>, tokio_postgres::Error> {
         let params: Vec<_> = statements.iter().map(Query::params).collect();
         let sent = statements
             .iter()
             .zip(&params)
             .map(|(q, p)| self.tx.query_typed(q.text(), p));
-        futures::future::try_join_all(sent)
-            .await
-            .map_err(db("locking the batch's items"))?;
-        Ok(())
+        futures::future::try_join_all(sent).await
     }
 
     /// Deletes one item and its vectors.
@@ -241,13 +243,16 @@ impl Batch<'_> {
     }
 
     /// A search without a query: its page read off a walk of the newest items when that
-    /// finds it, else off the prefix's key range, sorted.
+    /// finds it (for a page within the first `WALKED_PAGE` items), else off the prefix's
+    /// key range, sorted.
     async fn search_recent(&self, op: &SearchOp) -> Result<Vec<Found>, StoreError> {
         if op.limit == 0 {
             return Ok(Vec::new());
         }
-        if let Some(found) = self.newest_walk(op).await? {
-            return Ok(found);
+        if op.offset.saturating_add(op.limit) <= WALKED_PAGE {
+            if let Some(found) = self.newest_walk(op).await? {
+                return Ok(found);
+            }
         }
         let mut q = Query::new(self.sql(&format!(
             "SELECT {ITEM_COLUMNS} FROM {{s}}.sg_store_items WHERE true"
@@ -486,6 +491,10 @@ pub(super) fn get_statement(
 /// it reads the prefix's range instead: a prefix and filter that keep under one item in 64
 /// read their range.
 const WALKED: usize = 64;
+
+/// The deepest page (offset + limit) a search without a query walks for: a deeper one reads
+/// the prefix's range at once, so no walk reads more than 64,000 rows.
+const WALKED_PAGE: usize = 1000;
 
 /// The columns a walk reads: what [`ITEM_COLUMNS`] and the search's conditions name.
 const WALKED_COLUMNS: &str = "ns, key, value, created_at, updated_at, ttl_ms, expires_at";
