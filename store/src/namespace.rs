@@ -205,3 +205,27 @@ impl MatchCondition {
             .all(|(have, want)| want == "*" || have == want)
     }
 }
+
+/// Whether the `.`-joined namespace `ns` is the `.`-joined `prefix` or under it; every
+/// namespace is under the root (`""`). The backends' vector ranking tests owners so.
+pub(crate) fn joined_under(ns: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || ns
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::joined_under;
+
+    #[test]
+    fn joined_under_takes_whole_labels_only() {
+        assert!(joined_under("a.b", "a.b"));
+        assert!(joined_under("a.b.c", "a.b"));
+        assert!(joined_under("a.b", ""));
+        assert!(!joined_under("a.bc", "a.b"));
+        assert!(!joined_under("a", "a.b"));
+        assert!(!joined_under("b.a", "a"));
+    }
+}

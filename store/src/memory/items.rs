@@ -31,10 +31,7 @@ impl Owner {
 
     /// Whether the item lives under the namespace whose joined form is `prefix`.
     pub(super) fn under(&self, prefix: &str) -> bool {
-        let joined = &self.0.joined;
-        prefix.is_empty()
-            || (joined.starts_with(prefix)
-                && (joined.len() == prefix.len() || joined.as_bytes()[prefix.len()] == b'.'))
+        crate::namespace::joined_under(&self.0.joined, prefix)
     }
 }
 

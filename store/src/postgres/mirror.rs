@@ -9,6 +9,7 @@ use std::sync::RwLock;
 use super::batch::{Batch, Found};
 use super::vectors::{changed_since, generation, load_all};
 use crate::mirror::VectorMirror;
+use crate::namespace::joined_under;
 use crate::{SearchOp, StoreError};
 
 /// An item: its namespace (`.`-joined) and key.
@@ -187,11 +188,7 @@ impl Mirror {
         let state = self.state.read().map_err(|_| {
             StoreError::Database("the vector mirror's lock was poisoned".to_owned())
         })?;
-        let under = |(ns, _): &Owner| {
-            prefix.is_empty()
-                || ns == prefix
-                || (ns.starts_with(prefix) && ns.as_bytes().get(prefix.len()) == Some(&b'.'))
-        };
+        let under = |(ns, _): &Owner| joined_under(ns, prefix);
         Ok(state.vectors.rank(query, under, k))
     }
 }

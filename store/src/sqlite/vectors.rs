@@ -9,6 +9,7 @@ use super::filter::push_filter;
 use super::sql::{db, RawRow, Sql, ITEM_COLUMNS};
 use super::Tx;
 use crate::mirror::VectorMirror;
+use crate::namespace::joined_under;
 use crate::{SearchItem, SearchOp, StoreError};
 
 /// An item's key in the mirror: its `.`-joined namespace and its key (ordered as SQL orders
@@ -126,8 +127,9 @@ impl Tx<'_> {
         let found = loop {
             let ranked = match &allowed {
                 Some(keys) => mirror.vectors.rank_among(query, keys, k),
-                None if op.prefix.is_empty() => mirror.vectors.rank(query, |_| true, k),
-                None => mirror.vectors.rank(query, |key| under(&key.0, &prefix), k),
+                None => mirror
+                    .vectors
+                    .rank(query, |key| joined_under(&key.0, &prefix), k),
             };
             let exhausted = ranked.len() < k;
             let found = self.live_rows(ranked)?;
@@ -188,12 +190,6 @@ impl Tx<'_> {
         }
         Ok(out)
     }
-}
-
-/// Whether the `.`-joined `ns` is the (non-root) prefix or under it.
-fn under(ns: &str, joined_prefix: &str) -> bool {
-    ns == joined_prefix
-        || (ns.starts_with(joined_prefix) && ns.as_bytes().get(joined_prefix.len()) == Some(&b'.'))
 }
 
 /// A vector blob (f32, little-endian) of `dims` numbers.
