@@ -94,7 +94,8 @@ impl Batch<'_> {
             out.push(match op {
                 Op::Get(get) => OpResult::Item(self.get(get).await?),
                 Op::Put(put) => {
-                    self.delete_one(put).await?;
+                    self.delete(put.namespace.to_string(), put.key.clone())
+                        .await?;
                     OpResult::Done
                 }
                 Op::Search(search) => OpResult::Items(self.search(search, vecs.first()).await?),
@@ -166,11 +167,6 @@ impl Batch<'_> {
             .zip(&params)
             .map(|(q, p)| self.tx.query_typed(q.text(), p));
         futures::future::try_join_all(sent).await
-    }
-
-    /// Deletes one item and its vectors.
-    pub(super) async fn delete_one(&mut self, op: &PutOp) -> Result<(), StoreError> {
-        self.delete(op.namespace.to_string(), op.key.clone()).await
     }
 
     /// Deletes one item. A store with an index counts every delete as a change of the
