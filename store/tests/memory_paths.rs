@@ -17,8 +17,8 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use stategraph_store::vector::{dot, normalize};
 use stategraph_store::{
-    Embedder, Filter, HashEmbedder, IndexConfig, ManualClock, MemoryStore, Namespace, Op, PutOp,
-    SearchOp, Store, StoreConfig, Timestamp, Ttl, TtlConfig,
+    Clock, Embedder, Filter, HashEmbedder, IndexConfig, ManualClock, MemoryStore, Namespace, Op,
+    PutOp, SearchOp, Store, StoreConfig, Timestamp, Ttl, TtlConfig,
 };
 
 /// Namespaces by weight: `c.q` holds about one item in sixteen, so a search under it sorts,
@@ -94,7 +94,7 @@ async fn fill(store: &MemoryStore, clock: &ManualClock, writes: &[Write]) -> (Mo
     let mut model = Model::new();
     for &(space, key, kind, (w1, w2), ttl, delete, advance) in writes {
         clock.advance(Duration::from_millis(u64::from(advance)));
-        let now = clock.now_ms();
+        let now = clock.now().0;
         let labels = SPACES[space];
         let (ns_text, key) = (labels.join("."), format!("k{key}"));
         let op = if delete {
@@ -120,17 +120,7 @@ async fn fill(store: &MemoryStore, clock: &ManualClock, writes: &[Write]) -> (Mo
         };
         store.batch(vec![Op::Put(op)]).await.unwrap();
     }
-    (model, clock.now_ms())
-}
-
-trait NowMs {
-    fn now_ms(&self) -> i64;
-}
-
-impl NowMs for ManualClock {
-    fn now_ms(&self) -> i64 {
-        stategraph_store::Clock::now(self).0
-    }
+    (model, clock.now().0)
 }
 
 fn under(ns_text: &str, prefix: &[&str]) -> bool {
@@ -199,7 +189,7 @@ proptest! {
             let store = MemoryStore::new(config(&clock));
             let (model, _) = fill(&store, &clock, &writes).await;
             clock.advance(Duration::from_millis(u64::from(later)));
-            let now = clock.now_ms();
+            let now = clock.now().0;
             for prefix in PREFIXES {
                 for kind in [None, Some(1)] {
                     for (limit, offset) in [(1, 0), (5, 0), (5, 3), (1000, 0)] {
