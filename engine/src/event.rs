@@ -1,6 +1,7 @@
 //! Streaming: the typed [`Event`]s a run emits.
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -22,9 +23,10 @@ pub struct StreamMode {
     /// ([`EventKind::Messages`]). Off by default: a model called through a node's context
     /// streams only when this is asked for.
     pub messages: bool,
-    /// Task start and end (debug).
+    /// Task start (with its input) and end (with its result), as LangGraph's `tasks` mode.
     pub tasks: bool,
-    /// Each checkpoint written.
+    /// Each checkpoint written, with its values, metadata and next tasks
+    /// ([`CheckpointEvent`]), as LangGraph's `checkpoints` mode.
     pub checkpoints: bool,
     /// Include events from subgraphs (with their namespace).
     pub subgraphs: bool,
@@ -232,10 +234,101 @@ pub enum TaskStatus {
     Succeeded,
     /// Its writes were taken from the pending writes of an earlier attempt; it did not run.
     Reused,
-    /// It failed (message of the error).
+    /// It failed: the node's own error message (for a node that returned an error or
+    /// panicked), else the run error's.
     Failed(String),
     /// It paused on an interrupt.
     Interrupted,
+}
+
+/// What scheduled a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskTrigger {
+    /// The `__start__` task, which applies a run's input.
+    Start,
+    /// An edge into the node, or a join whose sources have all finished.
+    Edge,
+    /// The `k`-th [`SendTo`](crate::SendTo) of the step before.
+    Sent(usize),
+}
+
+/// A task the step after a checkpoint runs ([`CheckpointEvent::next`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct NextTask {
+    /// Its id: the id the task runs under.
+    pub id: TaskId,
+    /// The node it runs (`__start__` for the task applying input).
+    pub node: Arc<str>,
+    /// Whether the node is a subgraph ([`StateGraph::add_subgraph`](crate::StateGraph::add_subgraph)).
+    pub subgraph: bool,
+    /// What the task already recorded, when the checkpoint is the head a run resumes from
+    /// (LangGraph streams that head again first): the updates it returned (each a `Shared`
+    /// holding an `S::Update`) if it finished before the pause; empty otherwise.
+    pub updates: Vec<Shared>,
+    /// The interrupts it paused on, when the checkpoint is the head a run resumes from.
+    pub interrupts: Vec<Interrupt>,
+    /// Its error, when it failed in the step after the checkpoint a run resumes from.
+    pub error: Option<String>,
+}
+
+/// A checkpoint written, as the `checkpoints` stream mode carries it: what LangGraph's
+/// payload holds (its config, parent, values, metadata, next nodes and their tasks).
+///
+/// ```
+/// use std::sync::Arc;
+/// use futures::StreamExt;
+/// use stategraph::checkpoints::MemorySaver;
+/// use stategraph::prelude::*;
+/// use stategraph::EventKind;
+///
+/// #[derive(State, Clone, Default, Debug)]
+/// struct S {
+///     #[reduce(append)]
+///     log: Vec<String>,
+/// }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let graph = StateGraph::<S>::new()
+///     .add_node("a", |_s: Arc<S>, _cx: NodeContext| async move {
+///         Ok::<_, BoxError>(S::update().log(vec!["a".into()]))
+///     })
+///     .add_edge(START, "a")
+///     .add_edge("a", END)
+///     .compile()?
+///     .with_checkpointer(Arc::new(MemorySaver::new()));
+/// let mode = StreamMode { checkpoints: true, ..StreamMode::none() };
+/// let mut stream = graph.stream(S::update(), &RunConfig::new().thread("t"), mode);
+/// let mut seen = Vec::new();
+/// while let Some(ev) = stream.next().await {
+///     if let EventKind::Checkpoint(cp) = ev.kind {
+///         let next: Vec<String> = cp.next.iter().map(|t| t.node.to_string()).collect();
+///         seen.push((ev.step, cp.source.as_str(), next, cp.values.to_json()?["log"].clone()));
+///     }
+/// }
+/// assert_eq!(seen, [
+///     (-1, "input", vec!["__start__".to_string()], serde_json::json!([])),
+///     (0, "loop", vec!["a".to_string()], serde_json::json!([])),
+///     (1, "loop", vec![], serde_json::json!(["a"])),
+/// ]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CheckpointEvent {
+    /// Its id.
+    pub id: CheckpointId,
+    /// The checkpoint before it on its branch.
+    pub parent: Option<CheckpointId>,
+    /// Why it was written.
+    pub source: Source,
+    /// The state it holds: `Shared` holds an `S` (the state type of the graph at `ns`).
+    pub values: Shared,
+    /// Its metadata, as stored (the run's metadata, and what a resume recorded).
+    pub metadata: BTreeMap<String, serde_json::Value>,
+    /// The tasks the next step runs from it, in task order (empty at the end of a run).
+    pub next: Vec<NextTask>,
 }
 
 /// What happened.
@@ -280,6 +373,11 @@ pub enum EventKind {
         node: Arc<str>,
         /// The task.
         task: TaskId,
+        /// What scheduled it.
+        trigger: TaskTrigger,
+        /// Its input: the state snapshot it reads (a `Shared` holding an `S`), or for a task
+        /// started by a `Send`, its argument (a `Shared` holding a `serde_json::Value`).
+        input: Shared,
     },
     /// A task ended (right after its updates).
     TaskEnd {
@@ -289,14 +387,15 @@ pub enum EventKind {
         task: TaskId,
         /// How.
         status: TaskStatus,
+        /// The updates it returned, each a `Shared` holding an `S::Update` (empty unless it
+        /// succeeded or its writes were reused).
+        updates: Vec<Shared>,
+        /// The interrupts it paused on (empty unless it paused).
+        interrupts: Vec<Interrupt>,
     },
-    /// A checkpoint was written (or, with durability `async`, handed to the writer).
-    Checkpoint {
-        /// Its id.
-        id: CheckpointId,
-        /// Why.
-        source: Source,
-    },
+    /// A checkpoint was written (or, with durability `async`, handed to the writer). Only
+    /// with a saver and a thread, as in LangGraph.
+    Checkpoint(Box<CheckpointEvent>),
     /// The run paused, on these interrupts (a static pause as `before:<node>` or
     /// `after:<node>`).
     Interrupt(Vec<Interrupt>),

@@ -54,7 +54,10 @@ pub mod worker;
 
 pub use command::{Command, Goto, Interrupt, Interrupted, Resume, Route, SendTo, END, START};
 pub use error::{BoxError, CompileError, Error, GraphProblem, RunError};
-pub use event::{Event, EventKind, MessagePart, Shared, StreamMode, TaskStatus};
+pub use event::{
+    CheckpointEvent, Event, EventKind, MessagePart, NextTask, Shared, StreamMode, TaskStatus,
+    TaskTrigger,
+};
 pub use graph::{CompiledGraph, StateGraph};
 pub use node::{CancelToken, Node, NodeContext, NodeOptions, RetryPolicy};
 pub use run::{

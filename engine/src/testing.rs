@@ -177,22 +177,33 @@ pub async fn trajectory<S: State>(
         ..StreamMode::none()
     };
     let mut run = graph.stream(input, config, mode);
-    let mut nodes = Vec::new();
+    let mut started = Vec::new();
     while let Some(ev) = run.next().await {
-        if let EventKind::TaskStart { node, .. } = ev.kind {
-            let levels: Vec<&str> = ev
-                .ns
-                .levels()
-                .iter()
-                .map(|l| l.split(':').next().unwrap_or(""))
-                .collect();
-            nodes.push(if levels.is_empty() {
-                node.to_string()
-            } else {
-                format!("{}/{node}", levels.join("/"))
-            });
+        match ev.kind {
+            EventKind::TaskStart { node, task, .. } => {
+                let levels: Vec<&str> = ev
+                    .ns
+                    .levels()
+                    .iter()
+                    .map(|l| l.split(':').next().unwrap_or(""))
+                    .collect();
+                let name = if levels.is_empty() {
+                    node.to_string()
+                } else {
+                    format!("{}/{node}", levels.join("/"))
+                };
+                started.push((ev.ns, task, name));
+            }
+            // A task whose recorded writes were reused did not run.
+            EventKind::TaskEnd {
+                task,
+                status: crate::TaskStatus::Reused,
+                ..
+            } => started.retain(|(ns, t, _)| !(*t == task && *ns == ev.ns)),
+            _ => {}
         }
     }
+    let nodes = started.into_iter().map(|(_, _, name)| name).collect();
     Ok((run.outcome().await?, nodes))
 }
 

@@ -87,6 +87,9 @@ impl<S: State> RunLoop<S> {
         for (ti, t) in tasks.iter().enumerate() {
             if let Some(out) = recorded.reused.remove(&ti) {
                 // Finished in an earlier attempt: streamed now, as it is not run again.
+                if stream.tasks {
+                    self.stream_start(t).await;
+                }
                 let r = TaskResult::Done(out);
                 self.stream_finished(t, &r, true, stream).await;
                 results[ti] = Some(r);
@@ -187,11 +190,7 @@ impl<S: State> RunLoop<S> {
     ) -> Result<(), RunError> {
         if stream.tasks {
             for &ti in to_run {
-                self.emit(EventKind::TaskStart {
-                    node: self.node_name(&tasks[ti]),
-                    task: tasks[ti].id,
-                })
-                .await;
+                self.stream_start(&tasks[ti]).await;
             }
         }
         if let [ti] = *to_run {
@@ -211,6 +210,22 @@ impl<S: State> RunLoop<S> {
             self.run_concurrently(tasks, to_run, recorded, results, stream)
                 .await
         }
+    }
+
+    /// Stream that task `t` starts, with its input: the state snapshot it reads, or its
+    /// `Send` argument.
+    async fn stream_start(&self, t: &PlannedTask) {
+        let input = match &t.arg {
+            Some(arg) => Shared::new(serde_json::Value::clone(arg)),
+            None => Shared::state(self.state.clone()),
+        };
+        self.emit(EventKind::TaskStart {
+            node: self.node_name(t),
+            task: t.id,
+            trigger: t.trigger,
+            input,
+        })
+        .await;
     }
 
     /// Stream what task `t` produced, the moment it finished (LangGraph's order: a slow task
@@ -236,16 +251,34 @@ impl<S: State> RunLoop<S> {
             }
         }
         if stream.tasks {
-            let status = match r {
-                TaskResult::Done(_) if reused => TaskStatus::Reused,
-                TaskResult::Done(_) => TaskStatus::Succeeded,
-                TaskResult::Failed { error, .. } => TaskStatus::Failed(error.to_string()),
-                TaskResult::Interrupted { .. } => TaskStatus::Interrupted,
+            let (status, updates, interrupts) = match r {
+                TaskResult::Done(out) => {
+                    let updates = out.updates.iter().cloned().map(Shared::update::<S>);
+                    let status = if reused {
+                        TaskStatus::Reused
+                    } else {
+                        TaskStatus::Succeeded
+                    };
+                    (status, updates.collect(), Vec::new())
+                }
+                TaskResult::Failed { error, .. } => {
+                    // The event names the node and task: a node's own error says the rest.
+                    let message = match error {
+                        RunError::Node { source, .. } => source.to_string(),
+                        other => other.to_string(),
+                    };
+                    (TaskStatus::Failed(message), Vec::new(), Vec::new())
+                }
+                TaskResult::Interrupted { interrupts, .. } => {
+                    (TaskStatus::Interrupted, Vec::new(), interrupts.clone())
+                }
             };
             self.emit(EventKind::TaskEnd {
                 node: self.node_name(t),
                 task: t.id,
                 status,
+                updates,
+                interrupts,
             })
             .await;
         }

@@ -28,6 +28,7 @@ use crate::{Command, Interrupt, RunError, State};
 mod answers;
 mod apply;
 mod branch;
+mod checkpoint_event;
 mod config;
 mod control;
 mod decode;

@@ -63,6 +63,13 @@ impl<S: State> RunLoop<S> {
         let mut lp = RunLoop::new(graph.inner.clone(), shared, level);
         let loaded = lp.load_head(from).await?;
         let had_checkpoint = loaded.is_some();
+        // A resumed run streams the head it resumes from first (checkpoints mode).
+        let resumed_head = match (&loaded, &input) {
+            (Some(l), Input::Command(_) | Input::Continue) if lp.wants(|m| m.checkpoints) => {
+                Some(l.checkpoint.clone())
+            }
+            _ => None,
+        };
         if let Some(loaded) = loaded {
             lp.resume_from(loaded, from, older).await?;
         }
@@ -77,6 +84,10 @@ impl<S: State> RunLoop<S> {
                 lp.step = lp.persist.head_step().saturating_add(1);
                 lp.stop = lp.step.saturating_add(lp.step_limit()).saturating_add(1);
             }
+        }
+        // Unless the run wrote a checkpoint of its own on opening (a fork, a command's update).
+        if let Some(head) = resumed_head.filter(|h| lp.persist.head() == Some(h.id)) {
+            lp.stream_resumed_head(&head).await?;
         }
         Ok(lp)
     }

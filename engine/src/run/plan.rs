@@ -8,16 +8,7 @@ use super::superstep::RunLoop;
 use crate::command::START;
 use crate::State;
 
-/// What scheduled a task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum TaskTrigger {
-    /// The `__start__` task that applies new input.
-    Start,
-    /// An edge: the node's trigger, or a join whose sources have all finished.
-    Edge,
-    /// The `k`-th `Send` of the step before.
-    Sent(usize),
-}
+pub(super) use crate::event::TaskTrigger;
 
 /// A task the step runs.
 pub(super) struct PlannedTask {
@@ -33,6 +24,11 @@ impl<S: State> RunLoop<S> {
     /// The tasks of the current step: the start task for new input; otherwise the
     /// triggered nodes and the sends, and deferred nodes only when nothing else runs.
     pub(super) fn plan(&self) -> Vec<PlannedTask> {
+        self.plan_at(self.step)
+    }
+
+    /// The tasks step `step` would run from the current state and control.
+    pub(super) fn plan_at(&self, step: i64) -> Vec<PlannedTask> {
         let mut tasks = Vec::new();
         // Task ids derive from the checkpoint that started this stretch of the branch and the
         // step: the same step computed again (after a crash lost its checkpoint, or on resume)
@@ -44,7 +40,7 @@ impl<S: State> RunLoop<S> {
             .map(|h| h.as_u128().to_be_bytes())
             .unwrap_or([0; 16]);
         let ns = self.level.ns.as_str().as_bytes();
-        let step = self.step.to_le_bytes();
+        let step = step.to_le_bytes();
         let id = |kind: &[u8], node: &str, idx: usize| {
             TaskId::derive(&[&base, ns, &step, kind, node.as_bytes(), &idx.to_le_bytes()])
         };

@@ -209,11 +209,16 @@ impl<S: State> RunLoop<S> {
 
     /// Send an event of this level (subgraph events only when the stream asks for them).
     pub(super) async fn emit(&self, kind: EventKind) {
+        self.emit_at(self.step, kind).await;
+    }
+
+    /// Send an event of this level that belongs to `step`.
+    pub(super) async fn emit_at(&self, step: i64, kind: EventKind) {
         if let Some(sink) = &self.shared.sink {
             if self.level.ns.is_root() || sink.mode.subgraphs {
                 sink.send(Event {
                     ns: self.level.ns.clone(),
-                    step: self.step,
+                    step,
                     kind,
                 })
                 .await;

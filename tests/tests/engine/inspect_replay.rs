@@ -217,6 +217,30 @@ async fn a_trajectory_lists_the_nodes_a_run_ran_subgraphs_included() -> TestResu
 }
 
 #[tokio::test]
+async fn a_resumed_runs_trajectory_leaves_out_the_tasks_whose_writes_were_reused() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node("done", |_s: Arc<Log>, _c: NodeContext| async {
+            Ok::<_, BoxError>(Log::update().log(vec!["done".into()]))
+        })
+        .add_node("ask", |_s: Arc<Log>, cx: NodeContext| async move {
+            let answer: String = cx.interrupt("ok?")?;
+            Ok::<_, BoxError>(Log::update().log(vec![answer]))
+        })
+        .add_edge(START, "done")
+        .add_edge(START, "ask")
+        .compile()?
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let config = RunConfig::new().thread("t");
+    let (_, first) = trajectory(&g, Log::update(), &config).await?;
+    assert_eq!(first, ["done", "ask"]);
+    let resume = Command::resume(stategraph::Resume::value("yes"));
+    let (out, second) = trajectory(&g, resume, &config).await?;
+    assert_eq!(second, ["ask"], "done's writes were reused, not run again");
+    assert_eq!(out.state.log, ["done", "yes"]);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_run_can_stop_after_a_chosen_node_and_be_seeded_as_a_node() -> TestResult {
     let g = counter(1)?.with_checkpointer(Arc::new(MemorySaver::new()));
     let cfg = RunConfig::new().thread("t");

@@ -4,6 +4,7 @@
 mod checkpoint_records;
 mod command_routing;
 mod compile_validation;
+mod debug_stream;
 mod durability_modes;
 mod finished_task_writes;
 mod graph_shape_storage;

@@ -444,6 +444,9 @@ impl<S: State> RunLoop<S> {
         if let Some(resumed) = resumed {
             checkpoint.metadata.insert(RESUMED_KEY.to_owned(), resumed);
         }
+        let event = self
+            .wants(|m| m.checkpoints)
+            .then(|| self.checkpoint_event(&checkpoint));
         let put = PutCheckpoint {
             thread: thread.clone(),
             ns: self.level.ns.clone(),
@@ -457,8 +460,8 @@ impl<S: State> RunLoop<S> {
         // again keep their task ids.
         let wait = matches!(source, Source::Fork | Source::Update);
         self.persist.submit(put, wait).await?;
-        if self.wants(|m| m.checkpoints) {
-            self.emit(EventKind::Checkpoint { id, source }).await;
+        if let Some(event) = event {
+            self.emit(EventKind::Checkpoint(Box::new(event))).await;
         }
         Ok(())
     }
