@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
-use stategraph::{Event, EventKind, StreamMode, TaskStatus};
+use stategraph::checkpoints::{CheckpointId, Namespace};
+use stategraph::{CheckpointEvent, Event, EventKind, StreamMode, TaskStatus, TaskTrigger};
 
 use crate::error::{ApiError, ApiResult};
 use crate::graph::interrupt_json;
@@ -59,7 +60,7 @@ impl Modes {
     /// What the engine must emit for these modes.
     pub(crate) fn engine(self) -> StreamMode {
         let mut mode = StreamMode::none();
-        mode.values = self.values || self.debug;
+        mode.values = self.values;
         mode.updates = self.updates;
         mode.custom = self.custom;
         mode.messages = self.messages.any();
@@ -72,11 +73,17 @@ impl Modes {
     /// A framer of one run's events; `metadata` is the run's, which each message's
     /// metadata starts from.
     pub(crate) fn framer(self, thread: &str, metadata: Map<String, Value>) -> Framer {
+        let run_metadata = if self.tasks || self.debug {
+            Value::Object(metadata.clone())
+        } else {
+            Value::Null
+        };
         Framer {
             modes: self,
             thread: thread.to_owned(),
             last_values: HashMap::new(),
             messages: MessageFramer::new(self.messages, metadata),
+            run_metadata,
         }
     }
 }
@@ -89,6 +96,8 @@ pub(crate) struct Framer {
     thread: String,
     last_values: HashMap<String, Value>,
     messages: MessageFramer,
+    /// The run's metadata, which a task's `tasks`/`debug` frame carries (null otherwise).
+    run_metadata: Value,
 }
 
 impl Framer {
@@ -124,36 +133,65 @@ impl Framer {
                 };
                 self.messages.frames(event, &name, out);
             }
-            EventKind::TaskStart { node, task } => {
+            EventKind::TaskStart {
+                node,
+                task,
+                trigger,
+                input,
+            } => {
                 let payload = json!({
-                    "id": task.to_string(), "name": node.as_ref(), "input": null, "triggers": [],
+                    "id": task.to_string(), "name": node.as_ref(),
+                    "input": input.to_json().unwrap_or(Value::Null),
+                    "triggers": [trigger_name(*trigger, node)],
+                    "metadata": self.run_metadata,
                 });
                 m.task_frame(&name, ev.step, "task", payload, out);
             }
-            EventKind::TaskEnd { node, task, status } => {
+            // A task whose writes were reused did not run again: LangGraph reports no result.
+            EventKind::TaskEnd { status, .. } if *status == TaskStatus::Reused => {}
+            EventKind::TaskEnd {
+                node,
+                task,
+                status,
+                updates,
+                interrupts,
+            } => {
+                // LangGraph's server sends the exception's class and text.
                 let error = match status {
-                    TaskStatus::Failed(msg) => json!(msg),
+                    TaskStatus::Failed(msg) => json!({ "error": "NodeError", "message": msg }),
                     _ => Value::Null,
                 };
                 let payload = json!({
                     "id": task.to_string(), "name": node.as_ref(), "error": error,
-                    "result": [], "interrupts": [],
+                    "result": merged(updates),
+                    "interrupts": interrupts.iter().map(interrupt_json).collect::<Vec<_>>(),
                 });
                 m.task_frame(&name, ev.step, "task_result", payload, out);
             }
-            EventKind::Checkpoint { id, source } if m.checkpoints => {
-                let payload = json!({
-                    "config": config(thread, &ev.ns.to_string(), Some(&id.to_string())),
-                    "metadata": { "source": source.as_str(), "step": ev.step },
-                });
-                out.push((name("checkpoints"), payload));
+            EventKind::Checkpoint(cp) if m.checkpoints || m.debug => {
+                let payload = checkpoint_payload(thread, &ev.ns, ev.step, cp);
+                // LangGraph's order: `checkpoints`, then `debug`.
+                if m.checkpoints {
+                    out.push((name("checkpoints"), payload.clone()));
+                }
+                if m.debug {
+                    // The debug form names the checkpoint and its parent once more, flat.
+                    let mut full = payload.clone();
+                    let ns = ev.ns.to_string();
+                    full["checkpoint"] = flat_config(thread, &ns, Some(cp.id));
+                    full["parent_checkpoint"] = match cp.parent {
+                        Some(p) => flat_config(thread, &ns, Some(p)),
+                        None => Value::Null,
+                    };
+                    out.push((name("debug"), debug(ev.step, "checkpoint", full)));
+                }
             }
             EventKind::Interrupt(list) => self.interrupt_frames(ev, list, &name, out),
             _ => {}
         }
     }
 
-    /// A step's values: `values` (and `debug`'s checkpoint); kept for an interrupt's frame.
+    /// A step's values: `values`; kept for an interrupt's frame.
     fn values_frames(
         &mut self,
         ev: &Event,
@@ -163,10 +201,6 @@ impl Framer {
     ) {
         let data = data.unwrap_or(Value::Null);
         let ns = ev.ns.to_string();
-        if self.modes.debug {
-            let payload = json!({ "values": data, "config": config(&self.thread, &ns, None) });
-            out.push((name("debug"), debug(ev.step, "checkpoint", payload)));
-        }
         if self.modes.values {
             out.push((name("values"), data.clone()));
         }
@@ -213,13 +247,87 @@ impl Modes {
         payload: Value,
         out: &mut Vec<(String, Value)>,
     ) {
-        if self.debug {
-            out.push((name("debug"), debug(step, kind, payload.clone())));
-        }
+        // LangGraph's order: `tasks`, then `debug`.
         if self.tasks {
-            out.push((name("tasks"), payload));
+            out.push((name("tasks"), payload.clone()));
+        }
+        if self.debug {
+            out.push((name("debug"), debug(step, kind, payload)));
         }
     }
+}
+
+/// A checkpoint as LangGraph's `checkpoints` payload (and `debug`'s checkpoint payload).
+fn checkpoint_payload(thread: &str, ns: &Namespace, step: i64, cp: &CheckpointEvent) -> Value {
+    let ns_text = ns.to_string();
+    let mut metadata: Map<String, Value> = cp
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    metadata.insert("source".to_owned(), json!(cp.source.as_str()));
+    metadata.insert("step".to_owned(), json!(step));
+    metadata.entry("parents").or_insert_with(|| json!({}));
+    let tasks: Vec<Value> = cp
+        .next
+        .iter()
+        .map(|t| {
+            let state = if t.subgraph {
+                let child = ns.child(&format!("{}:{}", t.node, t.id));
+                config(thread, child.as_str(), None)
+            } else {
+                Value::Null
+            };
+            let mut task = json!({
+                "id": t.id.to_string(), "name": t.node.as_ref(),
+                "interrupts": t.interrupts.iter().map(interrupt_json).collect::<Vec<_>>(),
+                "state": state,
+            });
+            if !t.updates.is_empty() {
+                task["result"] = merged(&t.updates);
+            }
+            if let Some(error) = &t.error {
+                task["error"] = json!(error);
+            }
+            task
+        })
+        .collect();
+    json!({
+        "config": config(thread, &ns_text, Some(&cp.id.to_string())),
+        "parent_config": cp.parent.map(|p| config(thread, &ns_text, Some(&p.to_string()))),
+        "values": cp.values.to_json().unwrap_or(Value::Null),
+        "metadata": metadata,
+        "next": cp.next.iter().map(|t| t.node.as_ref()).collect::<Vec<_>>(),
+        "tasks": tasks,
+    })
+}
+
+/// A task's updates as one result object: later writes of a field win, as they merge.
+fn merged(updates: &[stategraph::Shared]) -> Value {
+    let mut result = Map::new();
+    for u in updates {
+        if let Ok(Value::Object(fields)) = u.to_json() {
+            result.extend(fields);
+        }
+    }
+    Value::Object(result)
+}
+
+/// LangGraph's name for what scheduled a task.
+fn trigger_name(trigger: TaskTrigger, node: &str) -> String {
+    match trigger {
+        TaskTrigger::Start => "__start__".to_owned(),
+        TaskTrigger::Sent(_) => "__pregel_push".to_owned(),
+        _ => format!("branch:to:{node}"),
+    }
+}
+
+fn flat_config(thread: &str, ns: &str, checkpoint: Option<CheckpointId>) -> Value {
+    json!({
+        "checkpoint_id": checkpoint.map(|c| c.to_string()),
+        "thread_id": thread,
+        "checkpoint_ns": ns,
+    })
 }
 
 fn config(thread: &str, ns: &str, checkpoint: Option<&str>) -> Value {
