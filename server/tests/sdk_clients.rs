@@ -100,7 +100,8 @@ macro_rules! scenarios {
 // mode; subgraph namespaces; an error event; an interrupt resumed by `Command(resume=…)`;
 // the edit/regenerate fork; state updates; history; wait and join; cancel; reject while busy;
 // enqueue order; a stream resumed from `Last-Event-ID`; 4xx answers; a model's tokens in the
-// `messages-tuple` and `messages` modes; the long-term store's items, searches and namespaces.
+// `messages-tuple` and `messages` modes; the long-term store's items, searches and namespaces;
+// the `checkpoints`, `tasks` and `debug` modes through an interrupt and its resume.
 scenarios!(
     threads,
     stream_values,
@@ -120,4 +121,5 @@ scenarios!(
     errors,
     stream_messages,
     store,
+    stream_debug,
 );

@@ -263,6 +263,40 @@ async function interrupt_resume(client) {
   expect("thread status after resume", "idle", (await client.threads.get(tid)).status);
 }
 
+async function stream_debug(client) {
+  // The checkpoints, tasks and debug modes through an interrupt and its resume.
+  const tid = await newThread(client);
+  const streamMode = ["checkpoints", "tasks", "debug"];
+  let events = await collect(
+    client.runs.stream(tid, "approval", { input: { log: [] }, streamMode }));
+  metadataFirst(events);
+  let frames = events.slice(1);
+  let cps = frames.filter((e) => e[0] === "checkpoints").map((e) => e[1]);
+  expect("checkpoint steps", [-1, 0], cps.map((c) => c.metadata.step));
+  expect("checkpoint next", [["__start__"], ["ask"]], cps.map((c) => c.next));
+  expect("parents chain", cps[0].config.configurable.checkpoint_id,
+    cps[1].parent_config.configurable.checkpoint_id);
+  const announced = cps[1].tasks[0].id;
+  const starts = frames.filter((e) => e[0] === "tasks" && "input" in e[1]).map((e) => e[1]);
+  expect("task started", [["ask", announced, ["branch:to:ask"]]],
+    starts.map((d) => [d.name, d.id, d.triggers]));
+  const debug = frames.filter((e) => e[0] === "debug").map((e) => [e[1].type, e[1].step]);
+  expect("debug frames",
+    [["checkpoint", -1], ["checkpoint", 0], ["task", 1], ["task_result", 1]], debug);
+
+  events = await collect(
+    client.runs.stream(tid, "approval", { command: { resume: "yes" }, streamMode }));
+  frames = events.slice(1);
+  cps = frames.filter((e) => e[0] === "checkpoints").map((e) => e[1]);
+  expect("resumed from the head, then two steps", [0, 1, 2], cps.map((c) => c.metadata.step));
+  expect("the head's task carries its interrupt", [{ question: "approve?" }],
+    cps[0].tasks[0].interrupts.map((i) => i.value));
+  const results = frames.filter((e) => e[0] === "tasks" && "result" in e[1])
+    .map((e) => [e[1].name, e[1].result]);
+  expect("task results after the resume",
+    [["ask", { decision: "yes", log: ["asked"] }], ["finish", { log: ["finished"] }]], results);
+}
+
 async function fork(client) {
   const tid = await newThread(client);
   await client.runs.wait(tid, "agent", { input: { messages: [human("hello")] } });
@@ -562,7 +596,7 @@ async function store(client) {
 const SCENARIOS = {
   threads, stream_values, stream_updates, stream_custom, stream_subgraphs, stream_error,
   interrupt_resume, fork, update_state, history, wait_join, cancel, reject_busy, enqueue,
-  resume_stream, errors, stream_messages, store,
+  resume_stream, errors, stream_messages, store, stream_debug,
 };
 
 async function main(argv) {

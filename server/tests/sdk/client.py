@@ -304,6 +304,48 @@ async def interrupt_resume(client):
     expect("thread status after resume", "idle", thread["status"])
 
 
+async def stream_debug(client):
+    """The checkpoints, tasks and debug modes through an interrupt and its resume."""
+    tid = await new_thread(client)
+    modes = ["checkpoints", "tasks", "debug"]
+    events = await collect(client.runs.stream(
+        tid, "approval", input={"log": []}, stream_mode=modes))
+    check_metadata_first(events)
+    frames = events[1:]
+    cps = [d for e, d in frames if e == "checkpoints"]
+    expect("checkpoint steps", [-1, 0], [c["metadata"]["step"] for c in cps])
+    expect("checkpoint sources", ["input", "loop"], [c["metadata"]["source"] for c in cps])
+    expect("checkpoint next", [["__start__"], ["ask"]], [c["next"] for c in cps])
+    expect("parents chain", cps[0]["config"]["configurable"]["checkpoint_id"],
+           cps[1]["parent_config"]["configurable"]["checkpoint_id"])
+    announced = cps[1]["tasks"][0]["id"]
+    starts = [d for e, d in frames if e == "tasks" and "input" in d]
+    expect("task started", [("ask", announced, ["branch:to:ask"])],
+           [(d["name"], d["id"], d["triggers"]) for d in starts])
+    expect("task input", {"log": []}, unset_dropped(starts[0]["input"]))
+    results = [d for e, d in frames if e == "tasks" and "result" in d]
+    expect("task result interrupts", [[{"question": "approve?"}]],
+           [[i["value"] for i in d["interrupts"]] for d in results])
+    debug = [(d["type"], d["step"]) for e, d in frames if e == "debug"]
+    expect("debug frames", [("checkpoint", -1), ("checkpoint", 0), ("task", 1),
+                            ("task_result", 1)], debug)
+
+    events = await collect(client.runs.stream(
+        tid, "approval", command={"resume": "yes"}, stream_mode=modes))
+    frames = events[1:]
+    cps = [d for e, d in frames if e == "checkpoints"]
+    expect("resumed from the head, then two steps", [0, 1, 2],
+           [c["metadata"]["step"] for c in cps])
+    expect("the head's task carries its interrupt", [{"question": "approve?"}],
+           [i["value"] for i in cps[0]["tasks"][0]["interrupts"]])
+    results = [(d["name"], d["result"]) for e, d in frames if e == "tasks" and "result" in d]
+    expect("task results after the resume",
+           [("ask", {"decision": "yes", "log": ["asked"]}), ("finish", {"log": ["finished"]})],
+           results)
+    expect("last checkpoint values", {"log": ["asked", "finished"], "decision": "yes"},
+           cps[-1]["values"])
+
+
 def human(text):
     return {"type": "human", "content": text}
 
@@ -724,7 +766,7 @@ async def store(client):
 SCENARIOS = {f.__name__: f for f in [
     threads, stream_values, stream_updates, stream_custom, stream_subgraphs, stream_error,
     interrupt_resume, fork, update_state, history, wait_join, cancel, reject_busy, enqueue,
-    resume_stream, errors, reconnect, stream_messages, store,
+    resume_stream, errors, reconnect, stream_messages, store, stream_debug,
 ]}
 
 
