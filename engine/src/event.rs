@@ -70,6 +70,32 @@ impl StreamMode {
         }
     }
 
+    /// Only checkpoints ([`EventKind::Checkpoint`]), as LangGraph's `checkpoints` mode.
+    pub fn checkpoints() -> Self {
+        StreamMode {
+            checkpoints: true,
+            ..Self::none()
+        }
+    }
+
+    /// Only task starts and ends ([`EventKind::TaskStart`], [`EventKind::TaskEnd`]), as
+    /// LangGraph's `tasks` mode.
+    pub fn tasks() -> Self {
+        StreamMode {
+            tasks: true,
+            ..Self::none()
+        }
+    }
+
+    /// Checkpoints and tasks: what LangGraph's `debug` mode streams.
+    pub fn debug() -> Self {
+        StreamMode {
+            checkpoints: true,
+            tasks: true,
+            ..Self::none()
+        }
+    }
+
     /// Nothing.
     pub fn none() -> Self {
         StreamMode {
@@ -297,7 +323,7 @@ pub struct NextTask {
 ///     .add_edge("a", END)
 ///     .compile()?
 ///     .with_checkpointer(Arc::new(MemorySaver::new()));
-/// let mode = StreamMode { checkpoints: true, ..StreamMode::none() };
+/// let mode = StreamMode::checkpoints();
 /// let mut stream = graph.stream(S::update(), &RunConfig::new().thread("t"), mode);
 /// let mut seen = Vec::new();
 /// while let Some(ev) = stream.next().await {

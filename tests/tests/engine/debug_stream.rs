@@ -212,14 +212,6 @@ async fn collect(
     out
 }
 
-fn debug_modes() -> StreamMode {
-    StreamMode {
-        checkpoints: true,
-        tasks: true,
-        ..StreamMode::none()
-    }
-}
-
 fn push(s: &str) -> SUpdate {
     S::update().log(vec![s.to_owned()])
 }
@@ -247,13 +239,13 @@ async fn checkpoints_and_tasks_carry_langgraphs_payloads_through_an_interrupt_an
         .compile()?
         .with_checkpointer(Arc::new(MemorySaver::new()));
     let config = RunConfig::new().thread("t1");
-    let first = collect(&graph, S::update(), &config, debug_modes()).await;
+    let first = collect(&graph, S::update(), &config, StreamMode::debug()).await;
     assert_eq!(
         first,
         theirs(&fixture["runs"][0], &["checkpoints", "debug", "tasks"])
     );
     let resume = Command::resume(stategraph::Resume::value("yes"));
-    let second = collect(&graph, resume, &config, debug_modes()).await;
+    let second = collect(&graph, resume, &config, StreamMode::debug()).await;
     assert_eq!(
         second,
         theirs(&fixture["runs"][1], &["checkpoints", "debug"])
@@ -281,7 +273,7 @@ async fn a_sent_tasks_input_is_its_argument_and_a_failed_task_reports_its_error(
         &graph,
         S::update(),
         &RunConfig::new().thread("t2"),
-        debug_modes(),
+        StreamMode::debug(),
     )
     .await;
     assert_eq!(ours, theirs(&fixture["runs"][0], &["debug"]));
