@@ -16,6 +16,10 @@ use crate::{BoxError, Command, NodeContext, RunError, State};
 
 /// The checkpoint metadata key under which a step's handled failures are recorded: a list of
 /// [`HandledFailure`]s, in the order of the step's tasks (absent when none was handled).
+///
+/// ```
+/// assert_eq!(stategraph::HANDLED_ERRORS_KEY, "handled_errors");
+/// ```
 pub const HANDLED_ERRORS_KEY: &str = "handled_errors";
 
 /// What a node's error handler receives: which task failed, after how many attempts, and
@@ -23,6 +27,37 @@ pub const HANDLED_ERRORS_KEY: &str = "handled_errors";
 ///
 /// Control flow never reaches a handler: an interrupt, a cancellation, and a subgraph's
 /// interrupt errors pass unchanged.
+///
+/// ```
+/// use std::sync::Arc;
+/// use stategraph::prelude::*;
+/// use stategraph::NodeError;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("quota exceeded")]
+/// struct Quota;
+///
+/// #[derive(State, Clone, Default, Debug)]
+/// struct S { note: String }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let graph = StateGraph::<S>::new()
+///     .add_node_with(
+///         "call",
+///         |_s: Arc<S>, _cx: NodeContext| async move { Err::<SUpdate, BoxError>(Box::new(Quota)) },
+///         NodeOptions::new().error_handler(|_s: Arc<S>, e: NodeError, _cx: NodeContext| async move {
+///             // The node's own error, typed; the task and step identify the failure.
+///             let quota = e.node_error().is_some_and(|err| err.is::<Quota>());
+///             Ok::<_, BoxError>(S::update().note(format!("quota: {quota}, attempts: {}", e.attempts)))
+///         }),
+///     )
+///     .add_edge(START, "call")
+///     .add_edge("call", END)
+///     .compile()?;
+/// let out = graph.invoke(S::update(), &RunConfig::new()).await?;
+/// assert_eq!(out.state.note, "quota: true, attempts: 1");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error("node {node:?} failed at step {step} (task {task}) after {attempts} attempt(s): {source}")]
 #[non_exhaustive]
@@ -194,7 +229,15 @@ impl fmt::Debug for ErasedHandler {
     }
 }
 
-/// What kind of failure a handler took over.
+/// What kind of failure a handler took over; stored as `"node"`, `"subgraph"` or
+/// `{"timeout": "run" | "idle"}`.
+///
+/// ```
+/// use stategraph::{FailureKind, TimeoutLimit};
+///
+/// let kind = FailureKind::Timeout(TimeoutLimit::Idle);
+/// assert_eq!(serde_json::to_value(kind).unwrap(), serde_json::json!({"timeout": "idle"}));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

@@ -92,6 +92,11 @@ impl TimeoutPolicy {
 }
 
 /// Which limit of a [`TimeoutPolicy`] an attempt exceeded.
+///
+/// ```
+/// use stategraph::TimeoutLimit;
+/// assert_eq!(TimeoutLimit::Idle.to_string(), "idle");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

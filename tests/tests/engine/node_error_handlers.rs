@@ -679,3 +679,79 @@ fn a_handler_for_another_state_type_is_a_compile_error() {
         .collect();
     assert_eq!(named, ["a", "*"], "{problems:?}");
 }
+
+/// `flaky` fails and its handler routes to `next`, which waits for `gate`.
+fn handled_then_a_slow_step(
+    handled: Counter,
+    gate: Arc<tokio::sync::Semaphore>,
+) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    let handler = move |_s: Arc<Log>, _e: NodeError, _c: NodeContext| {
+        handled.hit();
+        async { Ok::<_, BoxError>(Command::new().update(push("handled")).goto("next")) }
+    };
+    StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", Counter::default()),
+            NodeOptions::new()
+                .error_handler(handler)
+                .destinations(["next"]),
+        )
+        .add_node("next", move |_s: Arc<Log>, _c: NodeContext| {
+            let gate = gate.clone();
+            async move {
+                let _permit = gate.acquire().await?;
+                Ok::<_, BoxError>(push("next"))
+            }
+        })
+        .add_edge(START, "flaky")
+        .add_edge("flaky", END)
+        .add_edge("next", END)
+        .compile()
+}
+
+#[tokio::test]
+async fn a_crash_in_the_step_after_the_handled_one_resumes_there_without_the_handler() -> TestResult
+{
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("threads.sqlite");
+    let handled = Counter::default();
+    let cfg = RunConfig::new().thread("t").durability(Durability::Sync);
+    let saver = Arc::new(SqliteSaver::open(&path)?);
+    let closed = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = handled_then_a_slow_step(handled.clone(), closed)?.with_checkpointer(saver.clone());
+    let run_cfg = cfg.clone();
+    let run = tokio::spawn(async move { g.invoke(Log::update(), &run_cfg).await });
+    // Wait until the handled step's checkpoint is on disk, then kill the run in the next.
+    let thread = ThreadId::new("t")?;
+    loop {
+        let head = saver.head(&thread, &Namespace::root()).await?;
+        if head.is_some_and(|h| h.checkpoint.metadata.contains_key("handled_errors")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    run.abort();
+    let _ = run.await;
+    drop(saver);
+
+    let saver = Arc::new(SqliteSaver::open(&path)?);
+    let open = Arc::new(tokio::sync::Semaphore::new(1));
+    let g = handled_then_a_slow_step(handled.clone(), open)?.with_checkpointer(saver);
+    let done = g.invoke(Input::Continue, &cfg).await?;
+    assert_eq!(handled.get(), 1);
+    assert_eq!(done.state.log, ["handled", "next"]);
+    let handled_steps: Vec<i64> = g
+        .get_state_history("t", Default::default())
+        .await?
+        .iter()
+        .filter(|s| !s.handled_errors().is_empty())
+        .map(|s| s.checkpoint.step)
+        .collect();
+    assert_eq!(
+        handled_steps,
+        [1],
+        "recorded once, by the step that handled it"
+    );
+    Ok(())
+}
