@@ -755,3 +755,97 @@ async fn a_crash_in_the_step_after_the_handled_one_resumes_there_without_the_han
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn without_a_handler_a_failure_after_the_retries_fails_the_run_and_a_resume_retries_it(
+) -> TestResult {
+    let lg = recorded("error_handling_no_handler")?;
+    let dir = tempfile::tempdir()?;
+    let saver = Arc::new(SqliteSaver::open(dir.path().join("threads.sqlite"))?);
+    let (flaky, ok) = (Counter::default(), Counter::default());
+    let ok2 = ok.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node("ok", move |_s: Arc<Log>, _c: NodeContext| {
+            ok2.hit();
+            async { Ok::<_, BoxError>(push("ok")) }
+        })
+        .add_node_with(
+            "flaky",
+            failing("flaky", flaky.clone()),
+            NodeOptions::new().retry(quick(3)),
+        )
+        .add_edge(START, "ok")
+        .add_edge(START, "flaky")
+        .add_edge("ok", END)
+        .add_edge("flaky", END)
+        .compile()?
+        .with_checkpointer(saver);
+    let cfg = RunConfig::new().thread("t");
+    let err = g
+        .invoke(Log::update().value(1), &cfg)
+        .await
+        .err()
+        .ok_or("expected a failure")?;
+    let message = lg
+        .pointer("/raised/message")
+        .and_then(|m| m.as_str())
+        .ok_or("no message")?;
+    assert!(
+        matches!(&err, RunError::Node { node, source, .. } if node == "flaky" && source.to_string() == message),
+        "{err}"
+    );
+    assert_eq!(flaky.get() as u64, number(&lg, "/attempts_first_run")?);
+    let state = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(
+        state.errors,
+        vec![("flaky".to_owned(), err.to_string())],
+        "the failed task's error is kept with the checkpoint"
+    );
+    assert!(state.handled_errors().is_empty());
+    let again = g.invoke(Input::Continue, &cfg).await.err();
+    assert!(matches!(again, Some(RunError::Node { .. })), "{again:?}");
+    assert_eq!(
+        flaky.get() as u64,
+        number(&lg, "/attempts_after_resume")?,
+        "as LangGraph: a resume runs the failed node again, with its retries"
+    );
+    assert_eq!(ok.get(), 1, "its finished sibling's write is reused");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_handler_that_asks_pauses_its_task_and_the_resume_runs_the_node_first() -> TestResult {
+    let flaky = Counter::default();
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", flaky.clone()),
+            NodeOptions::new().error_handler(
+                |_s: Arc<Log>, e: NodeError, c: NodeContext| async move {
+                    let choice: String =
+                        c.interrupt(format!("{} failed: retry or skip?", e.node))?;
+                    Ok::<_, BoxError>(push(&choice))
+                },
+            ),
+        )
+        .add_edge(START, "flaky")
+        .add_edge("flaky", END)
+        .compile()?
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let cfg = RunConfig::new().thread("t");
+    let paused = g.invoke(Log::update(), &cfg).await?;
+    assert_eq!(
+        paused.interrupts.first().map(|i| i.value.clone()),
+        Some(serde_json::json!("flaky failed: retry or skip?"))
+    );
+    let done = g
+        .invoke(Command::resume(Resume::value("skip")), &cfg)
+        .await?;
+    assert_eq!(done.state.log, ["skip"]);
+    assert_eq!(
+        flaky.get(),
+        2,
+        "only a finished task's output is kept (decision 0092)"
+    );
+    Ok(())
+}
