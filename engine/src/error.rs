@@ -83,6 +83,18 @@ pub enum GraphProblem {
         /// The node.
         name: String,
     },
+    /// An error handler written for another state type than the graph's.
+    #[error(
+        "error handler of node {node:?} is for state {found}, the graph's state is {expected}"
+    )]
+    HandlerState {
+        /// The node (`*` for the graph's default handler).
+        node: String,
+        /// The graph's state type.
+        expected: &'static str,
+        /// The handler's state type.
+        found: &'static str,
+    },
 }
 
 /// Every problem [`StateGraph::compile`](crate::StateGraph::compile) found, at once.
@@ -110,15 +122,34 @@ pub enum RunError {
         #[source]
         source: BoxError,
     },
-    /// A node did not finish within its timeout.
-    #[error("node {node:?} timed out after {after:?} at step {step}")]
+    /// A node's attempt exceeded a limit of its [`TimeoutPolicy`](crate::TimeoutPolicy).
+    #[error("node {node:?} exceeded its {limit} timeout of {after:?} at step {step} (elapsed: {elapsed:?})")]
     Timeout {
         /// The node.
         node: String,
         /// The superstep.
         step: i64,
-        /// The timeout.
+        /// Which limit fired.
+        limit: crate::TimeoutLimit,
+        /// The limit's value.
         after: Duration,
+        /// How long the attempt had run.
+        elapsed: Duration,
+    },
+    /// A node failed and its error handler failed too.
+    #[error("error handler of node {node:?} failed at step {step} (task {task}): {source}; the node had failed with: {failure}")]
+    ErrorHandler {
+        /// The node.
+        node: String,
+        /// The superstep.
+        step: i64,
+        /// The task.
+        task: TaskId,
+        /// The node's failure, which the handler was given.
+        failure: std::sync::Arc<RunError>,
+        /// The handler's own error.
+        #[source]
+        source: BoxError,
     },
     /// A reducer rejected the writes of a step (for a last-value field: two writers).
     #[error("step {step}: field {field:?} written by {writers:?}: {source}")]

@@ -40,6 +40,7 @@ pub mod diff;
 pub mod error;
 pub mod event;
 pub mod graph;
+pub mod handler;
 mod mermaid;
 pub mod node;
 pub mod replay;
@@ -49,6 +50,7 @@ pub mod stream;
 pub mod subgraph;
 #[cfg(feature = "test-util")]
 pub mod testing;
+pub mod timeout;
 #[cfg(feature = "postgres")]
 pub mod worker;
 
@@ -59,6 +61,7 @@ pub use event::{
     TaskTrigger,
 };
 pub use graph::{CompiledGraph, StateGraph};
+pub use handler::{ErrorHandler, FailureKind, HandledFailure, NodeError, HANDLED_ERRORS_KEY};
 pub use node::{CancelToken, Node, NodeContext, NodeOptions, RetryPolicy};
 pub use run::{
     Durability, Input, RunConfig, RunOutcome, StateSnapshot, UsageMeter, DEFAULT_RECURSION_LIMIT,
@@ -67,6 +70,7 @@ pub use state::{Field, State};
 pub use stategraph_checkpoints::TokenUsage;
 pub use stream::RunStream;
 pub use subgraph::{Checkpointing, ChildEnd};
+pub use timeout::{TimeoutLimit, TimeoutPolicy};
 
 pub use stategraph_checkpoints as checkpoints;
 pub use stategraph_derive::State;

@@ -148,7 +148,8 @@ fn pseudo_random() -> f64 {
 #[derive(Debug, Clone, Default)]
 pub struct NodeOptions {
     pub(crate) retry: Option<RetryPolicy>,
-    pub(crate) timeout: Option<Duration>,
+    pub(crate) timeout: Option<crate::TimeoutPolicy>,
+    pub(crate) error_handler: Option<crate::handler::ErasedHandler>,
     pub(crate) defer: bool,
     pub(crate) spawn: bool,
     pub(crate) destinations: Option<Vec<String>>,
@@ -167,9 +168,23 @@ impl NodeOptions {
         self
     }
 
-    /// Fail an attempt that runs longer than `d` with [`RunError::Timeout`].
+    /// Fail an attempt that runs longer than `d` with [`RunError::Timeout`] (the run limit
+    /// of the node's [`TimeoutPolicy`](crate::TimeoutPolicy)).
     pub fn timeout(mut self, d: Duration) -> Self {
-        self.timeout = Some(d);
+        self.timeout = Some(self.timeout.unwrap_or_default().with_run(d));
+        self
+    }
+
+    /// Limit each attempt's run time and idle time (see [`TimeoutPolicy`](crate::TimeoutPolicy)).
+    pub fn timeout_policy(mut self, policy: crate::TimeoutPolicy) -> Self {
+        self.timeout = Some(policy).filter(crate::TimeoutPolicy::is_set);
+        self
+    }
+
+    /// Hand the node's failures, after its retries, to `handler` (see
+    /// [`ErrorHandler`](crate::ErrorHandler)).
+    pub fn error_handler<S: State, H: crate::ErrorHandler<S>>(mut self, handler: H) -> Self {
+        self.error_handler = Some(crate::handler::ErasedHandler::new(handler));
         self
     }
 
@@ -283,6 +298,7 @@ impl<S: State> NodeResult<S> {
                 updates: cmd.update.into_iter().collect(),
                 goto: cmd.goto,
                 parents: cmd.parent.into_iter().collect(),
+                handled: None,
             }),
             Err(e) => match e.downcast::<Interrupted>() {
                 Ok(i) => NodeResult::Interrupted(i.interrupts),
@@ -328,6 +344,8 @@ pub(crate) struct TaskInfo {
     pub(crate) cancel: CancelToken,
     pub(crate) run: Arc<crate::run::RunShared>,
     pub(crate) scope: CheckpointScope,
+    /// The idle clock, when the node has an idle limit.
+    pub(crate) heartbeat: Option<crate::timeout::Heartbeat>,
 }
 
 /// Where the task's graph checkpoints (what a subgraph node inherits).
@@ -453,8 +471,10 @@ impl NodeContext {
         self.inner.run.usage.total()
     }
 
-    /// Emit a custom stream event.
+    /// Emit a custom stream event (progress for the idle limit of a
+    /// [`TimeoutPolicy`](crate::TimeoutPolicy), streamed or not).
     pub async fn emit(&self, payload: impl Serialize) {
+        self.heartbeat();
         if let Some(sink) = &self.inner.sink {
             if sink.mode.custom && (self.inner.ns.is_root() || sink.mode.subgraphs) {
                 let payload = serde_json::to_value(payload).unwrap_or(serde_json::Value::Null);
@@ -517,6 +537,7 @@ impl NodeContext {
 
     /// Stream a message or a piece of one ([`EventKind::Messages`]), with this task's node,
     /// step and namespace; nothing when nobody listens ([`NodeContext::streams_messages`]).
+    /// Either way it is progress for the idle limit of a [`TimeoutPolicy`](crate::TimeoutPolicy).
     ///
     /// ```
     /// use std::sync::Arc;
@@ -552,6 +573,7 @@ impl NodeContext {
     /// # }).unwrap();
     /// ```
     pub async fn emit_message(&self, part: MessagePart, message: Shared) {
+        self.heartbeat();
         if let Some(sink) = self.message_sink() {
             sink.send(Event {
                 ns: self.inner.ns.clone(),
@@ -579,6 +601,7 @@ impl NodeContext {
     /// `node:task` of this task, as a subgraph's would; its node, step and task stay the
     /// inner graph's. Other events, and any event while subgraphs do not stream, are dropped.
     pub async fn forward_message(&self, event: Event) {
+        self.heartbeat();
         let Some(sink) = self.message_sink().filter(|s| s.mode.subgraphs) else {
             return;
         };

@@ -95,6 +95,7 @@ impl<S: State, C: State> NodeRun<S> for SubgraphNode<S, C> {
                     updates: vec![output(&outcome.state)],
                     goto: Vec::new(),
                     parents: Vec::new(),
+                    handled: None,
                 }),
                 Ok(GraphLevelEnd::ToParent(cmds)) => match parent_output(cmds, ctx.node()) {
                     Ok(out) => NodeResult::Output(out),

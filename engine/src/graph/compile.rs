@@ -9,7 +9,7 @@ use stategraph_checkpoints::{BRANCH_PREFIX, JOIN_PREFIX};
 
 use super::compiled::{Branch, CompiledGraph, CompiledNode, GraphInner, Join};
 use super::control_order::{field_names, ControlOrder};
-use super::{validate, BranchSpec, NodeSpec, StateGraph};
+use super::{defaults, validate, BranchSpec, NodeSpec, StateGraph};
 use crate::command::{END, START};
 use crate::error::{CompileError, GraphProblem};
 use crate::State;
@@ -26,8 +26,10 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         branches: branch_specs,
         interrupt_before,
         interrupt_after,
+        node_defaults,
     } = graph;
     let mut wiring = Wiring::new(&nodes);
+    let nodes = defaults::apply(nodes, node_defaults, &mut wiring.problems);
     wiring.add_edges(&edges);
     wiring.add_joins(&join_specs);
     let branches = wiring.add_branches(branch_specs);

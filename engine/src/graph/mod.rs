@@ -3,6 +3,7 @@
 mod compile;
 mod compiled;
 mod control_order;
+mod defaults;
 mod node_run;
 mod shape;
 mod validate;
@@ -67,6 +68,7 @@ pub struct StateGraph<S: State> {
     branches: Vec<BranchSpec<S>>,
     interrupt_before: Vec<String>,
     interrupt_after: Vec<String>,
+    node_defaults: Option<NodeOptions>,
 }
 
 impl<S: State> std::fmt::Debug for StateGraph<S> {
@@ -99,6 +101,7 @@ impl<S: State> StateGraph<S> {
             branches: Vec::new(),
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
+            node_defaults: None,
         }
     }
 

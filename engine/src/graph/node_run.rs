@@ -14,6 +14,9 @@ pub(crate) struct TaskOutput<S: State> {
     pub(crate) updates: Vec<S::Update>,
     pub(crate) goto: Vec<Goto>,
     pub(crate) parents: Vec<ParentCommand>,
+    /// The failure an error handler took over, when this is the handler's output: the
+    /// node's own edges do not fire, and the step's checkpoint records it.
+    pub(crate) handled: Option<Box<crate::HandledFailure>>,
 }
 
 impl<S: State> Default for TaskOutput<S> {
@@ -22,6 +25,7 @@ impl<S: State> Default for TaskOutput<S> {
             updates: Vec::new(),
             goto: Vec::new(),
             parents: Vec::new(),
+            handled: None,
         }
     }
 }

@@ -106,7 +106,7 @@ impl<S: State> RunLoop<S> {
     }
 
     /// Gather the outputs' updates (streamed as their tasks finished), follow their edges,
-    /// joins and `goto`s.
+    /// joins and `goto`s (an error handler's output follows only its `goto`s).
     fn gather_writes(
         &mut self,
         g: &GraphInner<S>,
@@ -121,8 +121,9 @@ impl<S: State> RunLoop<S> {
             routed: Vec::with_capacity(outputs.len()),
             joins_touched: false,
         };
-        for (ti, out) in outputs {
+        for (ti, mut out) in outputs {
             let t = &tasks[ti];
+            let handled = out.handled.take();
             let name = self.node_name(t);
             for u in &out.updates {
                 S::written(u, &mut |f| writes.writers.push((f, ti)));
@@ -131,6 +132,12 @@ impl<S: State> RunLoop<S> {
                 Some(i) => (&g.nodes[i].out, g.nodes[i].destinations.as_ref()),
                 None => (&g.entry, None),
             };
+            if let Some(h) = handled {
+                self.handled.push(*h);
+                self.route(out.goto, &name, allowed, next)?;
+                writes.updates.extend(out.updates);
+                continue;
+            }
             for &to in out_edges {
                 next.branches[to] = true;
             }

@@ -99,6 +99,7 @@ impl<S: State> RunLoop<S> {
                     updates: vec![update],
                     goto: Vec::new(),
                     parents: Vec::new(),
+                    handled: None,
                 }));
             } else {
                 to_run.push(ti);

@@ -33,6 +33,7 @@ mod config;
 mod control;
 mod decode;
 mod execute;
+mod handler;
 mod open;
 mod pending;
 mod persist;

@@ -111,6 +111,7 @@ impl<S: State> RunLoop<S> {
             input_writes: Vec::new(),
             poisoned: false,
             steps_run: 0,
+            handled: Vec::new(),
         }
     }
 
@@ -275,6 +276,7 @@ impl<S: State> RunLoop<S> {
                 updates: cmd.update.into_iter().collect(),
                 goto: cmd.goto,
                 parents: Vec::new(),
+                handled: None,
             };
             let stored = output_to_json(&out)?;
             self.apply_input_command(out)?;

@@ -35,6 +35,9 @@ pub(super) fn apply_error_task(step: i64) -> TaskId {
 struct OutputRecordRef<'a, U> {
     updates: &'a [U],
     goto: Vec<GotoRecordRef<'a>>,
+    /// Present only in an error handler's output (see [`crate::HandledFailure`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handled: Option<&'a crate::HandledFailure>,
 }
 
 /// One route of a stored output, as written: `{"node": n}`, `{"send": n, "arg": v}`, or, for
@@ -79,6 +82,9 @@ struct OutputRecord<U> {
     /// Missing, or not a list: no routes.
     #[serde(default, deserialize_with = "goto_list")]
     goto: Vec<GotoRecord>,
+    /// The failure an error handler took over (absent in other outputs).
+    #[serde(default)]
+    handled: Option<crate::HandledFailure>,
 }
 
 /// One route of a stored output, as read back; the first form that fits wins: a string
@@ -140,6 +146,7 @@ pub(super) fn output_to_json<S: State>(out: &TaskOutput<S>) -> Result<serde_json
     let record = OutputRecordRef {
         updates: &out.updates,
         goto: out.goto.iter().map(GotoRecordRef::from).collect(),
+        handled: out.handled.as_deref(),
     };
     serde_json::to_value(record).map_err(|source| RunError::Encode {
         field: "task output",
@@ -157,6 +164,7 @@ pub(super) fn output_from_json<S: State>(
         updates: record.updates,
         goto: record.goto.into_iter().map(Goto::from).collect(),
         parents: Vec::new(),
+        handled: record.handled.map(Box::new),
     })
 }
 
@@ -265,6 +273,7 @@ mod tests {
                 }),
             ],
             parents: Vec::new(),
+            handled: None,
         }
     }
 
@@ -300,6 +309,23 @@ mod tests {
             serde_json::to_value(&sample().updates)?
         );
         assert!(out.parents.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn a_handlers_output_keeps_its_failure_record_and_others_write_none() -> Result<(), Error> {
+        let plain = output_to_json(&sample())?;
+        assert!(plain.get("handled").is_none(), "{plain}");
+        let record: crate::HandledFailure = serde_json::from_value(serde_json::json!({
+            "node": "fetch", "step": 1, "task": "t", "attempts": 2,
+            "kind": {"timeout": "idle"}, "error": "slow",
+        }))?;
+        let handled = TaskOutput {
+            handled: Some(Box::new(record.clone())),
+            ..sample()
+        };
+        let back = output_from_json::<Counter>(&output_to_json(&handled)?)?;
+        assert_eq!(back.handled.as_deref(), Some(&record));
         Ok(())
     }
 

@@ -38,6 +38,8 @@ pub(crate) struct RunLoop<S: State> {
     /// be stored.
     pub(super) poisoned: bool,
     pub(super) steps_run: usize,
+    /// The failures error handlers took over in the step being applied, for its checkpoint.
+    pub(super) handled: Vec<crate::HandledFailure>,
 }
 
 /// Which static interrupt a node can have.

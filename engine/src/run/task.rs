@@ -1,15 +1,17 @@
 //! Running one task: its context, its attempts (retry, timeout, a panic turned into a
-//! failure), and the result the step sees.
+//! failure), its error handler, and the result the step sees.
 
 use std::sync::{Arc, Mutex};
 
 use super::answers::{self, TaskAnswers};
 use super::execute::TaskResult;
+use super::handler;
 use super::plan::PlannedTask;
 use super::superstep::RunLoop;
 use crate::graph::{NodeRun, TaskOutput};
 use crate::node::{CheckpointScope, NodeContext, NodeResult, ResumeCursor, TaskInfo};
-use crate::{BoxError, Interrupt, RunError, State};
+use crate::timeout::{Fired, NodeTimeout};
+use crate::{BoxError, Interrupt, NodeError, RunError, State, TimeoutPolicy};
 use stategraph_checkpoints::sync::Unpoisoned;
 
 impl<S: State> RunLoop<S> {
@@ -19,6 +21,7 @@ impl<S: State> RunLoop<S> {
         t: &PlannedTask,
         resume: Vec<serde_json::Value>,
         resumed: bool,
+        idle_limit: bool,
     ) -> NodeContext {
         NodeContext {
             inner: Arc::new(TaskInfo {
@@ -41,6 +44,7 @@ impl<S: State> RunLoop<S> {
                     ephemeral: self.level.ephemeral,
                     store: self.level.store.clone(),
                 },
+                heartbeat: idle_limit.then(crate::timeout::Heartbeat::new),
             }),
         }
     }
@@ -58,7 +62,8 @@ impl<S: State> RunLoop<S> {
         let options = self.g.nodes[node_ix].options.clone();
         let name = self.g.nodes[node_ix].name.clone();
         let state = self.state.clone();
-        let ctx = self.task_ctx(t, resume, resumed);
+        let idle_limit = options.timeout.is_some_and(|p| p.idle_timeout.is_some());
+        let ctx = self.task_ctx(t, resume, resumed, idle_limit);
         let step = self.step;
         let task = t.id;
         let shared = self.shared.clone();
@@ -66,7 +71,7 @@ impl<S: State> RunLoop<S> {
             let mut attempt = 1u32;
             loop {
                 ctx.inner.cursor.lock().unpoisoned().calls = 0;
-                let result = run_attempt(&node, &state, &ctx, options.timeout).await;
+                let result = run_attempt(&node, &state, &ctx, options.timeout.as_ref()).await;
                 let consumed = || ctx.inner.cursor.lock().unpoisoned().resume.clone();
                 let failure = match result {
                     Ok(out) => {
@@ -94,30 +99,40 @@ impl<S: State> RunLoop<S> {
                         task,
                         source,
                     },
-                    Err(AttemptFailure::TimedOut(after)) => RunError::Timeout {
+                    Err(AttemptFailure::TimedOut(fired)) => RunError::Timeout {
                         node: name.to_string(),
                         step,
-                        after,
+                        limit: fired.limit,
+                        after: fired.after,
+                        elapsed: fired.elapsed,
                     },
                 };
-                // A child's interrupt-related errors are final; anything else may be retried.
-                let retryable = !matches!(
-                    failure,
-                    RunError::InterruptInEphemeralSubgraph { .. }
-                        | RunError::InterruptWithoutCheckpointer { .. }
-                        | RunError::Cancelled { .. }
-                );
+                // Control flow (a child's interrupt errors, a cancellation) is final and
+                // never handled; anything else may be retried, then handled.
+                let failure_only = !handler::is_control_flow(&failure);
                 match &options.retry {
-                    Some(p) if retryable && p.should_retry(attempt, &failure_box(&failure)) => {
+                    Some(p) if failure_only && p.should_retry(attempt, &failure_box(&failure)) => {
                         tokio::time::sleep(p.wait(attempt)).await;
                         attempt += 1;
                     }
-                    _ => {
-                        return TaskResult::Failed {
-                            error: failure,
-                            resumes: consumed(),
+                    _ => match &options.error_handler {
+                        Some(h) if failure_only && !ctx.is_cancelled() => {
+                            let error = NodeError {
+                                node: name.to_string(),
+                                step,
+                                task,
+                                attempts: attempt,
+                                source: Arc::new(failure),
+                            };
+                            return handler::handle(h, state, &ctx, error).await;
                         }
-                    }
+                        _ => {
+                            return TaskResult::Failed {
+                                error: failure,
+                                resumes: consumed(),
+                            }
+                        }
+                    },
                 }
             }
         }
@@ -130,7 +145,7 @@ enum AttemptFailure {
     /// A subgraph's run error, passed through unchanged.
     Child(RunError),
     Failed(BoxError),
-    TimedOut(std::time::Duration),
+    TimedOut(Fired),
 }
 
 /// Run one attempt of a node, turning a panic into a failure of the task.
@@ -138,7 +153,7 @@ async fn run_attempt<S: State>(
     node: &Arc<dyn NodeRun<S>>,
     state: &Arc<S>,
     ctx: &NodeContext,
-    timeout: Option<std::time::Duration>,
+    timeout: Option<&TimeoutPolicy>,
 ) -> Result<TaskOutput<S>, AttemptFailure> {
     use futures::FutureExt;
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -150,10 +165,13 @@ async fn run_attempt<S: State>(
     };
     let guarded = std::panic::AssertUnwindSafe(fut).catch_unwind();
     let result = match timeout {
-        Some(d) => match tokio::time::timeout(d, guarded).await {
-            Ok(r) => r,
-            Err(_) => return Err(AttemptFailure::TimedOut(d)),
-        },
+        Some(policy) => {
+            let clock = ctx.inner.heartbeat.as_ref();
+            match crate::timeout::run_timed(guarded, policy, clock).await {
+                Ok(r) => r,
+                Err(fired) => return Err(AttemptFailure::TimedOut(fired)),
+            }
+        }
         None => guarded.await,
     };
     match result {
@@ -165,7 +183,7 @@ async fn run_attempt<S: State>(
     }
 }
 
-fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+pub(super) fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
     let text = panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
@@ -174,10 +192,23 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
     format!("node panicked: {text}")
 }
 
-/// A run error as the boxed error a retry predicate sees.
+/// A run error as the boxed error a retry predicate sees (a timeout as a [`NodeTimeout`], so
+/// that a predicate can tell it by downcasting).
 fn failure_box(e: &RunError) -> BoxError {
     match e {
         RunError::Node { source, .. } => source.to_string().into(),
+        RunError::Timeout {
+            node,
+            limit,
+            after,
+            elapsed,
+            ..
+        } => Box::new(NodeTimeout {
+            node: node.clone(),
+            limit: *limit,
+            after: *after,
+            elapsed: *elapsed,
+        }),
         other => other.to_string().into(),
     }
 }

@@ -62,6 +62,7 @@ impl<S: State> CompiledGraph<S> {
             updates: vec![update],
             goto: Vec::new(),
             parents: Vec::new(),
+            handled: None,
         };
         lp.apply(std::slice::from_ref(&task), vec![(0, out)])?;
         let writes = lp.take_unsaved()?;
@@ -128,6 +129,7 @@ impl<S: State> CompiledGraph<S> {
             updates: vec![update],
             goto: Vec::new(),
             parents: Vec::new(),
+            handled: None,
         })?;
         let writes = lp.take_unsaved()?;
         lp.put(Source::Update, lp.step, writes).await?;

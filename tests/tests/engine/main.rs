@@ -11,6 +11,8 @@ mod graph_shape_storage;
 mod inspect_replay;
 mod interrupt_resume;
 mod mermaid_export;
+mod node_error_handlers;
+mod node_timeouts;
 mod replay_branches;
 mod replay_reads_what_changed;
 mod resume_by_task;

@@ -428,6 +428,7 @@ impl<S: State> RunLoop<S> {
         } else {
             None
         };
+        let handled = std::mem::take(&mut self.handled);
         let (Some(_), Some(thread)) = (&self.level.saver, &self.shared.thread) else {
             return Ok(());
         };
@@ -443,6 +444,12 @@ impl<S: State> RunLoop<S> {
         let mut checkpoint = self.checkpoint_header(id, parent, step, source)?;
         if let Some(resumed) = resumed {
             checkpoint.metadata.insert(RESUMED_KEY.to_owned(), resumed);
+        }
+        if !handled.is_empty() {
+            let entry = crate::HandledFailure::to_metadata(&handled);
+            checkpoint
+                .metadata
+                .insert(crate::HANDLED_ERRORS_KEY.to_owned(), entry);
         }
         let event = self
             .wants(|m| m.checkpoints)

@@ -1,0 +1,851 @@
+//! Node error handlers: what a handler receives and when, where its output goes, what it never
+//! sees, what a checkpoint records, and that a resumed run does not call it again. Compared
+//! with `fixtures/langgraph/error_handling_*.json` and `node_defaults.json` where LangGraph
+//! 1.2.24 behaves the same (decision 0092 lists where it does not).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use stategraph::checkpoints::{MemorySaver, Namespace, Saver, SqliteSaver, ThreadId, WriteKind};
+use stategraph::prelude::*;
+use stategraph::{
+    Durability, FailureKind, GraphProblem, Input, NodeError, RetryPolicy, RunError, TimeoutLimit,
+};
+use stategraph_checkpoints::sync::Unpoisoned;
+use stategraph_tests::langgraph::{recorded, strings};
+
+use crate::superstep_semantics::{Log, LogUpdate};
+use crate::{Counter, TestResult};
+
+fn push(s: &str) -> LogUpdate {
+    Log::update().log(vec![s.to_owned()])
+}
+
+fn quick(attempts: u32) -> RetryPolicy {
+    RetryPolicy::attempts(attempts)
+        .initial_interval(Duration::ZERO)
+        .jitter(false)
+}
+
+/// A node that fails on every call with "<name> broke on attempt <n>".
+fn failing(
+    name: &'static str,
+    calls: Counter,
+) -> impl Fn(Arc<Log>, NodeContext) -> futures::future::Ready<Result<LogUpdate, BoxError>> {
+    move |_s, _c| {
+        let n = calls.hit();
+        futures::future::ready(Err(format!("{name} broke on attempt {n}").into()))
+    }
+}
+
+fn appender(
+    entry: &'static str,
+) -> impl Fn(Arc<Log>, NodeContext) -> futures::future::Ready<Result<LogUpdate, BoxError>> {
+    move |_s, _c| futures::future::ready(Ok(push(entry)))
+}
+
+fn number(v: &serde_json::Value, pointer: &str) -> Result<u64, String> {
+    v.pointer(pointer)
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| format!("fixture has no number at {pointer}"))
+}
+
+#[tokio::test]
+async fn a_handler_gets_the_last_error_after_the_retries_and_its_update_ends_the_branch(
+) -> TestResult {
+    let lg = recorded("error_handling_handler")?;
+    let calls = Counter::default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let handler = move |s: Arc<Log>, e: NodeError, _c: NodeContext| {
+        let seen = seen2.clone();
+        async move {
+            let message = e.node_error().map(ToString::to_string);
+            seen.lock()
+                .unpoisoned()
+                .push((e.node.clone(), e.attempts, message, s.value));
+            Ok::<_, BoxError>(push("handled"))
+        }
+    };
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", calls.clone()),
+            NodeOptions::new().retry(quick(3)).error_handler(handler),
+        )
+        .add_node("after", appender("after"))
+        .add_edge(START, "flaky")
+        .add_edge("flaky", "after")
+        .add_edge("after", END)
+        .compile()?;
+    let out = g.invoke(Log::update().value(7), &RunConfig::new()).await?;
+    let attempts = number(&lg, "/handler_saw/0/attempts_before_handler")?;
+    let message = lg
+        .pointer("/handler_saw/0/message")
+        .and_then(|m| m.as_str())
+        .ok_or("no message")?;
+    assert_eq!(
+        *seen.lock().unpoisoned(),
+        vec![("flaky".to_owned(), 3, Some(message.to_owned()), 7)],
+        "as LangGraph: one call, after the last of the 3 attempts, with its error and the state"
+    );
+    assert_eq!(calls.get() as u64, attempts);
+    assert_eq!(
+        out.state.log,
+        strings(&lg, "/final/values/log")?,
+        "as LangGraph: the failed node's edge to `after` does not fire after its handler"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_handlers_goto_routes_to_a_fallback_in_place_of_the_nodes_edges() -> TestResult {
+    let lg = recorded("error_handling_goto")?;
+    let handler = |_s: Arc<Log>, e: NodeError, _c: NodeContext| async move {
+        Ok::<_, BoxError>(
+            Command::new()
+                .update(push(&format!("handled {}", e.node)))
+                .goto("fallback"),
+        )
+    };
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", Counter::default()),
+            NodeOptions::new()
+                .error_handler(handler)
+                .destinations(["fallback"]),
+        )
+        .add_node("normal", appender("normal"))
+        .add_node("fallback", appender("fallback"))
+        .add_edge(START, "flaky")
+        .add_edge("flaky", "normal")
+        .add_edge("normal", END)
+        .add_edge("fallback", END)
+        .compile()?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    assert_eq!(out.state.log, strings(&lg, "/result/log")?);
+    Ok(())
+}
+
+fn counting_handler(
+    count: Counter,
+) -> impl Fn(Arc<Log>, NodeError, NodeContext) -> futures::future::Ready<Result<LogUpdate, BoxError>>
+{
+    move |_s, _e, _c| {
+        count.hit();
+        futures::future::ready(Ok(push("handled")))
+    }
+}
+
+#[tokio::test]
+async fn an_interrupt_is_never_handed_to_a_handler() -> TestResult {
+    let lg = recorded("error_handling_interrupt_passes")?;
+    let handled = Counter::default();
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "asks",
+            |_s: Arc<Log>, c: NodeContext| async move {
+                let answer: String = c.interrupt("ok?")?;
+                Ok::<_, BoxError>(push(&format!("answer {answer}")))
+            },
+            NodeOptions::new().error_handler(counting_handler(handled.clone())),
+        )
+        .add_edge(START, "asks")
+        .add_edge("asks", END)
+        .compile()?
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let cfg = RunConfig::new().thread("t");
+    let first = g.invoke(Log::update(), &cfg).await?;
+    assert_eq!(first.interrupts.len(), 1);
+    let done = g
+        .invoke(Command::resume(Resume::value("yes")), &cfg)
+        .await?;
+    assert_eq!(handled.get() as u64, number(&lg, "/handler_calls")?);
+    assert_eq!(done.state.log, strings(&lg, "/resumed/log")?);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cancellation_is_never_handed_to_a_handler() -> TestResult {
+    let handled = Counter::default();
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "stops",
+            |_s: Arc<Log>, c: NodeContext| async move {
+                c.cancel_run();
+                Err::<LogUpdate, BoxError>("stopped".into())
+            },
+            NodeOptions::new().error_handler(counting_handler(handled.clone())),
+        )
+        .add_edge(START, "stops")
+        .add_edge("stops", END)
+        .compile()?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("expected a cancellation")?;
+    // The node's error arrives with the cancellation: it passes unhandled, as it was.
+    assert!(matches!(err, RunError::Node { .. }), "{err}");
+    assert_eq!(handled.get(), 0, "a cancelled run calls no handler");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_subgraphs_interrupt_error_passes_its_nodes_handler_unchanged() -> TestResult {
+    let handled = Counter::default();
+    let child = StateGraph::<Log>::new()
+        .add_node("asks", |_s: Arc<Log>, c: NodeContext| async move {
+            let answer: String = c.interrupt("ok?")?;
+            Ok::<_, BoxError>(push(&answer))
+        })
+        .add_edge(START, "asks")
+        .add_edge("asks", END)
+        .compile()?;
+    let g = StateGraph::<Log>::new()
+        .add_subgraph_with(
+            "sub",
+            child,
+            Checkpointing::Disabled,
+            |_p: &Log| Log::update(),
+            |c: &Log| Log::update().log(c.log.clone()),
+            NodeOptions::new().error_handler(counting_handler(handled.clone())),
+        )
+        .add_edge(START, "sub")
+        .add_edge("sub", END)
+        .compile()?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("expected an error")?;
+    assert!(
+        matches!(err, RunError::InterruptInEphemeralSubgraph { .. }),
+        "{err}"
+    );
+    assert_eq!(handled.get(), 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failing_handler_fails_the_run_with_an_error_naming_both() -> TestResult {
+    let lg = recorded("error_handling_handler_fails")?;
+    let handler = |_s: Arc<Log>, e: NodeError, _c: NodeContext| async move {
+        Err::<LogUpdate, BoxError>(
+            format!(
+                "handler could not recover from {}",
+                e.node_error().map(ToString::to_string).unwrap_or_default()
+            )
+            .into(),
+        )
+    };
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", Counter::default()),
+            NodeOptions::new().error_handler(handler),
+        )
+        .add_edge(START, "flaky")
+        .add_edge("flaky", END)
+        .compile()?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("expected a failure")?;
+    let handler_message = lg
+        .pointer("/raised/message")
+        .and_then(|m| m.as_str())
+        .ok_or("no message")?;
+    let RunError::ErrorHandler {
+        node,
+        failure,
+        source,
+        ..
+    } = &err
+    else {
+        return Err(format!("expected an error handler failure, got {err}").into());
+    };
+    assert_eq!(node, "flaky");
+    assert_eq!(
+        source.to_string(),
+        handler_message,
+        "the handler's own error"
+    );
+    assert!(
+        matches!(failure.as_ref(), RunError::Node { source, .. } if source.to_string() == "flaky broke on attempt 1"),
+        "and the node's: {failure}"
+    );
+    let shown = err.to_string();
+    assert!(
+        shown.contains(handler_message) && shown.contains("flaky broke on attempt 1"),
+        "{shown}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_panicking_handler_fails_the_run_like_a_failing_one() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", Counter::default()),
+            NodeOptions::new().error_handler(|_s: Arc<Log>, _e: NodeError, _c: NodeContext| {
+                if true {
+                    panic!("handler bug");
+                }
+                async { Ok::<_, BoxError>(push("never")) }
+            }),
+        )
+        .add_edge(START, "flaky")
+        .add_edge("flaky", END)
+        .compile()?;
+    let err = g
+        .invoke(Log::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("expected a failure")?;
+    assert!(
+        matches!(&err, RunError::ErrorHandler { source, .. } if source.to_string().contains("handler bug")),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_handled_failure_is_recorded_in_its_steps_checkpoint_metadata() -> TestResult {
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", Counter::default()),
+            NodeOptions::new()
+                .retry(quick(2))
+                .error_handler(counting_handler(Counter::default())),
+        )
+        .add_node("ok", appender("ok"))
+        .add_edge(START, "flaky")
+        .add_edge(START, "ok")
+        .add_edge("flaky", END)
+        .add_edge("ok", END)
+        .compile()?
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let cfg = RunConfig::new().thread("t");
+    g.invoke(Log::update(), &cfg).await?;
+    let state = g.get_state("t", None).await?.ok_or("no state")?;
+    let handled = state.handled_errors();
+    assert_eq!(handled.len(), 1, "{handled:?}");
+    let h = &handled[0];
+    assert_eq!(
+        (
+            h.node.as_str(),
+            h.step,
+            h.attempts,
+            h.kind,
+            h.error.as_str()
+        ),
+        ("flaky", 1, 2, FailureKind::Node, "flaky broke on attempt 2")
+    );
+    assert_eq!(
+        state.checkpoint.step, 1,
+        "the checkpoint of the step that ran it"
+    );
+    let history = g
+        .get_state_history("t", Default::default())
+        .await?
+        .into_iter()
+        .map(|s| (s.checkpoint.step, s.handled_errors().len()))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        history,
+        vec![(1, 1), (0, 0), (-1, 0)],
+        "only that step records it"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_timeout_handed_to_a_handler_says_which_limit_fired() -> TestResult {
+    let seen = Arc::new(Mutex::new(None));
+    let seen2 = seen.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "slow",
+            |_s: Arc<Log>, _c: NodeContext| async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok::<_, BoxError>(push("late"))
+            },
+            NodeOptions::new()
+                .timeout(Duration::from_millis(5))
+                .error_handler(move |_s: Arc<Log>, e: NodeError, _c: NodeContext| {
+                    *seen2.lock().unpoisoned() = e.timeout();
+                    async { Ok::<_, BoxError>(push("gave up")) }
+                }),
+        )
+        .add_edge(START, "slow")
+        .add_edge("slow", END)
+        .compile()?
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let cfg = RunConfig::new().thread("t");
+    let out = g.invoke(Log::update(), &cfg).await?;
+    assert_eq!(out.state.log, ["gave up"]);
+    assert_eq!(*seen.lock().unpoisoned(), Some(TimeoutLimit::Run));
+    let state = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(
+        state.handled_errors().first().map(|h| h.kind),
+        Some(FailureKind::Timeout(TimeoutLimit::Run))
+    );
+    Ok(())
+}
+
+/// `flaky` fails and is handled, `asks` pauses, in one step; the graph on a SQLite file.
+fn handled_beside_a_pause(
+    flaky: Counter,
+    handled: Counter,
+) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", flaky),
+            NodeOptions::new().error_handler(counting_handler(handled)),
+        )
+        .add_node("asks", |_s: Arc<Log>, c: NodeContext| async move {
+            let answer: String = c.interrupt("ok?")?;
+            Ok::<_, BoxError>(push(&format!("answer {answer}")))
+        })
+        .add_edge(START, "flaky")
+        .add_edge(START, "asks")
+        .add_edge("flaky", END)
+        .add_edge("asks", END)
+        .compile()
+}
+
+#[tokio::test]
+async fn a_resume_after_a_pause_in_the_handled_step_does_not_call_the_handler_again() -> TestResult
+{
+    let lg = recorded("error_handling_resume")?;
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("threads.sqlite");
+    let (flaky, handled) = (Counter::default(), Counter::default());
+    let cfg = RunConfig::new().thread("t").durability(Durability::Sync);
+    {
+        let saver = Arc::new(SqliteSaver::open(&path)?);
+        let g = handled_beside_a_pause(flaky.clone(), handled.clone())?.with_checkpointer(saver);
+        let paused = g.invoke(Log::update(), &cfg).await?;
+        assert_eq!(paused.interrupts.len(), 1);
+    }
+    // A new process: the same file opened again.
+    let saver = Arc::new(SqliteSaver::open(&path)?);
+    let g = handled_beside_a_pause(flaky.clone(), handled.clone())?.with_checkpointer(saver);
+    let done = g
+        .invoke(Command::resume(Resume::value("yes")), &cfg)
+        .await?;
+    assert_eq!(
+        flaky.get() as u64,
+        number(&lg, "/after_resume/calls/flaky")?
+    );
+    assert_eq!(
+        handled.get(),
+        1,
+        "LangGraph 1.2.24 calls the handler again on resume (recorded: {}); we reuse its write",
+        number(&lg, "/after_resume/calls/handler")?
+    );
+    let mut log = done.state.log.clone();
+    log.sort();
+    let mut expected = strings(&lg, "/after_resume/result/log")?;
+    expected.sort();
+    assert_eq!(log, expected);
+    let state = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(
+        state
+            .handled_errors()
+            .iter()
+            .map(|h| h.node.as_str())
+            .collect::<Vec<_>>(),
+        ["flaky"],
+        "the step that commits on resume records the failure handled before the pause"
+    );
+    Ok(())
+}
+
+/// `flaky` fails and is handled at once; `slow` waits for `gate` in the same step.
+fn handled_beside_a_slow_task(
+    handled: Counter,
+    gate: Arc<tokio::sync::Semaphore>,
+) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", Counter::default()),
+            NodeOptions::new().error_handler(counting_handler(handled)),
+        )
+        .add_node("slow", move |_s: Arc<Log>, _c: NodeContext| {
+            let gate = gate.clone();
+            async move {
+                let _permit = gate.acquire().await?;
+                Ok::<_, BoxError>(push("slow"))
+            }
+        })
+        .add_edge(START, "flaky")
+        .add_edge(START, "slow")
+        .add_edge("flaky", END)
+        .add_edge("slow", END)
+        .compile()
+}
+
+#[tokio::test]
+async fn a_crash_after_the_handled_task_finished_does_not_call_the_handler_again() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("threads.sqlite");
+    let handled = Counter::default();
+    let cfg = RunConfig::new().thread("t").durability(Durability::Sync);
+    let saver = Arc::new(SqliteSaver::open(&path)?);
+    let closed = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = handled_beside_a_slow_task(handled.clone(), closed)?.with_checkpointer(saver.clone());
+    let run_cfg = cfg.clone();
+    let run = tokio::spawn(async move { g.invoke(Log::update(), &run_cfg).await });
+    // Wait until the handled task's write is on disk, then kill the run mid-step.
+    let thread = ThreadId::new("t")?;
+    loop {
+        let head = saver.head(&thread, &Namespace::root()).await?;
+        let recorded = head.is_some_and(|h| {
+            h.pending
+                .iter()
+                .any(|w| w.node == "flaky" && matches!(w.kind, WriteKind::Output(_)))
+        });
+        if recorded {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    run.abort();
+    let _ = run.await;
+    drop(saver);
+    assert_eq!(handled.get(), 1);
+
+    let saver = Arc::new(SqliteSaver::open(&path)?);
+    let open = Arc::new(tokio::sync::Semaphore::new(1));
+    let g = handled_beside_a_slow_task(handled.clone(), open)?.with_checkpointer(saver);
+    let done = g.invoke(Input::Continue, &cfg).await?;
+    assert_eq!(
+        handled.get(),
+        1,
+        "the resumed step reuses the handler's recorded write"
+    );
+    assert_eq!(done.state.log, ["handled", "slow"]);
+    let state = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(state.handled_errors().len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn graph_defaults_give_every_node_a_handler_and_retry_its_own_options_win() -> TestResult {
+    let lg = recorded("node_defaults")?;
+    let (a, b, inner) = (Counter::default(), Counter::default(), Counter::default());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let handler = |who: &'static str| {
+        let seen = seen.clone();
+        move |_s: Arc<Log>, e: NodeError, _c: NodeContext| {
+            seen.lock()
+                .unpoisoned()
+                .push((who.to_owned(), e.node.clone()));
+            let entry = format!("{who} handled {}", e.node);
+            async move { Ok::<_, BoxError>(push(&entry)) }
+        }
+    };
+    let child = StateGraph::<Log>::new()
+        .add_node("inner", failing("inner", inner.clone()))
+        .add_edge(START, "inner")
+        .add_edge("inner", END)
+        .compile()?;
+    let g = StateGraph::<Log>::new()
+        .set_node_defaults(
+            NodeOptions::new()
+                .retry(quick(2))
+                .error_handler(handler("default")),
+        )
+        .add_node("a", failing("a", a.clone()))
+        .add_node_with(
+            "b",
+            failing("b", b.clone()),
+            NodeOptions::new()
+                .retry(quick(4))
+                .error_handler(handler("own")),
+        )
+        .add_subgraph(
+            "sub",
+            child,
+            Checkpointing::Disabled,
+            |_p: &Log| Log::update(),
+            |c: &Log| Log::update().log(c.log.clone()),
+        )
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .add_edge(START, "sub")
+        .add_edge("a", END)
+        .add_edge("b", END)
+        .add_edge("sub", END)
+        .compile()?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    assert_eq!(out.state.log, strings(&lg, "/result/log")?);
+    let attempts = [a.get(), b.get(), inner.get()].map(|n| n as u64);
+    assert_eq!(
+        attempts,
+        [
+            number(&lg, "/attempts/a")?,
+            number(&lg, "/attempts/b")?,
+            number(&lg, "/attempts/inner")?
+        ],
+        "a: the default retry; b: its own; inner: not the parent's, but run twice by `sub`'s"
+    );
+    let mut seen = seen.lock().unpoisoned().clone();
+    seen.sort();
+    let mut expected: Vec<(String, String)> = lg
+        .pointer("/handlers_called")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .ok_or("no handlers_called")?;
+    expected.sort();
+    assert_eq!(seen, expected);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_subgraph_keeps_its_own_defaults_and_its_parents_do_not_reach_inside() -> TestResult {
+    let inner = Counter::default();
+    let handler = |who: &'static str| {
+        move |_s: Arc<Log>, e: NodeError, _c: NodeContext| {
+            let entry = format!("{who} handled {}", e.node);
+            async move { Ok::<_, BoxError>(push(&entry)) }
+        }
+    };
+    let child = StateGraph::<Log>::new()
+        .set_node_defaults(NodeOptions::new().error_handler(handler("child")))
+        .add_node("inner", failing("inner", inner.clone()))
+        .add_edge(START, "inner")
+        .add_edge("inner", END)
+        .compile()?;
+    let g = StateGraph::<Log>::new()
+        .set_node_defaults(
+            NodeOptions::new()
+                .retry(quick(3))
+                .error_handler(handler("parent")),
+        )
+        .add_subgraph(
+            "sub",
+            child,
+            Checkpointing::Disabled,
+            |_p: &Log| Log::update(),
+            |c: &Log| Log::update().log(c.log.clone()),
+        )
+        .add_edge(START, "sub")
+        .add_edge("sub", END)
+        .compile()?;
+    let out = g.invoke(Log::update(), &RunConfig::new()).await?;
+    assert_eq!(out.state.log, ["child handled inner"]);
+    assert_eq!(
+        inner.get(),
+        1,
+        "the parent's retry default does not apply inside"
+    );
+    Ok(())
+}
+
+#[derive(State, Clone, Default, Debug)]
+struct Other {
+    n: u32,
+}
+
+#[test]
+fn a_handler_for_another_state_type_is_a_compile_error() {
+    let wrong = |_s: Arc<Other>, _e: NodeError, _c: NodeContext| async {
+        Ok::<_, BoxError>(Other::update())
+    };
+    let result = StateGraph::<Log>::new()
+        .set_node_defaults(NodeOptions::new().error_handler(wrong))
+        .add_node_with("a", appender("a"), NodeOptions::new().error_handler(wrong))
+        .add_edge(START, "a")
+        .add_edge("a", END)
+        .compile();
+    let problems = match result {
+        Ok(_) => Vec::new(),
+        Err(e) => e.problems,
+    };
+    let named: Vec<&str> = problems
+        .iter()
+        .filter_map(|p| match p {
+            GraphProblem::HandlerState { node, .. } => Some(node.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(named, ["a", "*"], "{problems:?}");
+}
+
+/// `flaky` fails and its handler routes to `next`, which waits for `gate`.
+fn handled_then_a_slow_step(
+    handled: Counter,
+    gate: Arc<tokio::sync::Semaphore>,
+) -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    let handler = move |_s: Arc<Log>, _e: NodeError, _c: NodeContext| {
+        handled.hit();
+        async { Ok::<_, BoxError>(Command::new().update(push("handled")).goto("next")) }
+    };
+    StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", Counter::default()),
+            NodeOptions::new()
+                .error_handler(handler)
+                .destinations(["next"]),
+        )
+        .add_node("next", move |_s: Arc<Log>, _c: NodeContext| {
+            let gate = gate.clone();
+            async move {
+                let _permit = gate.acquire().await?;
+                Ok::<_, BoxError>(push("next"))
+            }
+        })
+        .add_edge(START, "flaky")
+        .add_edge("flaky", END)
+        .add_edge("next", END)
+        .compile()
+}
+
+#[tokio::test]
+async fn a_crash_in_the_step_after_the_handled_one_resumes_there_without_the_handler() -> TestResult
+{
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("threads.sqlite");
+    let handled = Counter::default();
+    let cfg = RunConfig::new().thread("t").durability(Durability::Sync);
+    let saver = Arc::new(SqliteSaver::open(&path)?);
+    let closed = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = handled_then_a_slow_step(handled.clone(), closed)?.with_checkpointer(saver.clone());
+    let run_cfg = cfg.clone();
+    let run = tokio::spawn(async move { g.invoke(Log::update(), &run_cfg).await });
+    // Wait until the handled step's checkpoint is on disk, then kill the run in the next.
+    let thread = ThreadId::new("t")?;
+    loop {
+        let head = saver.head(&thread, &Namespace::root()).await?;
+        if head.is_some_and(|h| h.checkpoint.metadata.contains_key("handled_errors")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    run.abort();
+    let _ = run.await;
+    drop(saver);
+
+    let saver = Arc::new(SqliteSaver::open(&path)?);
+    let open = Arc::new(tokio::sync::Semaphore::new(1));
+    let g = handled_then_a_slow_step(handled.clone(), open)?.with_checkpointer(saver);
+    let done = g.invoke(Input::Continue, &cfg).await?;
+    assert_eq!(handled.get(), 1);
+    assert_eq!(done.state.log, ["handled", "next"]);
+    let handled_steps: Vec<i64> = g
+        .get_state_history("t", Default::default())
+        .await?
+        .iter()
+        .filter(|s| !s.handled_errors().is_empty())
+        .map(|s| s.checkpoint.step)
+        .collect();
+    assert_eq!(
+        handled_steps,
+        [1],
+        "recorded once, by the step that handled it"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_a_handler_a_failure_after_the_retries_fails_the_run_and_a_resume_retries_it(
+) -> TestResult {
+    let lg = recorded("error_handling_no_handler")?;
+    let dir = tempfile::tempdir()?;
+    let saver = Arc::new(SqliteSaver::open(dir.path().join("threads.sqlite"))?);
+    let (flaky, ok) = (Counter::default(), Counter::default());
+    let ok2 = ok.clone();
+    let g = StateGraph::<Log>::new()
+        .add_node("ok", move |_s: Arc<Log>, _c: NodeContext| {
+            ok2.hit();
+            async { Ok::<_, BoxError>(push("ok")) }
+        })
+        .add_node_with(
+            "flaky",
+            failing("flaky", flaky.clone()),
+            NodeOptions::new().retry(quick(3)),
+        )
+        .add_edge(START, "ok")
+        .add_edge(START, "flaky")
+        .add_edge("ok", END)
+        .add_edge("flaky", END)
+        .compile()?
+        .with_checkpointer(saver);
+    let cfg = RunConfig::new().thread("t");
+    let err = g
+        .invoke(Log::update().value(1), &cfg)
+        .await
+        .err()
+        .ok_or("expected a failure")?;
+    let message = lg
+        .pointer("/raised/message")
+        .and_then(|m| m.as_str())
+        .ok_or("no message")?;
+    assert!(
+        matches!(&err, RunError::Node { node, source, .. } if node == "flaky" && source.to_string() == message),
+        "{err}"
+    );
+    assert_eq!(flaky.get() as u64, number(&lg, "/attempts_first_run")?);
+    let state = g.get_state("t", None).await?.ok_or("no state")?;
+    assert_eq!(
+        state.errors,
+        vec![("flaky".to_owned(), err.to_string())],
+        "the failed task's error is kept with the checkpoint"
+    );
+    assert!(state.handled_errors().is_empty());
+    let again = g.invoke(Input::Continue, &cfg).await.err();
+    assert!(matches!(again, Some(RunError::Node { .. })), "{again:?}");
+    assert_eq!(
+        flaky.get() as u64,
+        number(&lg, "/attempts_after_resume")?,
+        "as LangGraph: a resume runs the failed node again, with its retries"
+    );
+    assert_eq!(ok.get(), 1, "its finished sibling's write is reused");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_handler_that_asks_pauses_its_task_and_the_resume_runs_the_node_first() -> TestResult {
+    let flaky = Counter::default();
+    let g = StateGraph::<Log>::new()
+        .add_node_with(
+            "flaky",
+            failing("flaky", flaky.clone()),
+            NodeOptions::new().error_handler(
+                |_s: Arc<Log>, e: NodeError, c: NodeContext| async move {
+                    let choice: String =
+                        c.interrupt(format!("{} failed: retry or skip?", e.node))?;
+                    Ok::<_, BoxError>(push(&choice))
+                },
+            ),
+        )
+        .add_edge(START, "flaky")
+        .add_edge("flaky", END)
+        .compile()?
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let cfg = RunConfig::new().thread("t");
+    let paused = g.invoke(Log::update(), &cfg).await?;
+    assert_eq!(
+        paused.interrupts.first().map(|i| i.value.clone()),
+        Some(serde_json::json!("flaky failed: retry or skip?"))
+    );
+    let done = g
+        .invoke(Command::resume(Resume::value("skip")), &cfg)
+        .await?;
+    assert_eq!(done.state.log, ["skip"]);
+    assert_eq!(
+        flaky.get(),
+        2,
+        "only a finished task's output is kept (decision 0092)"
+    );
+    Ok(())
+}
