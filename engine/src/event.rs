@@ -232,6 +232,8 @@ pub enum TaskStatus {
     Succeeded,
     /// Its writes were taken from the pending writes of an earlier attempt; it did not run.
     Reused,
+    /// Its writes were taken from the node cache ([`crate::cache`]); it did not run.
+    Cached,
     /// It failed (message of the error).
     Failed(String),
     /// It paused on an interrupt.
@@ -252,6 +254,8 @@ pub enum EventKind {
         node: Arc<str>,
         /// The update.
         update: Shared,
+        /// The task did not run: its writes came from the node cache ([`crate::cache`]).
+        cached: bool,
     },
     /// A node's custom event.
     Custom {

@@ -100,6 +100,7 @@ impl<S: State> RunLoop<S> {
             input_writes: Vec::new(),
             poisoned: false,
             steps_run: 0,
+            cache_hits: Vec::new(),
         }
     }
 

@@ -38,6 +38,8 @@ pub(crate) struct RunLoop<S: State> {
     /// be stored.
     pub(super) poisoned: bool,
     pub(super) steps_run: usize,
+    /// The tasks of the current step taken from the node cache, for its checkpoint's metadata.
+    pub(super) cache_hits: Vec<serde_json::Value>,
 }
 
 /// Which static interrupt a node can have.

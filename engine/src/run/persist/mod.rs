@@ -444,6 +444,13 @@ impl<S: State> RunLoop<S> {
         if let Some(resumed) = resumed {
             checkpoint.metadata.insert(RESUMED_KEY.to_owned(), resumed);
         }
+        if source == Source::Loop && !self.cache_hits.is_empty() {
+            let hits = std::mem::take(&mut self.cache_hits);
+            let key = crate::cache::CACHED_KEY.to_owned();
+            checkpoint
+                .metadata
+                .insert(key, serde_json::Value::Array(hits));
+        }
         let put = PutCheckpoint {
             thread: thread.clone(),
             ns: self.level.ns.clone(),
