@@ -10,6 +10,7 @@
 
 mod backends;
 mod langgraph;
+mod levels;
 #[path = "../pg_support/mod.rs"]
 mod pg_support;
 mod properties;
