@@ -80,7 +80,7 @@ async fn stream_to_pause(graph: &CompiledGraph<Draft>, config: &RunConfig) -> Re
     let mut run = graph.stream(Draft::update(), config, StreamMode::default());
     while let Some(event) = run.next().await {
         match event.kind {
-            EventKind::Updates { node, update } => {
+            EventKind::Updates { node, update, .. } => {
                 if let Some(u) = update.get::<DraftUpdate>() {
                     let wrote = serde_json::to_string(u)?;
                     println!("step {:>2}  {node:<9} wrote {wrote}", event.step);

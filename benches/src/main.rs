@@ -26,7 +26,8 @@
 //! `--stream-chunks 100000`; see `stream.rs`), `store` (the long-term store beside LangGraph's
 //! `InMemoryStore`, `SqliteStore` and `PostgresStore`: put, get, filtered and vector search
 //! at `--store-items 10000,100000` on `--store-backends memory,sqlite,postgres`, LangGraph's
-//! side run by `--lg-python PATH`; see `store_rows.rs`) and `sales_review` (ours only;
+//! side run by `--lg-python PATH`; see `store_rows.rs`), `node_cache` (a cached node's hit
+//! against its run, in memory and in a SQLite file; see `node_cache.rs`) and `sales_review` (ours only;
 //! `sales_review` times the example's release binary, built first with `cargo build --release
 //! --example sales_review`), `--checkpointer none|memory|sqlite|postgres` (a comma list is
 //! accepted: `none,memory`; `postgres` runs chain, fanout, agent and wide on a fresh schema of
@@ -71,6 +72,7 @@ mod agent_runtime;
 mod args;
 mod chain;
 mod floor;
+mod node_cache;
 mod postgres_db;
 mod postgres_runs;
 mod postgres_workers;
@@ -112,7 +114,7 @@ use sqlite_db::SqliteDb;
 use wide::WIDE_NODES;
 
 pub(crate) const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 18] = [
+const WORKLOADS: [&str; 19] = [
     "chain",
     "fanout",
     "agent",
@@ -131,6 +133,7 @@ const WORKLOADS: [&str; 18] = [
     "server",
     "stream",
     "store",
+    "node_cache",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -446,6 +449,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "server" => server::run_server(&args).await?,
             "stream" => stream::run_stream(&args).await?,
             "store" => store_rows::run_store(&args).await?,
+            "node_cache" => node_cache::run_node_cache(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;

@@ -35,6 +35,7 @@ pub mod graph_shape;
 mod id;
 pub mod inspect;
 mod memory;
+pub mod node_cache;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub mod queue;

@@ -95,6 +95,17 @@ pub enum GraphProblem {
         /// The handler's state type.
         found: &'static str,
     },
+    /// A node's [`CachePolicy::key`](crate::cache::CachePolicy::key) reads another state
+    /// type than the graph's.
+    #[error("cache key of node {node:?} reads a {found}, but the graph's state is a {expected}")]
+    CacheKeyState {
+        /// The node.
+        node: String,
+        /// The graph's state type.
+        expected: &'static str,
+        /// The state type the key function reads.
+        found: &'static str,
+    },
 }
 
 /// Every problem [`StateGraph::compile`](crate::StateGraph::compile) found, at once.

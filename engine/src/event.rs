@@ -260,6 +260,8 @@ pub enum TaskStatus {
     Succeeded,
     /// Its writes were taken from the pending writes of an earlier attempt; it did not run.
     Reused,
+    /// Its writes were taken from the node cache ([`crate::cache`]); it did not run.
+    Cached,
     /// It failed: the node's own error message (for a node that returned an error or
     /// panicked), else the run error's.
     Failed(String),
@@ -371,6 +373,8 @@ pub enum EventKind {
         node: Arc<str>,
         /// The update.
         update: Shared,
+        /// The task did not run: its writes came from the node cache ([`crate::cache`]).
+        cached: bool,
     },
     /// A node's custom event.
     Custom {

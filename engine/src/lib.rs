@@ -35,6 +35,7 @@
 #[allow(unused_extern_crates)]
 extern crate self as stategraph;
 
+pub mod cache;
 pub mod command;
 pub mod diff;
 pub mod error;

@@ -154,6 +154,7 @@ pub struct NodeOptions {
     pub(crate) spawn: bool,
     pub(crate) destinations: Option<Vec<String>>,
     pub(crate) role: Option<String>,
+    pub(crate) cache: Option<crate::cache::CachePolicy>,
 }
 
 impl NodeOptions {
@@ -214,6 +215,12 @@ impl NodeOptions {
     /// an agent's `model` and `tools` nodes); it changes nothing about how the node runs.
     pub fn role(mut self, role: impl Into<String>) -> Self {
         self.role = Some(role.into());
+        self
+    }
+
+    /// Cache this node's results by its input (see [`crate::cache`]).
+    pub fn cache(mut self, policy: crate::cache::CachePolicy) -> Self {
+        self.cache = Some(policy);
         self
     }
 }

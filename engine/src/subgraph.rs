@@ -267,6 +267,7 @@ fn child_level(mode: Checkpointing, ctx: &NodeContext) -> GraphLevel {
         ephemeral,
         is_root: false,
         store: parent.store.clone(),
+        cache: ctx.inner.run.cache.clone(),
     }
 }
 
@@ -310,6 +311,9 @@ async fn run_child<C: State>(
     let mut level = child_level(mode, ctx);
     if level.store.is_none() {
         level.store = graph.store.clone();
+    }
+    if level.cache.is_none() {
+        level.cache = graph.cache.clone();
     }
     let child_input = if child_resumes(mode, ctx, &level).await? {
         Input::Continue

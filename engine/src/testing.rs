@@ -98,6 +98,7 @@ pub async fn run_node<S: State>(
         until_step: None,
         answers: Mutex::default(),
         usage: crate::run::RunUsage::default(),
+        cache: None,
     });
     let ctx = NodeContext {
         inner: Arc::new(TaskInfo {

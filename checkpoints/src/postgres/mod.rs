@@ -24,6 +24,7 @@ mod extend;
 mod get;
 mod known;
 mod maintain;
+mod node_cache;
 mod options;
 mod queue;
 mod read;

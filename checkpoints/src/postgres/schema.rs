@@ -105,6 +105,13 @@ CREATE TABLE IF NOT EXISTS {s}.sg_run_writes (
 );
 CREATE INDEX IF NOT EXISTS sg_run_writes_by_run ON {s}.sg_run_writes (run_id, seq);
 CREATE INDEX IF NOT EXISTS sg_run_writes_by_thread ON {s}.sg_run_writes (thread, seq);
+CREATE TABLE IF NOT EXISTS {s}.sg_node_cache (
+    ns         text   NOT NULL,
+    key        text   NOT NULL,
+    expires_at bigint,
+    value      text   NOT NULL,
+    PRIMARY KEY (ns, key)
+);
 ";
 
 /// Create the schema and its tables if missing, and check the recorded format version, in
@@ -180,7 +187,7 @@ pub(crate) async fn init(
 }
 
 /// The object [`TABLES`] creates last: when it exists, every one before it does.
-const LAST_OBJECT: &str = "sg_run_writes_by_thread";
+const LAST_OBJECT: &str = "sg_node_cache";
 
 /// The server-side functions, `(name, definition)`, created with the tables: the statements
 /// of the hottest calls (a put that extends a head, the head read at an invoke's start, a
@@ -304,7 +311,8 @@ mod tests {
     fn the_completeness_check_names_the_object_created_last() {
         let last = TABLES.lines().rfind(|l| l.starts_with("CREATE"));
         assert!(
-            last.is_some_and(|l| l.contains(&format!(" {LAST_OBJECT} "))),
+            last.is_some_and(|l| l.contains(&format!(" {LAST_OBJECT} "))
+                || l.contains(&format!("{{s}}.{LAST_OBJECT} "))),
             "{last:?}"
         );
     }

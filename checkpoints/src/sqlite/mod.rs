@@ -29,6 +29,7 @@ pub(crate) mod high_water;
 mod holders;
 mod list;
 mod maintain;
+mod node_cache;
 mod pending;
 mod read;
 pub(crate) mod read_only;

@@ -24,7 +24,8 @@ pub const FORMAT_VERSION: u32 = 3;
 ///
 /// `sg_runs` and `sg_receipts` (runs and their delivery receipts, decision 0022) and
 /// `sg_shapes` (each field's recorded shape, decision 0044) and `sg_graphs`/`sg_thread_graphs`
-/// (the shape of the graph that wrote a thread, decision 0050) are in every format: added to an older file when this build opens it, in the schema transaction; so is
+/// (the shape of the graph that wrote a thread, decision 0050) and `sg_node_cache` (cached node
+/// writes, decision 0096) are in every format: added to an older file when this build opens it, in the schema transaction; so is
 /// `sg_holders`, which stays empty in a file older than format 3. They
 /// do not change the format version: no other table's bytes change, and a build without them
 /// opens such a file (its schema statements only create missing tables) and ignores them.
@@ -121,6 +122,13 @@ CREATE TABLE IF NOT EXISTS sg_thread_graphs (
     since_seq INTEGER NOT NULL,
     hash      TEXT NOT NULL,
     PRIMARY KEY (thread, since_seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sg_node_cache (
+    ns         TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    expires_at INTEGER,
+    value      TEXT NOT NULL,
+    PRIMARY KEY (ns, key)
 ) WITHOUT ROWID;
 ";
 

@@ -36,6 +36,10 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
     wiring.add_destinations(&nodes);
     let flow_problems = validate::flow_problems(&wiring, &nodes);
     wiring.problems.extend(flow_problems);
+    let named = nodes.iter().map(|n| (n.name.as_str(), &n.options));
+    wiring
+        .problems
+        .extend(crate::cache::key_state_problems::<S>(named));
     let interrupt_before = wiring.interrupt_flags(&interrupt_before, "before");
     let interrupt_after = wiring.interrupt_flags(&interrupt_after, "after");
 
@@ -66,6 +70,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         }),
         saver: None,
         store: None,
+        cache: None,
     })
 }
 

@@ -100,6 +100,7 @@ pub struct CompiledGraph<S: State> {
     pub(crate) inner: Arc<GraphInner<S>>,
     pub(crate) saver: Option<Arc<dyn Saver>>,
     pub(crate) store: Option<Arc<dyn Store>>,
+    pub(crate) cache: Option<crate::cache::GraphCache>,
 }
 
 impl<S: State> Clone for CompiledGraph<S> {
@@ -108,6 +109,7 @@ impl<S: State> Clone for CompiledGraph<S> {
             inner: self.inner.clone(),
             saver: self.saver.clone(),
             store: self.store.clone(),
+            cache: self.cache.clone(),
         }
     }
 }
@@ -127,6 +129,7 @@ impl<S: State> fmt::Debug for CompiledGraph<S> {
             )
             .field("checkpointer", &self.saver.is_some())
             .field("store", &self.store.is_some())
+            .field("cache", &self.cache.is_some())
             .finish()
     }
 }
@@ -138,6 +141,7 @@ impl<S: State> CompiledGraph<S> {
             inner: self.inner.clone(),
             saver: Some(saver),
             store: self.store.clone(),
+            cache: self.cache.clone(),
         }
     }
 
@@ -147,6 +151,7 @@ impl<S: State> CompiledGraph<S> {
             inner: self.inner.clone(),
             saver: None,
             store: self.store.clone(),
+            cache: self.cache.clone(),
         }
     }
 
@@ -192,6 +197,7 @@ impl<S: State> CompiledGraph<S> {
             inner: self.inner.clone(),
             saver: self.saver.clone(),
             store: Some(store),
+            cache: self.cache.clone(),
         }
     }
 
@@ -201,6 +207,7 @@ impl<S: State> CompiledGraph<S> {
             inner: self.inner.clone(),
             saver: self.saver.clone(),
             store: None,
+            cache: self.cache.clone(),
         }
     }
 

@@ -8,7 +8,8 @@ use crate::State;
 
 impl<S: State> StateGraph<S> {
     /// Options every node of this graph gets where its own leave a field unset: the retry
-    /// policy, the timeout policy and the error handler (see [`NodeOptions::with_defaults`]).
+    /// policy, the timeout policy, the error handler and the cache policy (see
+    /// [`NodeOptions::with_defaults`]).
     /// A node's own setting wins, field by field. They apply when the graph compiles, to
     /// every node (a subgraph node included), but not inside a subgraph, which keeps its own.
     ///
@@ -52,8 +53,8 @@ impl<S: State> StateGraph<S> {
 
 impl NodeOptions {
     /// These options, with `defaults` filling each field they leave unset: the retry policy,
-    /// the timeout policy, the error handler. The other fields (defer, spawn, destinations,
-    /// role) are the node's own.
+    /// the timeout policy, the error handler, the cache policy. The other fields (defer,
+    /// spawn, destinations, role) are the node's own.
     ///
     /// ```
     /// use std::time::Duration;
@@ -73,6 +74,7 @@ impl NodeOptions {
                 .error_handler
                 .clone()
                 .or_else(|| defaults.error_handler.clone()),
+            cache: self.cache.clone().or_else(|| defaults.cache.clone()),
             ..self.clone()
         }
     }

@@ -351,9 +351,13 @@ impl<'a, S: State> Replay<'a, S> {
             .interrupt_before(pauses.before.iter().cloned())
             .interrupt_after(pauses.after.iter().cloned());
         config.until_step = Some(until);
-        let mut stream = self.graph.stream(input, &config, StreamMode::updates());
+        // A replay re-runs the code: it never reads (or fills) the node cache.
+        let graph = self.graph.without_cache();
+        let mut stream = graph.stream(input, &config, StreamMode::updates());
         while let Some(event) = stream.next().await {
-            if let (true, EventKind::Updates { node, update }) = (event.ns.is_root(), &event.kind) {
+            if let (true, EventKind::Updates { node, update, .. }) =
+                (event.ns.is_root(), &event.kind)
+            {
                 if let Some(u) = update.get::<S::Update>() {
                     let written = &mut self.written;
                     S::written(u, &mut |f| written.note(event.step, node, f.name()));

@@ -43,6 +43,17 @@ pub(super) enum StepEnd {
     ToParent(Vec<ParentCommand>),
 }
 
+/// Where a finished task's output came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// The task ran.
+    Ran,
+    /// An earlier attempt of the step recorded it.
+    Reused,
+    /// The node cache held it.
+    Cached,
+}
+
 /// Which per-task events the step streams (asked once per step).
 #[derive(Clone, Copy)]
 struct StepStream {
@@ -91,7 +102,7 @@ impl<S: State> RunLoop<S> {
                     self.stream_start(t).await;
                 }
                 let r = TaskResult::Done(out);
-                self.stream_finished(t, &r, true, stream).await;
+                self.stream_finished(t, &r, Origin::Reused, stream).await;
                 results[ti] = Some(r);
             } else if t.trigger == TaskTrigger::Start {
                 let update = self.control.start.take().unwrap_or_default();
@@ -105,9 +116,29 @@ impl<S: State> RunLoop<S> {
                 to_run.push(ti);
             }
         }
+        // The node cache costs nothing to a graph without one.
+        let cache = self.level.cache.clone();
+        let mut misses = Vec::new();
+        if let Some(cache) = &cache {
+            self.cache_hits.clear();
+            let (hits, missed) = self
+                .cache_lookup(cache, tasks, &mut to_run, &recorded.resumed)
+                .await?;
+            misses = missed;
+            for (ti, out) in hits {
+                let r = TaskResult::Done(out);
+                self.stream_hit_start(&tasks[ti]).await;
+                self.stream_finished(&tasks[ti], &r, Origin::Cached, stream)
+                    .await;
+                results[ti] = Some(r);
+            }
+        }
         if !to_run.is_empty() {
             self.run_tasks(tasks, &to_run, &mut recorded, &mut results, stream)
                 .await?;
+        }
+        if let (Some(cache), false) = (&cache, misses.is_empty()) {
+            self.cache_store(cache, tasks, misses, &results).await?;
         }
         self.settle(tasks, results).await
     }
@@ -204,7 +235,8 @@ impl<S: State> RunLoop<S> {
                 r = fut => r,
                 _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
             };
-            self.stream_finished(&tasks[ti], &r, false, stream).await;
+            self.stream_finished(&tasks[ti], &r, Origin::Ran, stream)
+                .await;
             results[ti] = Some(r);
             Ok(())
         } else {
@@ -215,7 +247,7 @@ impl<S: State> RunLoop<S> {
 
     /// Stream that task `t` starts, with its input: the state snapshot it reads, or its
     /// `Send` argument.
-    async fn stream_start(&self, t: &PlannedTask) {
+    pub(super) async fn stream_start(&self, t: &PlannedTask) {
         let input = match &t.arg {
             Some(arg) => Shared::new(serde_json::Value::clone(arg)),
             None => Shared::state(self.state.clone()),
@@ -236,7 +268,7 @@ impl<S: State> RunLoop<S> {
         &self,
         t: &PlannedTask,
         r: &TaskResult<S>,
-        reused: bool,
+        origin: Origin,
         stream: StepStream,
     ) {
         if let (true, TaskResult::Done(out)) = (stream.updates, r) {
@@ -246,6 +278,7 @@ impl<S: State> RunLoop<S> {
                     self.emit(EventKind::Updates {
                         node: node.clone(),
                         update: Shared::update::<S>(u.clone()),
+                        cached: origin == Origin::Cached,
                     })
                     .await;
                 }
@@ -255,10 +288,10 @@ impl<S: State> RunLoop<S> {
             let (status, updates, interrupts) = match r {
                 TaskResult::Done(out) => {
                     let updates = out.updates.iter().cloned().map(Shared::update::<S>);
-                    let status = if reused {
-                        TaskStatus::Reused
-                    } else {
-                        TaskStatus::Succeeded
+                    let status = match origin {
+                        Origin::Ran => TaskStatus::Succeeded,
+                        Origin::Reused => TaskStatus::Reused,
+                        Origin::Cached => TaskStatus::Cached,
                     };
                     (status, updates.collect(), Vec::new())
                 }
@@ -332,7 +365,8 @@ impl<S: State> RunLoop<S> {
                 let (ti, joined) = done;
                 let r = self.joined_result(&tasks[ti], joined);
                 let failed = matches!(r, TaskResult::Failed { .. });
-                self.stream_finished(&tasks[ti], &r, false, stream).await;
+                self.stream_finished(&tasks[ti], &r, Origin::Ran, stream)
+                    .await;
                 results[ti] = Some(r);
                 if failed {
                     return Ok(());

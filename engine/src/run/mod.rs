@@ -28,6 +28,7 @@ use crate::{Command, Interrupt, RunError, State};
 mod answers;
 mod apply;
 mod branch;
+mod cache;
 mod checkpoint_event;
 mod config;
 mod control;
@@ -134,6 +135,8 @@ pub(crate) struct RunShared {
     pub(crate) answers: Mutex<Vec<TaskAnswers>>,
     /// The token usage the run's model calls recorded.
     pub(crate) usage: RunUsage,
+    /// The root graph's node cache, which its subgraphs use.
+    pub(crate) cache: Option<crate::cache::GraphCache>,
 }
 
 /// One graph level of a run (the root graph, or a subgraph run by a task of its parent):
@@ -147,6 +150,8 @@ pub(crate) struct GraphLevel {
     /// The long-term store its nodes see: the root graph's, inherited by each subgraph (a
     /// subgraph's own only when its parent has none).
     pub(crate) store: Option<Arc<dyn stategraph_store::Store>>,
+    /// The node cache its nodes use: the root graph's, inherited like the store.
+    pub(crate) cache: Option<crate::cache::GraphCache>,
 }
 
 impl GraphLevel {
@@ -161,6 +166,7 @@ impl GraphLevel {
             ephemeral: false,
             is_root: true,
             store,
+            cache: None,
         }
     }
 }
@@ -210,6 +216,7 @@ impl<S: State> CompiledGraph<S> {
             until_step: config.until_step,
             answers: Mutex::default(),
             usage: RunUsage::new(config.usage_meters.clone()),
+            cache: self.cache.clone(),
         }))
     }
 
@@ -231,7 +238,8 @@ impl<S: State> CompiledGraph<S> {
             }
             _ => None,
         };
-        let level = GraphLevel::root(self.saver.clone(), self.store.clone());
+        let mut level = GraphLevel::root(self.saver.clone(), self.store.clone());
+        level.cache = self.cache.clone();
         let mut lp = RunLoop::start(self, shared, level, input, config.checkpoint).await?;
         if let Some(write) = shape_write {
             lp.persist.track(write)?;

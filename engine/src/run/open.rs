@@ -112,6 +112,7 @@ impl<S: State> RunLoop<S> {
             poisoned: false,
             steps_run: 0,
             handled: Vec::new(),
+            cache_hits: Vec::new(),
         }
     }
 

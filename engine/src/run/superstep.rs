@@ -40,6 +40,8 @@ pub(crate) struct RunLoop<S: State> {
     pub(super) steps_run: usize,
     /// The failures error handlers took over in the step being applied, for its checkpoint.
     pub(super) handled: Vec<crate::HandledFailure>,
+    /// The tasks of the current step taken from the node cache, for its checkpoint's metadata.
+    pub(super) cache_hits: Vec<serde_json::Value>,
 }
 
 /// Which static interrupt a node can have.

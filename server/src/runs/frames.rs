@@ -113,9 +113,18 @@ impl Framer {
         let name = |mode: &str| format!("{mode}{suffix}");
         match &ev.kind {
             EventKind::Values(v) => self.values_frames(ev, v.to_json(), &name, out),
-            EventKind::Updates { node, update } => {
+            EventKind::Updates {
+                node,
+                update,
+                cached,
+            } => {
                 let data = update.to_json().unwrap_or(Value::Null);
-                out.push((name("updates"), json!({ node.as_ref(): data })));
+                let mut frame = json!({ node.as_ref(): data });
+                if *cached {
+                    // LangGraph's marker of an update taken from the node cache.
+                    frame["__metadata__"] = json!({ "cached": true });
+                }
+                out.push((name("updates"), frame));
             }
             EventKind::Custom { payload, .. } => out.push((name("custom"), payload.clone())),
             EventKind::Messages {
@@ -147,8 +156,12 @@ impl Framer {
                 });
                 m.task_frame(&name, ev.step, "task", payload, out);
             }
-            // A task whose writes were reused did not run again: LangGraph reports no result.
-            EventKind::TaskEnd { status, .. } if *status == TaskStatus::Reused => {}
+            // A task whose writes were reused or taken from the node cache did not run:
+            // LangGraph reports no result.
+            EventKind::TaskEnd {
+                status: TaskStatus::Reused | TaskStatus::Cached,
+                ..
+            } => {}
             EventKind::TaskEnd {
                 node,
                 task,
@@ -350,5 +363,43 @@ mod tests {
         assert_eq!(m.map(|m| m.values), Some(true));
         let bad = Modes::parse(&["everything".to_owned()], false);
         assert!(matches!(bad, Err(ApiError::Invalid(msg)) if msg.contains("everything")));
+    }
+
+    #[test]
+    fn a_cached_update_carries_langgraphs_marker_and_no_task_result() -> ApiResult<()> {
+        let modes = Modes::parse(&["updates".to_owned(), "tasks".to_owned()], false)?;
+        let mut framer = modes.framer("t", Map::new());
+        let event = |kind| stategraph::Event {
+            ns: stategraph::checkpoints::Namespace::root(),
+            step: 1,
+            kind,
+        };
+        let mut out = Vec::new();
+        let update = |cached| EventKind::Updates {
+            node: "double".into(),
+            update: stategraph::Shared::new(json!({"n": 2})),
+            cached,
+        };
+        framer.frames(&event(update(true)), &mut out);
+        framer.frames(&event(update(false)), &mut out);
+        let end = EventKind::TaskEnd {
+            node: "double".into(),
+            task: stategraph::checkpoints::TaskId::derive(&[b"t"]),
+            status: TaskStatus::Cached,
+            updates: vec![stategraph::Shared::new(json!({"n": 2}))],
+            interrupts: Vec::new(),
+        };
+        framer.frames(&event(end), &mut out);
+        assert_eq!(
+            out,
+            [
+                (
+                    "updates".to_owned(),
+                    json!({"double": {"n": 2}, "__metadata__": {"cached": true}})
+                ),
+                ("updates".to_owned(), json!({"double": {"n": 2}})),
+            ]
+        );
+        Ok(())
     }
 }

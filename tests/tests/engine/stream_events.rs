@@ -55,7 +55,7 @@ async fn updates_and_custom_events_name_their_node() -> TestResult {
     let mut custom = Vec::new();
     while let Some(ev) = run.next().await {
         match ev.kind {
-            EventKind::Updates { node, update } => {
+            EventKind::Updates { node, update, .. } => {
                 let u = update.get::<LogUpdate>().ok_or("update of another type")?;
                 updates.push((node.to_string(), u.log.clone(), u.value));
             }

@@ -5,7 +5,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use super::super::schema::SqliteOptions;
 use super::super::sql::{is_busy, is_busy_sqlite, is_full, retry_busy, SqlResult};
-use super::super::{graphs, maintain, pending, runs, write};
+use super::super::{graphs, maintain, node_cache, pending, runs, write};
 use super::memory::{GroupRecords, WriterMemory};
 use super::{Op, Reply, Writer};
 use crate::{CheckpointError, StorageError, WriteKind};
@@ -300,6 +300,8 @@ fn run_op(
             | Op::PutRun(_)
             | Op::PutReceipt { .. }
             | Op::PutGraph { .. }
+            | Op::PutCache(_)
+            | Op::ClearCache(_)
             | Op::Flush
     ) {
         // Deleting, copying and pruning move heads and values behind what we remember.
@@ -335,6 +337,8 @@ fn run_op(
             graphs::put_graph(conn, records.memory, thread, shape).map(|()| Reply::Done)
         }
         Op::PutRun(run) => runs::put_run(conn, run).map(|()| Reply::Done),
+        Op::PutCache(entries) => node_cache::put(conn, entries).map(|()| Reply::Done),
+        Op::ClearCache(namespaces) => node_cache::clear(conn, namespaces).map(Reply::Count),
         Op::PutReceipt { run, receipt } => runs::put_receipt(conn, run, receipt).map(Reply::Stored),
         Op::Prune { thread, retention } => {
             maintain::prune(conn, records, thread, *retention).map(Reply::Count)

@@ -52,6 +52,10 @@ pub(crate) enum Op {
         thread: ThreadId,
         shape: Arc<GraphShape>,
     },
+    /// Store node cache entries.
+    PutCache(Vec<crate::node_cache::CacheEntry>),
+    /// Drop the node cache entries of these namespaces.
+    ClearCache(Vec<String>),
     /// Nothing to store: ends a group kept open for more (see [`Writer::run`]).
     Flush,
 }

@@ -445,6 +445,13 @@ impl<S: State> RunLoop<S> {
         if let Some(resumed) = resumed {
             checkpoint.metadata.insert(RESUMED_KEY.to_owned(), resumed);
         }
+        if source == Source::Loop && !self.cache_hits.is_empty() {
+            let hits = std::mem::take(&mut self.cache_hits);
+            let key = crate::cache::CACHED_KEY.to_owned();
+            checkpoint
+                .metadata
+                .insert(key, serde_json::Value::Array(hits));
+        }
         if !handled.is_empty() {
             let entry = crate::HandledFailure::to_metadata(&handled);
             checkpoint
