@@ -71,6 +71,7 @@ mod agent_runtime;
 mod args;
 mod chain;
 mod floor;
+mod func_rows;
 mod postgres_db;
 mod postgres_runs;
 mod postgres_workers;
@@ -112,7 +113,7 @@ use sqlite_db::SqliteDb;
 use wide::WIDE_NODES;
 
 pub(crate) const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 18] = [
+const WORKLOADS: [&str; 19] = [
     "chain",
     "fanout",
     "agent",
@@ -131,6 +132,7 @@ const WORKLOADS: [&str; 18] = [
     "server",
     "stream",
     "store",
+    "func",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -446,6 +448,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "server" => server::run_server(&args).await?,
             "stream" => stream::run_stream(&args).await?,
             "store" => store_rows::run_store(&args).await?,
+            "func" => func_rows::run_func(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;

@@ -39,6 +39,7 @@ pub mod command;
 pub mod diff;
 pub mod error;
 pub mod event;
+pub mod func;
 pub mod graph;
 mod mermaid;
 pub mod node;

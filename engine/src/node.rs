@@ -153,6 +153,9 @@ pub struct NodeOptions {
     pub(crate) spawn: bool,
     pub(crate) destinations: Option<Vec<String>>,
     pub(crate) role: Option<String>,
+    /// The node runs a workflow's subtasks ([`crate::func`]): their results are recorded as
+    /// they finish.
+    pub(crate) subtasks: bool,
 }
 
 impl NodeOptions {
@@ -328,6 +331,8 @@ pub(crate) struct TaskInfo {
     pub(crate) cancel: CancelToken,
     pub(crate) run: Arc<crate::run::RunShared>,
     pub(crate) scope: CheckpointScope,
+    /// The subtasks of a workflow's task ([`crate::func`]); `None` for any other node.
+    pub(crate) subtasks: Option<crate::run::subtask::SubtaskLink>,
 }
 
 /// Where the task's graph checkpoints (what a subgraph node inherits).

@@ -120,6 +120,7 @@ pub async fn run_node<S: State>(
                 ephemeral: true,
                 store: graph.store.clone(),
             },
+            subtasks: None,
         }),
     };
     let snapshot = Arc::new(state);

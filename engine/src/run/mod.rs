@@ -37,6 +37,7 @@ mod open;
 mod pending;
 mod persist;
 mod plan;
+pub(crate) mod subtask;
 mod superstep;
 mod task;
 mod thread;

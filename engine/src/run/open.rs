@@ -111,6 +111,7 @@ impl<S: State> RunLoop<S> {
             input_writes: Vec::new(),
             poisoned: false,
             steps_run: 0,
+            subtask_tx: None,
         }
     }
 

@@ -38,6 +38,9 @@ pub(crate) struct RunLoop<S: State> {
     /// be stored.
     pub(super) poisoned: bool,
     pub(super) steps_run: usize,
+    /// Where the current step's subtasks send their writes (a workflow's step only).
+    pub(super) subtask_tx:
+        Option<tokio::sync::mpsc::UnboundedSender<super::subtask::SubtaskRecord>>,
 }
 
 /// Which static interrupt a node can have.

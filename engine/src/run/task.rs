@@ -41,6 +41,7 @@ impl<S: State> RunLoop<S> {
                     ephemeral: self.level.ephemeral,
                     store: self.level.store.clone(),
                 },
+                subtasks: self.subtask_link(t.id, t.node),
             }),
         }
     }
@@ -66,6 +67,9 @@ impl<S: State> RunLoop<S> {
             let mut attempt = 1u32;
             loop {
                 ctx.inner.cursor.lock().unpoisoned().calls = 0;
+                if let Some(link) = &ctx.inner.subtasks {
+                    link.calls.store(0, std::sync::atomic::Ordering::SeqCst);
+                }
                 let result = run_attempt(&node, &state, &ctx, options.timeout).await;
                 let consumed = || ctx.inner.cursor.lock().unpoisoned().resume.clone();
                 let failure = match result {
