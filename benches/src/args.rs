@@ -108,7 +108,7 @@ impl Args {
 /// Where `.ci/sdk-clients.sh` makes the Python venv with `langgraph-sdk`.
 const DEFAULT_SDK_PYTHON: &str = "target/sdk-clients/py/bin/python";
 
-pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune,studio,workers,turn1000,replay10k,server,stream,store,node_cache] \
+pub(crate) const USAGE: &str = "usage: stategraph-bench [--only chain,fanout,agent,wide,floor,agent_runtime,subagent,settlement,sales_review,verify,prune,studio,workers,turn1000,replay10k,server,stream,store,node_cache,func] \
 [--checkpointer none|memory|sqlite|postgres] [--pg-url URL] [--steps 1000] [--fanout-k 1000] [--fanout-waves 0] [--agent-turns 200] \
 [--wide-fields 100] [--wide-steps 100] [--repeats 3] [--durabilities async,sync,exit] \
 [--sqlite-synchronous FULL|NORMAL] [--sqlite-preallocate-wal on|off] [--workdir DIR] [--keep-db] [--fanout-mem-ks 1000,10000] \

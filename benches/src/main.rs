@@ -72,6 +72,7 @@ mod agent_runtime;
 mod args;
 mod chain;
 mod floor;
+mod func_rows;
 mod node_cache;
 mod postgres_db;
 mod postgres_runs;
@@ -114,7 +115,7 @@ use sqlite_db::SqliteDb;
 use wide::WIDE_NODES;
 
 pub(crate) const ENGINE: &str = "stategraph";
-const WORKLOADS: [&str; 19] = [
+const WORKLOADS: [&str; 20] = [
     "chain",
     "fanout",
     "agent",
@@ -134,6 +135,7 @@ const WORKLOADS: [&str; 19] = [
     "stream",
     "store",
     "node_cache",
+    "func",
 ];
 
 /// `"x" * 160`: keeps each chain message at about 190 bytes serialized.
@@ -450,6 +452,7 @@ async fn run(mut args: Args) -> Result<(), BoxError> {
             "stream" => stream::run_stream(&args).await?,
             "store" => store_rows::run_store(&args).await?,
             "node_cache" => node_cache::run_node_cache(&args).await?,
+            "func" => func_rows::run_func(&args).await?,
             "settlement" => {
                 settlement::run_settlement(&args)?;
                 settlement_run::run_agent_settlement(&args).await?;

@@ -40,6 +40,7 @@ pub mod command;
 pub mod diff;
 pub mod error;
 pub mod event;
+pub mod func;
 pub mod graph;
 pub mod handler;
 mod mermaid;

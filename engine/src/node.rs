@@ -155,6 +155,9 @@ pub struct NodeOptions {
     pub(crate) destinations: Option<Vec<String>>,
     pub(crate) role: Option<String>,
     pub(crate) cache: Option<crate::cache::CachePolicy>,
+    /// The node runs a workflow's subtasks ([`crate::func`]): their results are recorded as
+    /// they finish.
+    pub(crate) subtasks: bool,
 }
 
 impl NodeOptions {
@@ -353,6 +356,8 @@ pub(crate) struct TaskInfo {
     pub(crate) scope: CheckpointScope,
     /// The idle clock, when the node has an idle limit.
     pub(crate) heartbeat: Option<crate::timeout::Heartbeat>,
+    /// The subtasks of a workflow's task ([`crate::func`]); `None` for any other node.
+    pub(crate) subtasks: Option<crate::run::subtask::SubtaskLink>,
 }
 
 /// Where the task's graph checkpoints (what a subgraph node inherits).

@@ -122,6 +122,7 @@ pub async fn run_node<S: State>(
                 store: graph.store.clone(),
             },
             heartbeat: None,
+            subtasks: None,
         }),
     };
     let snapshot = Arc::new(state);

@@ -12,6 +12,7 @@ use stategraph_checkpoints::{PendingWrite, TaskId, WriteKind};
 use super::answers::answers_task;
 use super::pending::{apply_error_task, input_task, output_from_json, APPLY_NODE};
 use super::plan::{PlannedTask, TaskTrigger};
+use super::subtask::{self, next_record};
 use super::superstep::RunLoop;
 use crate::command::ParentCommand;
 use crate::event::{EventKind, Shared, TaskStatus};
@@ -188,7 +189,13 @@ impl<S: State> RunLoop<S> {
         let apply_error = apply_error_task(self.step);
         let of_no_task = |id: &TaskId| *id == input_task() || *id == answers_task();
         let known = |id: &TaskId| of_no_task(id) || *id == apply_error || planned.contains(id);
-        if self.pending.iter().all(|w| known(&w.task_id)) {
+        let of_subtask =
+            |w: &PendingWrite| subtask::parent_of(&w.node).is_some_and(|p| planned.contains(&p));
+        if self
+            .pending
+            .iter()
+            .all(|w| known(&w.task_id) || of_subtask(w))
+        {
             return Ok(());
         }
         let mut recorded: Vec<String> = self
@@ -225,24 +232,31 @@ impl<S: State> RunLoop<S> {
                 self.stream_start(&tasks[ti]).await;
             }
         }
-        if let [ti] = *to_run {
+        let mut subtasks = self.open_subtasks(to_run.iter().map(|&ti| tasks[ti].node));
+        let ran = if let [ti] = *to_run {
             let fut = self.task_future(
                 &tasks[ti],
                 recorded.resumes.remove(&ti).unwrap_or_default(),
                 recorded.resumed.contains(&ti),
             );
-            let r = tokio::select! {
-                r = fut => r,
-                _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
+            let mut fut = std::pin::pin!(fut);
+            let r = loop {
+                tokio::select! {
+                    r = &mut fut => break r,
+                    record = next_record(&mut subtasks) => self.record_subtask(record).await,
+                    _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
+                }
             };
             self.stream_finished(&tasks[ti], &r, Origin::Ran, stream)
                 .await;
             results[ti] = Some(r);
             Ok(())
         } else {
-            self.run_concurrently(tasks, to_run, recorded, results, stream)
+            self.run_concurrently(tasks, to_run, recorded, results, stream, &mut subtasks)
                 .await
-        }
+        };
+        self.subtask_tx = None;
+        ran
     }
 
     /// Stream that task `t` starts, with its input: the state snapshot it reads, or its
@@ -328,6 +342,7 @@ impl<S: State> RunLoop<S> {
         recorded: &mut RecordedWrites<S>,
         results: &mut [Option<TaskResult<S>>],
         stream: StepStream,
+        subtasks: &mut Option<tokio::sync::mpsc::UnboundedReceiver<subtask::SubtaskRecord>>,
     ) -> Result<(), RunError> {
         let mut aborts = AbortOnDrop(Vec::new());
         let mut running: FuturesUnordered<BoxFuture<'static, (usize, TaskJoin<S>)>> =
@@ -356,6 +371,10 @@ impl<S: State> RunLoop<S> {
         loop {
             let next = tokio::select! {
                 n = running.next() => n,
+                record = next_record(subtasks) => {
+                    self.record_subtask(record).await;
+                    continue;
+                }
                 _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
             };
             let Some(mut done) = next else { break };

@@ -39,6 +39,7 @@ mod open;
 mod pending;
 mod persist;
 mod plan;
+pub(crate) mod subtask;
 mod superstep;
 mod task;
 mod thread;

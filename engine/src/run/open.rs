@@ -113,6 +113,7 @@ impl<S: State> RunLoop<S> {
             steps_run: 0,
             handled: Vec::new(),
             cache_hits: Vec::new(),
+            subtask_tx: None,
         }
     }
 

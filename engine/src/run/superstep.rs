@@ -42,6 +42,9 @@ pub(crate) struct RunLoop<S: State> {
     pub(super) handled: Vec<crate::HandledFailure>,
     /// The tasks of the current step taken from the node cache, for its checkpoint's metadata.
     pub(super) cache_hits: Vec<serde_json::Value>,
+    /// Where the current step's subtasks send their writes (a workflow's step only).
+    pub(super) subtask_tx:
+        Option<tokio::sync::mpsc::UnboundedSender<super::subtask::SubtaskRecord>>,
 }
 
 /// Which static interrupt a node can have.

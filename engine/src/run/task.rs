@@ -45,6 +45,7 @@ impl<S: State> RunLoop<S> {
                     store: self.level.store.clone(),
                 },
                 heartbeat: idle_limit.then(crate::timeout::Heartbeat::new),
+                subtasks: self.subtask_link(t.id, t.node),
             }),
         }
     }
@@ -71,6 +72,9 @@ impl<S: State> RunLoop<S> {
             let mut attempt = 1u32;
             loop {
                 ctx.inner.cursor.lock().unpoisoned().calls = 0;
+                if let Some(link) = &ctx.inner.subtasks {
+                    link.calls.store(0, std::sync::atomic::Ordering::SeqCst);
+                }
                 let result = run_attempt(&node, &state, &ctx, options.timeout.as_ref()).await;
                 let consumed = || ctx.inner.cursor.lock().unpoisoned().resume.clone();
                 let failure = match result {

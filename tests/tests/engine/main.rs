@@ -7,6 +7,7 @@ mod compile_validation;
 mod debug_stream;
 mod durability_modes;
 mod finished_task_writes;
+mod functional;
 mod graph_shape_storage;
 mod inspect_replay;
 mod interrupt_resume;

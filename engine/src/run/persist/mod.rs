@@ -248,7 +248,7 @@ impl CheckpointPipeline {
 
     /// Send what is buffered and wait for every checkpoint write in flight, asking the saver
     /// to commit at once what is still in flight (what it was told more would follow).
-    async fn drain(&mut self) -> Result<(), RunError> {
+    pub(super) async fn drain(&mut self) -> Result<(), RunError> {
         if let Some(saver) = self.saver.clone() {
             self.send_buffer().await?;
             if !self.inflight.is_empty() {
