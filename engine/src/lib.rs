@@ -42,6 +42,7 @@ pub mod event;
 pub mod graph;
 mod mermaid;
 pub mod node;
+pub mod overwrite;
 pub mod replay;
 pub mod run;
 pub mod state;
@@ -57,6 +58,7 @@ pub use error::{BoxError, CompileError, Error, GraphProblem, RunError};
 pub use event::{Event, EventKind, MessagePart, Shared, StreamMode, TaskStatus};
 pub use graph::{CompiledGraph, StateGraph};
 pub use node::{CancelToken, Node, NodeContext, NodeOptions, RetryPolicy};
+pub use overwrite::Overwrite;
 pub use run::{
     Durability, Input, RunConfig, RunOutcome, StateSnapshot, UsageMeter, DEFAULT_RECURSION_LIMIT,
 };
