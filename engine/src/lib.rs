@@ -45,6 +45,7 @@ pub mod graph;
 pub mod handler;
 mod mermaid;
 pub mod node;
+pub mod overwrite;
 pub mod replay;
 pub mod run;
 pub mod state;
@@ -65,6 +66,7 @@ pub use event::{
 pub use graph::{CompiledGraph, StateGraph};
 pub use handler::{ErrorHandler, FailureKind, HandledFailure, NodeError, HANDLED_ERRORS_KEY};
 pub use node::{CancelToken, Node, NodeContext, NodeOptions, RetryPolicy};
+pub use overwrite::Overwrite;
 pub use run::{
     Durability, Input, RunConfig, RunOutcome, StateSnapshot, UsageMeter, DEFAULT_RECURSION_LIMIT,
 };

@@ -12,6 +12,14 @@ pub enum ReduceError {
         /// How many writes arrived.
         writes: usize,
     },
+    /// A field received more than one overwrite in one step (whatever its reducer).
+    #[error(
+        "received {writes} overwrites in one step; a field takes at most one overwrite per step"
+    )]
+    ConcurrentOverwrite {
+        /// How many overwrites arrived.
+        writes: usize,
+    },
     /// A message removal named an id that is not in the list.
     #[error("cannot remove message {id:?}: no message has that id")]
     UnknownMessageId {

@@ -112,6 +112,33 @@ pub trait Reducer {
         ctx: &mut ReduceCtx,
     ) -> Result<Change, ReduceError>;
 
+    /// Replace `value` with `new`, bypassing [`Reducer::reduce`]: what an overwrite (a
+    /// write that replaces a field's value whatever its reducer) does. The default assigns
+    /// `new`; a reducer whose values carry invariants its `reduce` keeps (ids, for
+    /// [`AddMessages`](crate::AddMessages)) overrides it to keep them. The engine stores the
+    /// field whole after an overwrite ([`Change::Replaced`]).
+    ///
+    /// ```
+    /// use stategraph_reducers::{Append, ReduceCtx, Reducer};
+    ///
+    /// let mut log = vec![1, 2, 3];
+    /// Append::<Vec<i32>>::overwrite(&mut log, vec![9], &mut ReduceCtx::new(4))?;
+    /// assert_eq!(log, [9]);
+    /// # Ok::<(), stategraph_reducers::ReduceError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The default never fails; an override may refuse a value it cannot hold.
+    fn overwrite(
+        value: &mut Self::Value,
+        new: Self::Value,
+        ctx: &mut ReduceCtx,
+    ) -> Result<(), ReduceError> {
+        let _ = ctx;
+        *value = new;
+        Ok(())
+    }
+
     /// The bytes a checkpoint stores for `value` after `change`.
     ///
     /// # Errors

@@ -331,6 +331,76 @@ fn update_deserializes_missing_fields_as_not_written() {
     assert!(round.counter.is_none());
 }
 
+#[test]
+fn an_overwrite_round_trips_through_json_in_the_overwrite_form() {
+    let update = Chat::update()
+        .overwrite_messages(vec![msg("a", "b")])
+        .counter(1)
+        .overwrite_type("t".into());
+    let json = serde_json::to_value(&update).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "messages": {"__overwrite__": [{"from": "a", "text": "b"}]},
+            "counter": 1,
+            "type": {"__overwrite__": "t"},
+        })
+    );
+    let back: ChatUpdate = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), json);
+    assert_eq!(
+        written_fields::<Chat>(&back),
+        [ChatField::Messages, ChatField::Counter, ChatField::Type]
+    );
+    assert!(back.messages.is_none(), "an overwrite is not a plain write");
+}
+
+#[test]
+fn update_json_keeps_its_rules_null_is_no_write_and_a_repeated_field_is_an_error() {
+    let update: ChatUpdate = serde_json::from_str(r#"{"counter":null,"unknown":1}"#).unwrap();
+    assert!(written_fields::<Chat>(&update).is_empty());
+    let err = serde_json::from_str::<ChatUpdate>(r#"{"counter":1,"counter":2}"#).unwrap_err();
+    assert!(
+        err.to_string().contains("duplicate field `counter`"),
+        "{err}"
+    );
+    let err =
+        serde_json::from_str::<ChatUpdate>(r#"{"counter":{"__overwrite__":"x"}}"#).unwrap_err();
+    assert!(err.to_string().contains("invalid type"), "{err}");
+}
+
+#[test]
+fn the_last_setter_of_a_field_wins_between_a_write_and_an_overwrite() {
+    let update = Chat::update().counter(1).overwrite_counter(2);
+    assert_eq!(update.counter, None);
+    assert_eq!(
+        serde_json::to_string(&update).unwrap(),
+        r#"{"counter":{"__overwrite__":2}}"#
+    );
+    let update = update.counter(3);
+    assert_eq!(serde_json::to_string(&update).unwrap(), r#"{"counter":3}"#);
+    assert_eq!(
+        format!("{:?}", Chat::update().overwrite_counter(4)),
+        "ChatUpdate { messages: None, counter: None, tags: None, total: None, type: None, \
+         overwrite: Overwrite { counter: 4 } }"
+    );
+}
+
+#[test]
+fn an_overwrite_of_a_with_field_skips_its_function() {
+    let mut chat = Chat {
+        tags: vec!["a".into()],
+        ..Chat::default()
+    };
+    let writes = vec![
+        Chat::update().overwrite_tags(vec!["z".into()]),
+        Chat::update().tags(vec!["b".into()]),
+    ];
+    let changes = chat.apply(writes, &mut ctx()).unwrap();
+    assert_eq!(chat.tags, ["z"]);
+    assert_eq!(changes, [(ChatField::Tags, Change::Replaced)]);
+}
+
 // A private state, a `with = Self::…` path, and a field named like a method of the update
 // type all work; the private generated items raise no unused warnings.
 #[derive(stategraph::State, Clone, Default, Debug)]

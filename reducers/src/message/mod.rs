@@ -347,6 +347,23 @@ where
         })
     }
 
+    /// Replace the list with `new`; a message without an id gets [`ReduceCtx::new_id`], as
+    /// an upsert would give it, so a later write can still replace or remove it.
+    fn overwrite(value: &mut V, mut new: V, ctx: &mut ReduceCtx) -> Result<(), ReduceError> {
+        // Only the messages lacking an id are touched (a shared list stays shared).
+        let missing: Vec<usize> = (new.items().enumerate())
+            .filter(|(_, m)| m.id().is_none())
+            .map(|(i, _)| i)
+            .collect();
+        for i in missing {
+            if let Some(message) = new.item_mut(i) {
+                message.set_id(ctx.new_id());
+            }
+        }
+        *value = new;
+        Ok(())
+    }
+
     fn encode(value: &V, change: Change) -> Result<Stored, serde_json::Error> {
         encode_list(value, change)
     }
@@ -517,6 +534,15 @@ mod tests {
         assert_eq!(change, Change::Appended { from: 1 });
         let ids: Vec<_> = list.iter().map(|m| m.id.as_deref()).collect();
         assert_eq!(ids, [Some("a"), Some("s5-0"), Some("s5-1"), Some("s5-2")]);
+        Ok(())
+    }
+
+    #[test]
+    fn messages_overwrite_replaces_the_list_and_mints_missing_ids() -> Result<(), ReduceError> {
+        let mut list = vec![msg(Some("a"), "one"), msg(Some("b"), "two")];
+        let new = vec![msg(Some("c"), "three"), msg(None, "four")];
+        R::overwrite(&mut list, new, &mut ReduceCtx::new(7))?;
+        assert_eq!(list, [msg(Some("c"), "three"), msg(Some("s7-0"), "four")]);
         Ok(())
     }
 

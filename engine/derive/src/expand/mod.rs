@@ -2,8 +2,10 @@
 
 mod field;
 mod field_enum;
+mod overwrite;
 mod state_impl;
 mod update;
+mod update_serde;
 mod value_cast;
 mod with_reducer;
 
@@ -30,6 +32,7 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
     };
     let fields = StateField::read_all(&input.ident, named, &mut errors);
     check_field_id_collisions(&fields, &mut errors);
+    overwrite::check_setter_collisions(&fields, &mut errors);
     if let Some(err) = errors.finish() {
         return Err(err);
     }
@@ -105,10 +108,13 @@ struct GeneratedNames<'a> {
     update: Ident,
     /// `<State>Field`.
     field_enum: Ident,
+    /// `__<State>Overwrite`, the hidden struct of a write's overwritten fields.
+    overwrite: Ident,
 }
 
-/// Every generated item: the update type, the field-id enum, and (in an anonymous const) the
-/// value-type checks, the hidden `with` reducers, the update's conversions and the `State` impl.
+/// Every generated item: the update type, its overwrite struct, the field-id enum, and (in an
+/// anonymous const) the value-type checks, the hidden `with` reducers, the update's conversions
+/// and serde impls, and the `State` impl.
 fn generate(input: &DeriveInput, fields: &[StateField]) -> TokenStream {
     let state = &input.ident;
     let vis = &input.vis;
@@ -116,9 +122,13 @@ fn generate(input: &DeriveInput, fields: &[StateField]) -> TokenStream {
         state,
         update: format_ident!("{}Update", state),
         field_enum: format_ident!("{}Field", state),
+        overwrite: format_ident!("__{}Overwrite", state),
     };
 
-    let update_struct = update::update_struct(state, vis, &names.update, fields);
+    let update_struct = update::update_struct(state, vis, &names.update, &names.overwrite, fields);
+    let overwrite_struct =
+        overwrite::overwrite_struct(vis, &names.overwrite, &names.update, fields);
+    let update_impls = update_serde::update_impls(&names, fields);
     let field_enum_def = field_enum::field_enum(state, vis, &names.field_enum, fields);
     let checks = value_cast::value_traits(fields);
     let hidden = with_reducer::with_reducers(state, fields);
@@ -127,6 +137,7 @@ fn generate(input: &DeriveInput, fields: &[StateField]) -> TokenStream {
 
     quote! {
         #update_struct
+        #overwrite_struct
         #field_enum_def
 
         #[allow(non_snake_case, non_camel_case_types, clippy::all)]
@@ -135,6 +146,7 @@ fn generate(input: &DeriveInput, fields: &[StateField]) -> TokenStream {
             #hidden
 
             #conversions
+            #update_impls
 
             #state_impl
         };

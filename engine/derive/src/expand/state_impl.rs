@@ -15,6 +15,8 @@ struct PerField<'a> {
     idents: Vec<&'a Ident>,
     /// The field-id variants.
     variants: Vec<&'a Ident>,
+    /// The field types.
+    tys: Vec<&'a syn::Type>,
     /// `<Reducer as Reducer>`, spanned to the attribute.
     reducers: Vec<TokenStream>,
     /// The field's value as `&mut` its reducer's `Value`.
@@ -23,10 +25,16 @@ struct PerField<'a> {
     field_ref: Vec<TokenStream>,
     /// A decoded reducer `Value` as the field's type.
     into_field: Vec<TokenStream>,
+    /// A field-typed value as its reducer's `Value`.
+    into_value: Vec<TokenStream>,
     /// The locals collecting each field's writes.
     bucket: Vec<Ident>,
     /// The locals an update is destructured into.
     part: Vec<Ident>,
+    /// The bucketed path's overwrite of each field in the step.
+    ow: Vec<Ident>,
+    /// The bucketed path's count of each field's overwrites.
+    ow_count: Vec<Ident>,
 }
 
 impl<'a> PerField<'a> {
@@ -39,6 +47,7 @@ impl<'a> PerField<'a> {
         PerField {
             idents: fields.iter().map(|f| &f.ident).collect(),
             variants: fields.iter().map(|f| &f.variant).collect(),
+            tys: fields.iter().map(|f| &f.ty).collect(),
             reducers: fields
                 .iter()
                 .map(|f| {
@@ -49,11 +58,18 @@ impl<'a> PerField<'a> {
             field_mut: casts("__from_field_mut"),
             field_ref: casts("__from_field"),
             into_field: casts("__into_field"),
+            into_value: casts("__from_field_owned"),
             bucket: (0..fields.len())
                 .map(|i| format_ident!("__writes_{}", i))
                 .collect(),
             part: (0..fields.len())
                 .map(|i| format_ident!("__part_{}", i))
+                .collect(),
+            ow: (0..fields.len())
+                .map(|i| format_ident!("__ow_{}", i))
+                .collect(),
+            ow_count: (0..fields.len())
+                .map(|i| format_ident!("__ow_count_{}", i))
                 .collect(),
         }
     }
@@ -65,6 +81,7 @@ pub(super) fn state_impl(names: &GeneratedNames<'_>, fields: &[StateField]) -> T
         state,
         update,
         field_enum,
+        ..
     } = names;
     let per_field = PerField::new(fields);
     let apply = apply_fn(names, &per_field, fields.is_empty());
@@ -86,7 +103,7 @@ pub(super) fn state_impl(names: &GeneratedNames<'_>, fields: &[StateField]) -> T
 }
 
 /// `State::apply`: one write goes straight to the reducers; several are bucketed per field
-/// first.
+/// first. An overwritten field skips its reducer (see `overwrite_or_reduce`).
 fn apply_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>, no_fields: bool) -> TokenStream {
     let GeneratedNames {
         update, field_enum, ..
@@ -96,9 +113,11 @@ fn apply_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>, no_fields: boo
         idents,
         variants,
         reducers,
-        field_mut,
+        tys,
         bucket,
         part,
+        ow,
+        ow_count,
         ..
     } = per_field;
     let quiet_unused = if no_fields {
@@ -107,6 +126,18 @@ fn apply_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>, no_fields: boo
         quote!()
     };
     let single_write = single_write_path(names, per_field);
+    let reduce_buckets = (0..idents.len()).map(|i| {
+        let (b, v, c) = (&bucket[i], &variants[i], &ow_count[i]);
+        let too_many = quote! {
+            if #c > 1 {
+                return ::core::result::Result::Err((
+                    #field_enum::#v,
+                    #r::ReduceError::ConcurrentOverwrite { writes: #c },
+                ));
+            }
+        };
+        overwrite_or_reduce(names, per_field, i, &ow[i], too_many, quote!(#b))
+    });
     quote! {
         fn apply(
             &mut self,
@@ -121,32 +152,70 @@ fn apply_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>, no_fields: boo
             #(
                 let mut #bucket: ::std::vec::Vec<#reducers::Update> =
                     ::std::vec::Vec::new();
+                let mut #ow: ::core::option::Option<#tys> = ::core::option::Option::None;
+                let mut #ow_count: usize = 0;
             )*
             for __write in writes {
-                let #update { #(#idents: #part),* } = __write;
+                let #update { #(#idents: #part,)* __overwrite: __ow } = __write;
                 #(
                     if let ::core::option::Option::Some(__v) = #part {
                         #bucket.push(__v);
                     }
                 )*
+                if let ::core::option::Option::Some(__ow) = __ow {
+                    let __ow = *__ow;
+                    #(
+                        if let ::core::option::Option::Some(__v) = __ow.#idents {
+                            #ow = ::core::option::Option::Some(__v);
+                            #ow_count += 1;
+                        }
+                    )*
+                }
             }
             let mut __changes = ::std::vec::Vec::new();
-            #(
-                if !#bucket.is_empty() {
-                    let __change =
-                        #reducers::reduce(#field_mut(&mut self.#idents), #bucket, __ctx)
-                            .map_err(|__e| (#field_enum::#variants, __e))?;
-                    if __change.is_changed() {
-                        __changes.push((#field_enum::#variants, __change));
-                    }
-                }
-            )*
+            #(#reduce_buckets)*
             ::core::result::Result::Ok(__changes)
         }
     }
 }
 
-/// The fast path of `apply`: one write (most steps) needs no per-field buckets.
+/// One field's part of applying a step: if `overwrite` (an `Option` of the field's type)
+/// holds a value, `check` runs, the reducer's `overwrite` hook sets the field and it counts
+/// as replaced; otherwise the non-empty `writes` go through the reducer.
+fn overwrite_or_reduce(
+    names: &GeneratedNames<'_>,
+    per_field: &PerField<'_>,
+    i: usize,
+    overwrite: &Ident,
+    check: TokenStream,
+    writes: TokenStream,
+) -> TokenStream {
+    let field_enum = &names.field_enum;
+    let r = quote!(::stategraph::reducers);
+    let (ident, variant, reducer) = (
+        per_field.idents[i],
+        per_field.variants[i],
+        &per_field.reducers[i],
+    );
+    let (field_mut, into_value) = (&per_field.field_mut[i], &per_field.into_value[i]);
+    quote! {
+        if let ::core::option::Option::Some(__v) = #overwrite {
+            #check
+            #reducer::overwrite(#field_mut(&mut self.#ident), #into_value(__v), __ctx)
+                .map_err(|__e| (#field_enum::#variant, __e))?;
+            __changes.push((#field_enum::#variant, #r::Change::Replaced));
+        } else if !#writes.is_empty() {
+            let __change = #reducer::reduce(#field_mut(&mut self.#ident), #writes, __ctx)
+                .map_err(|__e| (#field_enum::#variant, __e))?;
+            if __change.is_changed() {
+                __changes.push((#field_enum::#variant, __change));
+            }
+        }
+    }
+}
+
+/// The fast path of `apply`: one write (most steps) needs no per-field buckets, and one
+/// without overwrites never looks at them again.
 fn single_write_path(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> TokenStream {
     let GeneratedNames {
         update, field_enum, ..
@@ -159,13 +228,29 @@ fn single_write_path(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> To
         part,
         ..
     } = per_field;
+    let with_overwrites = (0..idents.len()).map(|i| {
+        let (id, p) = (idents[i], &part[i]);
+        let slot = format_ident!("__owv_{}", i);
+        let writes = format_ident!("__w_{}", i);
+        let body = overwrite_or_reduce(names, per_field, i, &slot, quote!(), quote!(#writes));
+        quote! {
+            let #slot = __ow.#id;
+            let #writes = #p.map_or_else(::std::vec::Vec::new, |__v| ::std::vec![__v]);
+            #body
+        }
+    });
     quote! {
         // Fast path: one write (most steps) needs no per-field buckets.
         if writes.len() == 1 {
             let mut writes = writes;
             let mut __changes = ::std::vec::Vec::new();
             if let ::core::option::Option::Some(__write) = writes.pop() {
-                let #update { #(#idents: #part),* } = __write;
+                let #update { #(#idents: #part,)* __overwrite: __ow } = __write;
+                if let ::core::option::Option::Some(__ow) = __ow {
+                    let __ow = *__ow;
+                    #(#with_overwrites)*
+                    return ::core::result::Result::Ok(__changes);
+                }
                 #(
                     if let ::core::option::Option::Some(__v) = #part {
                         let __change = #reducers::reduce(
@@ -185,7 +270,7 @@ fn single_write_path(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> To
     }
 }
 
-/// `State::written`: the fields an update writes.
+/// `State::written`: the fields an update writes or overwrites.
 fn written_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> TokenStream {
     let GeneratedNames {
         update, field_enum, ..
@@ -195,8 +280,9 @@ fn written_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> TokenStre
     } = per_field;
     quote! {
         fn written(update: &#update, f: &mut dyn ::core::ops::FnMut(#field_enum)) {
+            let __ow = update.__overwrite.as_deref();
             #(
-                if update.#idents.is_some() {
+                if update.#idents.is_some() || __ow.is_some_and(|__o| __o.#idents.is_some()) {
                     f(#field_enum::#variants);
                 }
             )*

@@ -1,17 +1,20 @@
-//! The generated update type: a struct of optional field writes, its setters, the state's
-//! `update()` constructor, and its conversions into a `Command` and an `Input`.
+//! The generated update type: a struct of optional field writes (and, boxed, the fields it
+//! overwrites), its setters, the state's `update()` constructor, and its conversions into a
+//! `Command` and an `Input`.
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::{Ident, Visibility};
 
 use super::field::StateField;
+use super::overwrite;
 
 /// The update struct, its setters and `State::update()`.
 pub(super) fn update_struct(
     state: &Ident,
     vis: &Visibility,
     update: &Ident,
+    overwrite: &Ident,
     fields: &[StateField],
 ) -> TokenStream {
     let struct_doc = format!(
@@ -25,30 +28,28 @@ pub(super) fn update_struct(
         let ty = field_update_type(f);
         quote! {
             #[doc = #doc]
-            #[serde(default, skip_serializing_if = "::core::option::Option::is_none")]
             #vis #ident: ::core::option::Option<#ty>
         }
     });
     let setters = fields.iter().map(|f| setter(vis, f));
+    let overwrite_setters = fields.iter().map(|f| overwrite::setter(vis, f));
     let update_fn_doc = format!("An empty [`{update}`]: chain its setters to write fields.");
     quote! {
         #[doc = #struct_doc]
-        #[derive(
-            ::core::clone::Clone,
-            ::core::default::Default,
-            ::core::fmt::Debug,
-            ::stategraph::serde::Serialize,
-            ::stategraph::serde::Deserialize,
-        )]
-        #[serde(crate = "::stategraph::serde")]
+        #[derive(::core::clone::Clone, ::core::default::Default)]
         #vis struct #update {
             #(#defs,)*
+            /// The fields this write overwrites (set by the `overwrite_*` setters): `None`
+            /// when it overwrites none.
+            #[doc(hidden)]
+            #vis __overwrite: ::core::option::Option<::std::boxed::Box<#overwrite>>,
         }
 
         #[automatically_derived]
         #[allow(dead_code, clippy::all)]
         impl #update {
             #(#setters)*
+            #(#overwrite_setters)*
         }
 
         #[automatically_derived]
@@ -67,11 +68,17 @@ pub(super) fn update_struct(
 fn setter(vis: &Visibility, f: &StateField) -> TokenStream {
     let ident = &f.ident;
     let ty = field_update_type(f);
-    let doc = format!("Write `{}` (reduced by {}).", f.name, f.reducer_doc);
+    let doc = format!(
+        "Write `{}` (reduced by {}); replaces an overwrite of it set on this update.",
+        f.name, f.reducer_doc
+    );
     quote! {
         #[doc = #doc]
         #[must_use]
         #vis fn #ident(mut self, value: #ty) -> Self {
+            if let ::core::option::Option::Some(__ow) = self.__overwrite.as_deref_mut() {
+                __ow.#ident = ::core::option::Option::None;
+            }
             self.#ident = ::core::option::Option::Some(value);
             self
         }
@@ -79,7 +86,7 @@ fn setter(vis: &Visibility, f: &StateField) -> TokenStream {
 }
 
 /// The type one write to `f` carries.
-fn field_update_type(f: &StateField) -> TokenStream {
+pub(super) fn field_update_type(f: &StateField) -> TokenStream {
     if f.with.is_some() {
         // The hidden reducer is private to the generated code; its `Update` is the field type.
         let ty = &f.ty;

@@ -35,6 +35,7 @@ pub(super) fn value_traits(fields: &[StateField]) -> TokenStream {
                 fn __from_field_mut(value: &mut T) -> &mut Self;
                 fn __from_field(value: &T) -> &Self;
                 fn __into_field(self) -> T;
+                fn __from_field_owned(value: T) -> Self;
             }
 
             impl<T> #trait_name<T> for T {
@@ -49,6 +50,10 @@ pub(super) fn value_traits(fields: &[StateField]) -> TokenStream {
                 #[inline(always)]
                 fn __into_field(self) -> T {
                     self
+                }
+                #[inline(always)]
+                fn __from_field_owned(value: T) -> T {
+                    value
                 }
             }
         }
