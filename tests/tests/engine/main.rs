@@ -13,6 +13,7 @@ mod inspect_replay;
 mod interrupt_resume;
 mod mermaid_export;
 mod node_error_handlers;
+mod node_error_handlers_resume;
 mod node_timeouts;
 mod replay_branches;
 mod replay_reads_what_changed;
