@@ -36,10 +36,12 @@
 extern crate self as stategraph;
 
 pub mod command;
+pub mod context;
 pub mod diff;
 pub mod error;
 pub mod event;
 pub mod graph;
+pub mod managed;
 mod mermaid;
 pub mod node;
 pub mod replay;
@@ -53,6 +55,7 @@ pub mod testing;
 pub mod worker;
 
 pub use command::{Command, Goto, Interrupt, Interrupted, Resume, Route, SendTo, END, START};
+pub use context::{ContextError, ContextSchema, ContextValue, RouteContext};
 pub use error::{BoxError, CompileError, Error, GraphProblem, RunError};
 pub use event::{Event, EventKind, MessagePart, Shared, StreamMode, TaskStatus};
 pub use graph::{CompiledGraph, StateGraph};

@@ -98,12 +98,14 @@ pub async fn run_node<S: State>(
         until_step: None,
         answers: Mutex::default(),
         usage: crate::run::RunUsage::default(),
+        context: None,
     });
     let ctx = NodeContext {
         inner: Arc::new(TaskInfo {
             node: node.name.clone(),
             task,
             step: 0,
+            stop: i64::try_from(crate::DEFAULT_RECURSION_LIMIT).unwrap_or(i64::MAX),
             ns: Namespace::root(),
             thread: None,
             arg: None,

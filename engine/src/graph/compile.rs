@@ -26,6 +26,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         branches: branch_specs,
         interrupt_before,
         interrupt_after,
+        context_schema,
     } = graph;
     let mut wiring = Wiring::new(&nodes);
     wiring.add_edges(&edges);
@@ -57,6 +58,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
             joins: wiring.joins,
             edges,
             join_specs,
+            context_schema,
             interrupt_before,
             interrupt_after,
             states: std::sync::Mutex::new(HashMap::new()),

@@ -132,6 +132,8 @@ pub(crate) struct RunShared {
     pub(crate) answers: Mutex<Vec<TaskAnswers>>,
     /// The token usage the run's model calls recorded.
     pub(crate) usage: RunUsage,
+    /// The run's context (never checkpointed), the same at every level.
+    pub(crate) context: Option<crate::ContextValue>,
 }
 
 /// One graph level of a run (the root graph, or a subgraph run by a task of its parent):
@@ -208,6 +210,7 @@ impl<S: State> CompiledGraph<S> {
             until_step: config.until_step,
             answers: Mutex::default(),
             usage: RunUsage::new(config.usage_meters.clone()),
+            context: config.context.clone(),
         }))
     }
 
