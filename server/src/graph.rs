@@ -145,25 +145,27 @@ pub(crate) fn parse_update<S: State>(value: &Value, what: &str) -> ApiResult<S::
     })
 }
 
-/// A run's `context` field as the context its nodes read: none for no field, `null` or `{}`
-/// (what LangGraph's server stores when a request gives none); decoded as the graph's
-/// declared type ([`StateGraph::context_schema`](stategraph::StateGraph::context_schema)),
-/// or, for a graph that declares none, the JSON value itself (a [`Value`]). A context that
-/// does not decode is a 422 naming the type and what serde found wrong.
+/// A run's `context` field as the context its nodes read: decoded as the graph's declared
+/// type ([`StateGraph::context_schema`](stategraph::StateGraph::context_schema)), or, for a
+/// graph that declares none, the JSON value itself (a [`Value`]). A context that does not
+/// decode is a 422 naming the type and what serde found wrong. No field and `null` are `{}`,
+/// as LangGraph's server stores them; `{}` that the declared type cannot be made from (a
+/// field without a default) is no context, where LangGraph fails the run (decision 0094).
 pub(crate) fn run_context(
     schema: Option<ContextSchema>,
     json: Option<&Value>,
 ) -> ApiResult<Option<ContextValue>> {
     let json = match json {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(o)) if o.is_empty() => return Ok(None),
+        None | Some(Value::Null) => &Value::Object(Map::new()),
         Some(v) => v,
     };
+    let empty = json.as_object().is_some_and(Map::is_empty);
     match schema {
-        Some(schema) => schema
-            .decode(json)
-            .map(Some)
-            .map_err(|e| ApiError::Invalid(e.to_string())),
+        Some(schema) => match schema.decode(json) {
+            Ok(value) => Ok(Some(value)),
+            Err(_) if empty => Ok(None),
+            Err(e) => Err(ApiError::Invalid(e.to_string())),
+        },
         None => Ok(Some(ContextValue::new(json.clone()))),
     }
 }

@@ -102,7 +102,7 @@ async fn a_context_that_does_not_fit_is_a_422_naming_the_type_and_the_field() ->
 }
 
 #[tokio::test]
-async fn no_context_or_an_empty_one_leaves_the_run_without_context() -> TestResult {
+async fn no_context_leaves_the_run_without_one_when_its_type_needs_fields() -> TestResult {
     let s = served().await?;
     let api = s.api();
     for body in [
@@ -135,6 +135,14 @@ async fn a_graph_without_a_context_type_gets_the_json_itself() -> TestResult {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["log"], json!([r#"{"any":[1,2]}"#]));
+    // No context is `{}`, as LangGraph's server gives it.
+    let r = api
+        .post(
+            &format!("/threads/{t}/runs/wait"),
+            json!({"assistant_id": "echo", "input": {}}),
+        )
+        .await;
+    assert_eq!(r.json()["log"], json!([r#"{"any":[1,2]}"#, "{}"]));
     Ok(())
 }
 
@@ -169,5 +177,29 @@ async fn a_runs_context_is_in_no_thread_state_or_history() -> TestResult {
         entry["values"] = Value::Null;
         assert!(!entry.to_string().contains(secret), "{entry}");
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_queued_runs_context_reaches_its_nodes_on_postgres() -> TestResult {
+    let (g, e) = (greeter()?, echo()?);
+    let schema = common::fresh_schema("run_context");
+    let Some(s) =
+        Served::start_postgres_with(&schema, move |b| b.graph("greeter", &g).graph("echo", &e))
+            .await
+    else {
+        return Ok(());
+    };
+    let api = s.api();
+    let t = api.thread().await;
+    let r = api
+        .post(
+            &format!("/threads/{t}/runs/wait"),
+            json!({"assistant_id": "greeter", "input": {},
+                   "context": {"user": "ada", "tier": 3}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["log"], json!(["hello ada (tier 3)"]));
     Ok(())
 }
