@@ -303,3 +303,49 @@ impl<'a> RouteContext<'a> {
         read(self.context)
     }
 }
+
+impl<S: crate::State> crate::CompiledGraph<S> {
+    /// [`CompiledGraph::replay`](crate::CompiledGraph::replay) with the replayed runs given
+    /// `context`: no checkpoint holds the recorded runs' context, so a graph whose nodes read
+    /// one is replayed with the context the caller gives (the recorded runs' own, to replay
+    /// them faithfully).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stategraph::prelude::*;
+    /// use stategraph::ContextValue;
+    ///
+    /// #[derive(State, Clone, Default, Debug)]
+    /// struct S { user: String }
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let graph = StateGraph::<S>::new()
+    ///     .add_node("who", |_s: Arc<S>, cx: NodeContext| async move {
+    ///         Ok::<_, BoxError>(S::update().user(cx.context::<String>()?.clone()))
+    ///     })
+    ///     .add_edge(START, "who")
+    ///     .add_edge("who", END)
+    ///     .compile()?
+    ///     .with_checkpointer(Arc::new(MemorySaver::new()));
+    /// let config = RunConfig::new().thread("t").context("ada".to_owned());
+    /// graph.invoke(S::update(), &config).await?;
+    /// let first = graph.get_state_history("t", Default::default()).await?.last().unwrap().checkpoint.id;
+    /// let same = ContextValue::new("ada".to_owned());
+    /// let report = graph.replay_with_context("t", first, None, same).await?;
+    /// assert!(report.divergence.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`CompiledGraph::replay`](crate::CompiledGraph::replay).
+    pub async fn replay_with_context(
+        &self,
+        thread: &str,
+        from: stategraph_checkpoints::CheckpointId,
+        to: Option<stategraph_checkpoints::CheckpointId>,
+        context: ContextValue,
+    ) -> Result<crate::replay::ReplayReport, crate::RunError> {
+        self.replay_in(thread, from, to, Some(context)).await
+    }
+}

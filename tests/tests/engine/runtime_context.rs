@@ -269,3 +269,28 @@ async fn a_json_context_that_does_not_fit_is_refused_naming_the_type() -> TestRe
     assert!(text.contains("Ctx") && text.contains("integer"), "{text}");
     Ok(())
 }
+
+/// A graph whose node writes the run's caller, on a memory saver.
+fn who_graph() -> Result<CompiledGraph<Log>, stategraph::CompileError> {
+    Ok(one("who")?.with_checkpointer(Arc::new(MemorySaver::new())))
+}
+
+#[tokio::test]
+async fn a_replay_given_the_runs_context_does_not_diverge() -> TestResult {
+    let graph = who_graph()?;
+    let config = RunConfig::new()
+        .thread("t")
+        .context(Ctx { user: "ada".into() });
+    graph.invoke(Log::update(), &config).await?;
+    let history = graph
+        .get_state_history("t", stategraph::checkpoints::ListOptions::default())
+        .await?;
+    let first = history.last().ok_or("no checkpoint")?.checkpoint.id;
+    let same = stategraph::ContextValue::new(Ctx { user: "ada".into() });
+    let report = graph.replay_with_context("t", first, None, same).await?;
+    assert!(report.divergence.is_none(), "{:?}", report.divergence);
+    // Without it the node sees none and writes something else: the replay names the step.
+    let bare = graph.replay("t", first, None).await?;
+    assert!(bare.divergence.is_some());
+    Ok(())
+}
