@@ -6,9 +6,10 @@
 //! for each task from the step it runs in and the step its graph level stops after, with
 //! LangGraph's numbers: `stop = s0 + recursion_limit + 1`, where `s0` is the step of the
 //! run's `input` checkpoint for new input (−1 on a new thread, whose `__start__` step is 0),
-//! or the first step a resume or a continue runs. A task of step `s` sees
-//! `remaining = stop − s` and `is_last = (s == stop − 1)`. On a new thread with limit `L` the
-//! first node sees `L − 1`; a resumed task sees `L + 1` (the resume's first step is a node's).
+//! or the first step a command (a resume, an update, a goto) or a continue runs. A task of
+//! step `s` sees `remaining = stop − s` and `is_last = (s == stop − 1)`. On a new thread with
+//! limit `L` the first node sees `L − 1`; the first task a command runs sees `L + 1` (there is
+//! no `__start__` step before it).
 //! A subgraph counts its own steps from its own start, against the same limit.
 //!
 //! ```

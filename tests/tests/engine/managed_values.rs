@@ -251,3 +251,28 @@ async fn a_resume_starts_a_new_count_from_the_resumed_step() -> TestResult {
     assert_eq!(Some(&json!(out.state.log)), lg.get("log"));
     Ok(())
 }
+
+#[tokio::test]
+async fn a_command_that_updates_and_routes_counts_from_the_step_it_runs() -> TestResult {
+    let lg = recorded("runtime_context_managed_resume")?;
+    let graph = StateGraph::<Steps>::new()
+        .add_node("tick", |_s: Arc<Steps>, cx: NodeContext| async move {
+            let entry = json!(["tick", cx.remaining_steps(), cx.is_last_step()]);
+            Ok::<_, BoxError>(Steps::update().log(vec![entry]))
+        })
+        .add_edge(START, "tick")
+        .add_edge("tick", END)
+        .compile()?
+        .with_checkpointer(Arc::new(MemorySaver::new()));
+    let config = RunConfig::new().recursion_limit(5).thread("cmd");
+    graph.invoke(Steps::update(), &config).await?;
+    let command = Command::new()
+        .update(Steps::update().log(vec![json!("update")]))
+        .goto("tick");
+    let out = graph.invoke(command, &config).await?;
+    assert_eq!(
+        Some(&json!(out.state.log)),
+        lg.get("command_update_goto_limit_5")
+    );
+    Ok(())
+}
