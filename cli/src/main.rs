@@ -222,7 +222,7 @@ pub(crate) enum Command {
         read_only: bool,
     },
     /// Serve LangGraph's Agent Server API over the demo graphs (chain, agent, approval,
-    /// custom, slow, nested, boom, chat, guarded_chat), so langgraph-sdk and agent-chat-ui
+    /// custom, slow, nested, boom, greet, chat, guarded_chat), so langgraph-sdk and agent-chat-ui
     /// can be tried on them; with --ui, a chat page too.
     ///
     /// Threads, checkpoints and runs live in FILE (made if missing); runs left queued or

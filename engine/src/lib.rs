@@ -37,12 +37,14 @@ extern crate self as stategraph;
 
 pub mod cache;
 pub mod command;
+pub mod context;
 pub mod diff;
 pub mod error;
 pub mod event;
 pub mod func;
 pub mod graph;
 pub mod handler;
+pub mod managed;
 mod mermaid;
 pub mod node;
 pub mod overwrite;
@@ -58,6 +60,7 @@ pub mod timeout;
 pub mod worker;
 
 pub use command::{Command, Goto, Interrupt, Interrupted, Resume, Route, SendTo, END, START};
+pub use context::{ContextError, ContextSchema, ContextValue, RouteContext};
 pub use error::{BoxError, CompileError, Error, GraphProblem, RunError};
 pub use event::{
     CheckpointEvent, Event, EventKind, MessagePart, NextTask, Shared, StreamMode, TaskStatus,

@@ -341,6 +341,8 @@ pub(crate) struct TaskInfo {
     pub(crate) node: Arc<str>,
     pub(crate) task: TaskId,
     pub(crate) step: i64,
+    /// The last step the task's graph level may run (see [`crate::managed`]).
+    pub(crate) stop: i64,
     pub(crate) ns: Namespace,
     pub(crate) thread: Option<ThreadId>,
     pub(crate) arg: Option<Arc<serde_json::Value>>,

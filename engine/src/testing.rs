@@ -74,6 +74,51 @@ pub async fn run_node<S: State>(
     name: &str,
     state: S,
 ) -> Result<NodeRun<S>, RunError> {
+    run_node_in(graph, name, state, None).await
+}
+
+/// [`run_node`], the node's run given `context` ([`NodeContext::context`] reads it).
+///
+/// ```
+/// use std::sync::Arc;
+/// use stategraph::prelude::*;
+/// use stategraph::testing::run_node_with_context;
+/// use stategraph::ContextValue;
+///
+/// #[derive(State, Clone, Default, Debug)]
+/// struct S { user: String }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let graph = StateGraph::<S>::new()
+///     .add_node("who", |_s: Arc<S>, cx: NodeContext| async move {
+///         Ok::<_, BoxError>(S::update().user(cx.context::<String>()?.clone()))
+///     })
+///     .add_edge(START, "who")
+///     .add_edge("who", END)
+///     .compile()?;
+/// let run = run_node_with_context(&graph, "who", S::default(), ContextValue::new("ada".to_owned())).await?;
+/// assert_eq!(run.state.user, "ada");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+///
+/// # Errors
+/// As [`run_node`].
+pub async fn run_node_with_context<S: State>(
+    graph: &CompiledGraph<S>,
+    name: &str,
+    state: S,
+    context: crate::ContextValue,
+) -> Result<NodeRun<S>, RunError> {
+    run_node_in(graph, name, state, Some(context)).await
+}
+
+async fn run_node_in<S: State>(
+    graph: &CompiledGraph<S>,
+    name: &str,
+    state: S,
+    context: Option<crate::ContextValue>,
+) -> Result<NodeRun<S>, RunError> {
     let &i = graph
         .inner
         .index
@@ -99,12 +144,14 @@ pub async fn run_node<S: State>(
         answers: Mutex::default(),
         usage: crate::run::RunUsage::default(),
         cache: None,
+        context,
     });
     let ctx = NodeContext {
         inner: Arc::new(TaskInfo {
             node: node.name.clone(),
             task,
             step: 0,
+            stop: i64::try_from(crate::DEFAULT_RECURSION_LIMIT).unwrap_or(i64::MAX),
             ns: Namespace::root(),
             thread: None,
             arg: None,

@@ -50,6 +50,7 @@ pub mod context;
 pub mod deferred;
 pub mod delivery;
 pub mod guardrail;
+pub mod last_step;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod media;

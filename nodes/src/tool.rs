@@ -404,6 +404,30 @@ impl fmt::Debug for ToolContext {
 }
 
 impl ToolContext {
+    /// The graph run's context ([`RunConfig::context`](stategraph::RunConfig::context)) as a
+    /// `T`, as LangGraph's `ToolRuntime.context` gives it: the same value the run's nodes see
+    /// (a subagent's tools see their lead's run's).
+    ///
+    /// ```
+    /// use stategraph_nodes::{RunContext, ThreadState, ToolContext};
+    ///
+    /// let cx = ToolContext::detached(ThreadState::default(), RunContext::default());
+    /// assert!(cx.context::<String>().is_err(), "outside a graph run there is none");
+    /// ```
+    ///
+    /// # Errors
+    /// [`ContextError::Missing`](stategraph::ContextError::Missing) outside a graph run or
+    /// when the run has none; [`ContextError::WrongType`](stategraph::ContextError::WrongType)
+    /// when it is not a `T`.
+    pub fn context<T: std::any::Any>(&self) -> Result<&T, stategraph::ContextError> {
+        match &self.node {
+            Some(node) => node.context::<T>(),
+            None => Err(stategraph::ContextError::Missing {
+                expected: std::any::type_name::<T>(),
+            }),
+        }
+    }
+
     /// A context outside any graph run (for unit tests of tools and layers).
     pub fn detached(state: ThreadState, run: RunContext) -> Self {
         ToolContext {

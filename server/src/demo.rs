@@ -199,6 +199,43 @@ pub fn boom() -> Result<CompiledGraph<Log>, CompileError> {
         .compile()
 }
 
+/// The runtime context of the [`greet`] graph: who a run is for. Every field has a default,
+/// so a run given no context greets the default caller, as LangGraph's server does.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Caller {
+    /// The caller's name (empty when not given).
+    #[serde(default)]
+    pub user: String,
+    /// Their tier (1 when not given).
+    #[serde(default = "first_tier")]
+    pub tier: u8,
+}
+
+fn first_tier() -> u8 {
+    1
+}
+
+/// `greet` appends `hello <user> (tier <tier>)` for the run's [`Caller`] context (`no caller`
+/// for a run started without one, from Rust). It declares `Caller` as its context type, so a
+/// run's JSON `context` is decoded as one (a 422 when it does not fit).
+///
+/// # Errors
+/// As [`chain`].
+pub fn greet() -> Result<CompiledGraph<Log>, CompileError> {
+    StateGraph::<Log>::new()
+        .context_schema::<Caller>()
+        .add_node("greet", |_s: Arc<Log>, cx: NodeContext| async move {
+            let line = match cx.context::<Caller>() {
+                Ok(c) => format!("hello {} (tier {})", c.user, c.tier),
+                Err(_) => "no caller".to_owned(),
+            };
+            Ok::<_, BoxError>(Log::update().log(vec![line]))
+        })
+        .add_edge(START, "greet")
+        .add_edge("greet", END)
+        .compile()
+}
+
 #[cfg(feature = "agent")]
 pub use chat::{chat, guarded_chat, Conversation, EchoModel};
 
@@ -343,7 +380,8 @@ pub fn register(builder: ServerBuilder) -> Result<ServerBuilder, CompileError> {
         .graph("custom", &custom()?)
         .graph("slow", &slow()?)
         .graph("nested", &nested()?)
-        .graph("boom", &boom()?);
+        .graph("boom", &boom()?)
+        .graph("greet", &greet()?);
     #[cfg(feature = "agent")]
     let builder = builder
         .graph("chat", &chat()?)

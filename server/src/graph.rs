@@ -10,8 +10,8 @@ use stategraph::checkpoints::{CheckpointId, ListOptions, Namespace, Resume, Save
 use stategraph::diff::state_to_json;
 use stategraph::state::Field;
 use stategraph::{
-    Command, CompiledGraph, Event, Input, Interrupt, RunConfig, SendTo, State, StateSnapshot,
-    StreamMode,
+    Command, CompiledGraph, ContextSchema, ContextValue, Event, Input, Interrupt, RunConfig,
+    SendTo, State, StateSnapshot, StreamMode,
 };
 
 use crate::error::{ApiError, ApiResult};
@@ -55,6 +55,8 @@ pub(crate) trait ServedGraph: Send + Sync {
     fn nodes(&self) -> Vec<String>;
     /// Check a run's input or command before the run is accepted (a 422 names the field).
     fn check(&self, input: &RunInput) -> ApiResult<()>;
+    /// A run's `context` as the graph's declared context type (see [`run_context`]).
+    fn context(&self, json: Option<&Value>) -> ApiResult<Option<ContextValue>>;
     /// Start run `run`.
     fn start(
         &self,
@@ -141,6 +143,31 @@ pub(crate) fn parse_update<S: State>(value: &Value, what: &str) -> ApiResult<S::
         }
         ApiError::Invalid(format!("{what}: {whole}"))
     })
+}
+
+/// A run's `context` field as the context its nodes read: decoded as the graph's declared
+/// type ([`StateGraph::context_schema`](stategraph::StateGraph::context_schema)), or, for a
+/// graph that declares none, the JSON value itself (a [`Value`]). A context that does not
+/// decode is a 422 naming the type and what serde found wrong. No field and `null` are `{}`,
+/// as LangGraph's server stores them; `{}` that the declared type cannot be made from (a
+/// field without a default) is no context, where LangGraph fails the run (decision 0094).
+pub(crate) fn run_context(
+    schema: Option<ContextSchema>,
+    json: Option<&Value>,
+) -> ApiResult<Option<ContextValue>> {
+    let json = match json {
+        None | Some(Value::Null) => &Value::Object(Map::new()),
+        Some(v) => v,
+    };
+    let empty = json.as_object().is_some_and(Map::is_empty);
+    match schema {
+        Some(schema) => match schema.decode(json) {
+            Ok(value) => Ok(Some(value)),
+            Err(_) if empty => Ok(None),
+            Err(e) => Err(ApiError::Invalid(e.to_string())),
+        },
+        None => Ok(Some(ContextValue::new(json.clone()))),
+    }
 }
 
 fn kind_of(v: &Value) -> &'static str {
@@ -284,6 +311,10 @@ impl<S: State, R: Runner<S>> ServedGraph for Served<S, R> {
             RunInput::Command(c) => parse_command::<S>(c, &[]).map(drop),
             RunInput::Continue => Ok(()),
         }
+    }
+
+    fn context(&self, json: Option<&Value>) -> ApiResult<Option<ContextValue>> {
+        run_context(self.graph().context_schema(), json)
     }
 
     fn start(

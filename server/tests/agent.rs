@@ -110,3 +110,47 @@ async fn a_served_agent_takes_and_gives_messages_as_langchain_dicts() -> TestRes
     model.verify()?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_agents_tools_read_the_runs_json_context() -> TestResult {
+    let whoami = FnTool::new(
+        ToolSpec::new("whoami", "Say who asks.", ToolSource::Config),
+        |call, cx| async move {
+            let text = match cx.context::<serde_json::Value>() {
+                Ok(v) => v["user"].as_str().unwrap_or("?").to_owned(),
+                Err(e) => e.to_string(),
+            };
+            Ok(ToolMessage::new(call.id, "whoami", text).into())
+        },
+    );
+    let model = ScriptedModel::new(
+        "m",
+        [
+            AiMessage::calls([ToolCall::new("c1", "whoami", json!({}))]),
+            AiMessage::text("done"),
+        ],
+    );
+    let agent = AgentBuilder::new(model)
+        .tool(whoami)
+        .assemble(RunContext::new("unused", "ana"))
+        .await?;
+    let s = Served::start_with(|b| b.runner("assistant", agent))
+        .await
+        .map_err(|e| e.to_string())?;
+    let api = s.api();
+    let t = api.thread().await;
+    let r = api
+        .post(
+            &format!("/threads/{t}/runs/wait"),
+            json!({"assistant_id": "assistant", "context": {"user": "ada"},
+                   "input": {"messages": [{"type": "human", "content": "who am I?"}]}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let tool = r.json()["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["type"] == "tool").cloned())
+        .ok_or("no tool message")?;
+    assert_eq!(tool["content"], "ada");
+    Ok(())
+}

@@ -114,6 +114,7 @@ scenarios!(
     update_state,
     history,
     wait_join,
+    context,
     cancel,
     reject_busy,
     enqueue,

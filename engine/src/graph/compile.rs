@@ -27,6 +27,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         interrupt_before,
         interrupt_after,
         node_defaults,
+        context_schema,
     } = graph;
     let mut wiring = Wiring::new(&nodes);
     let nodes = defaults::apply(nodes, node_defaults, &mut wiring.problems);
@@ -63,6 +64,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
             joins: wiring.joins,
             edges,
             join_specs,
+            context_schema,
             interrupt_before,
             interrupt_after,
             states: std::sync::Mutex::new(HashMap::new()),

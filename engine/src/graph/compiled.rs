@@ -50,6 +50,8 @@ pub(crate) struct GraphInner<S: State> {
     pub(crate) joins: Vec<Join>,
     pub(crate) edges: Vec<(String, String)>,
     pub(crate) join_specs: Vec<(Vec<String>, String)>,
+    /// The context type the graph declared, if any.
+    pub(crate) context_schema: Option<crate::ContextSchema>,
     pub(crate) interrupt_before: Vec<bool>,
     pub(crate) interrupt_after: Vec<bool>,
     /// The order control records list channels and nodes in (see [`ControlOrder`]).

@@ -2,6 +2,7 @@
 
 mod compile;
 mod compiled;
+mod context;
 mod control_order;
 mod defaults;
 mod node_run;
@@ -23,7 +24,7 @@ use node_run::UserNode;
 pub(crate) use node_run::{NodeRun, TaskOutput};
 
 /// A conditional edge's router, with its result made a [`Route`].
-type RouterFn<S> = Arc<dyn Fn(&S) -> Route + Send + Sync>;
+type RouterFn<S> = Arc<dyn Fn(&S, &crate::RouteContext<'_>) -> Route + Send + Sync>;
 
 /// A node as declared, before compiling.
 struct NodeSpec<S: State> {
@@ -69,6 +70,7 @@ pub struct StateGraph<S: State> {
     interrupt_before: Vec<String>,
     interrupt_after: Vec<String>,
     node_defaults: Option<NodeOptions>,
+    context_schema: Option<crate::ContextSchema>,
 }
 
 impl<S: State> std::fmt::Debug for StateGraph<S> {
@@ -102,6 +104,7 @@ impl<S: State> StateGraph<S> {
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
             node_defaults: None,
+            context_schema: None,
         }
     }
 
@@ -262,7 +265,7 @@ impl<S: State> StateGraph<S> {
     {
         self.branches.push(BranchSpec {
             from: from.into(),
-            router: Arc::new(move |s: &S| router(s).into()),
+            router: Arc::new(move |s: &S, _: &crate::RouteContext<'_>| router(s).into()),
             targets: targets.into_iter().map(Into::into).collect(),
         });
         self

@@ -100,6 +100,8 @@ pub(super) struct Replay<'a, S: State> {
     /// The last pair of checkpoints (recorded, replayed) found equal: their states, pending
     /// interrupts and next nodes agree.
     equal_at: Option<(CheckpointId, CheckpointId)>,
+    /// The runtime context the replayed runs are given (none is stored to replay).
+    pub(super) context: Option<crate::ContextValue>,
 }
 
 impl<'a, S: State> Replay<'a, S> {
@@ -116,6 +118,7 @@ impl<'a, S: State> Replay<'a, S> {
             scratch,
             written: WriteOrder::default(),
             equal_at: None,
+            context: None,
         }
     }
 
@@ -351,6 +354,7 @@ impl<'a, S: State> Replay<'a, S> {
             .interrupt_before(pauses.before.iter().cloned())
             .interrupt_after(pauses.after.iter().cloned());
         config.until_step = Some(until);
+        config.context = self.context.clone();
         // A replay re-runs the code: it never reads (or fills) the node cache.
         let graph = self.graph.without_cache();
         let mut stream = graph.stream(input, &config, StreamMode::updates());

@@ -145,6 +145,18 @@ impl<S: State> CompiledGraph<S> {
         from: CheckpointId,
         to: Option<CheckpointId>,
     ) -> Result<ReplayReport, RunError> {
+        self.replay_in(thread, from, to, None).await
+    }
+
+    /// [`CompiledGraph::replay`], the replayed runs given `context` (see
+    /// [`CompiledGraph::replay_with_context`]).
+    pub(crate) async fn replay_in(
+        &self,
+        thread: &str,
+        from: CheckpointId,
+        to: Option<CheckpointId>,
+        context: Option<crate::ContextValue>,
+    ) -> Result<ReplayReport, RunError> {
         let saver = self.saver.clone().ok_or(RunError::MissingThread)?;
         let thread_id = ThreadId::new(thread)?;
         let root = Namespace::root();
@@ -160,7 +172,8 @@ impl<S: State> CompiledGraph<S> {
         let scratch = scratch_thread(thread, from, to)?;
         saver.delete_thread(&scratch).await?;
         saver.copy_branch(&thread_id, &scratch, from).await?;
-        let replay = Replay::new(self, saver.as_ref(), thread_id, scratch.clone());
+        let mut replay = Replay::new(self, saver.as_ref(), thread_id, scratch.clone());
+        replay.context = context;
         let result = replay.run(from, to, &recorded).await;
         saver.delete_thread(&scratch).await?;
         result

@@ -81,12 +81,23 @@ impl<S: State> RunLoop<S> {
             };
             for &b in branch_ids {
                 let branch = &g.branches[b];
-                let route = (branch.router)(&self.state);
+                let route = (branch.router)(&self.state, &self.route_context());
                 self.route(route.0, &branch.from, Some(&branch.targets), &mut next)?;
             }
         }
         self.record_versions(&g, version, &changes, next, writes.joins_touched);
         Ok(())
+    }
+
+    /// What this step's routers see besides the state (three words, no allocation).
+    fn route_context(&self) -> crate::RouteContext<'_> {
+        crate::RouteContext {
+            context: self.shared.context.as_ref(),
+            steps: crate::managed::Steps {
+                step: self.step,
+                stop: self.stop,
+            },
+        }
     }
 
     /// Mark the triggers the step's edge tasks consumed.

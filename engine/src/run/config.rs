@@ -44,6 +44,8 @@ pub struct RunConfig {
     pub(crate) until_step: Option<i64>,
     /// Meters the run's token usage is also added to.
     pub(crate) usage_meters: Vec<super::UsageMeter>,
+    /// The run's context (see [`crate::context`]).
+    pub(crate) context: Option<crate::ContextValue>,
 }
 
 impl Default for RunConfig {
@@ -59,6 +61,7 @@ impl Default for RunConfig {
             interrupt_after: Vec::new(),
             until_step: None,
             usage_meters: Vec::new(),
+            context: None,
         }
     }
 }

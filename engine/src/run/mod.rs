@@ -138,6 +138,8 @@ pub(crate) struct RunShared {
     pub(crate) usage: RunUsage,
     /// The root graph's node cache, which its subgraphs use.
     pub(crate) cache: Option<crate::cache::GraphCache>,
+    /// The run's context (never checkpointed), the same at every level.
+    pub(crate) context: Option<crate::ContextValue>,
 }
 
 /// One graph level of a run (the root graph, or a subgraph run by a task of its parent):
@@ -218,6 +220,7 @@ impl<S: State> CompiledGraph<S> {
             answers: Mutex::default(),
             usage: RunUsage::new(config.usage_meters.clone()),
             cache: self.cache.clone(),
+            context: config.context.clone(),
         }))
     }
 

@@ -28,6 +28,7 @@ impl<S: State> RunLoop<S> {
                 node: self.node_name(t),
                 task: t.id,
                 step: self.step,
+                stop: self.stop,
                 ns: self.level.ns.clone(),
                 thread: self.shared.thread.clone(),
                 arg: t.arg.clone(),

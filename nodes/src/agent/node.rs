@@ -116,8 +116,13 @@ impl AgentCore {
             .trace
             .entries_since(before, |e| e.model_call == Some(number));
         emit_trace(&ctx, mine).await;
-        let ai = response.message;
-        let calls = ai.tool_calls.clone();
+        let mut ai = response.message;
+        let mut calls = ai.tool_calls.clone();
+        let turn = batches(&calls, |c| self.is_read_only(c));
+        if !calls.is_empty() && crate::last_step::out_of_steps(&ctx, turn.len()) {
+            ai = crate::last_step::need_more_steps(&ai);
+            calls.clear();
+        }
         let mut cmd = Command::new()
             .update(ThreadState::update().messages(MessagesUpdate::from(Message::Ai(ai))));
         if calls.is_empty() {
@@ -128,10 +133,7 @@ impl AgentCore {
             });
         } else {
             // The turn's first batch: its leading read-only calls together, or one call.
-            let first = batches(&calls, |c| self.is_read_only(c))
-                .into_iter()
-                .next()
-                .unwrap_or_default();
+            let first = turn.into_iter().next().unwrap_or_default();
             for i in first {
                 cmd = cmd.goto(SendTo::new(TOOL_NODE, calls[i].clone()));
             }

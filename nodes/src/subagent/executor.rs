@@ -317,6 +317,10 @@ async fn run_child(child: &Child, input: ThreadStateUpdate) -> SubagentOutcome {
     for meter in events.node.iter().flat_map(NodeContext::usage_meters) {
         config = config.usage_meter(meter);
     }
+    // The child runs for the lead's caller: it sees the lead's run context (docs/decisions/0095).
+    if let Some(lead) = &events.node {
+        config = config.inherit_context(lead);
+    }
     // The child's tokens stream when its lead passes them on, under the lead task's namespace.
     let messages = events
         .node

@@ -17,7 +17,9 @@ use crate::trace::CapabilityTrace;
 
 /// A node calling a model on the conversation of a state `S` and appending its AI message
 /// (build it with [`model_node`]). It routes nowhere itself: follow it with
-/// [`tools_condition`](super::tools_condition).
+/// [`tools_condition`](super::tools_condition). An answer calling tools when the run has
+/// fewer than two steps left is replaced by [`NEED_MORE_STEPS`](crate::last_step::NEED_MORE_STEPS)
+/// (see [`last_step`](crate::last_step)), as LangGraph's prebuilt agent does.
 ///
 /// ```
 /// use stategraph::{StateGraph, END, START};
@@ -139,7 +141,12 @@ impl ModelInner {
             ModelError::Other(e) if e.is::<stategraph::Interrupted>() => e,
             other => Box::new(other) as BoxError,
         })?;
-        let update = S::messages_update(MessagesUpdate::from(Message::Ai(response.message)));
+        let mut ai = response.message;
+        // The tool node takes one step for all of a message's calls.
+        if !ai.tool_calls.is_empty() && crate::last_step::out_of_steps(&ctx, 1) {
+            ai = crate::last_step::need_more_steps(&ai);
+        }
+        let update = S::messages_update(MessagesUpdate::from(Message::Ai(ai)));
         Ok(Command::new().update(update))
     }
 }

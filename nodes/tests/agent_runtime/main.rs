@@ -6,6 +6,7 @@ mod authorization;
 mod catalog;
 mod guardrail;
 mod interrupts;
+mod last_step;
 mod layers;
 mod memory;
 mod memory_across_threads;

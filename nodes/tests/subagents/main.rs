@@ -3,6 +3,7 @@
 
 mod capabilities;
 mod capacity;
+mod context;
 mod isolation;
 mod memory_grant;
 mod status;

@@ -55,6 +55,7 @@ async fn accept(
 ) -> ApiResult<(RunRow, Arc<RunLog>)> {
     let graph = shared.run_assistant(&req.assistant_id)?.clone();
     graph.graph.check(&input_of(&req))?;
+    graph.graph.context(req.context.as_ref())?;
     Modes::parse(
         &req.stream_mode
             .as_ref()

@@ -262,6 +262,9 @@ fn run_config(
             config = config.metadata(k.clone(), v.clone());
         }
     }
+    if let Some(context) = graph.context(req.context.as_ref())? {
+        config = config.context_value(context);
+    }
     if let Some(limit) = req.config.as_ref().and_then(|c| c.recursion_limit) {
         config = config.recursion_limit(limit);
     }

@@ -471,6 +471,26 @@ async def wait_join(client):
     expect("stateless runs.wait values", {"log": ["a", "b", "c"]}, stateless)
 
 
+async def context(client):
+    tid = await new_thread(client)
+    done = await client.runs.wait(tid, "greet", input={"log": []},
+                                  context={"user": "user-7f3a9c", "tier": 2})
+    expect("a run's context reaches its node", {"log": ["hello user-7f3a9c (tier 2)"]}, done)
+    default = await client.runs.wait(tid, "greet", input={"log": []}, context={"user": "bo"})
+    expect("a field the context leaves out takes its default",
+           {"log": ["hello user-7f3a9c (tier 2)", "hello bo (tier 1)"]}, default)
+    none = await client.runs.wait(None, "greet", input={"log": []})
+    expect("a run without context gets the default one", {"log": ["hello  (tier 1)"]}, none)
+    state = await client.threads.get_state(tid)
+    check("the context is not in the thread's metadata",
+          "user-7f3a9c" not in repr(state["metadata"]), repr(state["metadata"]))
+    if OURS:
+        # LangGraph passes a context that does not fit its schema to the run, which fails;
+        # we refuse it with 422 naming the type (decision 0094).
+        await expect_status("a context that does not fit", 422, client.runs.create(
+            tid, "greet", input={"log": []}, context={"user": "ada", "tier": "gold"}))
+
+
 async def cancel(client):
     tid = await new_thread(client)
     run = await client.runs.create(tid, "slow", input={"steps": 50, "delay_ms": 100})
@@ -765,8 +785,8 @@ async def store(client):
 
 SCENARIOS = {f.__name__: f for f in [
     threads, stream_values, stream_updates, stream_custom, stream_subgraphs, stream_error,
-    interrupt_resume, fork, update_state, history, wait_join, cancel, reject_busy, enqueue,
-    resume_stream, errors, reconnect, stream_messages, store, stream_debug,
+    interrupt_resume, fork, update_state, history, wait_join, context, cancel, reject_busy,
+    enqueue, resume_stream, errors, reconnect, stream_messages, store, stream_debug,
 ]}
 
 

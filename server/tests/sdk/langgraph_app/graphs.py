@@ -8,6 +8,7 @@ unchanged against our server.
 import asyncio
 import operator
 import re
+from dataclasses import dataclass
 from typing import Annotated, Optional
 
 from typing_extensions import TypedDict
@@ -18,6 +19,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langgraph.config import get_stream_writer
 from langgraph.graph.message import add_messages
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 
@@ -142,6 +144,26 @@ _boom.add_node("explode", explode)
 _boom.add_edge(START, "explode")
 _boom.add_edge("explode", END)
 boom = _boom.compile()
+
+
+@dataclass
+class Caller:
+    user: str = ""
+    tier: int = 1
+
+
+def greet_caller(state: LogState, runtime: Runtime[Caller]):
+    caller = runtime.context
+    if caller is None:
+        return {"log": ["no caller"]}
+    return {"log": [f"hello {caller.user} (tier {caller.tier})"]}
+
+
+_greet = StateGraph(LogState, context_schema=Caller)
+_greet.add_node("greet", greet_caller)
+_greet.add_edge(START, "greet")
+_greet.add_edge("greet", END)
+greet = _greet.compile()
 
 
 class EchoModel(BaseChatModel):
