@@ -245,7 +245,14 @@ where
                 thread: config
                     .thread_name()
                     .and_then(|t| stategraph_checkpoints::ThreadId::new(t).ok()),
-                detail: e.to_string(),
+                detail: if out.state.output.is_null() && out.steps == 0 {
+                    "the thread holds no run of this workflow to continue (none was started \
+                     on it, or under durability async its start was lost in a crash: invoke \
+                     it again)"
+                        .to_owned()
+                } else {
+                    e.to_string()
+                },
             })?;
             Some(decoded)
         };

@@ -246,3 +246,19 @@ async fn a_workflow_is_a_node_of_another_graph() -> TestResult {
     assert_eq!(out.state.log, ["sum 10"]);
     Ok(())
 }
+
+#[tokio::test]
+async fn continuing_a_thread_the_workflow_never_ran_on_says_so() -> TestResult {
+    let wf = approve_squares(Ledger::default())?.with_checkpointer(Arc::new(MemorySaver::new()));
+    let err = wf.continue_run(&RunConfig::new().thread("empty")).await;
+    match err {
+        Err(RunError::Decode { detail, .. }) => {
+            assert!(
+                detail.contains("no run of this workflow to continue"),
+                "{detail}"
+            );
+        }
+        other => panic!("expected a decode error naming the empty thread, got {other:?}"),
+    }
+    Ok(())
+}
