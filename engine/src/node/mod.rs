@@ -182,9 +182,9 @@ pub(crate) struct TaskInfo {
     pub(crate) run: Arc<crate::run::RunShared>,
     pub(crate) scope: CheckpointScope,
     /// The idle clock, when the node has an idle limit.
-    pub(crate) heartbeat: Option<crate::timeout::Heartbeat>,
+    pub(crate) heartbeat: Option<Box<crate::timeout::Heartbeat>>,
     /// The subtasks of a workflow's task ([`crate::func`]); `None` for any other node.
-    pub(crate) subtasks: Option<crate::run::subtask::SubtaskLink>,
+    pub(crate) subtasks: Option<Box<crate::run::subtask::SubtaskLink>>,
 }
 
 /// Where the task's graph checkpoints (what a subgraph node inherits).

@@ -122,9 +122,10 @@ impl<S: State> RunLoop<S> {
         let mut misses = Vec::new();
         if let Some(cache) = &cache {
             self.cache_hits.clear();
-            let (hits, missed) = self
-                .cache_lookup(cache, tasks, &mut to_run, &recorded.resumed)
-                .await?;
+            // Boxed, as the store below: a graph without a cache keeps no room for them in
+            // every step's future (which is moved as each step starts).
+            let (hits, missed) =
+                Box::pin(self.cache_lookup(cache, tasks, &mut to_run, &recorded.resumed)).await?;
             misses = missed;
             for (ti, out) in hits {
                 let r = TaskResult::Done(out);
@@ -139,7 +140,7 @@ impl<S: State> RunLoop<S> {
                 .await?;
         }
         if let (Some(cache), false) = (&cache, misses.is_empty()) {
-            self.cache_store(cache, tasks, misses, &results).await?;
+            Box::pin(self.cache_store(cache, tasks, misses, &results)).await?;
         }
         self.settle(tasks, results).await
     }
@@ -239,13 +240,13 @@ impl<S: State> RunLoop<S> {
                 recorded.resumes.remove(&ti).unwrap_or_default(),
                 recorded.resumed.contains(&ti),
             );
-            let mut fut = std::pin::pin!(fut);
-            let r = loop {
-                tokio::select! {
-                    r = &mut fut => break r,
-                    record = next_record(&mut subtasks) => self.record_subtask(record).await,
+            let r = match subtasks.as_mut() {
+                None => tokio::select! {
+                    r = fut => r,
                     _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
-                }
+                },
+                // A workflow's task: its subtasks' writes are recorded while it runs.
+                Some(_) => Box::pin(self.run_recording(fut, &mut subtasks)).await?,
             };
             self.stream_finished(&tasks[ti], &r, Origin::Ran, stream)
                 .await;
@@ -257,6 +258,22 @@ impl<S: State> RunLoop<S> {
         };
         self.subtask_tx = None;
         ran
+    }
+
+    /// Run one task's future to its end, recording the writes its subtasks send meanwhile.
+    async fn run_recording(
+        &mut self,
+        fut: impl std::future::Future<Output = TaskResult<S>>,
+        subtasks: &mut Option<tokio::sync::mpsc::UnboundedReceiver<subtask::SubtaskRecord>>,
+    ) -> Result<TaskResult<S>, RunError> {
+        let mut fut = std::pin::pin!(fut);
+        loop {
+            tokio::select! {
+                r = &mut fut => return Ok(r),
+                record = next_record(subtasks) => self.record_subtask(record).await,
+                _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),
+            }
+        }
     }
 
     /// Stream that task `t` starts, with its input: the state snapshot it reads, or its
@@ -372,7 +389,7 @@ impl<S: State> RunLoop<S> {
             let next = tokio::select! {
                 n = running.next() => n,
                 record = next_record(subtasks) => {
-                    self.record_subtask(record).await;
+                    Box::pin(self.record_subtask(record)).await;
                     continue;
                 }
                 _ = self.shared.cancel.cancelled() => return Err(RunError::Cancelled { step: self.step }),

@@ -45,8 +45,8 @@ impl<S: State> RunLoop<S> {
                     ephemeral: self.level.ephemeral,
                     store: self.level.store.clone(),
                 },
-                heartbeat: idle_limit.then(crate::timeout::Heartbeat::new),
-                subtasks: self.subtask_link(t.id, t.node),
+                heartbeat: idle_limit.then(|| Box::new(crate::timeout::Heartbeat::new())),
+                subtasks: self.subtask_link(t.id, t.node).map(Box::new),
             }),
         }
     }
@@ -129,7 +129,8 @@ impl<S: State> RunLoop<S> {
                                 attempts: attempt,
                                 source: Arc::new(failure),
                             };
-                            return handler::handle(h, state, &ctx, error).await;
+                            // Boxed: the rare path keeps no room in every task's future.
+                            return Box::pin(handler::handle(h, state, &ctx, error)).await;
                         }
                         _ => {
                             return TaskResult::Failed {
@@ -171,8 +172,9 @@ async fn run_attempt<S: State>(
     let guarded = std::panic::AssertUnwindSafe(fut).catch_unwind();
     let result = match timeout {
         Some(policy) => {
-            let clock = ctx.inner.heartbeat.as_ref();
-            match crate::timeout::run_timed(guarded, policy, clock).await {
+            let clock = ctx.inner.heartbeat.as_deref();
+            // Boxed: an untimed task's future keeps no room for the watchdog.
+            match Box::pin(crate::timeout::run_timed(guarded, policy, clock)).await {
                 Ok(r) => r,
                 Err(fired) => return Err(AttemptFailure::TimedOut(fired)),
             }
