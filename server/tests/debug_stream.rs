@@ -6,27 +6,10 @@
 
 mod common;
 
-use common::{Reply, Served};
+use common::{recorded, Reply, Served};
 use serde_json::{json, Value};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// LangGraph's recorded response `name`, parsed as a reply.
-fn recorded(name: &str) -> Result<Reply, Box<dyn std::error::Error>> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/langgraph")
-        .join(name);
-    let raw = std::fs::read_to_string(path)?;
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b)
-        .unwrap_or_default();
-    Ok(Reply {
-        status: 200,
-        headers: Vec::new(),
-        body: body.to_owned(),
-    })
-}
 
 /// The object's keys, sorted.
 fn keys(v: &Value) -> Vec<String> {

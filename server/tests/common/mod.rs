@@ -163,6 +163,23 @@ pub struct Reply {
     pub body: String,
 }
 
+/// LangGraph's recorded response `name` (`tests/fixtures/langgraph/`), parsed as a reply.
+pub fn recorded(name: &str) -> Result<Reply, Box<dyn std::error::Error>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/langgraph")
+        .join(name);
+    let raw = std::fs::read_to_string(path)?;
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    Ok(Reply {
+        status: 200,
+        headers: Vec::new(),
+        body: body.to_owned(),
+    })
+}
+
 impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
