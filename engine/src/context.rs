@@ -1,4 +1,4 @@
-//! The runtime context: a typed value given to one run ([`RunConfig::context`]), read by its
+//! The runtime context: a typed value given to one run ([`RunConfig::context`](crate::RunConfig::context)), read by its
 //! nodes, routers, tools and subgraphs, and never checkpointed (LangGraph's `context=` and
 //! `Runtime.context`).
 //!
@@ -131,11 +131,11 @@ pub(crate) fn read<T: Any>(slot: Option<&ContextValue>) -> Result<&T, ContextErr
 
 type Decoder = fn(&serde_json::Value) -> Result<ContextValue, ContextError>;
 
-/// The context type a graph declares ([`CompiledGraph::with_context_schema`]), so that a
+/// The context type a graph declares ([`StateGraph::context_schema`]), so that a
 /// front end that gets a run's context as JSON (the server's `context` field) can decode it.
 /// A graph that declares none is given the JSON value itself, as a [`serde_json::Value`].
 ///
-/// [`CompiledGraph::with_context_schema`]: crate::CompiledGraph::with_context_schema
+/// [`StateGraph::context_schema`]: crate::StateGraph::context_schema
 #[derive(Clone, Copy)]
 pub struct ContextSchema {
     type_name: &'static str,

@@ -129,7 +129,7 @@ impl NodeOptions {
         self
     }
 
-    /// Fail an attempt that runs longer than `d` with [`RunError::Timeout`] (the run limit
+    /// Fail an attempt that runs longer than `d` with [`RunError::Timeout`](crate::RunError::Timeout) (the run limit
     /// of the node's [`TimeoutPolicy`](crate::TimeoutPolicy)).
     pub fn timeout(mut self, d: Duration) -> Self {
         self.timeout = Some(self.timeout.unwrap_or_default().with_run(d));
