@@ -10,8 +10,32 @@ use super::{SqliteSaver, Unavailable};
 use crate::node_cache::{live, CacheEntry, CacheKey, NodeCache};
 use crate::{CheckpointError, StorageError};
 
+/// The node cache's table, made by the first store: a file whose graphs use no cache keeps
+/// no page for it.
+const TABLE: &str = "CREATE TABLE IF NOT EXISTS sg_node_cache (
+    ns         TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    expires_at INTEGER,
+    value      TEXT NOT NULL,
+    PRIMARY KEY (ns, key)
+) WITHOUT ROWID";
+
+/// Whether the file has the node cache's table (no store has made it yet otherwise).
+fn has_table(conn: &Connection) -> Result<bool, CheckpointError> {
+    conn.prepare_cached(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sg_node_cache'",
+    )
+    .during("preparing to look for the node cache's table")?
+    .exists([])
+    .during("looking for the node cache's table")
+}
+
 /// Store `entries`, each replacing its key's row (run by the writer).
 pub(super) fn put(conn: &Connection, entries: &[CacheEntry]) -> Result<(), CheckpointError> {
+    if !has_table(conn)? {
+        conn.execute_batch(TABLE)
+            .during("creating the node cache's table")?;
+    }
     let mut stmt = conn
         .prepare_cached(
             "INSERT OR REPLACE INTO sg_node_cache (ns, key, expires_at, value) \
@@ -29,6 +53,9 @@ pub(super) fn put(conn: &Connection, entries: &[CacheEntry]) -> Result<(), Check
 
 /// Drop the rows of `namespaces` (run by the writer); how many were dropped.
 pub(super) fn clear(conn: &Connection, namespaces: &[String]) -> Result<usize, CheckpointError> {
+    if !has_table(conn)? {
+        return Ok(0);
+    }
     let mut stmt = conn
         .prepare_cached("DELETE FROM sg_node_cache WHERE ns = ?1")
         .during("preparing to clear node cache entries")?;
@@ -45,6 +72,9 @@ fn get(
     keys: &[CacheKey],
     now_ms: i64,
 ) -> Result<Vec<Option<serde_json::Value>>, CheckpointError> {
+    if !has_table(conn)? {
+        return Ok(vec![None; keys.len()]);
+    }
     let mut stmt = conn
         .prepare_cached("SELECT expires_at, value FROM sg_node_cache WHERE ns = ?1 AND key = ?2")
         .during("preparing to read a node cache entry")?;

@@ -24,13 +24,15 @@ pub const FORMAT_VERSION: u32 = 3;
 ///
 /// `sg_runs` and `sg_receipts` (runs and their delivery receipts, decision 0022) and
 /// `sg_shapes` (each field's recorded shape, decision 0044) and `sg_graphs`/`sg_thread_graphs`
-/// (the shape of the graph that wrote a thread, decision 0050) and `sg_node_cache` (cached node
-/// writes, decision 0096) are in every format: added to an older file when this build opens it, in the schema transaction; so is
+/// (the shape of the graph that wrote a thread, decision 0050) are in every format: added to
+/// an older file when this build opens it, in the schema transaction; so is
 /// `sg_holders`, which stays empty in a file older than format 3. They
 /// do not change the format version: no other table's bytes change, and a build without them
 /// opens such a file (its schema statements only create missing tables) and ignores them.
 /// Likewise `sg_runs.usage` (a run's token usage, decision 0083): added to an older file's
-/// `sg_runs` in the schema transaction, ignored by a build that does not know it.
+/// `sg_runs` in the schema transaction, ignored by a build that does not know it. The node
+/// cache's table (`sg_node_cache`, decision 0096) is made by its first store, in any format:
+/// a file whose graphs use no cache carries no page for it.
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sg_meta (
     key   TEXT PRIMARY KEY,
@@ -122,13 +124,6 @@ CREATE TABLE IF NOT EXISTS sg_thread_graphs (
     since_seq INTEGER NOT NULL,
     hash      TEXT NOT NULL,
     PRIMARY KEY (thread, since_seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS sg_node_cache (
-    ns         TEXT NOT NULL,
-    key        TEXT NOT NULL,
-    expires_at INTEGER,
-    value      TEXT NOT NULL,
-    PRIMARY KEY (ns, key)
 ) WITHOUT ROWID;
 ";
 

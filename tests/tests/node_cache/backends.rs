@@ -149,3 +149,41 @@ async fn the_sqlite_cache_survives_a_reopen_of_the_file() -> TestResult {
     assert_eq!(rows, 1);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_file_whose_graphs_use_no_cache_has_no_cache_table_and_its_lookups_miss() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("graph.db");
+    let saver = Arc::new(SqliteSaver::open(&path)?);
+    let graph =
+        double_graph(&Counter::default(), CachePolicy::new()).with_checkpointer(saver.clone());
+    graph
+        .invoke(S::update().x(4), &RunConfig::new().thread("t"))
+        .await?;
+    let has_table = |path: &std::path::Path| -> Result<bool, rusqlite::Error> {
+        rusqlite::Connection::open(path)?.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'sg_node_cache'",
+            [],
+            |r| r.get::<_, i64>(0).map(|n| n == 1),
+        )
+    };
+    assert!(!has_table(&path)?, "no page for a cache nobody used");
+    let key = CacheKey {
+        ns: "graph/double".into(),
+        key: "k".into(),
+    };
+    assert_eq!(saver.get_cached(&[key.clone()], 0).await?, [None]);
+    assert_eq!(saver.clear_cached(&["graph/double".to_owned()]).await?, 0);
+    let entry = CacheEntry {
+        key: key.clone(),
+        value: serde_json::json!(1),
+        expires_at_ms: None,
+    };
+    saver.put_cached(vec![entry]).await?;
+    assert!(has_table(&path)?, "the first store makes the table");
+    assert_eq!(
+        saver.get_cached(&[key], 0).await?,
+        [Some(serde_json::json!(1))]
+    );
+    Ok(())
+}
