@@ -119,14 +119,17 @@ pub(crate) fn drop_outputs(
     Ok(())
 }
 
-/// Store `writes` under checkpoint `id`, replacing what their tasks wrote there before.
+/// Store `writes` under checkpoint `id`, replacing what their tasks wrote there before; the
+/// last `ord` given. `known_ord`: the last `ord` this writer gave a write of `id` (else it is
+/// read: a scan of the checkpoint's writes, as no index leads with `ord`).
 pub(crate) fn put_writes(
     conn: &Connection,
     thread: &ThreadId,
     ns: &Namespace,
     id: CheckpointId,
     writes: &[PendingWrite],
-) -> Result<(), CheckpointError> {
+    known_ord: Option<i64>,
+) -> Result<i64, CheckpointError> {
     let t = thread.as_str();
     let exists: Option<i64> = conn
         .prepare_cached("SELECT seq FROM sg_checkpoints WHERE thread = ?1 AND ns = ?2 AND id = ?3")
@@ -155,11 +158,14 @@ pub(crate) fn put_writes(
         ])
         .during("deleting a task's earlier pending writes")?;
     }
-    let mut ord: i64 = conn
-        .prepare_cached("SELECT coalesce(max(ord), 0) FROM sg_writes WHERE thread = ?1 AND ns = ?2 AND checkpoint = ?3")
-        .during("preparing the pending writes order query")?
-        .query_row(params![t, ns.as_str(), id_bytes(id)], |r| r.get(0))
-        .during("reading the pending writes order")?;
+    let mut ord: i64 = match known_ord {
+        Some(ord) => ord,
+        None => conn
+            .prepare_cached("SELECT coalesce(max(ord), 0) FROM sg_writes WHERE thread = ?1 AND ns = ?2 AND checkpoint = ?3")
+            .during("preparing the pending writes order query")?
+            .query_row(params![t, ns.as_str(), id_bytes(id)], |r| r.get(0))
+            .during("reading the pending writes order")?,
+    };
     let mut idx_of: HashMap<TaskId, i64> = HashMap::new();
     let mut insert = conn
         .prepare_cached(
@@ -189,7 +195,7 @@ pub(crate) fn put_writes(
             .during("inserting a pending write")?;
         *idx += 1;
     }
-    Ok(())
+    Ok(ord)
 }
 
 #[cfg(test)]

@@ -592,6 +592,38 @@ fn task(n: u8) -> TaskId {
     TaskId::derive(&[&[n]])
 }
 
+/// A step's tasks record their writes one call each, as they finish (a workflow's subtasks
+/// do the same): read back, they keep the order they were written in, a replaced task's
+/// writes moving to the end.
+pub async fn pending_writes_written_one_by_one_keep_their_order(s: Subject) -> TestResult {
+    let t = thread("t");
+    let ns = Namespace::root();
+    let ids = chain(&s, &t, 1).await?;
+    let one = |n: u8| PendingWrite {
+        task_id: task(n),
+        node: format!("n{n}"),
+        kind: WriteKind::Output(serde_json::json!({ "n": n })),
+    };
+    for n in 0..40u8 {
+        s.saver.put_writes(&t, &ns, ids[0], vec![one(n)]).await?;
+    }
+    // Task 5 written again: its write replaces the earlier one and comes last.
+    s.saver.put_writes(&t, &ns, ids[0], vec![one(5)]).await?;
+    let got: Vec<String> = load(&s.saver, &t, ids[0])
+        .await?
+        .pending
+        .into_iter()
+        .map(|w| w.node)
+        .collect();
+    let mut want: Vec<String> = (0..40u8)
+        .filter(|n| *n != 5)
+        .map(|n| format!("n{n}"))
+        .collect();
+    want.push("n5".to_owned());
+    assert_eq!(got, want);
+    Ok(())
+}
+
 pub async fn pending_writes_replace_per_task_and_keep_order(s: Subject) -> TestResult {
     let t = thread("t");
     let ns = Namespace::root();

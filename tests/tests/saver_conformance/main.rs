@@ -125,6 +125,7 @@ macro_rules! all_clauses {
             a_fork_from_an_older_checkpoint_keeps_both_branches,
             appends_on_two_branches_do_not_mix,
             pending_writes_replace_per_task_and_keep_order,
+            pending_writes_written_one_by_one_keep_their_order,
             a_steps_checkpoint_drops_the_outputs_recorded_while_it_ran,
             pending_writes_on_an_unknown_checkpoint_are_rejected,
             namespaces_keep_separate_chains,

@@ -315,7 +315,17 @@ fn run_op(
             id,
             writes,
         } => {
-            pending::put_writes(conn, thread, ns, *id, writes)?;
+            // The last order given here, remembered: a step recording its tasks' writes one
+            // by one reads it once, not once per write (each read scans the step's writes).
+            let key = (thread.as_str().to_owned(), ns.as_str().to_owned());
+            let known = records
+                .memory
+                .write_ords
+                .get(&key)
+                .filter(|(at, _)| at == id)
+                .map(|(_, ord)| *ord);
+            let last = pending::put_writes(conn, thread, ns, *id, writes, known)?;
+            records.memory.write_ords.insert(key, (*id, last));
             if writes
                 .iter()
                 .any(|w| matches!(w.kind, WriteKind::Output(_)))

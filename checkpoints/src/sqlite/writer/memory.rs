@@ -40,6 +40,9 @@ pub(crate) struct WriterMemory {
     /// `(thread, ns)` → the checkpoint against which this writer recorded task outputs of a
     /// step still running: the step's checkpoint drops them (see `Saver::put`).
     pub(crate) recorded_outputs: HashMap<(String, String), CheckpointId>,
+    /// `(thread, ns)` → a checkpoint and the last `ord` this writer gave a pending write of
+    /// it (a higher one than the file holds is harmless: `ord` only orders).
+    pub(crate) write_ords: HashMap<(String, String), (CheckpointId, i64)>,
     /// Each thread's graph key as this writer last recorded it.
     pub(crate) graphs: HashMap<String, String>,
     /// Extends the WAL before a transaction writes (see [`WalRoom`]).
@@ -65,6 +68,7 @@ impl WriterMemory {
             blobs: HashMap::new(),
             shapes: HashMap::new(),
             recorded_outputs: HashMap::new(),
+            write_ords: HashMap::new(),
             graphs: HashMap::new(),
             room: WalRoom::new(conn, options),
             inline: format >= 2,
@@ -122,6 +126,7 @@ impl WriterMemory {
         self.blobs.clear();
         self.shapes.clear();
         self.recorded_outputs.clear();
+        self.write_ords.clear();
         self.graphs.clear();
     }
 }
