@@ -172,7 +172,10 @@ async fn a_file_whose_graphs_use_no_cache_has_no_cache_table_and_its_lookups_mis
         ns: "graph/double".into(),
         key: "k".into(),
     };
-    assert_eq!(saver.get_cached(&[key.clone()], 0).await?, [None]);
+    assert_eq!(
+        saver.get_cached(std::slice::from_ref(&key), 0).await?,
+        [None]
+    );
     assert_eq!(saver.clear_cached(&["graph/double".to_owned()]).await?, 0);
     let entry = CacheEntry {
         key: key.clone(),
