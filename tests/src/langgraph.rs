@@ -1,4 +1,4 @@
-//! LangGraph's recorded behaviour: the JSON files `fixtures/langgraph/probe_stream_semantics.py`
+//! LangGraph's recorded behaviour: the JSON files the probe scripts in `fixtures/langgraph/`
 //! wrote from a run of LangGraph (Python), for tests that compare our behaviour to it.
 
 use serde_json::Value;

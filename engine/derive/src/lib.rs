@@ -47,10 +47,13 @@ mod expand;
 ///
 /// For `struct Chat` (with the struct's visibility):
 ///
-/// - `ChatUpdate`: a partial write, one `Option<Reducer::Update>` per field, deriving
-///   `Clone`, `Default`, `Debug`, `Serialize` and `Deserialize` (`None` fields are skipped
-///   when serializing and default to `None` when missing); one builder setter per field,
-///   named like the field and taking the field's update type (exact type, so integer literals infer).
+/// - `ChatUpdate`: a partial write, one `Option<Reducer::Update>` per field, implementing
+///   `Clone`, `Default`, `Debug`, `Serialize` and `Deserialize` as a JSON object (`None`
+///   fields are skipped when serializing and default to `None` when missing or `null`); one
+///   builder setter per field, named like the field and taking the field's update type (exact
+///   type, so integer literals infer); and one `overwrite_<field>` setter per field, taking the
+///   field's whole value, that bypasses its reducer (`stategraph::overwrite`; in JSON
+///   `{"field": {"__overwrite__": value}}`). The overwrites live in a hidden boxed field.
 /// - `Chat::update()`: an empty `ChatUpdate` to chain setters on.
 /// - `ChatField`: the field ids, one variant per field in `UpperCamelCase`, implementing
 ///   `stategraph::state::Field` (`name()` is the field's Rust name without `r#`).
@@ -116,7 +119,8 @@ mod expand;
 /// The derive reports, at the offending tokens: a type that is not a struct with named
 /// fields, generic parameters, `#[reduce]` on the struct, an empty `#[reduce()]`, two
 /// `#[reduce]` attributes on one field, `with` without a path, an unknown `key = value`
-/// option, an unknown lower-case reducer keyword, and two fields whose ids would collide.
+/// option, an unknown lower-case reducer keyword, two fields whose ids would collide, a field
+/// named like another field's `overwrite_<field>` setter, and a field named `__overwrite`.
 #[proc_macro_derive(State, attributes(reduce))]
 pub fn derive_state(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
