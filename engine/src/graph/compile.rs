@@ -51,6 +51,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
     }
 
     let nodes = wiring.compiled_nodes(nodes);
+    let runs_subtasks = nodes.iter().any(|n| n.options.subtasks);
     let control_order = ControlOrder::new(&field_names::<S>(), &nodes, &wiring.joins);
     Ok(CompiledGraph {
         inner: Arc::new(GraphInner {
@@ -65,6 +66,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
             edges,
             join_specs,
             context_schema,
+            runs_subtasks,
             interrupt_before,
             interrupt_after,
             states: std::sync::Mutex::new(HashMap::new()),

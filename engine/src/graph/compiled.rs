@@ -52,6 +52,8 @@ pub(crate) struct GraphInner<S: State> {
     pub(crate) join_specs: Vec<(Vec<String>, String)>,
     /// The context type the graph declared, if any.
     pub(crate) context_schema: Option<crate::ContextSchema>,
+    /// Whether a node runs a workflow's subtasks ([`crate::func`]).
+    pub(crate) runs_subtasks: bool,
     pub(crate) interrupt_before: Vec<bool>,
     pub(crate) interrupt_after: Vec<bool>,
     /// The order control records list channels and nodes in (see [`ControlOrder`]).

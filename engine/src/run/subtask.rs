@@ -86,7 +86,8 @@ impl<S: State> RunLoop<S> {
         parent: TaskId,
         node_ix: Option<usize>,
     ) -> Option<SubtaskLink> {
-        let runs_subtasks = node_ix.is_some_and(|i| self.g.nodes[i].options.subtasks);
+        let runs_subtasks =
+            self.g.runs_subtasks && node_ix.is_some_and(|i| self.g.nodes[i].options.subtasks);
         if !runs_subtasks {
             return None;
         }
@@ -107,11 +108,15 @@ impl<S: State> RunLoop<S> {
     }
 
     /// Whether a step of `tasks` (by node index) has a task that runs subtasks whose writes
-    /// are kept.
+    /// are kept: nothing to look at in a graph without a workflow node.
+    #[inline]
     pub(super) fn open_subtasks(
         &mut self,
         nodes: impl Iterator<Item = Option<usize>>,
     ) -> Option<mpsc::UnboundedReceiver<SubtaskRecord>> {
+        if !self.g.runs_subtasks {
+            return None;
+        }
         let any = nodes
             .into_iter()
             .any(|i| i.is_some_and(|i| self.g.nodes[i].options.subtasks));

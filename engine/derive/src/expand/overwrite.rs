@@ -68,6 +68,7 @@ pub(super) fn setter(vis: &Visibility, f: &StateField) -> TokenStream {
     quote! {
         #[doc = #doc]
         #[must_use]
+        #[inline]
         #vis fn #name(mut self, value: #ty) -> Self {
             self.#ident = ::core::option::Option::None;
             self.__overwrite

@@ -75,6 +75,8 @@ fn setter(vis: &Visibility, f: &StateField) -> TokenStream {
     quote! {
         #[doc = #doc]
         #[must_use]
+        // Inlined: the update moves in and out by value, and a large one would be copied.
+        #[inline]
         #vis fn #ident(mut self, value: #ty) -> Self {
             if let ::core::option::Option::Some(__ow) = self.__overwrite.as_deref_mut() {
                 __ow.#ident = ::core::option::Option::None;
