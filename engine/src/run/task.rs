@@ -79,37 +79,15 @@ impl<S: State> RunLoop<S> {
                 let result = run_attempt(&node, &state, &ctx, options.timeout.as_ref()).await;
                 let consumed = || ctx.inner.cursor.lock().unpoisoned().resume.clone();
                 let failure = match result {
-                    Ok(out) => {
-                        let resumes = consumed();
-                        if !resumes.is_empty() {
-                            let entry = TaskAnswers {
-                                node: name.to_string(),
-                                interrupt: ctx.interrupt_id(),
-                                values: resumes,
-                            };
-                            answers::note(&mut shared.answers.lock().unpoisoned(), entry);
+                    Ok(out) => return done(out, &ctx, &name, &shared),
+                    Err(end) => match end.error_or_pause(&name, step, task) {
+                        Ok(error) => error,
+                        Err(interrupts) => {
+                            return TaskResult::Interrupted {
+                                interrupts,
+                                resumes: consumed(),
+                            }
                         }
-                        return TaskResult::Done(out);
-                    }
-                    Err(AttemptFailure::Interrupted(list)) => {
-                        return TaskResult::Interrupted {
-                            interrupts: list,
-                            resumes: consumed(),
-                        }
-                    }
-                    Err(AttemptFailure::Child(e)) => e,
-                    Err(AttemptFailure::Failed(source)) => RunError::Node {
-                        node: name.to_string(),
-                        step,
-                        task,
-                        source,
-                    },
-                    Err(AttemptFailure::TimedOut(fired)) => RunError::Timeout {
-                        node: name.to_string(),
-                        step,
-                        limit: fired.limit,
-                        after: fired.after,
-                        elapsed: fired.elapsed,
                     },
                 };
                 // Control flow (a child's interrupt errors, a cancellation) is final and
@@ -145,6 +123,26 @@ impl<S: State> RunLoop<S> {
     }
 }
 
+/// A task that succeeded: the resume values it consumed are noted for its step's
+/// checkpoint.
+fn done<S: State>(
+    out: TaskOutput<S>,
+    ctx: &NodeContext,
+    name: &str,
+    shared: &crate::run::RunShared,
+) -> TaskResult<S> {
+    let resumes = ctx.inner.cursor.lock().unpoisoned().resume.clone();
+    if !resumes.is_empty() {
+        let entry = TaskAnswers {
+            node: name.to_owned(),
+            interrupt: ctx.interrupt_id(),
+            values: resumes,
+        };
+        answers::note(&mut shared.answers.lock().unpoisoned(), entry);
+    }
+    TaskResult::Done(out)
+}
+
 /// How one attempt of a task ended, when it did not succeed.
 enum AttemptFailure {
     Interrupted(Vec<Interrupt>),
@@ -152,6 +150,35 @@ enum AttemptFailure {
     Child(RunError),
     Failed(BoxError),
     TimedOut(Fired),
+}
+
+impl AttemptFailure {
+    /// The run error of a failed attempt of task `task` of node `node` at `step`, or the
+    /// interrupts of a paused one.
+    fn error_or_pause(
+        self,
+        node: &str,
+        step: i64,
+        task: stategraph_checkpoints::TaskId,
+    ) -> Result<RunError, Vec<Interrupt>> {
+        Ok(match self {
+            AttemptFailure::Interrupted(list) => return Err(list),
+            AttemptFailure::Child(e) => e,
+            AttemptFailure::Failed(source) => RunError::Node {
+                node: node.to_owned(),
+                step,
+                task,
+                source,
+            },
+            AttemptFailure::TimedOut(fired) => RunError::Timeout {
+                node: node.to_owned(),
+                step,
+                limit: fired.limit,
+                after: fired.after,
+                elapsed: fired.elapsed,
+            },
+        })
+    }
 }
 
 /// Run one attempt of a node, turning a panic into a failure of the task.
