@@ -1,6 +1,7 @@
 //! Shared helpers for the behaviour tests: a saver that records what it is asked to store,
 //! and LangGraph's recorded behaviour ([`langgraph`]).
 
+pub mod child_store;
 pub mod kill;
 pub mod langgraph;
 pub mod steps;

@@ -14,12 +14,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stategraph::checkpoints::{PostgresOptions, PostgresSaver, Saver, SqliteSaver};
 use stategraph::func::{entrypoint, Entrypoint, WorkflowContext};
 use stategraph::prelude::*;
+use stategraph_tests::child_store::ChildStore as Store;
 use stategraph_tests::kill::{env_u64, Rng};
 
 const TASKS: u64 = 50;
@@ -56,51 +55,8 @@ fn workflow(ledger: PathBuf) -> Result<Entrypoint<u64, u64>, stategraph::Compile
     })
 }
 
-/// Where the thread is stored.
-#[derive(Debug, Clone)]
-enum Store {
-    File(PathBuf),
-    Postgres { url: String, schema: String },
-}
-
-impl Store {
-    fn env(&self) -> Vec<(&'static str, String)> {
-        match self {
-            Store::File(db) => vec![("STATEGRAPH_WF_CHILD_DB", db.display().to_string())],
-            Store::Postgres { url, schema } => vec![
-                ("STATEGRAPH_WF_CHILD_PG_URL", url.clone()),
-                ("STATEGRAPH_WF_CHILD_PG_SCHEMA", schema.clone()),
-            ],
-        }
-    }
-
-    fn from_env() -> Option<Store> {
-        if let Ok(db) = std::env::var("STATEGRAPH_WF_CHILD_DB") {
-            return Some(Store::File(PathBuf::from(db)));
-        }
-        let url = std::env::var("STATEGRAPH_WF_CHILD_PG_URL").ok()?;
-        let schema = std::env::var("STATEGRAPH_WF_CHILD_PG_SCHEMA").ok()?;
-        Some(Store::Postgres { url, schema })
-    }
-
-    async fn open(&self) -> Arc<dyn Saver> {
-        match self {
-            Store::File(db) => Arc::new(SqliteSaver::open(db).expect("open the file")),
-            Store::Postgres { url, schema } => {
-                let options = PostgresOptions {
-                    schema: schema.clone(),
-                    pool_size: 2,
-                    ..PostgresOptions::default()
-                };
-                Arc::new(
-                    PostgresSaver::connect_with(url, options)
-                        .await
-                        .expect("connect"),
-                )
-            }
-        }
-    }
-}
+/// The prefix of the environment variables naming the child's store.
+const STORE_ENV: &str = "STATEGRAPH_WF_CHILD";
 
 /// The child: start the workflow (`STATEGRAPH_WF_CHILD_MODE=start`) or go on with it, and
 /// print its result. Without the variables (a plain `--ignored` run) it does nothing.
@@ -108,7 +64,7 @@ impl Store {
 #[ignore = "the child process of a_workflow_killed_20_times_runs_each_finished_task_once"]
 fn workflow_child_runs_until_killed() {
     let (Some(store), Ok(ledger), Ok(mode)) = (
-        Store::from_env(),
+        Store::from_env(STORE_ENV),
         std::env::var("STATEGRAPH_WF_CHILD_LEDGER"),
         std::env::var("STATEGRAPH_WF_CHILD_MODE"),
     ) else {
@@ -122,7 +78,13 @@ fn workflow_child_runs_until_killed() {
     let result = rt.block_on(async {
         let wf = workflow(PathBuf::from(ledger))
             .expect("the workflow compiles")
-            .with_checkpointer(store.open().await);
+            .with_checkpointer(
+                store
+                    .open(false)
+                    .await
+                    .expect("open the store")
+                    .expect("a writable store"),
+            );
         // Under `sync` a task's result is stored before `task` returns it.
         let config = RunConfig::new()
             .thread(THREAD)
@@ -146,7 +108,7 @@ fn child(store: &Store, ledger: &Path, mode: &str) -> Child {
             "--test-threads",
             "1",
         ])
-        .envs(store.env())
+        .envs(store.env(STORE_ENV))
         .env("STATEGRAPH_WF_CHILD_LEDGER", ledger)
         .env("STATEGRAPH_WF_CHILD_MODE", mode)
         .stdin(Stdio::null())

@@ -14,11 +14,10 @@ use std::process::{Child, Command as Process, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stategraph::checkpoints::{
-    Namespace, PostgresOptions, PostgresSaver, Saver, SqliteSaver, ThreadId, WriteKind,
-};
+use stategraph::checkpoints::{Namespace, ThreadId, WriteKind};
 use stategraph::prelude::*;
 use stategraph::{CompiledGraph, Durability, Input, SendTo};
+use stategraph_tests::child_store::ChildStore as Store;
 
 const WIDTH: u64 = 100;
 const THREAD: &str = "fan";
@@ -62,58 +61,8 @@ fn graph(ledger: PathBuf) -> Result<CompiledGraph<Fan>, stategraph::CompileError
         .compile()
 }
 
-/// Where the thread is stored: a SQLite file, or a schema of a PostgreSQL database.
-#[derive(Debug, Clone)]
-enum Store {
-    File(PathBuf),
-    Postgres { url: String, schema: String },
-}
-
-impl Store {
-    /// The child's environment naming this store.
-    fn env(&self) -> Vec<(&'static str, String)> {
-        match self {
-            Store::File(db) => vec![("STATEGRAPH_FAN_CHILD_DB", db.display().to_string())],
-            Store::Postgres { url, schema } => vec![
-                ("STATEGRAPH_FAN_CHILD_PG_URL", url.clone()),
-                ("STATEGRAPH_FAN_CHILD_PG_SCHEMA", schema.clone()),
-            ],
-        }
-    }
-
-    /// The store the child's environment names.
-    fn from_env() -> Option<Store> {
-        if let Ok(db) = std::env::var("STATEGRAPH_FAN_CHILD_DB") {
-            return Some(Store::File(PathBuf::from(db)));
-        }
-        let url = std::env::var("STATEGRAPH_FAN_CHILD_PG_URL").ok()?;
-        let schema = std::env::var("STATEGRAPH_FAN_CHILD_PG_SCHEMA").ok()?;
-        Some(Store::Postgres { url, schema })
-    }
-
-    /// Open it: read-only for a file that is only looked at.
-    async fn open(&self, read_only: bool) -> Option<Arc<dyn Saver>> {
-        match self {
-            Store::File(db) if read_only => {
-                if !db.exists() {
-                    return None;
-                }
-                Some(Arc::new(SqliteSaver::open_read_only(db).ok()?))
-            }
-            Store::File(db) => Some(Arc::new(SqliteSaver::open(db).ok()?)),
-            Store::Postgres { url, schema } => {
-                let options = PostgresOptions {
-                    schema: schema.clone(),
-                    pool_size: 2,
-                    ..PostgresOptions::default()
-                };
-                Some(Arc::new(
-                    PostgresSaver::connect_with(url, options).await.ok()?,
-                ))
-            }
-        }
-    }
-}
+/// The prefix of the environment variables naming the child's store.
+const STORE_ENV: &str = "STATEGRAPH_FAN_CHILD";
 
 fn durability(name: &str) -> Durability {
     match name {
@@ -129,7 +78,7 @@ fn durability(name: &str) -> Durability {
 #[ignore = "the child process of per_task_writes_survive_a_kill_in_the_middle_of_a_step"]
 fn fan_out_child_runs_until_killed() {
     let (Some(store), Ok(ledger), Ok(mode), Ok(dur)) = (
-        Store::from_env(),
+        Store::from_env(STORE_ENV),
         std::env::var("STATEGRAPH_FAN_CHILD_LEDGER"),
         std::env::var("STATEGRAPH_FAN_CHILD_MODE"),
         std::env::var("STATEGRAPH_FAN_CHILD_DURABILITY"),
@@ -142,7 +91,11 @@ fn fan_out_child_runs_until_killed() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let saver = store.open(false).await.expect("open the store");
+        let saver = store
+            .open(false)
+            .await
+            .expect("open the store")
+            .expect("a writable store");
         let g = graph(PathBuf::from(ledger))
             .expect("graph compiles")
             .with_checkpointer(saver);
@@ -166,7 +119,7 @@ fn child(store: &Store, ledger: &Path, mode: &str, durability: &str) -> Child {
             "--test-threads",
             "1",
         ])
-        .envs(store.env())
+        .envs(store.env(STORE_ENV))
         .env("STATEGRAPH_FAN_CHILD_LEDGER", ledger)
         .env("STATEGRAPH_FAN_CHILD_MODE", mode)
         .env("STATEGRAPH_FAN_CHILD_DURABILITY", durability)
@@ -186,7 +139,7 @@ fn recorded_outputs(store: &Store) -> Option<usize> {
         .ok()?;
     let thread = ThreadId::new(THREAD).ok()?;
     rt.block_on(async {
-        let saver = store.open(true).await?;
+        let saver = store.open(true).await.ok()??;
         let head = saver.head(&thread, &Namespace::root()).await.ok()??;
         Some(
             head.pending
@@ -255,7 +208,10 @@ fn kill_mid_step_and_resume(store: &Store, durability: &str) {
     );
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let saver = rt.block_on(store.open(true)).expect("open the store");
+    let saver = rt
+        .block_on(store.open(true))
+        .expect("open the store")
+        .expect("the file exists");
     let g = graph(dir.path().join("unused"))
         .expect("graph compiles")
         .with_checkpointer(saver);
