@@ -87,7 +87,10 @@ pub(super) fn state_impl(names: &GeneratedNames<'_>, fields: &[StateField]) -> T
     let apply = apply_fn(names, &per_field, fields.is_empty());
     let written = written_fn(names, &per_field);
     let codec = codec_fns(field_enum, &per_field);
+    let overwrites = overwrites_fn(names, &per_field);
     quote! {
+        #overwrites
+
         #[automatically_derived]
         impl ::stategraph::state::State for #state {
             type Update = #update;
@@ -103,10 +106,78 @@ pub(super) fn state_impl(names: &GeneratedNames<'_>, fields: &[StateField]) -> T
 }
 
 /// `State::apply`: one write goes straight to the reducers; several are bucketed per field
-/// first. An overwritten field skips its reducer (see `overwrite_or_reduce`).
+/// first. A step with an overwrite takes the cold path of `overwrites_fn`, so the hot paths
+/// never look at overwrite slots.
 fn apply_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>, no_fields: bool) -> TokenStream {
     let GeneratedNames {
         update, field_enum, ..
+    } = names;
+    let r = quote!(::stategraph::reducers);
+    let PerField {
+        idents,
+        variants,
+        reducers,
+        field_mut,
+        bucket,
+        part,
+        ..
+    } = per_field;
+    let quiet_unused = if no_fields {
+        quote!(let _ = __ctx;)
+    } else {
+        quote!()
+    };
+    let single_write = single_write_path(names, per_field);
+    quote! {
+        fn apply(
+            &mut self,
+            writes: ::std::vec::Vec<#update>,
+            __ctx: &mut #r::ReduceCtx,
+        ) -> ::core::result::Result<
+            ::std::vec::Vec<(#field_enum, #r::Change)>,
+            (#field_enum, #r::ReduceError),
+        > {
+            #quiet_unused
+            if writes.iter().any(|__w| __w.__overwrite.is_some()) {
+                return self.__stategraph_apply_overwrites(writes, __ctx);
+            }
+            #single_write
+            #(
+                let mut #bucket: ::std::vec::Vec<#reducers::Update> =
+                    ::std::vec::Vec::new();
+            )*
+            for __write in writes {
+                let #update { #(#idents: #part,)* __overwrite: _ } = __write;
+                #(
+                    if let ::core::option::Option::Some(__v) = #part {
+                        #bucket.push(__v);
+                    }
+                )*
+            }
+            let mut __changes = ::std::vec::Vec::new();
+            #(
+                if !#bucket.is_empty() {
+                    let __change =
+                        #reducers::reduce(#field_mut(&mut self.#idents), #bucket, __ctx)
+                            .map_err(|__e| (#field_enum::#variants, __e))?;
+                    if __change.is_changed() {
+                        __changes.push((#field_enum::#variants, __change));
+                    }
+                }
+            )*
+            ::core::result::Result::Ok(__changes)
+        }
+    }
+}
+
+/// The cold path of `apply`, for a step where some write overwrites a field: writes are
+/// bucketed per field, and an overwritten field skips its reducer (see `overwrite_or_reduce`).
+fn overwrites_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> TokenStream {
+    let GeneratedNames {
+        state,
+        update,
+        field_enum,
+        ..
     } = names;
     let r = quote!(::stategraph::reducers);
     let PerField {
@@ -120,12 +191,6 @@ fn apply_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>, no_fields: boo
         ow_count,
         ..
     } = per_field;
-    let quiet_unused = if no_fields {
-        quote!(let _ = __ctx;)
-    } else {
-        quote!()
-    };
-    let single_write = single_write_path(names, per_field);
     let reduce_buckets = (0..idents.len()).map(|i| {
         let (b, v, c) = (&bucket[i], &variants[i], &ow_count[i]);
         let too_many = quote! {
@@ -139,49 +204,55 @@ fn apply_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>, no_fields: boo
         overwrite_or_reduce(names, per_field, i, &ow[i], too_many, quote!(#b))
     });
     quote! {
-        fn apply(
-            &mut self,
-            writes: ::std::vec::Vec<#update>,
-            __ctx: &mut #r::ReduceCtx,
-        ) -> ::core::result::Result<
-            ::std::vec::Vec<(#field_enum, #r::Change)>,
-            (#field_enum, #r::ReduceError),
-        > {
-            #quiet_unused
-            #single_write
-            #(
-                let mut #bucket: ::std::vec::Vec<#reducers::Update> =
-                    ::std::vec::Vec::new();
-                let mut #ow: ::core::option::Option<#tys> = ::core::option::Option::None;
-                let mut #ow_count: usize = 0;
-            )*
-            for __write in writes {
-                let #update { #(#idents: #part,)* __overwrite: __ow } = __write;
+        #[automatically_derived]
+        impl #state {
+            #[doc(hidden)]
+            #[cold]
+            #[inline(never)]
+            #[allow(clippy::type_complexity)]
+            fn __stategraph_apply_overwrites(
+                &mut self,
+                writes: ::std::vec::Vec<#update>,
+                __ctx: &mut #r::ReduceCtx,
+            ) -> ::core::result::Result<
+                ::std::vec::Vec<(#field_enum, #r::Change)>,
+                (#field_enum, #r::ReduceError),
+            > {
+                let _ = &__ctx;
                 #(
-                    if let ::core::option::Option::Some(__v) = #part {
-                        #bucket.push(__v);
-                    }
+                    let mut #bucket: ::std::vec::Vec<#reducers::Update> =
+                        ::std::vec::Vec::new();
+                    let mut #ow: ::core::option::Option<#tys> = ::core::option::Option::None;
+                    let mut #ow_count: usize = 0;
                 )*
-                if let ::core::option::Option::Some(__ow) = __ow {
-                    let __ow = *__ow;
+                for __write in writes {
+                    let #update { #(#idents: #part,)* __overwrite: __ow } = __write;
                     #(
-                        if let ::core::option::Option::Some(__v) = __ow.#idents {
-                            #ow = ::core::option::Option::Some(__v);
-                            #ow_count += 1;
+                        if let ::core::option::Option::Some(__v) = #part {
+                            #bucket.push(__v);
                         }
                     )*
+                    if let ::core::option::Option::Some(__ow) = __ow {
+                        let __ow = *__ow;
+                        #(
+                            if let ::core::option::Option::Some(__v) = __ow.#idents {
+                                #ow = ::core::option::Option::Some(__v);
+                                #ow_count += 1;
+                            }
+                        )*
+                    }
                 }
+                let mut __changes = ::std::vec::Vec::new();
+                #(#reduce_buckets)*
+                ::core::result::Result::Ok(__changes)
             }
-            let mut __changes = ::std::vec::Vec::new();
-            #(#reduce_buckets)*
-            ::core::result::Result::Ok(__changes)
         }
     }
 }
 
-/// One field's part of applying a step: if `overwrite` (an `Option` of the field's type)
-/// holds a value, `check` runs, the reducer's `overwrite` hook sets the field and it counts
-/// as replaced; otherwise the non-empty `writes` go through the reducer.
+/// One field's part of applying a step with overwrites: if `overwrite` (an `Option` of the
+/// field's type) holds a value, `check` runs, the reducer's `overwrite` hook sets the field and
+/// it counts as replaced; otherwise the non-empty `writes` go through the reducer.
 fn overwrite_or_reduce(
     names: &GeneratedNames<'_>,
     per_field: &PerField<'_>,
@@ -214,8 +285,7 @@ fn overwrite_or_reduce(
     }
 }
 
-/// The fast path of `apply`: one write (most steps) needs no per-field buckets, and one
-/// without overwrites never looks at them again.
+/// The fast path of `apply`: one write (most steps) needs no per-field buckets.
 fn single_write_path(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> TokenStream {
     let GeneratedNames {
         update, field_enum, ..
@@ -228,29 +298,13 @@ fn single_write_path(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> To
         part,
         ..
     } = per_field;
-    let with_overwrites = (0..idents.len()).map(|i| {
-        let (id, p) = (idents[i], &part[i]);
-        let slot = format_ident!("__owv_{}", i);
-        let writes = format_ident!("__w_{}", i);
-        let body = overwrite_or_reduce(names, per_field, i, &slot, quote!(), quote!(#writes));
-        quote! {
-            let #slot = __ow.#id;
-            let #writes = #p.map_or_else(::std::vec::Vec::new, |__v| ::std::vec![__v]);
-            #body
-        }
-    });
     quote! {
         // Fast path: one write (most steps) needs no per-field buckets.
         if writes.len() == 1 {
             let mut writes = writes;
             let mut __changes = ::std::vec::Vec::new();
             if let ::core::option::Option::Some(__write) = writes.pop() {
-                let #update { #(#idents: #part,)* __overwrite: __ow } = __write;
-                if let ::core::option::Option::Some(__ow) = __ow {
-                    let __ow = *__ow;
-                    #(#with_overwrites)*
-                    return ::core::result::Result::Ok(__changes);
-                }
+                let #update { #(#idents: #part,)* __overwrite: _ } = __write;
                 #(
                     if let ::core::option::Option::Some(__v) = #part {
                         let __change = #reducers::reduce(
@@ -280,12 +334,22 @@ fn written_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> TokenStre
     } = per_field;
     quote! {
         fn written(update: &#update, f: &mut dyn ::core::ops::FnMut(#field_enum)) {
-            let __ow = update.__overwrite.as_deref();
-            #(
-                if update.#idents.is_some() || __ow.is_some_and(|__o| __o.#idents.is_some()) {
-                    f(#field_enum::#variants);
+            match update.__overwrite.as_deref() {
+                ::core::option::Option::None => {
+                    #(
+                        if update.#idents.is_some() {
+                            f(#field_enum::#variants);
+                        }
+                    )*
                 }
-            )*
+                ::core::option::Option::Some(__o) => {
+                    #(
+                        if update.#idents.is_some() || __o.#idents.is_some() {
+                            f(#field_enum::#variants);
+                        }
+                    )*
+                }
+            }
         }
     }
 }
