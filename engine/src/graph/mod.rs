@@ -18,7 +18,7 @@ use crate::subgraph::{Checkpointing, SubgraphNode};
 use crate::State;
 
 pub use compiled::CompiledGraph;
-pub(crate) use compiled::GraphInner;
+pub(crate) use compiled::{CompiledNode, GraphInner};
 pub(crate) use control_order::Channel;
 use node_run::UserNode;
 pub(crate) use node_run::{NodeRun, TaskOutput};

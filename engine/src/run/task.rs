@@ -60,65 +60,124 @@ impl<S: State> RunLoop<S> {
         resumed: bool,
     ) -> impl std::future::Future<Output = TaskResult<S>> + Send + 'static {
         let node_ix = t.node.unwrap_or(0);
-        let node = self.g.nodes[node_ix].run.clone();
-        let options = self.g.nodes[node_ix].options.clone();
-        let name = self.g.nodes[node_ix].name.clone();
-        let state = self.state.clone();
-        let idle_limit = options.timeout.is_some_and(|p| p.idle_timeout.is_some());
-        let ctx = self.task_ctx(t, resume, resumed, idle_limit);
-        let step = self.step;
-        let task = t.id;
-        let shared = self.shared.clone();
+        let idle_limit = self.g.nodes[node_ix]
+            .options
+            .timeout
+            .is_some_and(|p| p.idle_timeout.is_some());
+        // The future holds the graph, not copies of the node's run, options and name.
+        let task = Attempts {
+            g: self.g.clone(),
+            node_ix,
+            state: self.state.clone(),
+            ctx: self.task_ctx(t, resume, resumed, idle_limit),
+            shared: self.shared.clone(),
+        };
         async move {
-            let mut attempt = 1u32;
-            loop {
-                ctx.inner.cursor.lock().unpoisoned().calls = 0;
-                if let Some(link) = &ctx.inner.subtasks {
-                    link.calls.store(0, std::sync::atomic::Ordering::SeqCst);
-                }
-                let result = run_attempt(&node, &state, &ctx, options.timeout.as_ref()).await;
-                let consumed = || ctx.inner.cursor.lock().unpoisoned().resume.clone();
-                let failure = match result {
-                    Ok(out) => return done(out, &ctx, &name, &shared),
-                    Err(end) => match end.error_or_pause(&name, step, task) {
-                        Ok(error) => error,
-                        Err(interrupts) => {
-                            return TaskResult::Interrupted {
-                                interrupts,
-                                resumes: consumed(),
-                            }
+            // The first attempt inline; a failure's retries and handler are boxed, so that
+            // the rare path keeps no room in every task's future.
+            let rest = match task.attempt().await {
+                Ok(out) => return task.done(out),
+                Err(end) => Box::pin(task.after_failure(end)),
+            };
+            rest.await
+        }
+    }
+}
+
+/// One task's attempts: the graph (for its node, options and name), the state it reads and
+/// its context.
+struct Attempts<S: State> {
+    g: Arc<crate::graph::GraphInner<S>>,
+    node_ix: usize,
+    state: Arc<S>,
+    ctx: NodeContext,
+    shared: Arc<crate::run::RunShared>,
+}
+
+impl<S: State> Attempts<S> {
+    /// The task's node.
+    fn node(&self) -> &crate::graph::CompiledNode<S> {
+        &self.g.nodes[self.node_ix]
+    }
+
+    /// One attempt, from a fresh count of the task's interrupt and subtask calls.
+    async fn attempt(&self) -> Result<TaskOutput<S>, AttemptFailure> {
+        self.ctx.inner.cursor.lock().unpoisoned().calls = 0;
+        if let Some(link) = &self.ctx.inner.subtasks {
+            link.calls.store(0, std::sync::atomic::Ordering::SeqCst);
+        }
+        let node = self.node();
+        run_attempt(
+            &node.run,
+            &self.state,
+            &self.ctx,
+            node.options.timeout.as_ref(),
+        )
+        .await
+    }
+
+    /// A task that succeeded.
+    fn done(&self, out: TaskOutput<S>) -> TaskResult<S> {
+        done(out, &self.ctx, &self.node().name, &self.shared)
+    }
+
+    /// The resume values the task consumed.
+    fn consumed(&self) -> Vec<serde_json::Value> {
+        self.ctx.inner.cursor.lock().unpoisoned().resume.clone()
+    }
+
+    /// After the first attempt ended in `end`: retried as the node's policy says until an
+    /// attempt succeeds, pauses, or fails for good, and then handled if the node has a
+    /// handler.
+    async fn after_failure(&self, mut end: AttemptFailure) -> TaskResult<S> {
+        let mut attempt = 1u32;
+        loop {
+            let failure =
+                match end.error_or_pause(&self.node().name, self.ctx.step(), self.ctx.task_id()) {
+                    Ok(error) => error,
+                    Err(interrupts) => {
+                        return TaskResult::Interrupted {
+                            interrupts,
+                            resumes: self.consumed(),
                         }
-                    },
-                };
-                // Control flow (a child's interrupt errors, a cancellation) is final and
-                // never handled; anything else may be retried, then handled.
-                let failure_only = !handler::is_control_flow(&failure);
-                match &options.retry {
-                    Some(p) if failure_only && p.should_retry(attempt, &failure_box(&failure)) => {
-                        tokio::time::sleep(p.wait(attempt)).await;
-                        attempt += 1;
                     }
-                    _ => match &options.error_handler {
-                        Some(h) if failure_only && !ctx.is_cancelled() => {
-                            let error = NodeError {
-                                node: name.to_string(),
-                                step,
-                                task,
-                                attempts: attempt,
-                                source: Arc::new(failure),
-                            };
-                            // Boxed: the rare path keeps no room in every task's future.
-                            return Box::pin(handler::handle(h, state, &ctx, error)).await;
-                        }
-                        _ => {
-                            return TaskResult::Failed {
-                                error: failure,
-                                resumes: consumed(),
-                            }
-                        }
-                    },
+                };
+            // Control flow (a child's interrupt errors, a cancellation) is final and never
+            // handled; anything else may be retried, then handled.
+            let failure_only = !handler::is_control_flow(&failure);
+            match &self.node().options.retry {
+                Some(p) if failure_only && p.should_retry(attempt, &failure_box(&failure)) => {
+                    drop(failure);
+                    tokio::time::sleep(p.wait(attempt)).await;
+                    attempt += 1;
                 }
+                _ => return self.fail(failure, failure_only, attempt).await,
             }
+            match self.attempt().await {
+                Ok(out) => return self.done(out),
+                Err(next) => end = next,
+            }
+        }
+    }
+
+    /// The task failed for good after `attempts` attempts: handled if the node has a handler
+    /// and `failure` is no control flow.
+    async fn fail(&self, failure: RunError, failure_only: bool, attempts: u32) -> TaskResult<S> {
+        match &self.node().options.error_handler {
+            Some(h) if failure_only && !self.ctx.is_cancelled() => {
+                let error = NodeError {
+                    node: self.node().name.to_string(),
+                    step: self.ctx.step(),
+                    task: self.ctx.task_id(),
+                    attempts,
+                    source: Arc::new(failure),
+                };
+                handler::handle(h, self.state.clone(), &self.ctx, error).await
+            }
+            _ => TaskResult::Failed {
+                error: failure,
+                resumes: self.consumed(),
+            },
         }
     }
 }
