@@ -25,8 +25,16 @@ pub(super) struct NextSchedule {
 impl NextSchedule {
     /// Nothing scheduled, in a graph of `nodes` nodes.
     pub(super) fn new(nodes: usize) -> Self {
+        Self::reusing(Vec::new(), nodes)
+    }
+
+    /// Nothing scheduled, in a graph of `nodes` nodes, in the room of an earlier step's
+    /// `branches` (no allocation per step).
+    fn reusing(mut branches: Vec<bool>, nodes: usize) -> Self {
+        branches.clear();
+        branches.resize(nodes, false);
         NextSchedule {
-            branches: vec![false; nodes],
+            branches,
             sends: Vec::new(),
         }
     }
@@ -34,8 +42,11 @@ impl NextSchedule {
 
 /// The writes of a step's outputs, gathered for the reducers.
 struct StepWrites<S: State> {
-    /// Which task (by position) wrote which field, to name the writers of a conflict.
+    /// Which task (by position) wrote which field, to name the writers of a conflict; left
+    /// empty when one task wrote, as it then wrote any field that fails.
     writers: Vec<(S::Field, usize)>,
+    /// The one task that wrote, when only one did.
+    only_writer: Option<usize>,
     updates: Vec<S::Update>,
     /// Tasks whose conditional edges run after the writes (by position).
     routed: Vec<usize>,
@@ -52,19 +63,23 @@ impl<S: State> RunLoop<S> {
     ) -> Result<(), RunError> {
         let g = self.g.clone();
         let version = self.control.max_version + 1;
-        let mut next = NextSchedule::new(g.nodes.len());
+        let mut next =
+            NextSchedule::reusing(std::mem::take(&mut self.spare_branches), g.nodes.len());
         self.consume_triggers(&g, tasks);
         let writes = self.gather_writes(&g, tasks, outputs, version, &mut next)?;
         let mut rctx = ReduceCtx::new(self.step);
         let changes = Arc::make_mut(&mut self.state)
             .apply(writes.updates, &mut rctx)
             .map_err(|(field, source)| {
-                let mut names: Vec<String> = writes
-                    .writers
-                    .iter()
-                    .filter(|(f, _)| *f == field)
-                    .map(|(_, ti)| self.node_name(&tasks[*ti]).to_string())
-                    .collect();
+                let mut names: Vec<String> = match writes.only_writer {
+                    Some(ti) => vec![self.node_name(&tasks[ti]).to_string()],
+                    None => writes
+                        .writers
+                        .iter()
+                        .filter(|(f, _)| *f == field)
+                        .map(|(_, ti)| self.node_name(&tasks[*ti]).to_string())
+                        .collect(),
+                };
                 names.dedup();
                 RunError::Reduce {
                     field: field.name(),
@@ -131,13 +146,19 @@ impl<S: State> RunLoop<S> {
             updates: Vec::new(),
             routed: Vec::with_capacity(outputs.len()),
             joins_touched: false,
+            only_writer: match *outputs.as_slice() {
+                [(ti, _)] => Some(ti),
+                _ => None,
+            },
         };
         for (ti, mut out) in outputs {
             let t = &tasks[ti];
             let handled = out.handled.take();
             let name = self.node_name(t);
-            for u in &out.updates {
-                S::written(u, &mut |f| writes.writers.push((f, ti)));
+            if writes.only_writer.is_none() {
+                for u in &out.updates {
+                    S::written(u, &mut |f| writes.writers.push((f, ti)));
+                }
             }
             let (out_edges, allowed) = match t.node {
                 Some(i) => (&g.nodes[i].out, g.nodes[i].destinations.as_ref()),
@@ -188,7 +209,7 @@ impl<S: State> RunLoop<S> {
             self.persist.note_change(f.index(), c);
             changed = true;
         }
-        for (i, b) in next.branches.into_iter().enumerate() {
+        for (i, &b) in next.branches.iter().enumerate() {
             if b {
                 self.control.branches[i] = true;
                 self.control.branch_versions[i] = version;
@@ -199,6 +220,7 @@ impl<S: State> RunLoop<S> {
         }
         changed |= !next.sends.is_empty();
         self.control.sends = next.sends;
+        self.spare_branches = next.branches;
         if changed {
             self.control.max_version = version;
         }

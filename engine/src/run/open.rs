@@ -114,6 +114,7 @@ impl<S: State> RunLoop<S> {
             handled: Vec::new(),
             cache_hits: Vec::new(),
             subtask_tx: None,
+            spare_branches: Vec::new(),
         }
     }
 

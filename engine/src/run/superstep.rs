@@ -45,6 +45,8 @@ pub(crate) struct RunLoop<S: State> {
     /// Where the current step's subtasks send their writes (a workflow's step only).
     pub(super) subtask_tx:
         Option<tokio::sync::mpsc::UnboundedSender<super::subtask::SubtaskRecord>>,
+    /// The room of the last step's scheduled branches, reused by the next step.
+    pub(super) spare_branches: Vec<bool>,
 }
 
 /// Which static interrupt a node can have.

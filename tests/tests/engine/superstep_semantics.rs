@@ -501,6 +501,57 @@ async fn tasks_of_spawned_nodes_run_in_parallel_on_the_runtime() -> TestResult {
     Ok(())
 }
 
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Note {
+    id: Option<String>,
+}
+
+impl stategraph::reducers::Message for Note {
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
+    fn set_id(&mut self, id: String) {
+        self.id = Some(id);
+    }
+}
+
+#[derive(State, Clone, Default, Debug, PartialEq)]
+pub struct Notes {
+    #[reduce(add_messages)]
+    notes: Vec<Note>,
+}
+
+#[tokio::test]
+async fn a_reducer_error_of_a_step_with_one_writer_names_that_writer() -> TestResult {
+    use stategraph::reducers::{MessagesUpdate, ReduceError};
+    let g = StateGraph::<Notes>::new()
+        .add_node("remover", |_s: Arc<Notes>, _c: NodeContext| async {
+            Ok::<_, BoxError>(Notes::update().notes(MessagesUpdate::remove("nope")))
+        })
+        .add_edge(START, "remover")
+        .compile()?;
+    let err = g
+        .invoke(Notes::update(), &RunConfig::new())
+        .await
+        .err()
+        .ok_or("expected the removal of an unknown id to fail")?;
+    match err {
+        RunError::Reduce {
+            field,
+            writers,
+            source,
+            ..
+        } => {
+            assert_eq!(field, "notes");
+            assert_eq!(writers, ["remover"]);
+            assert!(matches!(source, ReduceError::UnknownMessageId { .. }));
+        }
+        other => return Err(format!("unexpected error {other}").into()),
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_reducer_conflict_records_the_outputs_so_continue_does_not_rerun_the_tasks() -> TestResult
 {
