@@ -5,8 +5,9 @@
 //! value as `jsonb`, its `simple` tsvector, its times and TTL), `sg_store_vectors` (an
 //! item's vectors as `real[]`), `sg_store_vector_log` (which items each generation of the
 //! vectors changed) and `sg_store_meta` (the schema version, the index's dimensions, the
-//! vectors' generation). A batch is one transaction, and the statements of a run of puts
-//! (with the batch's locks) go to the server together, in one round trip; a batch of one
+//! vectors' generation). A batch is one transaction. A batch of only puts and deletes goes
+//! to the server whole, `BEGIN` to `COMMIT`, in one round trip; in a batch that also reads,
+//! the statements of a run of puts (with the batch's locks) go together; a batch of one
 //! get is its one statement, without a transaction. Filters become
 //! `jsonb` conditions with every value bound, namespaces are `.`-joined keys compared by
 //! bytes so a prefix is a key range, full-text search is `ts_rank` over an OR of the
@@ -14,13 +15,14 @@
 //! in this process over a mirror of the vectors table (decision 0088).
 //!
 //! Inside: `schema` the tables; `sql` statements and filters; `rows` reading rows;
-//! `locks` the order a batch locks in; `batch` a batch's operations; `writes` a put's
-//! statements; `vectors` the vector
-//! backends; `mirror` the fallback's in-memory vectors.
+//! `locks` the order a batch locks in; `batch` a batch's operations; `pipeline` a batch of
+//! only writes in one round trip; `writes` a put's and a delete's statements; `vectors` the
+//! vector backends; `mirror` the fallback's in-memory vectors.
 
 mod batch;
 mod locks;
 mod mirror;
+mod pipeline;
 mod rows;
 mod schema;
 mod sql;
@@ -189,6 +191,16 @@ impl PostgresStore {
     async fn run_once(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
         let inner = &self.inner;
         let mut pooled = connection(&inner.saver).await?;
+        if pipeline::runs(prepared) {
+            let (schema, config) = (inner.saver.schema(), &inner.config);
+            let (now, counted) = (config.clock.now(), inner.vectors.counted());
+            let done = pipeline::run(&pooled, schema, config, now, counted, prepared).await?;
+            if let (Some((generation, changes)), Vectors::Mirror(mirror)) = (done, &inner.vectors)
+            {
+                mirror.apply(generation - 1, changes)?;
+            }
+            return Ok(vec![OpResult::Done; prepared.ops.len()]);
+        }
         let client: &mut Client = &mut pooled;
         let tx = client
             .transaction()

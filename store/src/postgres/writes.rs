@@ -1,6 +1,6 @@
-//! A put's statements, built apart from running them, so that a batch sends the statements
-//! of a run of puts before it awaits any answer: one round trip for the run, where awaiting
-//! each took two per put.
+//! A put's and a delete's statements, built apart from running them, so that a batch sends
+//! the statements of a run of writes before it awaits any answer: one round trip for the run,
+//! where awaiting each took two per put.
 
 use serde_json::{Map, Value};
 use tokio_postgres::types::Type;
@@ -66,6 +66,19 @@ pub(super) fn vector(schema: &str, op: &PutOp, field: usize, vector: &[f32]) -> 
             "INSERT INTO {{s}}.sg_store_vectors (ns, key, field, vec) \
              VALUES ({ns}, {key}, {field}, {vec})"
         ),
+    ));
+    q
+}
+
+/// The statement that deletes the item at `op`'s namespace and key, its vectors with it
+/// (the vectors table's foreign key cascades).
+pub(super) fn delete(schema: &str, op: &PutOp) -> Query {
+    let mut q = Query::new("");
+    let ns = q.bind(op.namespace.to_string(), Type::TEXT);
+    let key = q.bind(op.key.clone(), Type::TEXT);
+    q.push(&named(
+        schema,
+        &format!("DELETE FROM {{s}}.sg_store_items WHERE ns = {ns} AND key = {key}"),
     ));
     q
 }
