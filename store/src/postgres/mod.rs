@@ -168,7 +168,10 @@ impl PostgresStore {
 
     /// A batch of one get as its one statement, without a transaction: one round trip,
     /// where a transaction takes three. The statement reads one snapshot and restarts the
-    /// TTL in itself, as it does in a transaction. `None`: the batch is not one get.
+    /// TTL in itself, as it does in a transaction. When the saver prepares its statements
+    /// ([`PostgresSaver::prepared_statements`]) it goes as a named statement the connection
+    /// prepared once, which the server neither parses nor plans again; otherwise as an
+    /// unnamed one, which a transaction-mode pooler carries. `None`: the batch is not one get.
     ///
     /// (A put cannot go alone: its item lock must come before the statement that drops the
     /// item's old vectors takes its snapshot, or a concurrent writer's vectors would stay.)
@@ -180,10 +183,18 @@ impl PostgresStore {
         };
         let statement = batch::get_statement(schema, &inner.config, now, get);
         let pooled = connection(&inner.saver).await?;
-        let rows = pooled
-            .query_typed(statement.text(), &statement.params())
-            .await
-            .map_err(db("reading an item"))?;
+        let rows = if inner.saver.prepared_statements() {
+            let prepared = pooled
+                .prepare_typed_cached(statement.text(), &statement.types())
+                .await
+                .map_err(db("preparing the statement of a get"))?;
+            pooled.query(&prepared, &statement.values()).await
+        } else {
+            pooled
+                .query_typed(statement.text(), &statement.params())
+                .await
+        }
+        .map_err(db("reading an item"))?;
         let item = rows.first().map(|row| rows::item(row, 0)).transpose()?;
         Ok(Some(vec![OpResult::Item(item)]))
     }
@@ -195,8 +206,7 @@ impl PostgresStore {
             let (schema, config) = (inner.saver.schema(), &inner.config);
             let (now, counted) = (config.clock.now(), inner.vectors.counted());
             let done = pipeline::run(&pooled, schema, config, now, counted, prepared).await?;
-            if let (Some((generation, changes)), Vectors::Mirror(mirror)) = (done, &inner.vectors)
-            {
+            if let (Some((generation, changes)), Vectors::Mirror(mirror)) = (done, &inner.vectors) {
                 mirror.apply(generation - 1, changes)?;
             }
             return Ok(vec![OpResult::Done; prepared.ops.len()]);

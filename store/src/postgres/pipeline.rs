@@ -206,7 +206,8 @@ impl Probes {
 }
 
 /// A statement's future, boxed so that `BEGIN`, the statements and `COMMIT` share one type.
-type Answer<'a> = Pin<Box<dyn Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a>>;
+type Answer<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a>>;
 
 /// Runs `statements` between `BEGIN` and `COMMIT`, every message sent before any answer
 /// is awaited; their rows, in order. The first failure is the error (the statements after
@@ -217,13 +218,15 @@ async fn in_transaction(
 ) -> Result<Vec<Vec<Row>>, StoreError> {
     let params: Vec<_> = statements.iter().map(Query::params).collect();
     let mut sent: Vec<Pin<Box<MaybeDone<Answer<'_>>>>> = Vec::with_capacity(params.len() + 2);
-    let begin: Answer<'_> = Box::pin(async { client.batch_execute("BEGIN").await.map(|()| Vec::new()) });
+    let begin: Answer<'_> =
+        Box::pin(async { client.batch_execute("BEGIN").await.map(|()| Vec::new()) });
     sent.push(Box::pin(maybe_done(begin)));
     for (q, p) in statements.iter().zip(&params) {
         let answer: Answer<'_> = Box::pin(client.query_typed(q.text(), p));
         sent.push(Box::pin(maybe_done(answer)));
     }
-    let commit: Answer<'_> = Box::pin(async { client.batch_execute("COMMIT").await.map(|()| Vec::new()) });
+    let commit: Answer<'_> =
+        Box::pin(async { client.batch_execute("COMMIT").await.map(|()| Vec::new()) });
     sent.push(Box::pin(maybe_done(commit)));
     // A statement's request is sent on its future's first poll: poll each once, in order,
     // so that the server gets them in this order; then wait for every answer.

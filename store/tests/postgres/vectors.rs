@@ -396,9 +396,8 @@ async fn a_batch_writing_an_item_twice_reaches_every_mirror_as_its_last_write() 
         .await
         .expect("open");
     let at = ns(&["docs"]);
-    let put = |key: &str, text: &str| {
-        Op::Put(PutOp::new(at.clone(), key, obj(json!({ "text": text }))))
-    };
+    let put =
+        |key: &str, text: &str| Op::Put(PutOp::new(at.clone(), key, obj(json!({ "text": text }))));
     let delete = |key: &str| Op::Put(PutOp::delete(at.clone(), key));
     let query = SearchOp::new(at.clone()).query("green tea");
     let found = |store: &stategraph_store::PostgresStore| {
