@@ -19,6 +19,7 @@
 //! only writes in one round trip; `writes` a put's and a delete's statements; `vectors` the
 //! vector backends; `mirror` the fallback's in-memory vectors.
 
+mod alone;
 mod batch;
 mod locks;
 mod mirror;
@@ -38,7 +39,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::prepare::{prepare, Prepared};
-use crate::{Op, OpResult, Store, StoreConfig, StoreError};
+use crate::{Op, OpResult, SearchOp, Store, StoreConfig, StoreError};
+use alone::Alone;
 use batch::Batch;
 use schema::named;
 pub use schema::POSTGRES_SCHEMA_VERSION;
@@ -166,37 +168,33 @@ impl PostgresStore {
         }
     }
 
-    /// A batch of one get as its one statement, without a transaction: one round trip,
-    /// where a transaction takes three. The statement reads one snapshot and restarts the
-    /// TTL in itself, as it does in a transaction. When the saver prepares its statements
-    /// ([`PostgresSaver::prepared_statements`]) it goes as a named statement the connection
-    /// prepared once, which the server neither parses nor plans again; otherwise as an
-    /// unnamed one, which a transaction-mode pooler carries. `None`: the batch is not one get.
+    /// A batch of one get, or of one search without a query, without a transaction of its
+    /// own making (`alone`): one round trip, where a transaction takes three. `None`: the
+    /// batch is neither.
     ///
     /// (A put cannot go alone: its item lock must come before the statement that drops the
     /// item's old vectors takes its snapshot, or a concurrent writer's vectors would stay.)
     async fn run_alone(&self, prepared: &Prepared) -> Result<Option<Vec<OpResult>>, StoreError> {
         let inner = &self.inner;
-        let (schema, now) = (inner.saver.schema(), inner.config.clock.now());
-        let [Op::Get(get)] = prepared.ops.as_slice() else {
+        let (Some(op), 1) = (prepared.ops.first(), prepared.ops.len()) else {
             return Ok(None);
         };
-        let statement = batch::get_statement(schema, &inner.config, now, get);
-        let pooled = connection(&inner.saver).await?;
-        let rows = if inner.saver.prepared_statements() {
-            let prepared = pooled
-                .prepare_typed_cached(statement.text(), &statement.types())
-                .await
-                .map_err(db("preparing the statement of a get"))?;
-            pooled.query(&prepared, &statement.values()).await
-        } else {
-            pooled
-                .query_typed(statement.text(), &statement.params())
-                .await
+        if !matches!(op, Op::Get(_) | Op::Search(SearchOp { query: None, .. })) {
+            return Ok(None);
         }
-        .map_err(db("reading an item"))?;
-        let item = rows.first().map(|row| rows::item(row, 0)).transpose()?;
-        Ok(Some(vec![OpResult::Item(item)]))
+        let pooled = connection(&inner.saver).await?;
+        let alone = Alone {
+            client: &pooled,
+            schema: inner.saver.schema(),
+            config: &inner.config,
+            now: inner.config.clock.now(),
+            prepared: inner.saver.prepared_statements(),
+        };
+        Ok(Some(vec![match op {
+            Op::Search(search) => OpResult::Items(alone.search_recent(search).await?),
+            Op::Get(get) => OpResult::Item(alone.get(get).await?),
+            _ => return Ok(None),
+        }]))
     }
 
     async fn run_once(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {

@@ -77,7 +77,7 @@ pub(super) async fn run(
             None => statements.push(writes::delete(schema, put)),
         }
     }
-    let answers = in_transaction(client, &statements).await?;
+    let answers = in_transaction(client, &statements, "writing a batch").await?;
     let Some(rows) = counting.and_then(|at| answers.get(at)) else {
         return Ok(None);
     };
@@ -210,11 +210,13 @@ type Answer<'a> =
     Pin<Box<dyn Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a>>;
 
 /// Runs `statements` between `BEGIN` and `COMMIT`, every message sent before any answer
-/// is awaited; their rows, in order. The first failure is the error (the statements after
-/// it fail only because the transaction is aborted, and the `COMMIT` rolls it back).
-async fn in_transaction(
+/// is awaited; their rows, in order. The first failure is the error, saying it happened
+/// `what`ever the statements do (the statements after it fail only because the
+/// transaction is aborted, and the `COMMIT` rolls it back).
+pub(super) async fn in_transaction(
     client: &Client,
     statements: &[Query],
+    what: &'static str,
 ) -> Result<Vec<Vec<Row>>, StoreError> {
     let params: Vec<_> = statements.iter().map(Query::params).collect();
     let mut sent: Vec<Pin<Box<MaybeDone<Answer<'_>>>>> = Vec::with_capacity(params.len() + 2);
@@ -246,7 +248,7 @@ async fn in_transaction(
     take("beginning a batch")?;
     let mut rows = Vec::with_capacity(statements.len());
     for _ in statements {
-        rows.push(take("writing a batch")?);
+        rows.push(take(what)?);
     }
     take("committing a batch")?;
     Ok(rows)
