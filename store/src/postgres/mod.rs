@@ -154,14 +154,17 @@ impl PostgresStore {
         }
     }
 
-    /// Runs the batch, again when the server rolled it back to break a deadlock.
+    /// Runs the batch, again when the server rolled it back to break a deadlock (a read's
+    /// TTL restart too may meet a batch's writes in a cycle).
     async fn run(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
-        if let Some(out) = self.run_alone(prepared).await? {
-            return Ok(out);
-        }
         let mut attempt = 0;
         loop {
-            match self.run_once(prepared).await {
+            let done = match self.run_alone(prepared).await {
+                Ok(Some(out)) => Ok(out),
+                Ok(None) => self.run_once(prepared).await,
+                Err(e) => Err(e),
+            };
+            match done {
                 Err(e) if locks::retryable(&e) && attempt < RETRIES => attempt += 1,
                 done => return done,
             }
