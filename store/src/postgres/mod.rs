@@ -204,9 +204,9 @@ impl PostgresStore {
         let inner = &self.inner;
         let mut pooled = connection(&inner.saver).await?;
         if pipeline::runs(prepared) {
-            let (schema, config) = (inner.saver.schema(), &inner.config);
-            let (now, counted) = (config.clock.now(), inner.vectors.counted());
-            let done = pipeline::run(&pooled, schema, config, now, counted, prepared).await?;
+            let (saver, config) = (&inner.saver, &inner.config);
+            let counted = inner.vectors.counted();
+            let done = pipeline::run(&pooled, saver, config, counted, prepared).await?;
             if let (Some((generation, changes)), Vectors::Mirror(mirror)) = (done, &inner.vectors) {
                 mirror.apply(generation - 1, changes)?;
             }

@@ -19,7 +19,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
+use deadpool_postgres::Object;
 use futures::future::{join_all, maybe_done, MaybeDone};
+use stategraph_checkpoints::PostgresSaver;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Row};
 
@@ -30,7 +32,7 @@ use super::schema::named;
 use super::sql::{big, db, Query};
 use super::writes;
 use crate::prepare::Prepared;
-use crate::{Op, PutOp, StoreConfig, StoreError, Timestamp};
+use crate::{Op, PutOp, StoreConfig, StoreError};
 
 /// What a committed batch did to the vectors: the generation it raised them to and the
 /// changes, in the batch's order; `None` when it changed none.
@@ -42,15 +44,16 @@ pub(super) fn runs(prepared: &Prepared) -> bool {
 }
 
 /// Runs a batch of puts and deletes ([`runs`]) on `client`, in one transaction, in one
-/// round trip. `counted`: whether the store counts every write ([`super::vectors::Vectors::counted`]).
+/// round trip; as named statements when the saver prepares its statements.
+/// `counted`: whether the store counts every write ([`super::vectors::Vectors::counted`]).
 pub(super) async fn run(
-    client: &Client,
-    schema: &str,
+    client: &Object,
+    saver: &PostgresSaver,
     config: &StoreConfig,
-    now: Timestamp,
     counted: bool,
     prepared: &Prepared,
 ) -> Result<Counted, StoreError> {
+    let (schema, now) = (saver.schema(), config.clock.now());
     let writes: Vec<(&PutOp, &[Vec<f32>])> = prepared
         .ops
         .iter()
@@ -77,7 +80,8 @@ pub(super) async fn run(
             None => statements.push(writes::delete(schema, put)),
         }
     }
-    let answers = in_transaction(client, &statements, "writing a batch").await?;
+    let named = saver.prepared_statements();
+    let answers = in_transaction(client, &statements, named, "writing a batch").await?;
     let Some(rows) = counting.and_then(|at| answers.get(at)) else {
         return Ok(None);
     };
@@ -213,18 +217,38 @@ type Answer<'a> =
 /// is awaited; their rows, in order. The first failure is the error, saying it happened
 /// `what`ever the statements do (the statements after it fail only because the
 /// transaction is aborted, and the `COMMIT` rolls it back).
+///
+/// `prepared`: as named statements the connection prepares once (the first time, one
+/// round trip each, before anything is sent; its cache keeps them with the connection),
+/// which the server neither parses nor plans again; otherwise unnamed, as a
+/// transaction-mode pooler carries them. Only statements of a fixed text go prepared, so
+/// that the cache stays small.
 pub(super) async fn in_transaction(
-    client: &Client,
+    client: &Object,
     statements: &[Query],
+    prepared: bool,
     what: &'static str,
 ) -> Result<Vec<Vec<Row>>, StoreError> {
+    let mut named = Vec::new();
+    if prepared {
+        for q in statements {
+            let statement = client.prepare_typed_cached(q.text(), &q.types()).await;
+            named.push(statement.map_err(db("preparing a batch's statements"))?);
+        }
+    }
+    let client: &Client = client;
     let params: Vec<_> = statements.iter().map(Query::params).collect();
+    let values: Vec<_> = statements.iter().map(Query::values).collect();
     let mut sent: Vec<Pin<Box<MaybeDone<Answer<'_>>>>> = Vec::with_capacity(params.len() + 2);
     let begin: Answer<'_> =
         Box::pin(async { client.batch_execute("BEGIN").await.map(|()| Vec::new()) });
     sent.push(Box::pin(maybe_done(begin)));
-    for (q, p) in statements.iter().zip(&params) {
-        let answer: Answer<'_> = Box::pin(client.query_typed(q.text(), p));
+    for (at, q) in statements.iter().enumerate() {
+        let answer: Answer<'_> = match (named.get(at), values.get(at), params.get(at)) {
+            (Some(statement), Some(values), _) => Box::pin(client.query(statement, values)),
+            (_, _, Some(params)) => Box::pin(client.query_typed(q.text(), params)),
+            _ => return Err(StoreError::Database(format!("{what}: a statement lost"))),
+        };
         sent.push(Box::pin(maybe_done(answer)));
     }
     let commit: Answer<'_> =

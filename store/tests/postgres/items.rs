@@ -323,7 +323,7 @@ async fn a_failed_batch_leaves_its_connection_outside_any_transaction() {
 }
 
 #[tokio::test]
-async fn gets_through_prepared_statements_read_and_refresh_as_unnamed_ones() {
+async fn prepared_gets_and_writes_read_refresh_and_fail_as_unnamed_ones() {
     let Some(saver) = saver("prepared_get").await else {
         return;
     };
@@ -366,5 +366,21 @@ async fn gets_through_prepared_statements_read_and_refresh_as_unnamed_ones() {
     }
     clock.advance(Duration::from_secs(11));
     assert!(pg.get(&at, "lasting").await.expect("get").is_none());
+    // A failed batch of prepared writes applies nothing and leaves the connection usable.
+    for _ in 0..2 {
+        let failed = pg
+            .batch(vec![
+                Op::Put(PutOp::new(at.clone(), "first", obj(json!({"v": 1})))),
+                Op::Put(PutOp::new(at.clone(), "bad", obj(json!({"v": "a\u{0}b"})))),
+            ])
+            .await;
+        assert!(matches!(failed, Err(StoreError::Database(_))), "{failed:?}");
+    }
+    assert!(pg.get(&at, "first").await.expect("get").is_none());
+    pg.put(&at, "after", obj(json!({"v": 3})))
+        .await
+        .expect("put");
+    let after = pg.get(&at, "after").await.expect("get");
+    assert_eq!(after.map(|i| i.value), Some(obj(json!({"v": 3}))));
     saver.drop_schema().await.expect("drop");
 }
