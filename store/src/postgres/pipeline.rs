@@ -10,6 +10,10 @@
 //! counting statement asks the tables, after the locks are held, so that no other batch's
 //! write of the item comes between.
 //!
+//! Puts of distinct items, all with values (a single put, a bulk load), go as one statement
+//! that checks, writes and counts them all in its one snapshot ([`writes::items`]): the
+//! server parses and plans one statement where it planned two per put.
+//!
 //! A failed statement aborts the transaction: the server refuses the statements after it,
 //! and the `COMMIT` after them rolls it back. Nothing of the batch is applied, and the
 //! connection goes back to the pool outside any transaction.
@@ -64,20 +68,32 @@ pub(super) async fn run(
         })
         .collect();
     let mut statements = locks::statements(schema, &prepared.ops, counted);
-    let probes = Probes::of(&writes, counted);
-    let counting = (!probes.is_empty()).then_some(statements.len());
-    if !probes.is_empty() {
-        statements.push(probes.statement(schema));
-    }
-    for (put, vectors) in &writes {
-        match &put.value {
-            Some(value) => {
-                statements.push(writes::item(schema, config, now, put, value)?);
-                for (field, v) in vectors.iter().enumerate() {
-                    statements.push(writes::vector(schema, put, field, v));
-                }
+    let counting;
+    if let Some(items) = writes::items(schema, config, now, &writes)? {
+        // Puts of distinct items: one statement writes and counts them all.
+        counting = Some(statements.len());
+        statements.push(items);
+        for (put, vectors) in &writes {
+            for (field, v) in vectors.iter().enumerate() {
+                statements.push(writes::vector(schema, put, field, v));
             }
-            None => statements.push(writes::delete(schema, put)),
+        }
+    } else {
+        let probes = Probes::of(&writes, counted);
+        counting = (!probes.is_empty()).then_some(statements.len());
+        if !probes.is_empty() {
+            statements.push(probes.statement(schema));
+        }
+        for (put, vectors) in &writes {
+            match &put.value {
+                Some(value) => {
+                    statements.push(writes::item(schema, config, now, put, value)?);
+                    for (field, v) in vectors.iter().enumerate() {
+                        statements.push(writes::vector(schema, put, field, v));
+                    }
+                }
+                None => statements.push(writes::delete(schema, put)),
+            }
         }
     }
     let named = saver.prepared_statements();
