@@ -1,6 +1,7 @@
 //! Namespaces: the path of labels an item lives under, such as `["users", "u-42", "facts"]`.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -18,9 +19,11 @@ use serde::{Deserialize, Serialize};
 /// assert!(Namespace::new(["a.b"]).is_err());
 /// # Ok::<(), stategraph_store::NamespaceError>(())
 /// ```
+///
+/// Cloning shares the labels (an item read back carries its namespace without copying it).
 #[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "Vec<String>", into = "Vec<String>")]
-pub struct Namespace(Vec<String>);
+pub struct Namespace(Arc<[String]>);
 
 /// A namespace label that cannot be stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,12 +64,12 @@ impl Namespace {
                 });
             }
         }
-        Ok(Self(labels))
+        Ok(Self(labels.into()))
     }
 
     /// The empty prefix, under which every item lives.
     pub fn root() -> Self {
-        Self(Vec::new())
+        Self::default()
     }
 
     /// Reads the `.`-joined form that [`Display`](fmt::Display) writes.
@@ -114,7 +117,7 @@ impl Namespace {
 
     /// This namespace with one more label.
     pub fn child(&self, label: impl Into<String>) -> Result<Self, NamespaceError> {
-        let mut labels = self.0.clone();
+        let mut labels = self.0.to_vec();
         labels.push(label.into());
         Self::new(labels)
     }
@@ -137,7 +140,7 @@ impl TryFrom<Vec<String>> for Namespace {
 
 impl From<Namespace> for Vec<String> {
     fn from(ns: Namespace) -> Self {
-        ns.0
+        ns.0.to_vec()
     }
 }
 
@@ -149,7 +152,7 @@ impl fmt::Display for Namespace {
 
 impl fmt::Debug for Namespace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(&self.0).finish()
+        f.debug_list().entries(self.0.iter()).finish()
     }
 }
 

@@ -214,6 +214,13 @@ impl PostgresSaver {
         self.inner.sql.schema()
     }
 
+    /// Whether the saver sends its hot calls as named statements each pooled connection
+    /// prepares once ([`PostgresOptions::prepared_statements`]): what a store sharing its
+    /// pool may do too.
+    pub fn prepared_statements(&self) -> bool {
+        self.inner.options.prepared_statements
+    }
+
     /// Delete every stored value no checkpoint refers to (such as the values of puts
     /// refused in the middle of a batch); how many were deleted. Safe while other processes
     /// write: it waits for open puts and holds new ones back until it commits.

@@ -144,14 +144,22 @@ impl MemoryStore {
     fn get_now(&self, namespace: &Namespace, key: &str) -> Result<Option<Item>, StoreError> {
         namespace.for_item()?;
         check_key(key)?;
-        let now = self.config.clock.now();
         let refresh = self.config.ttl.refresh_on_read;
         {
             let items = self.items.read().map_err(poisoned)?;
-            if items.with_ttl == 0 || !refresh {
+            // Without a TTL no entry expires: the clock is not read.
+            if items.with_ttl == 0 {
+                let found = items
+                    .find(namespace, key)
+                    .and_then(|slot| items.entry(slot));
+                return Ok(found.map(Entry::item));
+            }
+            if !refresh {
+                let now = self.config.clock.now();
                 return Ok(items.live(namespace, key, now).map(Entry::item));
             }
         }
+        let now = self.config.clock.now();
         let mut items = self.items.write().map_err(poisoned)?;
         Ok(get_refreshing(&mut items, namespace, key, refresh, now))
     }

@@ -245,71 +245,32 @@ impl Batch<'_> {
         if op.limit == 0 {
             return Ok(Vec::new());
         }
-        if op.offset.saturating_add(op.limit) <= WALKED_PAGE {
+        if walks(op) {
             if let Some(found) = self.newest_walk(op).await? {
                 return Ok(found);
             }
         }
-        let mut q = Query::new(self.sql(&format!(
-            "SELECT {ITEM_COLUMNS} FROM {{s}}.sg_store_items WHERE true"
-        )));
-        q.push_search_conditions(self.now, &op.prefix, &op.filter);
-        let rows = self.page_newest(q, op, false).await?;
+        let q = range_statement(self.schema, self.now, op);
+        let rows = self
+            .tx
+            .query_typed(q.text(), &q.params())
+            .await
+            .map_err(db("searching items"))?;
         found_rows(&rows)
     }
 
-    /// The page read off the newest `WALKED` × (offset + limit) items, in the recency
-    /// index's order; `None` when they hold too few matches (the prefix or the filter is
-    /// narrow), and the search must read the prefix's range instead.
-    ///
-    /// The planner cannot choose between the two: it has no estimate of a JSON filter's
-    /// selectivity, and without fresh statistics (after a bulk load, before autovacuum
-    /// analyses the table) none of a prefix's size either, so it reckons few rows match and
-    /// sorts every item under the prefix (40 ms for 100,000 items, where the walk reads a
-    /// few hundred in 0.3 ms). The walk runs with sorting off, which leaves it one plan.
+    /// The page of [`walk_statement`], run with sorting off for it alone (the three
+    /// statements are sent together); `None` when the walk holds too few matches.
     async fn newest_walk(&self, op: &SearchOp) -> Result<Option<Vec<Found>>, StoreError> {
-        let walked = op.offset.saturating_add(op.limit).saturating_mul(WALKED);
-        let mut q = Query::new("");
-        let walked = q.bind(big(walked), Type::INT8);
-        q.push(&self.sql(&format!(
-            "SELECT {ITEM_COLUMNS} FROM (SELECT {WALKED_COLUMNS} FROM {{s}}.sg_store_items \
-             ORDER BY updated_at DESC, ns, key LIMIT {walked}) AS newest WHERE true"
-        )));
-        q.push_search_conditions(self.now, &op.prefix, &op.filter);
-        let rows = self.page_newest(q, op, true).await?;
-        if rows.len() < op.limit {
-            return Ok(None);
-        }
-        found_rows(&rows).map(Some)
-    }
-
-    /// Runs `q`, ordered newest first and paged; with sorting off for it alone when
-    /// `walk` (the three statements are sent together).
-    async fn page_newest(
-        &self,
-        mut q: Query,
-        op: &SearchOp,
-        walk: bool,
-    ) -> Result<Vec<Row>, StoreError> {
-        let (limit, offset) = (
-            q.bind(big(op.limit), Type::INT8),
-            q.bind(big(op.offset), Type::INT8),
-        );
-        q.push(&format!(
-            " ORDER BY updated_at DESC, ns, key LIMIT {limit} OFFSET {offset}"
-        ));
+        let q = walk_statement(self.schema, self.now, op);
         let params = q.params();
-        let search = self.tx.query_typed(q.text(), &params);
-        if !walk {
-            return search.await.map_err(db("searching items"));
-        }
         let (_, rows, _) = futures::try_join!(
-            self.tx.batch_execute("SET LOCAL enable_sort = off"),
-            search,
+            self.tx.batch_execute(SORT_OFF),
+            self.tx.query_typed(q.text(), &params),
             self.tx.batch_execute("SET LOCAL enable_sort TO DEFAULT"),
         )
         .map_err(db("searching items"))?;
-        Ok(rows)
+        walked_page(&rows, op)
     }
 
     /// Full-text search: items holding any of the query's words, by `ts_rank`.
@@ -351,24 +312,9 @@ impl Batch<'_> {
 
     /// Restarts the TTL of `items`.
     async fn refresh<'i>(&self, items: impl Iterator<Item = &'i Item>) -> Result<(), StoreError> {
-        let (ns, keys): (Vec<String>, Vec<String>) = items
-            .map(|i| (i.namespace.to_string(), i.key.clone()))
-            .unzip();
-        let text = format!(
-            "UPDATE {{s}}.sg_store_items SET expires_at = {} \
-             WHERE ttl_ms IS NOT NULL \
-             AND (ns, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
-            expiry("$3")
-        );
+        let q = refresh_statement(self.schema, self.now, items);
         self.tx
-            .execute_typed(
-                &self.sql(&text),
-                &[
-                    (&ns, Type::TEXT_ARRAY),
-                    (&keys, Type::TEXT_ARRAY),
-                    (&self.now.millis(), Type::INT8),
-                ],
-            )
+            .execute_typed(q.text(), &q.params())
             .await
             .map_err(db("restarting found items' TTL"))?;
         Ok(())
@@ -483,6 +429,95 @@ pub(super) fn get_statement(
     q
 }
 
+/// The statement that restarts the TTL of `items` at `now`.
+pub(super) fn refresh_statement<'i>(
+    schema: &str,
+    now: Timestamp,
+    items: impl Iterator<Item = &'i Item>,
+) -> Query {
+    let (ns, keys): (Vec<String>, Vec<String>) = items
+        .map(|i| (i.namespace.to_string(), i.key.clone()))
+        .unzip();
+    let mut q = Query::new("");
+    let (ns, keys) = (q.bind(ns, Type::TEXT_ARRAY), q.bind(keys, Type::TEXT_ARRAY));
+    let now = q.bind(now.millis(), Type::INT8);
+    q.push(&named(
+        schema,
+        &format!(
+            "UPDATE {{s}}.sg_store_items SET expires_at = {} \
+             WHERE ttl_ms IS NOT NULL \
+             AND (ns, key) IN (SELECT * FROM unnest({ns}::text[], {keys}::text[]))",
+            expiry(&now)
+        ),
+    ));
+    q
+}
+
+/// Turns sorting off until the transaction ends (or it is set back), so that a walk has one
+/// plan ([`walk_statement`]).
+pub(super) const SORT_OFF: &str = "SET LOCAL enable_sort = off";
+
+/// Whether a search without a query first walks the newest items: for a page within the
+/// first `WALKED_PAGE` items.
+pub(super) fn walks(op: &SearchOp) -> bool {
+    op.offset.saturating_add(op.limit) <= WALKED_PAGE
+}
+
+/// The statement that reads `op`'s page off the newest `WALKED` × (offset + limit) items,
+/// in the recency index's order, to run with sorting off ([`SORT_OFF`]).
+///
+/// The planner cannot choose between the walk and the prefix's range: it has no estimate
+/// of a JSON filter's selectivity, and without fresh statistics (after a bulk load, before
+/// autovacuum analyses the table) none of a prefix's size either, so it reckons few rows
+/// match and sorts every item under the prefix (40 ms for 100,000 items, where the walk
+/// reads a few hundred in 0.3 ms). With sorting off the walk has one plan.
+pub(super) fn walk_statement(schema: &str, now: Timestamp, op: &SearchOp) -> Query {
+    let walked = op.offset.saturating_add(op.limit).saturating_mul(WALKED);
+    let mut q = Query::new("");
+    let walked = q.bind(big(walked), Type::INT8);
+    q.push(&named(
+        schema,
+        &format!(
+            "SELECT {ITEM_COLUMNS} FROM (SELECT {WALKED_COLUMNS} FROM {{s}}.sg_store_items \
+             ORDER BY updated_at DESC, ns, key LIMIT {walked}) AS newest WHERE true"
+        ),
+    ));
+    q.push_search_conditions(now, &op.prefix, &op.filter);
+    page_newest(&mut q, op);
+    q
+}
+
+/// The page a walk's rows hold; `None` when they are too few (the prefix or the filter is
+/// narrow), and the search must read the prefix's range instead ([`range_statement`]).
+pub(super) fn walked_page(rows: &[Row], op: &SearchOp) -> Result<Option<Vec<Found>>, StoreError> {
+    if rows.len() < op.limit {
+        return Ok(None);
+    }
+    found_rows(rows).map(Some)
+}
+
+/// The statement that reads `op`'s page off the prefix's key range, sorted.
+pub(super) fn range_statement(schema: &str, now: Timestamp, op: &SearchOp) -> Query {
+    let mut q = Query::new(named(
+        schema,
+        &format!("SELECT {ITEM_COLUMNS} FROM {{s}}.sg_store_items WHERE true"),
+    ));
+    q.push_search_conditions(now, &op.prefix, &op.filter);
+    page_newest(&mut q, op);
+    q
+}
+
+/// Orders `q` newest first and pages it.
+fn page_newest(q: &mut Query, op: &SearchOp) {
+    let (limit, offset) = (
+        q.bind(big(op.limit), Type::INT8),
+        q.bind(big(op.offset), Type::INT8),
+    );
+    q.push(&format!(
+        " ORDER BY updated_at DESC, ns, key LIMIT {limit} OFFSET {offset}"
+    ));
+}
+
 /// How many of the newest items a search without a query walks per item of its page before
 /// it reads the prefix's range instead: a prefix and filter that keep under one item in 64
 /// read their range.
@@ -496,7 +531,7 @@ const WALKED_PAGE: usize = 1000;
 const WALKED_COLUMNS: &str = "ns, key, value, created_at, updated_at, ttl_ms, expires_at";
 
 /// Found items from rows of [`ITEM_COLUMNS`], without scores.
-fn found_rows(rows: &[Row]) -> Result<Vec<Found>, StoreError> {
+pub(super) fn found_rows(rows: &[Row]) -> Result<Vec<Found>, StoreError> {
     rows.iter()
         .map(|row| {
             let item = rows::item(row, 0)?;

@@ -5,8 +5,9 @@
 //! value as `jsonb`, its `simple` tsvector, its times and TTL), `sg_store_vectors` (an
 //! item's vectors as `real[]`), `sg_store_vector_log` (which items each generation of the
 //! vectors changed) and `sg_store_meta` (the schema version, the index's dimensions, the
-//! vectors' generation). A batch is one transaction, and the statements of a run of puts
-//! (with the batch's locks) go to the server together, in one round trip; a batch of one
+//! vectors' generation). A batch is one transaction. A batch of only puts and deletes goes
+//! to the server whole, `BEGIN` to `COMMIT`, in one round trip; in a batch that also reads,
+//! the statements of a run of puts (with the batch's locks) go together; a batch of one
 //! get is its one statement, without a transaction. Filters become
 //! `jsonb` conditions with every value bound, namespaces are `.`-joined keys compared by
 //! bytes so a prefix is a key range, full-text search is `ts_rank` over an OR of the
@@ -14,13 +15,15 @@
 //! in this process over a mirror of the vectors table (decision 0088).
 //!
 //! Inside: `schema` the tables; `sql` statements and filters; `rows` reading rows;
-//! `locks` the order a batch locks in; `batch` a batch's operations; `writes` a put's
-//! statements; `vectors` the vector
-//! backends; `mirror` the fallback's in-memory vectors.
+//! `locks` the order a batch locks in; `batch` a batch's operations; `pipeline` a batch of
+//! only writes in one round trip; `writes` a put's and a delete's statements; `vectors` the
+//! vector backends; `mirror` the fallback's in-memory vectors.
 
+mod alone;
 mod batch;
 mod locks;
 mod mirror;
+mod pipeline;
 mod rows;
 mod schema;
 mod sql;
@@ -36,7 +39,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::prepare::{prepare, Prepared};
-use crate::{Op, OpResult, Store, StoreConfig, StoreError};
+use crate::{Op, OpResult, SearchOp, Store, StoreConfig, StoreError};
+use alone::Alone;
 use batch::Batch;
 use schema::named;
 pub use schema::POSTGRES_SCHEMA_VERSION;
@@ -150,45 +154,64 @@ impl PostgresStore {
         }
     }
 
-    /// Runs the batch, again when the server rolled it back to break a deadlock.
+    /// Runs the batch, again when the server rolled it back to break a deadlock (a read's
+    /// TTL restart too may meet a batch's writes in a cycle).
     async fn run(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
-        if let Some(out) = self.run_alone(prepared).await? {
-            return Ok(out);
-        }
         let mut attempt = 0;
         loop {
-            match self.run_once(prepared).await {
+            let done = match self.run_alone(prepared).await {
+                Ok(Some(out)) => Ok(out),
+                Ok(None) => self.run_once(prepared).await,
+                Err(e) => Err(e),
+            };
+            match done {
                 Err(e) if locks::retryable(&e) && attempt < RETRIES => attempt += 1,
                 done => return done,
             }
         }
     }
 
-    /// A batch of one get as its one statement, without a transaction: one round trip,
-    /// where a transaction takes three. The statement reads one snapshot and restarts the
-    /// TTL in itself, as it does in a transaction. `None`: the batch is not one get.
+    /// A batch of one get, or of one search without a query, without a transaction of its
+    /// own making (`alone`): one round trip, where a transaction takes three. `None`: the
+    /// batch is neither.
     ///
     /// (A put cannot go alone: its item lock must come before the statement that drops the
     /// item's old vectors takes its snapshot, or a concurrent writer's vectors would stay.)
     async fn run_alone(&self, prepared: &Prepared) -> Result<Option<Vec<OpResult>>, StoreError> {
         let inner = &self.inner;
-        let (schema, now) = (inner.saver.schema(), inner.config.clock.now());
-        let [Op::Get(get)] = prepared.ops.as_slice() else {
+        let (Some(op), 1) = (prepared.ops.first(), prepared.ops.len()) else {
             return Ok(None);
         };
-        let statement = batch::get_statement(schema, &inner.config, now, get);
+        if !matches!(op, Op::Get(_) | Op::Search(SearchOp { query: None, .. })) {
+            return Ok(None);
+        }
         let pooled = connection(&inner.saver).await?;
-        let rows = pooled
-            .query_typed(statement.text(), &statement.params())
-            .await
-            .map_err(db("reading an item"))?;
-        let item = rows.first().map(|row| rows::item(row, 0)).transpose()?;
-        Ok(Some(vec![OpResult::Item(item)]))
+        let alone = Alone {
+            client: &pooled,
+            schema: inner.saver.schema(),
+            config: &inner.config,
+            now: inner.config.clock.now(),
+            prepared: inner.saver.prepared_statements(),
+        };
+        Ok(Some(vec![match op {
+            Op::Search(search) => OpResult::Items(alone.search_recent(search).await?),
+            Op::Get(get) => OpResult::Item(alone.get(get).await?),
+            _ => return Ok(None),
+        }]))
     }
 
     async fn run_once(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
         let inner = &self.inner;
         let mut pooled = connection(&inner.saver).await?;
+        if pipeline::runs(prepared) {
+            let (saver, config) = (&inner.saver, &inner.config);
+            let counted = inner.vectors.counted();
+            let done = pipeline::run(&pooled, saver, config, counted, prepared).await?;
+            if let (Some((generation, changes)), Vectors::Mirror(mirror)) = (done, &inner.vectors) {
+                mirror.apply(generation - 1, changes)?;
+            }
+            return Ok(vec![OpResult::Done; prepared.ops.len()]);
+        }
         let client: &mut Client = &mut pooled;
         let tx = client
             .transaction()

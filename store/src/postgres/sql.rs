@@ -51,6 +51,19 @@ impl Query {
         &self.text
     }
 
+    /// The parameters' types, as a statement is prepared with them.
+    pub(super) fn types(&self) -> Vec<Type> {
+        self.params.iter().map(|(_, t)| t.clone()).collect()
+    }
+
+    /// The parameters' values, as a prepared statement takes them.
+    pub(super) fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params
+            .iter()
+            .map(|(v, _)| &**v as &(dyn ToSql + Sync))
+            .collect()
+    }
+
     /// The parameters as `query_typed` takes them.
     pub(super) fn params(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
         self.params

@@ -1,6 +1,6 @@
-//! A put's statements, built apart from running them, so that a batch sends the statements
-//! of a run of puts before it awaits any answer: one round trip for the run, where awaiting
-//! each took two per put.
+//! A put's and a delete's statements, built apart from running them, so that a batch sends
+//! the statements of a run of writes before it awaits any answer: one round trip for the run,
+//! where awaiting each took two per put.
 
 use serde_json::{Map, Value};
 use tokio_postgres::types::Type;
@@ -34,23 +34,110 @@ pub(super) fn item(
     let row = format!(
         "{ns}, {key}, {json}::jsonb, to_tsvector('simple', {words}), {at}, {at}, {ttl}, {expires}"
     );
-    let insert = "INSERT INTO {s}.sg_store_items AS i \
-                  (ns, key, value, tsv, created_at, updated_at, ttl_ms, expires_at)";
-    let upsert = format!(
+    let upsert = upsert(&at);
+    let its_vectors = format!("{{s}}.sg_store_vectors WHERE ns = {ns} AND key = {key}");
+    let text = format!(
+        "WITH dropped AS (DELETE FROM {its_vectors} RETURNING 1), \
+         written AS ({INSERT} VALUES ({row}){upsert} RETURNING 1) \
+         SELECT count(*) FROM dropped"
+    );
+    q.push(&named(schema, &text));
+    Ok(q)
+}
+
+/// One statement for a run of puts of distinct items, all with values: it deletes their old
+/// vectors, writes every item as [`item`] writes one, and, when any put changes the vectors
+/// (it brings vectors, or its item had some), raises their generation and logs those puts.
+/// It answers one row per such put, in order: the generation and the put's place in `puts`.
+/// Every part reads the statement's one snapshot, so the check sees the vectors the delete
+/// drops. `None` when a put deletes or an item comes twice (an upsert cannot touch a row
+/// twice in one statement).
+pub(super) fn items(
+    schema: &str,
+    config: &StoreConfig,
+    now: Timestamp,
+    puts: &[(&PutOp, &[Vec<f32>])],
+) -> Result<Option<Query>, StoreError> {
+    let mut seen = std::collections::HashSet::new();
+    let mut rows = Rows::default();
+    for (put, vectors) in puts {
+        let Some(value) = &put.value else {
+            return Ok(None);
+        };
+        let ns = put.namespace.to_string();
+        if !seen.insert((ns.clone(), put.key.as_str())) {
+            return Ok(None);
+        }
+        let ttl = config.ttl.resolve(put.ttl);
+        rows.ns.push(ns);
+        rows.keys.push(put.key.clone());
+        rows.json.push(rows::json_text(value)?);
+        rows.words.push(crate::searchable_text(value));
+        rows.ttl
+            .push(ttl.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
+        rows.expires.push(ttl.map(|d| now.plus(d).millis()));
+        rows.vectors.push(!vectors.is_empty());
+    }
+    let mut q = Query::new("");
+    let arrays = [
+        q.bind(rows.ns, Type::TEXT_ARRAY),
+        q.bind(rows.keys, Type::TEXT_ARRAY),
+        q.bind(rows.json, Type::TEXT_ARRAY),
+        q.bind(rows.words, Type::TEXT_ARRAY),
+        q.bind(rows.ttl, Type::INT8_ARRAY),
+        q.bind(rows.expires, Type::INT8_ARRAY),
+        q.bind(rows.vectors, Type::BOOL_ARRAY),
+    ];
+    let at = q.bind(now.millis(), Type::INT8);
+    let [ns, key, json, words, ttl, expires, vectors] = &arrays;
+    let text = format!(
+        "WITH w AS (SELECT * FROM unnest({ns}::text[], {key}::text[], {json}::text[], \
+         {words}::text[], {ttl}::int8[], {expires}::int8[], {vectors}::bool[]) WITH ORDINALITY \
+         AS w(ns, key, json, words, ttl_ms, expires_at, vectors, at)), \
+         changed AS (SELECT ns, key, at FROM w WHERE vectors OR EXISTS (SELECT 1 FROM \
+         {{s}}.sg_store_vectors v WHERE v.ns = w.ns AND v.key = w.key)), \
+         dropped AS (DELETE FROM {{s}}.sg_store_vectors v USING w \
+         WHERE v.ns = w.ns AND v.key = w.key), \
+         written AS ({INSERT} SELECT ns, key, json::jsonb, to_tsvector('simple', words), \
+         {at}, {at}, ttl_ms, expires_at FROM w{upsert}), \
+         bumped AS (UPDATE {{s}}.sg_store_meta SET value = (value::bigint + 1)::text \
+         WHERE key = 'vector_generation' AND EXISTS (SELECT 1 FROM changed) \
+         RETURNING value::bigint AS generation), \
+         logged AS (INSERT INTO {{s}}.sg_store_vector_log (generation, ns, key) \
+         SELECT generation, ns, key FROM bumped, changed) \
+         SELECT generation, at - 1 FROM bumped, changed ORDER BY at",
+        upsert = upsert(&at),
+    );
+    q.push(&named(schema, &text));
+    Ok(Some(q))
+}
+
+/// The columns of [`items`]' rows.
+#[derive(Default)]
+struct Rows {
+    ns: Vec<String>,
+    keys: Vec<String>,
+    json: Vec<String>,
+    words: Vec<String>,
+    ttl: Vec<Option<i64>>,
+    expires: Vec<Option<i64>>,
+    vectors: Vec<bool>,
+}
+
+/// The insert of an item row.
+const INSERT: &str = "INSERT INTO {s}.sg_store_items AS i \
+                      (ns, key, value, tsv, created_at, updated_at, ttl_ms, expires_at)";
+
+/// The upsert of an item row put at `at` (a placeholder): a later put updates it, with a
+/// new TTL; a put over an expired item creates it again.
+fn upsert(at: &str) -> String {
+    format!(
         " ON CONFLICT (ns, key) DO UPDATE SET value = EXCLUDED.value, \
          tsv = EXCLUDED.tsv, updated_at = EXCLUDED.updated_at, \
          created_at = CASE WHEN i.expires_at IS NULL OR i.expires_at > {at} \
          THEN i.created_at ELSE EXCLUDED.created_at END, \
          ttl_ms = EXCLUDED.ttl_ms, expires_at = EXCLUDED.expires_at"
-    );
-    let its_vectors = format!("{{s}}.sg_store_vectors WHERE ns = {ns} AND key = {key}");
-    let text = format!(
-        "WITH dropped AS (DELETE FROM {its_vectors} RETURNING 1), \
-         written AS ({insert} VALUES ({row}){upsert} RETURNING 1) \
-         SELECT count(*) FROM dropped"
-    );
-    q.push(&named(schema, &text));
-    Ok(q)
+    )
 }
 
 /// The statement that stores the item's vector of its `field`-th indexed field.
@@ -66,6 +153,19 @@ pub(super) fn vector(schema: &str, op: &PutOp, field: usize, vector: &[f32]) -> 
             "INSERT INTO {{s}}.sg_store_vectors (ns, key, field, vec) \
              VALUES ({ns}, {key}, {field}, {vec})"
         ),
+    ));
+    q
+}
+
+/// The statement that deletes the item at `op`'s namespace and key, its vectors with it
+/// (the vectors table's foreign key cascades).
+pub(super) fn delete(schema: &str, op: &PutOp) -> Query {
+    let mut q = Query::new("");
+    let ns = q.bind(op.namespace.to_string(), Type::TEXT);
+    let key = q.bind(op.key.clone(), Type::TEXT);
+    q.push(&named(
+        schema,
+        &format!("DELETE FROM {{s}}.sg_store_items WHERE ns = {ns} AND key = {key}"),
     ));
     q
 }

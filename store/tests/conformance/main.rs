@@ -101,3 +101,5 @@ conformance!(sqlite, crate::support::open_sqlite);
 conformance!(postgres_auto, crate::postgres::open);
 #[cfg(feature = "postgres")]
 conformance!(postgres_fallback, crate::postgres::open_fallback);
+#[cfg(feature = "postgres")]
+conformance!(postgres_prepared, crate::postgres::open_prepared);

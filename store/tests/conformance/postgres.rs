@@ -30,6 +30,16 @@ pub fn open_with(
     config: StoreConfig,
     vectors: VectorBackend,
 ) -> BoxFuture<'static, Result<Option<Opened>, BoxError>> {
+    open_saver(config, vectors, false)
+}
+
+/// A store in a schema of its own, vectors by `vectors`, its saver preparing statements
+/// when `prepared`; `None` without a server.
+fn open_saver(
+    config: StoreConfig,
+    vectors: VectorBackend,
+    prepared: bool,
+) -> BoxFuture<'static, Result<Option<Opened>, BoxError>> {
     async move {
         let Ok(url) = std::env::var("STATEGRAPH_PG_URL") else {
             assert!(
@@ -40,8 +50,10 @@ pub fn open_with(
         };
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let options = PostgresOptions {
-            schema: format!("conf_{:?}_{}_{n}", vectors, std::process::id()).to_lowercase(),
+            schema: format!("conf_{:?}_{prepared}_{}_{n}", vectors, std::process::id())
+                .to_lowercase(),
             pool_size: 2,
+            prepared_statements: prepared,
             ..PostgresOptions::default()
         };
         let saver = PostgresSaver::connect_with(&url, options).await?;
@@ -62,4 +74,9 @@ pub fn open(config: StoreConfig) -> BoxFuture<'static, Result<Option<Opened>, Bo
 /// The backend with vectors ranked by the in-memory fallback.
 pub fn open_fallback(config: StoreConfig) -> BoxFuture<'static, Result<Option<Opened>, BoxError>> {
     open_with(config, VectorBackend::Fallback)
+}
+
+/// The backend with its saver's statements prepared: gets and writes go as named statements.
+pub fn open_prepared(config: StoreConfig) -> BoxFuture<'static, Result<Option<Opened>, BoxError>> {
+    open_saver(config, VectorBackend::Auto, true)
 }

@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use serde_json::json;
+use stategraph_checkpoints::{PostgresOptions, PostgresSaver};
 use stategraph_store::{
-    Filter, ListNamespacesOp, ManualClock, MatchCondition, MemoryStore, Namespace, Op, PutOp,
-    SearchOp, Store, StoreError, Timestamp, Ttl, TtlConfig,
+    Filter, ListNamespacesOp, ManualClock, MatchCondition, MemoryStore, Namespace, Op,
+    PostgresStore, PutOp, SearchOp, Store, StoreError, Timestamp, Ttl, TtlConfig,
 };
 
 use crate::support::*;
@@ -270,5 +271,116 @@ async fn a_ttl_too_long_to_count_lasts_and_refreshes_without_failing() {
         .await
         .expect("search");
     assert_eq!(keys(&found), ["k"]);
+    saver.drop_schema().await.expect("drop");
+}
+
+#[tokio::test]
+async fn a_failed_batch_leaves_its_connection_outside_any_transaction() {
+    let Some(saver) = saver("atomic_conn").await else {
+        return;
+    };
+    let url = std::env::var("STATEGRAPH_PG_URL").expect("url");
+    // One connection, so the batches after the failure run on the one that failed.
+    let options = PostgresOptions {
+        schema: saver.schema().to_owned(),
+        pool_size: 1,
+        ..PostgresOptions::default()
+    };
+    let single = PostgresSaver::connect_with(&url, options)
+        .await
+        .expect("connect");
+    let clock = ManualClock::at(Timestamp(1_000));
+    let pg = PostgresStore::from_saver(&single, clocked(&clock))
+        .await
+        .expect("open");
+    let other = PostgresStore::from_saver(&saver, clocked(&clock))
+        .await
+        .expect("open");
+    let at = ns(&["users", "a"]);
+    for _ in 0..2 {
+        let failed = pg
+            .batch(vec![
+                Op::Put(PutOp::new(at.clone(), "first", obj(json!({"v": 1})))),
+                Op::Put(PutOp::delete(at.clone(), "none")),
+                // PostgreSQL's jsonb refuses the NUL character: this put fails.
+                Op::Put(PutOp::new(at.clone(), "bad", obj(json!({"v": "a\u{0}b"})))),
+                Op::Put(PutOp::new(at.clone(), "last", obj(json!({"v": 3})))),
+            ])
+            .await;
+        assert!(matches!(failed, Err(StoreError::Database(_))), "{failed:?}");
+    }
+    pg.put(&at, "after", obj(json!({"v": 2})))
+        .await
+        .expect("put");
+    // Committed: another connection reads it, and none of the failed batches' puts.
+    let after = other.get(&at, "after").await.expect("get");
+    assert_eq!(after.map(|i| i.value), Some(obj(json!({"v": 2}))));
+    for key in ["first", "last"] {
+        assert!(other.get(&at, key).await.expect("get").is_none(), "{key}");
+        assert!(pg.get(&at, key).await.expect("get").is_none(), "{key}");
+    }
+    saver.drop_schema().await.expect("drop");
+}
+
+#[tokio::test]
+async fn prepared_gets_and_writes_read_refresh_and_fail_as_unnamed_ones() {
+    let Some(saver) = saver("prepared_get").await else {
+        return;
+    };
+    let url = std::env::var("STATEGRAPH_PG_URL").expect("url");
+    let options = PostgresOptions {
+        schema: saver.schema().to_owned(),
+        pool_size: 1,
+        prepared_statements: true,
+        ..PostgresOptions::default()
+    };
+    let prepared = PostgresSaver::connect_with(&url, options)
+        .await
+        .expect("connect");
+    let clock = ManualClock::at(Timestamp(1_000));
+    let config = clocked(&clock).ttl(TtlConfig {
+        refresh_on_read: true,
+        ..TtlConfig::default()
+    });
+    let pg = PostgresStore::from_saver(&prepared, config)
+        .await
+        .expect("open");
+    let at = ns(&["users", "a"]);
+    pg.put(&at, "plain", obj(json!({"v": 1})))
+        .await
+        .expect("put");
+    let lasting = PutOp::new(at.clone(), "lasting", obj(json!({"v": 2})));
+    let lasting = lasting.ttl(Ttl::After(Duration::from_secs(10)));
+    pg.batch(vec![Op::Put(lasting)]).await.expect("put");
+    // Each statement prepared once, then run from the connection's cache.
+    for _ in 0..3 {
+        let plain = pg.get(&at, "plain").await.expect("get");
+        assert_eq!(plain.map(|i| i.value), Some(obj(json!({"v": 1}))));
+        assert!(pg.get(&at, "missing").await.expect("get").is_none());
+    }
+    // A get restarts the TTL: 10 s from each read.
+    for _ in 0..3 {
+        clock.advance(Duration::from_secs(8));
+        let lasting = pg.get(&at, "lasting").await.expect("get");
+        assert_eq!(lasting.map(|i| i.value), Some(obj(json!({"v": 2}))));
+    }
+    clock.advance(Duration::from_secs(11));
+    assert!(pg.get(&at, "lasting").await.expect("get").is_none());
+    // A failed batch of prepared writes applies nothing and leaves the connection usable.
+    for _ in 0..2 {
+        let failed = pg
+            .batch(vec![
+                Op::Put(PutOp::new(at.clone(), "first", obj(json!({"v": 1})))),
+                Op::Put(PutOp::new(at.clone(), "bad", obj(json!({"v": "a\u{0}b"})))),
+            ])
+            .await;
+        assert!(matches!(failed, Err(StoreError::Database(_))), "{failed:?}");
+    }
+    assert!(pg.get(&at, "first").await.expect("get").is_none());
+    pg.put(&at, "after", obj(json!({"v": 3})))
+        .await
+        .expect("put");
+    let after = pg.get(&at, "after").await.expect("get");
+    assert_eq!(after.map(|i| i.value), Some(obj(json!({"v": 3}))));
     saver.drop_schema().await.expect("drop");
 }

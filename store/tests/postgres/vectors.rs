@@ -377,3 +377,68 @@ async fn every_sweep_prunes_the_vector_log_even_when_nothing_expired() {
     drop(client);
     saver.drop_schema().await.expect("drop");
 }
+
+#[tokio::test]
+async fn a_batch_writing_an_item_twice_reaches_every_mirror_as_its_last_write() {
+    let Some(saver) = saver("vec_twice").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let here = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    // Another process, whose mirror hears of `here`'s batches through the vector log.
+    let there = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
+        .await
+        .expect("open");
+    // A store without an index, which writes no vectors.
+    let plain = vector_store(&saver, clocked(&clock), VectorBackend::Auto)
+        .await
+        .expect("open");
+    let at = ns(&["docs"]);
+    let put =
+        |key: &str, text: &str| Op::Put(PutOp::new(at.clone(), key, obj(json!({ "text": text }))));
+    let delete = |key: &str| Op::Put(PutOp::delete(at.clone(), key));
+    let query = SearchOp::new(at.clone()).query("green tea");
+    let found = |store: &stategraph_store::PostgresStore| {
+        let (store, query) = (store.clone(), query.clone());
+        async move {
+            let mut found = keys(&store.search(query).await.expect("search"));
+            found.sort();
+            found
+        }
+    };
+    here.batch(vec![put("tea", "green tea"), put("boat", "green boat")])
+        .await
+        .expect("batch");
+    // Both mirrors loaded: `here` applies its own batches, `there` reads the log.
+    assert_eq!(found(&here).await, ["boat", "tea"]);
+    assert_eq!(found(&there).await, ["boat", "tea"]);
+    // An item new to the tables, put then deleted; an item deleted then put again.
+    here.batch(vec![
+        put("cup", "green tea cup"),
+        delete("cup"),
+        delete("boat"),
+        put("boat", "green tea boat"),
+    ])
+    .await
+    .expect("batch");
+    assert_eq!(found(&here).await, ["boat", "tea"]);
+    assert_eq!(found(&there).await, ["boat", "tea"]);
+    // Put again without vectors: a mirror that kept the deleted item's would find it.
+    plain
+        .put(&at, "cup", obj(json!({"text": "green tea cup"})))
+        .await
+        .expect("put");
+    assert_eq!(found(&here).await, ["boat", "tea"]);
+    assert_eq!(found(&there).await, ["boat", "tea"]);
+    // Without an index: a put over an item with vectors drops them, a second put of it
+    // in the same batch finds none left.
+    plain
+        .batch(vec![put("tea", "green tea"), put("tea", "green tea")])
+        .await
+        .expect("batch");
+    assert_eq!(found(&here).await, ["boat"]);
+    assert_eq!(found(&there).await, ["boat"]);
+    saver.drop_schema().await.expect("drop");
+}

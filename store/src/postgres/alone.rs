@@ -1,0 +1,96 @@
+//! A batch of one read, run without a transaction of its own making: a get as its one
+//! statement; a search without a query as its walk of the newest items, in one round trip
+//! (`BEGIN`, sorting off, the walk and `COMMIT` sent together), then, only when needed, the
+//! prefix's range and the found items' TTL, each one statement.
+//!
+//! Under PostgreSQL's default isolation (read committed) every statement reads its own
+//! snapshot, in a transaction or not, so these answer what the batch's transaction would.
+
+use deadpool_postgres::Object;
+use tokio_postgres::Row;
+
+use super::batch::{self, found_rows, Found};
+use super::pipeline::in_transaction;
+use super::rows;
+use super::sql::{db, Query};
+use crate::{GetOp, Item, SearchItem, SearchOp, StoreConfig, StoreError, Timestamp};
+
+/// What one read needs: its connection, schema, settings and time.
+pub(super) struct Alone<'a> {
+    pub(super) client: &'a Object,
+    pub(super) schema: &'a str,
+    pub(super) config: &'a StoreConfig,
+    pub(super) now: Timestamp,
+    /// Whether to send a get as a named statement the connection prepares once
+    /// ([`stategraph_checkpoints::PostgresSaver::prepared_statements`]).
+    pub(super) prepared: bool,
+}
+
+impl Alone<'_> {
+    /// A get as its one statement. As a named statement the connection prepared once, the
+    /// server neither parses nor plans it again; unnamed, a transaction-mode pooler
+    /// carries it.
+    pub(super) async fn get(&self, op: &GetOp) -> Result<Option<Item>, StoreError> {
+        let statement = batch::get_statement(self.schema, self.config, self.now, op);
+        let rows = if self.prepared {
+            let prepared = self
+                .client
+                .prepare_typed_cached(statement.text(), &statement.types())
+                .await
+                .map_err(db("preparing the statement of a get"))?;
+            self.client.query(&prepared, &statement.values()).await
+        } else {
+            self.client
+                .query_typed(statement.text(), &statement.params())
+                .await
+        }
+        .map_err(db("reading an item"))?;
+        rows.first().map(|row| rows::item(row, 0)).transpose()
+    }
+
+    /// A search without a query (the newest items first), its found items' TTL restarted
+    /// when asked.
+    pub(super) async fn search_recent(&self, op: &SearchOp) -> Result<Vec<SearchItem>, StoreError> {
+        if op.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let walked = match batch::walks(op) {
+            true => self.walk(op).await?,
+            false => None,
+        };
+        let found = match walked {
+            Some(found) => found,
+            None => {
+                let q = batch::range_statement(self.schema, self.now, op);
+                found_rows(&self.query(&q, "searching items").await?)?
+            }
+        };
+        let lasting: Vec<&Item> = found.iter().filter(|f| f.1).map(|f| &f.0.item).collect();
+        if op.refresh_ttl && self.config.ttl.refresh_on_read && !lasting.is_empty() {
+            let q = batch::refresh_statement(self.schema, self.now, lasting.into_iter());
+            self.query(&q, "restarting found items' TTL").await?;
+        }
+        Ok(found.into_iter().map(|f| f.0).collect())
+    }
+
+    /// The walk, with sorting off for it alone: one round trip.
+    async fn walk(&self, op: &SearchOp) -> Result<Option<Vec<Found>>, StoreError> {
+        let statements = [
+            Query::new(batch::SORT_OFF),
+            batch::walk_statement(self.schema, self.now, op),
+        ];
+        // Unnamed: a filter's shape changes the text.
+        let answers = in_transaction(self.client, &statements, false, "searching items").await?;
+        match answers.get(1) {
+            Some(rows) => batch::walked_page(rows, op),
+            None => Ok(None),
+        }
+    }
+
+    async fn query(&self, q: &Query, what: &'static str) -> Result<Vec<Row>, StoreError> {
+        self.client
+            .query_typed(q.text(), &q.params())
+            .await
+            .map_err(db(what))
+    }
+}
