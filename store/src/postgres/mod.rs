@@ -203,7 +203,7 @@ impl PostgresStore {
     async fn run_once(&self, prepared: &Prepared) -> Result<Vec<OpResult>, StoreError> {
         let inner = &self.inner;
         let mut pooled = connection(&inner.saver).await?;
-        if pipeline::runs(prepared) {
+        if pipeline::runs(prepared, inner.saver.prepared_statements()) {
             let (saver, config) = (&inner.saver, &inner.config);
             let counted = inner.vectors.counted();
             let done = pipeline::run(&pooled, saver, config, counted, prepared).await?;

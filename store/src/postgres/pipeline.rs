@@ -10,7 +10,11 @@
 //! counting statement asks the tables, after the locks are held, so that no other batch's
 //! write of the item comes between.
 //!
-//! Puts of distinct items, all with values (a single put, a bulk load), go as one statement
+//! A batch of one write is sent this way only when the statements are prepared ([`runs`]):
+//! unnamed, its own statements in a transaction cost the server less than planning the
+//! counting statement.
+//!
+//! Puts of distinct items, all with values (a bulk load's batches), go as one statement
 //! that checks, writes and counts them all in its one snapshot ([`writes::items`]): the
 //! server parses and plans one statement where it planned two per put.
 //!
@@ -42,9 +46,14 @@ use crate::{Op, PutOp, StoreConfig, StoreError};
 /// changes, in the batch's order; `None` when it changed none.
 pub(super) type Counted = Option<(i64, Vec<Change>)>;
 
-/// Whether this module runs `prepared`: a batch of puts and deletes only.
-pub(super) fn runs(prepared: &Prepared) -> bool {
-    !prepared.ops.is_empty() && prepared.ops.iter().all(|op| matches!(op, Op::Put(_)))
+/// Whether this module runs `prepared`: a batch of puts and deletes only, of two or more
+/// unless the saver prepares its statements (`named`). A single write as unnamed statements
+/// costs the server less in a transaction of three round trips than through this module's
+/// vector-counting statement, which it must plan each time (on a loopback connection to a
+/// 10,000-item store: 997 against 853 puts a second); prepared, it costs less here (1,749
+/// against 945).
+pub(super) fn runs(prepared: &Prepared, named: bool) -> bool {
+    (named || prepared.ops.len() > 1) && prepared.ops.iter().all(|op| matches!(op, Op::Put(_)))
 }
 
 /// Runs a batch of puts and deletes ([`runs`]) on `client`, in one transaction, in one
