@@ -222,12 +222,9 @@ impl Probes {
                  WHERE v.ns = w.ns AND v.key = w.key)) \
                  OR (how = {existed} AND EXISTS (SELECT 1 FROM {{s}}.sg_store_items i \
                  WHERE i.ns = w.ns AND i.key = w.key))), \
-                 bumped AS (UPDATE {{s}}.sg_store_meta SET value = (value::bigint + 1)::text \
-                 WHERE key = 'vector_generation' AND EXISTS (SELECT 1 FROM changed) \
-                 RETURNING value::bigint AS generation), \
-                 logged AS (INSERT INTO {{s}}.sg_store_vector_log (generation, ns, key) \
-                 SELECT generation, ns, key FROM bumped, changed) \
-                 SELECT generation, at FROM bumped, changed ORDER BY at"
+                 {bump_and_log} \
+                 SELECT generation, at FROM bumped, changed ORDER BY at",
+                bump_and_log = writes::BUMP_AND_LOG,
             ),
         ));
         q

@@ -100,11 +100,7 @@ pub(super) fn items(
          WHERE v.ns = w.ns AND v.key = w.key), \
          written AS ({INSERT} SELECT ns, key, json::jsonb, to_tsvector('simple', words), \
          {at}, {at}, ttl_ms, expires_at FROM w{upsert}), \
-         bumped AS (UPDATE {{s}}.sg_store_meta SET value = (value::bigint + 1)::text \
-         WHERE key = 'vector_generation' AND EXISTS (SELECT 1 FROM changed) \
-         RETURNING value::bigint AS generation), \
-         logged AS (INSERT INTO {{s}}.sg_store_vector_log (generation, ns, key) \
-         SELECT generation, ns, key FROM bumped, changed) \
+         {BUMP_AND_LOG} \
          SELECT generation, at - 1 FROM bumped, changed ORDER BY at",
         upsert = upsert(&at),
     );
@@ -123,6 +119,18 @@ struct Rows {
     expires: Vec<Option<i64>>,
     vectors: Vec<bool>,
 }
+
+/// The common table expressions that follow a `changed (ns, key, at)` of the writes that
+/// change the vectors: when there is any, `bumped` raises the vectors' generation (its one
+/// row), and `logged` logs each such write under it.
+pub(super) const BUMP_AND_LOG: &str = "bumped AS (UPDATE {s}.sg_store_meta \
+                                       SET value = (value::bigint + 1)::text \
+                                       WHERE key = 'vector_generation' \
+                                       AND EXISTS (SELECT 1 FROM changed) \
+                                       RETURNING value::bigint AS generation), \
+                                       logged AS (INSERT INTO {s}.sg_store_vector_log \
+                                       (generation, ns, key) \
+                                       SELECT generation, ns, key FROM bumped, changed)";
 
 /// The insert of an item row.
 const INSERT: &str = "INSERT INTO {s}.sg_store_items AS i \
