@@ -136,6 +136,20 @@ pub async fn vector_store(
     stategraph_store::PostgresStore::from_saver_with(saver, config, vectors).await
 }
 
+/// Two indexed stores on `saver`'s tables with fallback mirrors of their own, as two
+/// processes would open them: the first, whose writes the second hears of through the
+/// vector log.
+pub async fn two_mirrors(
+    saver: &PostgresSaver,
+    clock: &ManualClock,
+) -> (
+    stategraph_store::PostgresStore,
+    stategraph_store::PostgresStore,
+) {
+    let open = || vector_store(saver, indexed(clock), VectorBackend::Fallback);
+    (open().await.expect("open"), open().await.expect("open"))
+}
+
 pub fn words_item(n: usize) -> Map<String, Value> {
     const WORDS: [&str; 8] = [
         "tea", "green", "boat", "river", "coffee", "stone", "bird", "rain",

@@ -58,13 +58,8 @@ async fn the_fallback_mirror_sees_another_processs_writes() {
         return;
     };
     let clock = ManualClock::at(Timestamp(1_000));
-    let here = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
-        .await
-        .expect("open");
     // Another process: a store of its own, with its own mirror, on the same tables.
-    let there = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
-        .await
-        .expect("open");
+    let (here, there) = two_mirrors(&saver, &clock).await;
     let at = ns(&["docs"]);
     here.put(&at, "boat", obj(json!({"text": "a boat on the river"})))
         .await
@@ -384,13 +379,8 @@ async fn a_batch_writing_an_item_twice_reaches_every_mirror_as_its_last_write() 
         return;
     };
     let clock = ManualClock::at(Timestamp(1_000));
-    let here = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
-        .await
-        .expect("open");
     // Another process, whose mirror hears of `here`'s batches through the vector log.
-    let there = vector_store(&saver, indexed(&clock), VectorBackend::Fallback)
-        .await
-        .expect("open");
+    let (here, there) = two_mirrors(&saver, &clock).await;
     // A store without an index, which writes no vectors.
     let plain = vector_store(&saver, clocked(&clock), VectorBackend::Auto)
         .await
