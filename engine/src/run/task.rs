@@ -116,9 +116,19 @@ impl<S: State> Attempts<S> {
         .await
     }
 
-    /// A task that succeeded.
+    /// A task that succeeded: the resume values it consumed are noted for its step's
+    /// checkpoint.
     fn done(&self, out: TaskOutput<S>) -> TaskResult<S> {
-        done(out, &self.ctx, &self.node().name, &self.shared)
+        let resumes = self.consumed();
+        if !resumes.is_empty() {
+            let entry = TaskAnswers {
+                node: self.node().name.to_string(),
+                interrupt: self.ctx.interrupt_id(),
+                values: resumes,
+            };
+            answers::note(&mut self.shared.answers.lock().unpoisoned(), entry);
+        }
+        TaskResult::Done(out)
     }
 
     /// The resume values the task consumed.
@@ -180,26 +190,6 @@ impl<S: State> Attempts<S> {
             },
         }
     }
-}
-
-/// A task that succeeded: the resume values it consumed are noted for its step's
-/// checkpoint.
-fn done<S: State>(
-    out: TaskOutput<S>,
-    ctx: &NodeContext,
-    name: &str,
-    shared: &crate::run::RunShared,
-) -> TaskResult<S> {
-    let resumes = ctx.inner.cursor.lock().unpoisoned().resume.clone();
-    if !resumes.is_empty() {
-        let entry = TaskAnswers {
-            node: name.to_owned(),
-            interrupt: ctx.interrupt_id(),
-            values: resumes,
-        };
-        answers::note(&mut shared.answers.lock().unpoisoned(), entry);
-    }
-    TaskResult::Done(out)
 }
 
 /// How one attempt of a task ended, when it did not succeed.
