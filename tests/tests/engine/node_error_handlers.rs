@@ -36,6 +36,16 @@ pub(crate) fn failing(
     }
 }
 
+/// A subgraph node's input: nothing of the parent's state.
+fn no_input(_parent: &Log) -> LogUpdate {
+    Log::update()
+}
+
+/// A subgraph node's output: the child's log, appended to the parent's.
+fn log_of(child: &Log) -> LogUpdate {
+    Log::update().log(child.log.clone())
+}
+
 fn appender(
     entry: &'static str,
 ) -> impl Fn(Arc<Log>, NodeContext) -> futures::future::Ready<Result<LogUpdate, BoxError>> {
@@ -206,8 +216,8 @@ async fn a_subgraphs_interrupt_error_passes_its_nodes_handler_unchanged() -> Tes
             "sub",
             child,
             Checkpointing::Disabled,
-            |_p: &Log| Log::update(),
-            |c: &Log| Log::update().log(c.log.clone()),
+            no_input,
+            log_of,
             NodeOptions::new().error_handler(counting_handler(handled.clone())),
         )
         .add_edge(START, "sub")
@@ -430,13 +440,7 @@ async fn graph_defaults_give_every_node_a_handler_and_retry_its_own_options_win(
                 .retry(quick(4))
                 .error_handler(handler("own")),
         )
-        .add_subgraph(
-            "sub",
-            child,
-            Checkpointing::Disabled,
-            |_p: &Log| Log::update(),
-            |c: &Log| Log::update().log(c.log.clone()),
-        )
+        .add_subgraph("sub", child, Checkpointing::Disabled, no_input, log_of)
         .add_edge(START, "a")
         .add_edge(START, "b")
         .add_edge(START, "sub")
@@ -488,13 +492,7 @@ async fn a_subgraph_keeps_its_own_defaults_and_its_parents_do_not_reach_inside()
                 .retry(quick(3))
                 .error_handler(handler("parent")),
         )
-        .add_subgraph(
-            "sub",
-            child,
-            Checkpointing::Disabled,
-            |_p: &Log| Log::update(),
-            |c: &Log| Log::update().log(c.log.clone()),
-        )
+        .add_subgraph("sub", child, Checkpointing::Disabled, no_input, log_of)
         .add_edge(START, "sub")
         .add_edge("sub", END)
         .compile()?;
