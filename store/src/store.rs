@@ -73,14 +73,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         namespace: &Namespace,
         key: &str,
     ) -> BoxFuture<'a, Result<Option<Item>, StoreError>> {
-        let op = Op::Get(GetOp::new(namespace.clone(), key));
-        async move {
-            match one(self.batch(vec![op]).await?)? {
-                OpResult::Item(item) => Ok(item),
-                other => Err(mismatch("get", &other)),
-            }
-        }
-        .boxed()
+        let op = GetOp::new(namespace.clone(), key);
+        async move { get_in_batch(self, op).await }.boxed()
     }
 
     /// Puts `value` at `namespace`/`key`, indexed by default, with the default TTL.
@@ -127,6 +121,17 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
             }
         }
         .boxed()
+    }
+}
+
+/// A get run as a batch of one: what [`Store::get`] does unless a store answers it faster.
+pub(crate) async fn get_in_batch<S: Store + ?Sized>(
+    store: &S,
+    op: GetOp,
+) -> Result<Option<Item>, StoreError> {
+    match one(store.batch(vec![Op::Get(op)]).await?)? {
+        OpResult::Item(item) => Ok(item),
+        other => Err(mismatch("get", &other)),
     }
 }
 

@@ -250,3 +250,29 @@ async fn reads_go_on_while_another_connection_holds_the_write_lock() -> TestResu
     assert!(store.get(&ns, "timed").await?.is_some());
     Ok(())
 }
+
+/// Lone gets answer on the calling task when the handle is free and as a batch when another
+/// task's write holds it: either way each task reads the put it committed just before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gets_racing_writes_on_one_handle_read_each_committed_put() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let store = SqliteStore::open(dir.path().join("s.db"), StoreConfig::default())?;
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let ns = Namespace::new(["race", &format!("t{t}")])?;
+            for i in 0..50 {
+                let value = json!({"i": i}).as_object().cloned().unwrap_or_default();
+                store.put(&ns, &format!("k{i}"), value.clone()).await?;
+                let got = store.get(&ns, &format!("k{i}")).await?;
+                assert_eq!(got.map(|item| item.value), Some(value), "task {t}, put {i}");
+            }
+            Ok::<_, StoreError>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(())
+}

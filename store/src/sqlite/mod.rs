@@ -9,6 +9,11 @@
 //! blocking thread. Either way no other task waits on SQLite, and a get costs no thread hop
 //! (a hop to the blocking pool and back made a get eight times slower).
 //!
+//! A lone get ([`Store::get`]) that finds the handle free runs on the calling task instead:
+//! one `SELECT` by the primary key, its own read transaction, with no `BEGIN`, no mirror to
+//! sync and no hand-over of the worker, which together cost more than the read. It falls
+//! back to a batch when another batch holds the handle or the item's TTL is to restart.
+//!
 //! Inside: `schema` the tables, their version and the connection; `sql` statements with bound
 //! values and item rows; `filter` filters as SQL; `write` puts, deletes and the sweep; `read`
 //! gets, searches by recency or full text, listings and the TTL refresh; `vectors` vector
@@ -32,7 +37,7 @@ use rusqlite::{Connection, TransactionBehavior};
 pub use schema::{SqliteStoreOptions, Synchronous, SCHEMA_VERSION};
 
 use crate::prepare::{prepare, Prepared};
-use crate::{Op, OpResult, Store, StoreConfig, StoreError, Timestamp};
+use crate::{GetOp, Item, Namespace, Op, OpResult, Store, StoreConfig, StoreError, Timestamp};
 use sql::db;
 use vectors::Mirror;
 
@@ -196,6 +201,29 @@ impl SqliteStore {
 }
 
 impl Shared {
+    /// A get answered on the calling task, when the handle is free: one `SELECT` by the
+    /// primary key, which SQLite runs as its own read transaction (a WAL reader waits for
+    /// no writer), and no mirror to bring up to date, since a get reads no vector. `None`
+    /// when another batch holds the handle, or when the item has a TTL to restart (a write):
+    /// the get then runs as a batch.
+    fn get_inline(&self, get: &GetOp) -> Option<Result<Option<Item>, StoreError>> {
+        let mut guard = self.state.try_lock().ok()?;
+        let Some(state) = guard.as_mut() else {
+            return Some(Err(StoreError::Closed));
+        };
+        let cx = Tx {
+            conn: &state.conn,
+            config: &self.config,
+            now: self.config.clock.now(),
+            mirror: None,
+            vectors_changed: false,
+            read_only: true,
+            needs_write: Cell::new(false),
+        };
+        let found = cx.get(get);
+        (!cx.needs_write.get()).then_some(found)
+    }
+
     /// Runs `work` in one `BEGIN IMMEDIATE` transaction; the mirror follows the commit (or
     /// is marked stale when the transaction fails).
     fn in_tx<T>(
@@ -320,5 +348,17 @@ impl Store for SqliteStore {
                 .await
         }
         .boxed()
+    }
+
+    fn get<'a>(
+        &'a self,
+        namespace: &Namespace,
+        key: &str,
+    ) -> BoxFuture<'a, Result<Option<Item>, StoreError>> {
+        let get = GetOp::new(namespace.clone(), key);
+        if let Some(found) = self.shared.get_inline(&get) {
+            return async move { found }.boxed();
+        }
+        async move { crate::store::get_in_batch(self, get).await }.boxed()
     }
 }
