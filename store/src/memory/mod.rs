@@ -215,9 +215,12 @@ fn list_namespaces(items: &Items, op: &ListNamespacesOp, now: Timestamp) -> Vec<
     let live = items
         .tree
         .iter()
-        .filter(|(_, keys)| {
-            keys.values()
-                .any(|slot| items.entry(*slot).is_some_and(|e| e.live(now)))
+        .filter(|(_, at)| {
+            items.space(**at).is_some_and(|space| {
+                space
+                    .slots()
+                    .any(|slot| items.entry(slot).is_some_and(|e| e.live(now)))
+            })
         })
         .map(|(ns, _)| ns.clone());
     op.select(live)
