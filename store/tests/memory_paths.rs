@@ -305,3 +305,53 @@ fn a_namespace_emptied_by_deletes_shares_nothing_with_the_next_new_one() {
         assert_eq!(all.len(), 3);
     });
 }
+
+/// Answers every text with a vector one number short of its `dims`.
+#[derive(Debug)]
+struct Short;
+
+impl Embedder for Short {
+    fn dims(&self) -> usize {
+        4
+    }
+
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> futures::future::BoxFuture<'a, Result<Vec<Vec<f32>>, stategraph_store::EmbedError>> {
+        let out = texts.iter().map(|_| vec![1.0; 3]).collect();
+        Box::pin(async move { Ok(out) })
+    }
+}
+
+/// A single put or delete is checked and embedded as a batch of it is: a put the index cannot
+/// embed fails and changes nothing, and one with an empty key is refused.
+#[test]
+fn a_single_put_the_index_cannot_embed_fails_and_changes_nothing() {
+    runtime().block_on(async {
+        let index = IndexConfig::new(Arc::new(Short)).fields(["text"]);
+        let store = MemoryStore::new(StoreConfig::default().index(index));
+        let a = ns(&["a"]);
+        store
+            .put(&a, "plain", json!({"n": 1}).as_object().cloned().unwrap())
+            .await
+            .unwrap();
+        assert!(store.put(&a, "k", value(1, "alpha")).await.is_err());
+        assert!(store.put(&a, "plain", value(1, "alpha")).await.is_err());
+        assert!(store
+            .put(&a, "", json!({}).as_object().cloned().unwrap())
+            .await
+            .is_err());
+        assert!(store.delete(&Namespace::root(), "plain").await.is_err());
+        assert!(store.get(&a, "k").await.unwrap().is_none());
+        let plain = store.get(&a, "plain").await.unwrap().unwrap();
+        assert_eq!(plain.value, json!({"n": 1}).as_object().cloned().unwrap());
+        let all = store
+            .search(SearchOp::new(Namespace::root()))
+            .await
+            .unwrap();
+        assert_eq!(found(all), [("a".to_owned(), "plain".to_owned())]);
+        store.delete(&a, "plain").await.unwrap();
+        assert!(store.get(&a, "plain").await.unwrap().is_none());
+    });
+}
