@@ -88,6 +88,7 @@ mod settlement;
 mod settlement_run;
 mod sqlite_db;
 mod store_backends;
+mod store_floor;
 mod store_rows;
 mod stream;
 mod studio_page;

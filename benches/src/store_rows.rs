@@ -17,7 +17,8 @@
 //! LangGraph's side reads (`benches/store/store_lg.py`, run with `--lg-python`): item `i`'s
 //! text is `v{i}` and query `j`'s `q{j}`, and both sides' embedders look the vector up, so
 //! what is timed is the store, not a model. One JSON row per backend, size and operation:
-//! ours, LangGraph's, and the ratio.
+//! ours, LangGraph's, and the ratio. On the memory backend the put and get rows also carry
+//! the floor: the same loops against a bare map (`store_floor.rs`).
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ use stategraph_store::{
 };
 
 use crate::report::{round, Record};
+use crate::store_floor::Floor;
 use crate::{Args, ENGINE};
 
 /// The vectors' length.
@@ -40,13 +42,13 @@ pub(crate) const DIMS: usize = 384;
 /// Query vectors after the items' (`q0` … `q63`).
 const QUERIES: usize = 64;
 /// Items per fill batch.
-const FILL_BATCH: usize = 1000;
+pub(crate) const FILL_BATCH: usize = 1000;
 /// Namespaces the items spread over.
 const USERS: usize = 100;
 const KINDS: [&str; 4] = ["fact", "preference", "note", "todo"];
 /// Each operation's count and time budget (the same in `store_lg.py`).
-const PUTS: (usize, f64) = (5_000, 3.0);
-const GETS: (usize, f64) = (50_000, 3.0);
+pub(crate) const PUTS: (usize, f64) = (5_000, 3.0);
+pub(crate) const GETS: (usize, f64) = (50_000, 3.0);
 const FILTERED: (usize, f64) = (2_000, 3.0);
 const VECTORS: (usize, f64) = (500, 6.0);
 /// The targets: ≥ 20× LangGraph per row; vector search at 100,000 × 384 under 20 ms.
@@ -152,8 +154,15 @@ pub(crate) async fn run_store(args: &Args) -> Result<(), BoxError> {
                 vectors: vectors.clone(),
             });
             let ours = ours(backend, items, lookup, args).await?;
+            let floor = if backend == "memory" {
+                let floor = crate::store_floor::measure(items).await?;
+                eprintln!("# store: the floor at {items}: {floor:?}");
+                Some(floor)
+            } else {
+                None
+            };
             let theirs = langgraph(args, backend, items, &file).await?;
-            emit(backend, items, &ours, theirs.as_ref());
+            emit(backend, items, &ours, theirs.as_ref(), floor);
         }
         std::fs::remove_file(&file)?;
     }
@@ -274,7 +283,7 @@ async fn vector_rates(
 
 /// Runs `op(j)` for j = 0.. until `count` runs or `budget` seconds (at least `min` runs):
 /// the rate per second and each run's seconds.
-async fn timed<F, Fut>(
+pub(crate) async fn timed<F, Fut>(
     (count, budget): (usize, f64),
     min: usize,
     mut op: F,
@@ -355,8 +364,9 @@ async fn langgraph(
     }))
 }
 
-/// One row per operation.
-fn emit(backend: &str, items: usize, ours: &Rates, theirs: Option<&Rates>) {
+/// One row per operation; the memory backend's put and get rows with the floor's rate
+/// (`store_floor.rs`), ours over it, and it over LangGraph's.
+fn emit(backend: &str, items: usize, ours: &Rates, theirs: Option<&Rates>, floor: Option<Floor>) {
     let row = |op: &str, per_s: f64, lg: Option<f64>| {
         let lg = lg.filter(|x| x.is_finite());
         Record::new()
@@ -371,11 +381,24 @@ fn emit(backend: &str, items: usize, ours: &Rates, theirs: Option<&Rates>) {
             .kv("vs_langgraph", lg.map(|x| round(per_s / x, 1)))
             .kv("target_vs_langgraph", TARGET_RATIO)
     };
-    row("put", ours.put, theirs.map(|t| t.put))
+    let with_floor = |rec: Record, per_s: f64, at: Option<f64>, lg: Option<f64>| match at {
+        Some(at) => rec
+            .kv("floor_per_s", round(at, 1))
+            .kv("vs_floor", round(per_s / at, 2))
+            .kv(
+                "floor_vs_langgraph",
+                lg.filter(|x| x.is_finite()).map(|lg| round(at / lg, 1)),
+            ),
+        None => rec,
+    };
+    let lg_put = theirs.map(|t| t.put);
+    let put = row("put", ours.put, lg_put)
         .kv("fill_s", round(ours.fill_s, 3))
-        .kv("langgraph_fill_s", theirs.map(|t| round(t.fill_s, 3)))
-        .emit();
-    row("get", ours.get, theirs.map(|t| t.get)).emit();
+        .kv("langgraph_fill_s", theirs.map(|t| round(t.fill_s, 3)));
+    with_floor(put, ours.put, floor.map(|f| f.put), lg_put).emit();
+    let lg_get = theirs.map(|t| t.get);
+    let get = row("get", ours.get, lg_get);
+    with_floor(get, ours.get, floor.map(|f| f.get), lg_get).emit();
     row("search_filtered", ours.filtered, theirs.map(|t| t.filtered)).emit();
     let Some((rate, p50, p99, n)) = ours.vector else {
         return;
