@@ -72,7 +72,9 @@ impl Hash for Owner {
 pub(super) struct Entry {
     pub(super) owner: Owner,
     pub(super) namespace: Namespace,
-    pub(super) value: Arc<Map<String, Value>>,
+    /// The owner's key, here too so that a get reads it without a hop through the owner.
+    key: Arc<str>,
+    pub(super) value: Map<String, Value>,
     pub(super) created_at: Timestamp,
     pub(super) updated_at: Timestamp,
     pub(super) ttl: Option<Duration>,
@@ -87,8 +89,8 @@ impl Entry {
     pub(super) fn item(&self) -> Item {
         Item {
             namespace: self.namespace.clone(),
-            key: self.owner.0.key.to_string(),
-            value: (*self.value).clone(),
+            key: self.key.to_string(),
+            value: self.value.clone(),
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
@@ -269,9 +271,10 @@ impl Items {
         self.with_ttl += usize::from(new.ttl.is_some());
         self.newest.insert((Reverse(now), owner.clone()));
         self.slots[slot] = Some(Entry {
+            key: owner.0.key.clone(),
             owner,
             namespace,
-            value: Arc::new(new.value),
+            value: new.value,
             created_at,
             updated_at: now,
             ttl: new.ttl,
