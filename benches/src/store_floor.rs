@@ -1,38 +1,47 @@
-//! The floor under the store's `put` and `get` rows on SQLite and PostgreSQL: the same timed
-//! loop against the bare driver, with nothing of a store around it.
+//! The floor under the store's `put` and `get` rows: the same timed loop with nothing of a
+//! store around it, so that no store can be faster, and the floor's rate over LangGraph's is
+//! the most any store could show against it on this machine.
 //!
-//! A table `(ns, key, value)` keyed by `(ns, key)` is filled with the store rows' items; a
-//! put is one upsert of the value's JSON text in its own implicit transaction (SQLite at the
-//! store's `synchronous` setting, WAL; PostgreSQL `jsonb`, a prepared statement), a get one
-//! `SELECT` by the key whose JSON text is parsed into a map, as a store returns it. What a
-//! store adds (TTL columns, full-text and vector upkeep, locks, its API) is not there, so
-//! no store can be faster: the floor divided by LangGraph's rate is the most any store could
-//! show against it on this machine.
+//! - **Memory:** the loop of `store_rows::measure` (per op it builds the namespace, formats
+//!   the key, builds the value for a put, awaits a boxed future and reads the clock, with the
+//!   same counts and budgets) against a `HashMap` from namespace and key to the value behind
+//!   a `Mutex`, with no index, no order and no TTL; a get clones what an item holds
+//!   (namespace, key and value).
+//! - **SQLite and PostgreSQL:** the bare driver. A table `(ns, key, value)` keyed by
+//!   `(ns, key)` is filled with the same items; a put is one upsert of the value's JSON text
+//!   in its own implicit transaction (SQLite at the store's `synchronous` setting, WAL;
+//!   PostgreSQL `jsonb`, a prepared statement), a get one `SELECT` by the key whose JSON text
+//!   is parsed into a map, as a store returns it. What a store adds (TTL columns, full-text
+//!   and vector upkeep, locks, its API) is not there.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use futures::FutureExt;
 use rusqlite::{params, Connection};
 use serde_json::{Map, Value};
 use stategraph::BoxError;
+use stategraph_store::Namespace;
 use tokio_postgres::NoTls;
 
-use crate::store_rows::{namespace, timed, value, GETS, PUTS};
+use crate::store_rows::{namespace, timed, value, FILL_BATCH, GETS, PUTS};
 use crate::Args;
 
-/// The bare driver's puts and gets a second.
+/// Puts and gets per second of the floor's loops.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Floor {
     pub(crate) put: f64,
     pub(crate) get: f64,
 }
 
-/// The floor on `backend`, for the backends with a driver under them (not `memory`).
+/// The floor on `backend` at `items` items; `None` on PostgreSQL without a server's URL.
 pub(crate) async fn measure(
     backend: &str,
     items: usize,
     args: &Args,
 ) -> Result<Option<Floor>, BoxError> {
     match backend {
+        "memory" => memory(items).await.map(Some),
         "sqlite" => sqlite(items, args).await.map(Some),
         "postgres" => match args.pg_url.as_deref() {
             Some(url) => postgres(url, items).await.map(Some),
@@ -40,6 +49,50 @@ pub(crate) async fn measure(
         },
         _ => Ok(None),
     }
+}
+
+type Items = Mutex<HashMap<(Namespace, String), Value>>;
+
+/// Fills a bare map with `items` items as ours is filled, then times its puts and gets.
+async fn memory(items: usize) -> Result<Floor, BoxError> {
+    let map: Items = Mutex::default();
+    for start in (0..items).step_by(FILL_BATCH) {
+        let mut m = map.lock().unwrap_or_else(PoisonError::into_inner);
+        for i in start..items.min(start + FILL_BATCH) {
+            m.insert((namespace(i)?, format!("k{i}")), Value::Object(value(i, i)));
+        }
+    }
+    let map = &map;
+    let put = timed(PUTS, 3, |j| async move {
+        let (ns, key, v) = (namespace(j)?, format!("n{j}"), value(j, j % items));
+        async move {
+            let mut m = map.lock().unwrap_or_else(PoisonError::into_inner);
+            m.insert((ns, key), Value::Object(v));
+        }
+        .boxed()
+        .await;
+        Ok(())
+    })
+    .await?
+    .0;
+    let get = timed(GETS, 3, |j| async move {
+        let key = (j * 7919) % items;
+        let wanted = (namespace(key)?, format!("k{key}"));
+        let found = async move {
+            let m = map.lock().unwrap_or_else(PoisonError::into_inner);
+            m.get_key_value(&wanted)
+                .map(|((ns, k), v)| (ns.clone(), k.clone(), v.clone()))
+        }
+        .boxed()
+        .await;
+        match found {
+            Some(_) => Ok(()),
+            None => Err(format!("store floor: k{key} is missing").into()),
+        }
+    })
+    .await?
+    .0;
+    Ok(Floor { put, get })
 }
 
 fn text_of(i: usize, text_of: usize) -> Result<String, BoxError> {
@@ -128,8 +181,8 @@ async fn postgres_rates(
         "INSERT INTO {schema}.items (ns, key, value) \
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[]::jsonb[])"
     );
-    for start in (0..items).step_by(1000) {
-        let range = start..items.min(start + 1000);
+    for start in (0..items).step_by(FILL_BATCH) {
+        let range = start..items.min(start + FILL_BATCH);
         let ns = range
             .clone()
             .map(|i| Ok(namespace(i)?.to_string()))

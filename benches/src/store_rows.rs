@@ -17,9 +17,10 @@
 //! LangGraph's side reads (`benches/store/store_lg.py`, run with `--lg-python`): item `i`'s
 //! text is `v{i}` and query `j`'s `q{j}`, and both sides' embedders look the vector up, so
 //! what is timed is the store, not a model. One JSON row per backend, size and operation:
-//! ours, LangGraph's, and the ratio; on SQLite and PostgreSQL the `put` and `get` rows also
-//! carry the bare driver's rate under the same loop (`floor_per_s`, see `store_floor`) and
-//! that rate against LangGraph's (`floor_vs_langgraph`), the most any store could show.
+//! ours, LangGraph's, and the ratio. The put and get rows also carry the floor: the same
+//! loops with nothing of a store around them (a bare map in memory, the bare driver on SQLite
+//! and PostgreSQL; see `store_floor`), ours over it, and it over LangGraph's, the most any
+//! store could show.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ use stategraph_store::{
 };
 
 use crate::report::{round, Record};
+use crate::store_floor::Floor;
 use crate::{Args, ENGINE};
 
 /// The vectors' length.
@@ -42,7 +44,7 @@ pub(crate) const DIMS: usize = 384;
 /// Query vectors after the items' (`q0` … `q63`).
 const QUERIES: usize = 64;
 /// Items per fill batch.
-const FILL_BATCH: usize = 1000;
+pub(crate) const FILL_BATCH: usize = 1000;
 /// Namespaces the items spread over.
 const USERS: usize = 100;
 const KINDS: [&str; 4] = ["fact", "preference", "note", "todo"];
@@ -156,6 +158,7 @@ pub(crate) async fn run_store(args: &Args) -> Result<(), BoxError> {
             let ours = ours(backend, items, lookup, args).await?;
             let theirs = langgraph(args, backend, items, &file).await?;
             let floor = crate::store_floor::measure(backend, items, args).await?;
+            eprintln!("# store: the floor on {backend} at {items}: {floor:?}");
             emit(backend, items, &ours, theirs.as_ref(), floor);
         }
         std::fs::remove_file(&file)?;
@@ -358,14 +361,9 @@ async fn langgraph(
     }))
 }
 
-/// One row per operation.
-fn emit(
-    backend: &str,
-    items: usize,
-    ours: &Rates,
-    theirs: Option<&Rates>,
-    floor: Option<crate::store_floor::Floor>,
-) {
+/// One row per operation; the put and get rows with the floor's rate (`store_floor`), ours
+/// over it, and it over LangGraph's.
+fn emit(backend: &str, items: usize, ours: &Rates, theirs: Option<&Rates>, floor: Option<Floor>) {
     let row = |op: &str, per_s: f64, lg: Option<f64>| {
         let lg = lg.filter(|x| x.is_finite());
         Record::new()
@@ -380,20 +378,24 @@ fn emit(
             .kv("vs_langgraph", lg.map(|x| round(per_s / x, 1)))
             .kv("target_vs_langgraph", TARGET_RATIO)
     };
-    // The bare driver's rate, and what it would be against LangGraph's.
-    let floored = |rec: Record, floor: Option<f64>, lg: Option<f64>| {
-        let lg = lg.filter(|x| x.is_finite());
-        rec.kv("floor_per_s", floor.map(|x| round(x, 1))).kv(
-            "floor_vs_langgraph",
-            floor.zip(lg).map(|(f, l)| round(f / l, 1)),
-        )
+    let with_floor = |rec: Record, per_s: f64, at: Option<f64>, lg: Option<f64>| match at {
+        Some(at) => rec
+            .kv("floor_per_s", round(at, 1))
+            .kv("vs_floor", round(per_s / at, 2))
+            .kv(
+                "floor_vs_langgraph",
+                lg.filter(|x| x.is_finite()).map(|lg| round(at / lg, 1)),
+            ),
+        None => rec,
     };
-    let put = row("put", ours.put, theirs.map(|t| t.put))
+    let lg_put = theirs.map(|t| t.put);
+    let put = row("put", ours.put, lg_put)
         .kv("fill_s", round(ours.fill_s, 3))
         .kv("langgraph_fill_s", theirs.map(|t| round(t.fill_s, 3)));
-    floored(put, floor.map(|f| f.put), theirs.map(|t| t.put)).emit();
-    let get = row("get", ours.get, theirs.map(|t| t.get));
-    floored(get, floor.map(|f| f.get), theirs.map(|t| t.get)).emit();
+    with_floor(put, ours.put, floor.map(|f| f.put), lg_put).emit();
+    let lg_get = theirs.map(|t| t.get);
+    let get = row("get", ours.get, lg_get);
+    with_floor(get, ours.get, floor.map(|f| f.get), lg_get).emit();
     row("search_filtered", ours.filtered, theirs.map(|t| t.filtered)).emit();
     let Some((rate, p50, p99, n)) = ours.vector else {
         return;

@@ -125,11 +125,13 @@ pub fn field_texts(value: &Map<String, Value>, fields: &[String]) -> Vec<String>
             if field == "$" {
                 return Some(serde_json::to_string(value).unwrap_or_default());
             }
-            let path: Vec<String> = field.split('.').map(str::to_owned).collect();
-            crate::filter::field_at(value, &path).map(|v| match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
+            let mut path = field.split('.');
+            let first = value.get(path.next()?)?;
+            path.try_fold(first, |v, key| v.as_object()?.get(key))
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
         })
         .collect()
 }

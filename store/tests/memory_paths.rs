@@ -17,8 +17,8 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use stategraph_store::vector::{dot, normalize};
 use stategraph_store::{
-    Clock, Embedder, Filter, HashEmbedder, IndexConfig, ManualClock, MemoryStore, Namespace, Op,
-    PutOp, SearchOp, Store, StoreConfig, Timestamp, Ttl, TtlConfig,
+    Clock, Embedder, Filter, HashEmbedder, IndexConfig, ListNamespacesOp, ManualClock, MemoryStore,
+    Namespace, Op, PutOp, SearchOp, Store, StoreConfig, Timestamp, Ttl, TtlConfig,
 };
 
 /// Namespaces by weight: `c.q` holds about one item in sixteen, so a search under it sorts,
@@ -261,4 +261,97 @@ proptest! {
             Ok(())
         })?;
     }
+}
+
+/// A namespace emptied by deletes gives up its table, which the next new namespace takes:
+/// neither sees the other's items, and the first, put again, starts afresh.
+#[test]
+fn a_namespace_emptied_by_deletes_shares_nothing_with_the_next_new_one() {
+    runtime().block_on(async {
+        let store = MemoryStore::default();
+        let (a, b) = (ns(&["a"]), ns(&["b", "c"]));
+        store.put(&a, "k", value(1, "alpha")).await.unwrap();
+        store.delete(&a, "k").await.unwrap();
+        store.put(&b, "k", value(2, "beta")).await.unwrap();
+        store.put(&b, "j", value(2, "gamma")).await.unwrap();
+        assert!(store.get(&a, "k").await.unwrap().is_none());
+        let got = store.get(&b, "k").await.unwrap().unwrap();
+        assert_eq!((got.namespace, got.value), (b.clone(), value(2, "beta")));
+        let listed = store
+            .list_namespaces(ListNamespacesOp::new())
+            .await
+            .unwrap();
+        assert_eq!(listed, vec![b.clone()]);
+        assert!(store
+            .search(SearchOp::new(a.clone()))
+            .await
+            .unwrap()
+            .is_empty());
+        let text = SearchOp::new(Namespace::root()).query("alpha beta");
+        assert_eq!(
+            found(store.search(text).await.unwrap()),
+            [("b.c".to_owned(), "k".to_owned())]
+        );
+        store.put(&a, "k", value(3, "delta")).await.unwrap();
+        let again = store.get(&a, "k").await.unwrap().unwrap();
+        assert_eq!(
+            (again.namespace, again.value),
+            (a.clone(), value(3, "delta"))
+        );
+        let all = store
+            .search(SearchOp::new(Namespace::root()))
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 3);
+    });
+}
+
+/// Answers every text with a vector one number short of its `dims`.
+#[derive(Debug)]
+struct Short;
+
+impl Embedder for Short {
+    fn dims(&self) -> usize {
+        4
+    }
+
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> futures::future::BoxFuture<'a, Result<Vec<Vec<f32>>, stategraph_store::EmbedError>> {
+        let out = texts.iter().map(|_| vec![1.0; 3]).collect();
+        Box::pin(async move { Ok(out) })
+    }
+}
+
+/// A single put or delete is checked and embedded as a batch of it is: a put the index cannot
+/// embed fails and changes nothing, and one with an empty key is refused.
+#[test]
+fn a_single_put_the_index_cannot_embed_fails_and_changes_nothing() {
+    runtime().block_on(async {
+        let index = IndexConfig::new(Arc::new(Short)).fields(["text"]);
+        let store = MemoryStore::new(StoreConfig::default().index(index));
+        let a = ns(&["a"]);
+        store
+            .put(&a, "plain", json!({"n": 1}).as_object().cloned().unwrap())
+            .await
+            .unwrap();
+        assert!(store.put(&a, "k", value(1, "alpha")).await.is_err());
+        assert!(store.put(&a, "plain", value(1, "alpha")).await.is_err());
+        assert!(store
+            .put(&a, "", json!({}).as_object().cloned().unwrap())
+            .await
+            .is_err());
+        assert!(store.delete(&Namespace::root(), "plain").await.is_err());
+        assert!(store.get(&a, "k").await.unwrap().is_none());
+        let plain = store.get(&a, "plain").await.unwrap().unwrap();
+        assert_eq!(plain.value, json!({"n": 1}).as_object().cloned().unwrap());
+        let all = store
+            .search(SearchOp::new(Namespace::root()))
+            .await
+            .unwrap();
+        assert_eq!(found(all), [("a".to_owned(), "plain".to_owned())]);
+        store.delete(&a, "plain").await.unwrap();
+        assert!(store.get(&a, "plain").await.unwrap().is_none());
+    });
 }

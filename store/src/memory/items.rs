@@ -19,8 +19,10 @@ pub(super) struct Owner(Arc<OwnerKey>);
 
 #[derive(Debug)]
 struct OwnerKey {
-    joined: String,
-    key: String,
+    /// Shared by every item of the namespace.
+    joined: Arc<str>,
+    /// Shared with the namespace's key table.
+    key: Arc<str>,
     slot: usize,
 }
 
@@ -70,7 +72,9 @@ impl Hash for Owner {
 pub(super) struct Entry {
     pub(super) owner: Owner,
     pub(super) namespace: Namespace,
-    pub(super) value: Arc<Map<String, Value>>,
+    /// The owner's key, here too so that a get reads it without a hop through the owner.
+    key: Arc<str>,
+    pub(super) value: Map<String, Value>,
     pub(super) created_at: Timestamp,
     pub(super) updated_at: Timestamp,
     pub(super) ttl: Option<Duration>,
@@ -85,22 +89,48 @@ impl Entry {
     pub(super) fn item(&self) -> Item {
         Item {
             namespace: self.namespace.clone(),
-            key: self.owner.0.key.clone(),
-            value: (*self.value).clone(),
+            key: self.key.to_string(),
+            value: self.value.clone(),
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
     }
 }
 
+/// The items of one namespace: its joined form (shared by their owners) and their slots by
+/// key. Unordered: every page is sorted by score, time or owner, never by this table.
+#[derive(Debug)]
+pub(super) struct Space {
+    /// The namespace its entries share (the caller's copy of a put is dropped).
+    namespace: Namespace,
+    joined: Arc<str>,
+    keys: HashMap<Arc<str>, usize>,
+}
+
+impl Space {
+    /// The slots of the namespace's entries, expired ones not yet swept included.
+    pub(super) fn slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.keys.values().copied()
+    }
+
+    /// How many entries.
+    pub(super) fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
 /// Every item of a memory store.
 #[derive(Debug, Default)]
 pub(super) struct Items {
-    /// Slot per namespace and key, in order (for prefixes and listings).
-    pub(super) tree: BTreeMap<Namespace, BTreeMap<String, usize>>,
-    /// The same slots hashed, for reading one item: a lookup in a tree of thousands of
-    /// keys costs a few hundred nanoseconds of comparisons, a hashed one a fraction.
-    hashed: HashMap<Namespace, HashMap<String, usize>>,
+    /// Each namespace holding an entry, in order (for prefixes and listings), with its
+    /// place in `spaces`.
+    pub(super) tree: BTreeMap<Namespace, usize>,
+    /// The same places hashed, for reaching one item: a lookup in a tree costs a few
+    /// hundred nanoseconds of comparisons, a hashed one a fraction.
+    hashed: HashMap<Namespace, usize>,
+    /// The namespaces' tables; a place freed by a namespace's last delete is reused.
+    spaces: Vec<Option<Space>>,
+    free_spaces: Vec<usize>,
     slots: Vec<Option<Entry>>,
     free: Vec<usize>,
     /// Newest-updated first; ties by joined namespace, then key.
@@ -133,7 +163,40 @@ impl Items {
     }
 
     pub(super) fn find(&self, namespace: &Namespace, key: &str) -> Option<usize> {
-        self.hashed.get(namespace)?.get(key).copied()
+        self.space(*self.hashed.get(namespace)?)?
+            .keys
+            .get(key)
+            .copied()
+    }
+
+    /// The namespace table in place `at` (from `tree`).
+    pub(super) fn space(&self, at: usize) -> Option<&Space> {
+        self.spaces.get(at)?.as_ref()
+    }
+
+    /// The place of `namespace`'s table, made empty first if it has none.
+    fn space_of(&mut self, namespace: &Namespace) -> usize {
+        if let Some(&at) = self.hashed.get(namespace) {
+            return at;
+        }
+        let space = Space {
+            namespace: namespace.clone(),
+            joined: Arc::from(namespace.to_string()),
+            keys: HashMap::new(),
+        };
+        let at = match self.free_spaces.pop() {
+            Some(at) => {
+                self.spaces[at] = Some(space);
+                at
+            }
+            None => {
+                self.spaces.push(Some(space));
+                self.spaces.len() - 1
+            }
+        };
+        self.hashed.insert(namespace.clone(), at);
+        self.tree.insert(namespace.clone(), at);
+        at
     }
 
     pub(super) fn entry(&self, slot: usize) -> Option<&Entry> {
@@ -164,25 +227,31 @@ impl Items {
         new: NewValue<'_>,
         now: Timestamp,
     ) -> Result<(), StoreError> {
+        if let Some(mirror) = &self.mirror {
+            // Checked before anything changes, so a failed put leaves no trace.
+            if let Some(v) = new.vectors.iter().find(|v| v.len() != mirror.dims()) {
+                let (dims, got) = (mirror.dims(), v.len());
+                return Err(crate::EmbedError::Dims { dims, got }.into());
+            }
+        }
         let existing = self.find(&namespace, &key);
-        let owner = match existing.and_then(|slot| self.entry(slot)) {
-            Some(e) => e.owner.clone(),
-            None => Owner(Arc::new(OwnerKey {
-                joined: namespace.to_string(),
-                key,
-                slot: self.free.last().copied().unwrap_or(self.slots.len()),
-            })),
+        let (owner, space) = match existing.and_then(|slot| self.entry(slot)) {
+            Some(e) => (e.owner.clone(), None),
+            None => {
+                let at = self.space_of(&namespace);
+                (self.new_owner(at, &namespace, key), Some(at))
+            }
         };
         if let Some(mirror) = &mut self.mirror {
             mirror.set(owner.clone(), new.vectors)?;
         }
         let slot = owner.slot();
-        let created_at = match self.slots.get_mut(slot).and_then(Option::take) {
+        let (namespace, created_at) = match self.slots.get_mut(slot).and_then(Option::take) {
             Some(old) => {
                 let created_at = if old.live(now) { old.created_at } else { now };
                 self.with_ttl -= usize::from(old.ttl.is_some());
                 self.newest.remove(&(Reverse(old.updated_at), old.owner));
-                created_at
+                (old.namespace, created_at)
             }
             None => {
                 if self.free.last() == Some(&slot) {
@@ -190,31 +259,42 @@ impl Items {
                 } else {
                     self.slots.push(None);
                 }
-                let keys = match self.tree.get_mut(&namespace) {
-                    Some(keys) => keys,
-                    None => self.tree.entry(namespace.clone()).or_default(),
-                };
-                keys.insert(owner.0.key.clone(), slot);
-                let hashed = match self.hashed.get_mut(&namespace) {
-                    Some(keys) => keys,
-                    None => self.hashed.entry(namespace.clone()).or_default(),
-                };
-                hashed.insert(owner.0.key.clone(), slot);
-                now
+                match space.and_then(|at| self.spaces.get_mut(at)?.as_mut()) {
+                    Some(space) => {
+                        space.keys.insert(owner.0.key.clone(), slot);
+                        (space.namespace.clone(), now)
+                    }
+                    None => (namespace, now),
+                }
             }
         };
         self.with_ttl += usize::from(new.ttl.is_some());
         self.newest.insert((Reverse(now), owner.clone()));
         self.slots[slot] = Some(Entry {
+            key: owner.0.key.clone(),
             owner,
             namespace,
-            value: Arc::new(new.value),
+            value: new.value,
             created_at,
             updated_at: now,
             ttl: new.ttl,
             expires_at: new.ttl.map(|d| now.plus(d)),
         });
         Ok(())
+    }
+
+    /// The owner of a new entry at `namespace`/`key`, in the next free slot; `at` is the
+    /// place of the namespace's table.
+    fn new_owner(&self, at: usize, namespace: &Namespace, key: String) -> Owner {
+        let joined = match self.space(at) {
+            Some(space) => space.joined.clone(),
+            None => Arc::from(namespace.to_string()),
+        };
+        Owner(Arc::new(OwnerKey {
+            joined,
+            key: Arc::from(key),
+            slot: self.free.last().copied().unwrap_or(self.slots.len()),
+        }))
     }
 
     /// Deletes the entry at `namespace`/`key`, if any.
@@ -231,16 +311,20 @@ impl Items {
         if let Some(mirror) = &mut self.mirror {
             mirror.remove(&e.owner);
         }
-        if let Some(keys) = self.tree.get_mut(&e.namespace) {
-            keys.remove(&e.owner.0.key);
-            if keys.is_empty() {
-                self.tree.remove(&e.namespace);
-            }
-        }
-        if let Some(keys) = self.hashed.get_mut(&e.namespace) {
-            keys.remove(&e.owner.0.key);
-            if keys.is_empty() {
+        if let Some(&at) = self.hashed.get(&e.namespace) {
+            let emptied = self
+                .spaces
+                .get_mut(at)
+                .and_then(Option::as_mut)
+                .is_some_and(|space| {
+                    space.keys.remove(&*e.owner.0.key);
+                    space.keys.is_empty()
+                });
+            if emptied {
+                self.spaces[at] = None;
+                self.free_spaces.push(at);
                 self.hashed.remove(&e.namespace);
+                self.tree.remove(&e.namespace);
             }
         }
         self.with_ttl -= usize::from(e.ttl.is_some());

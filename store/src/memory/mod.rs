@@ -10,11 +10,12 @@ use std::sync::{PoisonError, RwLock};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use serde_json::{Map, Value};
 
-use crate::prepare::{prepare, Prepared};
+use crate::prepare::{prepare, prepare_one, Prepared};
 use crate::{
-    check_key, Item, ListNamespacesOp, Namespace, Op, OpResult, SearchItem, Store, StoreConfig,
-    StoreError, Timestamp,
+    check_key, Item, ListNamespacesOp, Namespace, Op, OpResult, PutOp, SearchItem, Store,
+    StoreConfig, StoreError, Timestamp,
 };
 use items::{Entry, Items, NewValue};
 
@@ -164,6 +165,15 @@ impl MemoryStore {
         Ok(get_refreshing(&mut items, namespace, key, refresh, now))
     }
 
+    /// A put or delete outside a batch: the batch's checks and writes, without its lists.
+    async fn put_one(&self, put: PutOp) -> Result<(), StoreError> {
+        let op = Op::Put(put);
+        let vectors = prepare_one(&self.config, &op).await?;
+        let now = self.config.clock.now();
+        let mut items = self.items.write().map_err(poisoned)?;
+        self.write(&mut items, op, &vectors, now).map(drop)
+    }
+
     fn sweep_now(&self) -> Result<u64, StoreError> {
         let now = self.config.clock.now();
         Ok(self.items.write().map_err(poisoned)?.sweep(now))
@@ -215,9 +225,12 @@ fn list_namespaces(items: &Items, op: &ListNamespacesOp, now: Timestamp) -> Vec<
     let live = items
         .tree
         .iter()
-        .filter(|(_, keys)| {
-            keys.values()
-                .any(|slot| items.entry(*slot).is_some_and(|e| e.live(now)))
+        .filter(|(_, at)| {
+            items.space(**at).is_some_and(|space| {
+                space
+                    .slots()
+                    .any(|slot| items.entry(slot).is_some_and(|e| e.live(now)))
+            })
         })
         .map(|(ns, _)| ns.clone());
     op.select(live)
@@ -243,6 +256,24 @@ impl Store for MemoryStore {
     ) -> BoxFuture<'a, Result<Option<Item>, StoreError>> {
         let found = self.get_now(namespace, key);
         async move { found }.boxed()
+    }
+
+    fn put<'a>(
+        &'a self,
+        namespace: &Namespace,
+        key: &str,
+        value: Map<String, Value>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.put_one(PutOp::new(namespace.clone(), key, value))
+            .boxed()
+    }
+
+    fn delete<'a>(
+        &'a self,
+        namespace: &Namespace,
+        key: &str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.put_one(PutOp::delete(namespace.clone(), key)).boxed()
     }
 
     fn sweep(&self) -> BoxFuture<'_, Result<u64, StoreError>> {

@@ -62,8 +62,9 @@ fn under_prefix<'a>(
         .tree
         .range(op.prefix.clone()..)
         .take_while(|(ns, _)| ns.starts_with(&op.prefix))
-        .flat_map(|(_, keys)| keys.values())
-        .filter_map(|slot| items.entry(*slot))
+        .filter_map(|(_, at)| items.space(*at))
+        .flat_map(|space| space.slots())
+        .filter_map(|slot| items.entry(slot))
         .filter(move |e| e.live(now) && op.filter.matches(&e.value))
         .map(|e| &e.owner)
 }
@@ -111,12 +112,12 @@ fn newest(items: &Items, op: &SearchOp, want: usize, now: Timestamp) -> Page {
 fn few_under(items: &Items, op: &SearchOp) -> bool {
     let bound = items.len() / SORT_BELOW;
     let mut count = 0usize;
-    for (_, keys) in items
+    for (_, at) in items
         .tree
         .range(op.prefix.clone()..)
         .take_while(|(ns, _)| ns.starts_with(&op.prefix))
     {
-        count += keys.len();
+        count += items.space(*at).map_or(0, |space| space.len());
         if count >= bound {
             return false;
         }
