@@ -1,19 +1,27 @@
-//! A batch of one read, run without a transaction of its own making: a get as its one
-//! statement; a search without a query as its walk of the newest items, in one round trip
-//! (`BEGIN`, sorting off, the walk and `COMMIT` sent together), then, only when needed, the
-//! prefix's range and the found items' TTL, each one statement.
+//! A batch of one read, or of one put into a store without an index, run without a
+//! transaction of its own making: a get as its one statement; a search without a query as
+//! its walk of the newest items, in one round trip (`BEGIN`, sorting off, the walk and
+//! `COMMIT` sent together), then, only when needed, the prefix's range and the found
+//! items' TTL, each one statement; a put as its one statement, in one round trip, where
+//! its batch took three (`BEGIN`; the item's lock with the write; `COMMIT`).
 //!
 //! Under PostgreSQL's default isolation (read committed) every statement reads its own
 //! snapshot, in a transaction or not, so these answer what the batch's transaction would.
+//! A put's one statement is its own transaction, so it applies whole or not at all: a call
+//! of the schema's put function, which takes the item's lock and writes only an item that
+//! has no vectors ([`writes::item_alone`]), and otherwise leaves the put to a batch of its
+//! own.
 
 use deadpool_postgres::Object;
+use serde_json::{Map, Value};
 use tokio_postgres::Row;
 
 use super::batch::{self, found_rows, Found};
 use super::pipeline::in_transaction;
 use super::rows;
 use super::sql::{db, Query};
-use crate::{GetOp, Item, SearchItem, SearchOp, StoreConfig, StoreError, Timestamp};
+use super::writes;
+use crate::{GetOp, Item, PutOp, SearchItem, SearchOp, StoreConfig, StoreError, Timestamp};
 
 /// What one read needs: its connection, schema, settings and time.
 pub(super) struct Alone<'a> {
@@ -21,7 +29,7 @@ pub(super) struct Alone<'a> {
     pub(super) schema: &'a str,
     pub(super) config: &'a StoreConfig,
     pub(super) now: Timestamp,
-    /// Whether to send a get as a named statement the connection prepares once
+    /// Whether to send a get or a put as a named statement the connection prepares once
     /// ([`stategraph_checkpoints::PostgresSaver::prepared_statements`]).
     pub(super) prepared: bool,
 }
@@ -32,20 +40,33 @@ impl Alone<'_> {
     /// carries it.
     pub(super) async fn get(&self, op: &GetOp) -> Result<Option<Item>, StoreError> {
         let statement = batch::get_statement(self.schema, self.config, self.now, op);
-        let rows = if self.prepared {
-            let prepared = self
-                .client
-                .prepare_typed_cached(statement.text(), &statement.types())
-                .await
-                .map_err(db("preparing the statement of a get"))?;
-            self.client.query(&prepared, &statement.values()).await
-        } else {
-            self.client
-                .query_typed(statement.text(), &statement.params())
-                .await
-        }
-        .map_err(db("reading an item"))?;
+        let rows = self.fixed(
+            &statement,
+            "preparing the statement of a get",
+            "reading an item",
+        );
+        let rows = rows.await?;
         rows.first().map(|row| rows::item(row, 0)).transpose()
+    }
+
+    /// A put of `value` in a store without an index, as its one statement; whether it
+    /// wrote the item (`false`: the item has vectors, and the put must run as a batch).
+    /// Prepared as a get is.
+    pub(super) async fn put(
+        &self,
+        op: &PutOp,
+        value: &Map<String, Value>,
+    ) -> Result<bool, StoreError> {
+        let statement = writes::item_alone(self.schema, self.config, self.now, op, value)?;
+        let rows = self.fixed(
+            &statement,
+            "preparing the statement of a put",
+            "writing an item",
+        );
+        match rows.await?.first() {
+            Some(row) => rows::col(row, 0),
+            None => Ok(false),
+        }
     }
 
     /// A search without a query (the newest items first), its found items' TTL restarted
@@ -85,6 +106,28 @@ impl Alone<'_> {
             Some(rows) => batch::walked_page(rows, op),
             None => Ok(None),
         }
+    }
+
+    /// Runs a statement of a fixed text, saying what it does (`what`; `preparing` when
+    /// preparing it fails): named when the saver prepares its statements, else unnamed.
+    async fn fixed(
+        &self,
+        statement: &Query,
+        preparing: &'static str,
+        what: &'static str,
+    ) -> Result<Vec<Row>, StoreError> {
+        if !self.prepared {
+            return self.query(statement, what).await;
+        }
+        let prepared = self
+            .client
+            .prepare_typed_cached(statement.text(), &statement.types())
+            .await
+            .map_err(db(preparing))?;
+        self.client
+            .query(&prepared, &statement.values())
+            .await
+            .map_err(db(what))
     }
 
     async fn query(&self, q: &Query, what: &'static str) -> Result<Vec<Row>, StoreError> {

@@ -2,7 +2,9 @@
 //! in a cycle: first the vectors' generation row (when the store counts it), then one
 //! transaction-scoped advisory lock per item the batch writes, in ascending order of key.
 //! A deadlock that remains possible (a sweep, or reads that restart TTLs, against a batch)
-//! is retried: see [`retryable`].
+//! is retried: see [`retryable`]. A single put run alone (one put with a value into a store
+//! without an index) takes its item's advisory lock first too, inside the function it calls
+//! ([`super::writes::put_function`]).
 
 use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
@@ -60,7 +62,7 @@ pub(super) fn retryable(e: &StoreError) -> bool {
 }
 
 /// An item's advisory lock key: FNV-1a of the schema, namespace and key, NUL-separated.
-fn lock_key(schema: &str, ns: &str, key: &str) -> i64 {
+pub(super) fn lock_key(schema: &str, ns: &str, key: &str) -> i64 {
     let bytes = [
         schema.as_bytes(),
         b"\0",

@@ -8,13 +8,16 @@
 //! vectors' generation). A batch is one transaction. A batch of only puts and deletes goes
 //! to the server whole, `BEGIN` to `COMMIT`, in one round trip; in a batch that also reads,
 //! the statements of a run of puts (with the batch's locks) go together; a batch of one
-//! get is its one statement, without a transaction. Filters become
+//! get is its one statement, without a transaction, and so is a batch of one put with a
+//! value into a store without an index: a call of the schema's put function, which writes
+//! an item without vectors and leaves one with vectors to a batch (`alone`). Filters become
 //! `jsonb` conditions with every value bound, namespaces are `.`-joined keys compared by
 //! bytes so a prefix is a key range, full-text search is `ts_rank` over an OR of the
 //! query's words. Vectors are ranked by pgvector when the server has it, otherwise exactly
 //! in this process over a mirror of the vectors table (decision 0088).
 //!
-//! Inside: `schema` the tables; `sql` statements and filters; `rows` reading rows;
+//! Inside: `schema` the tables; `sql` statements and filters; `rows` reading rows; `alone`
+//! a batch of one get, search without a query or put run without a transaction;
 //! `locks` the order a batch locks in; `batch` a batch's operations; `pipeline` a batch of
 //! only writes in one round trip; `writes` a put's and a delete's statements; `vectors` the
 //! vector backends; `mirror` the fallback's in-memory vectors.
@@ -39,7 +42,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::prepare::{prepare, Prepared};
-use crate::{Op, OpResult, SearchOp, Store, StoreConfig, StoreError};
+use crate::{Op, OpResult, PutOp, SearchOp, Store, StoreConfig, StoreError};
 use alone::Alone;
 use batch::Batch;
 use schema::named;
@@ -171,18 +174,24 @@ impl PostgresStore {
         }
     }
 
-    /// A batch of one get, or of one search without a query, without a transaction of its
-    /// own making (`alone`): one round trip, where a transaction takes three. `None`: the
-    /// batch is neither.
+    /// A batch of one get, of one search without a query, or of one put with a value into
+    /// a store without an index, without a transaction of its own making (`alone`): one
+    /// round trip, where a transaction takes three. `None`: the batch is none of these, or
+    /// its put found the item with vectors and wrote nothing ([`writes::item_alone`]).
     ///
-    /// (A put cannot go alone: its item lock must come before the statement that drops the
-    /// item's old vectors takes its snapshot, or a concurrent writer's vectors would stay.)
+    /// (In a store with an index a put does not go alone: it counts the vectors'
+    /// generation, whose lock comes first.)
     async fn run_alone(&self, prepared: &Prepared) -> Result<Option<Vec<OpResult>>, StoreError> {
         let inner = &self.inner;
         let (Some(op), 1) = (prepared.ops.first(), prepared.ops.len()) else {
             return Ok(None);
         };
-        if !matches!(op, Op::Get(_) | Op::Search(SearchOp { query: None, .. })) {
+        let alone = match op {
+            Op::Get(_) | Op::Search(SearchOp { query: None, .. }) => true,
+            Op::Put(PutOp { value: Some(_), .. }) => inner.vectors.is_off(),
+            _ => false,
+        };
+        if !alone {
             return Ok(None);
         }
         let pooled = connection(&inner.saver).await?;
@@ -196,6 +205,14 @@ impl PostgresStore {
         Ok(Some(vec![match op {
             Op::Search(search) => OpResult::Items(alone.search_recent(search).await?),
             Op::Get(get) => OpResult::Item(alone.get(get).await?),
+            Op::Put(
+                put @ PutOp {
+                    value: Some(value), ..
+                },
+            ) => match alone.put(put, value).await? {
+                true => OpResult::Done,
+                false => return Ok(None),
+            },
             _ => return Ok(None),
         }]))
     }

@@ -12,7 +12,8 @@
 //!
 //! A batch of one write is sent this way only when the statements are prepared ([`runs`]):
 //! unnamed, its own statements in a transaction cost the server less than planning the
-//! counting statement.
+//! counting statement. (A single put with a value into a store without an index is tried
+//! first as its one statement, outside any transaction: `super::alone`.)
 //!
 //! Puts of distinct items, all with values (a bulk load's batches), go as one statement
 //! that checks, writes and counts them all in its one snapshot ([`writes::items`]): the

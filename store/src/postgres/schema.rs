@@ -5,6 +5,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use super::sql::db;
+use super::writes;
 use crate::StoreError;
 
 /// The newest schema version of the store's PostgreSQL tables this build reads, and the one it
@@ -19,7 +20,8 @@ pub const POSTGRES_SCHEMA_VERSION: u32 = 1;
 /// `sg_store_items_by_recency` is in the order of a search without a query (newest first,
 /// then namespace and key), so such a search reads a page off it and stops; it came after
 /// the first version's tables, and an index changes no answer, so a schema without it is
-/// still version 1 and gets it when opened.
+/// still version 1 and gets it when opened; so does the put function a single put calls,
+/// created after the tables ([`writes::put_function`]).
 const TABLES: &str = r#"
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.sg_store_meta (
@@ -88,7 +90,10 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
     } else {
         None
     };
-    if found == Some(POSTGRES_SCHEMA_VERSION) && holds(&tx, schema, LAST_OBJECT).await? {
+    if found == Some(POSTGRES_SCHEMA_VERSION)
+        && holds(&tx, schema, LAST_OBJECT).await?
+        && has_function(&tx, schema, writes::PUT_FUNCTION).await?
+    {
         // Nothing to create: no DDL, whose table locks would wait for (and could deadlock
         // with) the writers of a schema in use.
         return tx
@@ -99,6 +104,11 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
     tx.batch_execute(&named(schema, TABLES))
         .await
         .map_err(db("creating the store's tables"))?;
+    // After the tables, as the recency index came: a schema of version 1 without it gets
+    // it; older builds never call it.
+    tx.batch_execute(&named(schema, &writes::put_function()))
+        .await
+        .map_err(db("creating the store's put function"))?;
     tx.query_typed(
         &named(
             schema,
@@ -116,6 +126,23 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
 
 /// The object [`TABLES`] creates last: when it exists, every one before it does.
 const LAST_OBJECT: &str = "sg_store_items_by_recency";
+
+/// Whether the schema holds the function `name`.
+async fn has_function(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+    name: &str,
+) -> Result<bool, StoreError> {
+    let name = format!("\"{schema}\".{name}");
+    let rows = tx
+        .query_typed("SELECT to_regproc($1) IS NOT NULL", &[(&name, Type::TEXT)])
+        .await
+        .map_err(db("looking for the store's put function"))?;
+    match rows.first() {
+        Some(row) => super::rows::col(row, 0),
+        None => Ok(false),
+    }
+}
 
 /// Whether the schema holds the table or index `table`.
 async fn holds(

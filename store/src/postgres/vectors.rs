@@ -53,6 +53,11 @@ impl Vectors {
         !matches!(self, Self::Off)
     }
 
+    /// Whether the store has no index (and so writes no vectors).
+    pub(super) fn is_off(&self) -> bool {
+        matches!(self, Self::Off)
+    }
+
     /// Which backend this is.
     pub(super) fn backend(&self) -> VectorBackend {
         match self {

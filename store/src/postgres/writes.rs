@@ -20,21 +20,10 @@ pub(super) fn item(
     op: &PutOp,
     value: &Map<String, Value>,
 ) -> Result<Query, StoreError> {
-    let ttl = config.ttl.resolve(op.ttl);
-    let ttl_ms = ttl.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let expires = ttl.map(|d| now.plus(d).millis());
     let mut q = Query::new("");
-    let ns = q.bind(op.namespace.to_string(), Type::TEXT);
-    let key = q.bind(op.key.clone(), Type::TEXT);
-    let json = q.bind(rows::json_text(value)?, Type::TEXT);
-    let words = q.bind(crate::searchable_text(value), Type::TEXT);
-    let at = q.bind(now.millis(), Type::INT8);
-    let ttl = q.bind(ttl_ms, Type::INT8);
-    let expires = q.bind(expires, Type::INT8);
-    let row = format!(
-        "{ns}, {key}, {json}::jsonb, to_tsvector('simple', {words}), {at}, {at}, {ttl}, {expires}"
-    );
-    let upsert = upsert(&at);
+    let item = item_row(&mut q, config, now, op, value)?;
+    let (ns, key, row) = (&item.ns, &item.key, item.values());
+    let upsert = upsert(&item.at);
     let its_vectors = format!("{{s}}.sg_store_vectors WHERE ns = {ns} AND key = {key}");
     let text = format!(
         "WITH dropped AS (DELETE FROM {its_vectors} RETURNING 1), \
@@ -43,6 +32,123 @@ pub(super) fn item(
     );
     q.push(&named(schema, &text));
     Ok(q)
+}
+
+/// The statement of a put with a value run alone, outside any transaction, in a store
+/// without an index ([`super::alone`]): a call of [`PUT_FUNCTION`], which writes the item
+/// as [`item`] does when it has no vectors. It answers one row, `true` when it wrote the
+/// item, `false` when it found vectors (the put must then run as a batch, which drops them
+/// and logs it).
+pub(super) fn item_alone(
+    schema: &str,
+    config: &StoreConfig,
+    now: Timestamp,
+    op: &PutOp,
+    value: &Map<String, Value>,
+) -> Result<Query, StoreError> {
+    let mut q = Query::new("");
+    let row = item_row(&mut q, config, now, op, value)?;
+    let lock = q.bind(
+        super::locks::lock_key(schema, &op.namespace.to_string(), &op.key),
+        Type::INT8,
+    );
+    let ItemRow {
+        ns,
+        key,
+        json,
+        words,
+        at,
+        ttl,
+        expires,
+    } = row;
+    q.push(&named(
+        schema,
+        &format!(
+            "SELECT {{s}}.{PUT_FUNCTION}({ns}, {key}, {json}, {words}, {at}, {ttl}, \
+             {expires}, {lock})"
+        ),
+    ));
+    Ok(q)
+}
+
+/// The function a put run alone calls ([`item_alone`]), version 1 (a change to what it does
+/// gets a new name, so that older and newer builds on one schema each call their own).
+pub(super) const PUT_FUNCTION: &str = "sg_store_put_v1";
+
+/// The definition of [`PUT_FUNCTION`] (`{s}` for the schema). It takes the item's advisory
+/// lock ([`super::locks`]), then, reading a snapshot taken after the lock (each statement
+/// of a PL/pgSQL function reads its own), returns `false` when the item has vectors, and
+/// otherwise writes it as [`item`] does and returns `true`. The server plans its statements
+/// once per connection, where an unnamed statement is parsed and planned on every call.
+pub(super) fn put_function() -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION {{s}}.{PUT_FUNCTION}(p_ns text, p_key text, p_value text, \
+         p_words text, p_at bigint, p_ttl_ms bigint, p_expires_at bigint, p_lock bigint) \
+         RETURNS boolean LANGUAGE plpgsql AS $fn$ \
+         BEGIN \
+         PERFORM pg_advisory_xact_lock(p_lock); \
+         IF EXISTS (SELECT 1 FROM {{s}}.sg_store_vectors WHERE ns = p_ns AND key = p_key) THEN \
+         RETURN false; \
+         END IF; \
+         {INSERT} VALUES (p_ns, p_key, p_value::jsonb, to_tsvector('simple', p_words), \
+         p_at, p_at, p_ttl_ms, p_expires_at){upsert}; \
+         RETURN true; \
+         END $fn$",
+        upsert = upsert("p_at"),
+    )
+}
+
+/// The placeholders of a put's item row ([`item_row`]).
+struct ItemRow {
+    ns: String,
+    key: String,
+    json: String,
+    words: String,
+    at: String,
+    ttl: String,
+    expires: String,
+}
+
+impl ItemRow {
+    /// The row's values, as [`INSERT`] lists its columns.
+    fn values(&self) -> String {
+        let Self {
+            ns,
+            key,
+            json,
+            words,
+            at,
+            ttl,
+            expires,
+        } = self;
+        format!(
+            "{ns}, {key}, {json}::jsonb, to_tsvector('simple', {words}), {at}, {at}, {ttl}, \
+             {expires}"
+        )
+    }
+}
+
+/// Binds a put's item row in `q`: its namespace and key, the value as JSON text and its
+/// words, the time it is put, its TTL and expiry.
+fn item_row(
+    q: &mut Query,
+    config: &StoreConfig,
+    now: Timestamp,
+    op: &PutOp,
+    value: &Map<String, Value>,
+) -> Result<ItemRow, StoreError> {
+    let ttl = config.ttl.resolve(op.ttl);
+    let ttl_ms = ttl.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let expires = ttl.map(|d| now.plus(d).millis());
+    Ok(ItemRow {
+        ns: q.bind(op.namespace.to_string(), Type::TEXT),
+        key: q.bind(op.key.clone(), Type::TEXT),
+        json: q.bind(rows::json_text(value)?, Type::TEXT),
+        words: q.bind(crate::searchable_text(value), Type::TEXT),
+        at: q.bind(now.millis(), Type::INT8),
+        ttl: q.bind(ttl_ms, Type::INT8),
+        expires: q.bind(expires, Type::INT8),
+    })
 }
 
 /// One statement for a run of puts of distinct items, all with values: it deletes their old

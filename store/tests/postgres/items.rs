@@ -384,3 +384,57 @@ async fn prepared_gets_and_writes_read_refresh_and_fail_as_unnamed_ones() {
     assert_eq!(after.map(|i| i.value), Some(obj(json!({"v": 3}))));
     saver.drop_schema().await.expect("drop");
 }
+
+#[tokio::test]
+async fn single_puts_without_an_index_reach_another_store_whole() {
+    let Some(saver) = saver("alone_put").await else {
+        return;
+    };
+    let clock = ManualClock::at(Timestamp(1_000));
+    let ttl = TtlConfig {
+        default_ttl: Some(Duration::from_secs(10)),
+        refresh_on_read: false,
+    };
+    let writer = PostgresStore::from_saver(&saver, clocked(&clock).ttl(ttl))
+        .await
+        .expect("open");
+    let reader = PostgresStore::from_saver(&saver, clocked(&clock).ttl(ttl))
+        .await
+        .expect("open");
+    let at = ns(&["users", "a"]);
+    writer
+        .put(&at, "k", obj(json!({"text": "green tea"})))
+        .await
+        .expect("put");
+    clock.advance(Duration::from_secs(5));
+    writer
+        .put(&at, "k", obj(json!({"text": "black coffee"})))
+        .await
+        .expect("put");
+    let item = reader.get(&at, "k").await.expect("get").expect("found");
+    assert_eq!(item.value, obj(json!({"text": "black coffee"})));
+    assert_eq!(
+        (item.created_at, item.updated_at),
+        (Timestamp(1_000), Timestamp(6_000)),
+        "an overwrite keeps created_at"
+    );
+    let text = |words: &str| SearchOp::new(at.clone()).query(words);
+    assert_eq!(
+        keys(&reader.search(text("coffee")).await.expect("search")),
+        ["k"]
+    );
+    assert!(reader.search(text("tea")).await.expect("search").is_empty());
+    // The TTL restarted at the overwrite: live at 15 s, gone after 16 s; then put again
+    // over the expired item, which starts anew.
+    clock.advance(Duration::from_secs(9));
+    assert!(reader.get(&at, "k").await.expect("get").is_some());
+    clock.advance(Duration::from_secs(2));
+    assert!(reader.get(&at, "k").await.expect("get").is_none());
+    writer
+        .put(&at, "k", obj(json!({"text": "water"})))
+        .await
+        .expect("put");
+    let item = reader.get(&at, "k").await.expect("get").expect("found");
+    assert_eq!(item.created_at, Timestamp(17_000));
+    saver.drop_schema().await.expect("drop");
+}

@@ -68,6 +68,39 @@ async fn a_schema_opened_without_the_recency_index_gets_it() {
     saver.drop_schema().await.expect("drop");
 }
 
+#[tokio::test]
+async fn a_schema_opened_without_the_put_function_gets_it() {
+    let Some((saver, _, _)) = plain_store("put_function").await else {
+        return;
+    };
+    let function = format!("\"{}\".sg_store_put_v1", saver.schema());
+    let client = saver.connection().await.expect("connection");
+    client
+        .batch_execute(&format!("DROP FUNCTION {function}"))
+        .await
+        .expect("drop the function, as a schema made before it was");
+    let clock = ManualClock::at(Timestamp(1_000));
+    let store = stategraph_store::PostgresStore::from_saver(&saver, clocked(&clock))
+        .await
+        .expect("reopen");
+    let at = ns(&["users", "a"]);
+    store
+        .put(&at, "k", obj(json!({"v": 1})))
+        .await
+        .expect("put");
+    let found = client
+        .query_one("SELECT to_regproc($1) IS NOT NULL", &[&function])
+        .await
+        .expect("look");
+    assert!(
+        found.get::<_, bool>(0),
+        "the reopened schema lacks {function}"
+    );
+    assert!(store.get(&at, "k").await.expect("get").is_some());
+    drop(client);
+    saver.drop_schema().await.expect("drop");
+}
+
 /// Whether the database holds the relation `name`.
 async fn holds(saver: &PostgresSaver, name: &str) -> bool {
     let client = saver.connection().await.expect("connection");

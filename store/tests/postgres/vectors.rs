@@ -432,3 +432,79 @@ async fn a_batch_writing_an_item_twice_reaches_every_mirror_as_its_last_write() 
     assert_eq!(found(&there).await, ["boat"]);
     saver.drop_schema().await.expect("drop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_put_that_waits_on_a_writer_giving_the_item_vectors_drops_them() {
+    let Some((saver, _, plain)) = plain_store("alone_race").await else {
+        return;
+    };
+    let at = ns(&["docs"]);
+    plain
+        .put(&at, "tea", obj(json!({"text": "green tea"})))
+        .await
+        .expect("put");
+    // Another process's indexed batch, held open: under the item's advisory lock, it
+    // writes the item and gives it a vector.
+    let schema = saver.schema().to_owned();
+    let mut writer = saver.connection().await.expect("connection");
+    let tx = writer.transaction().await.expect("begin");
+    let lock = item_lock(&schema, "docs", "tea");
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock({lock}); \
+         UPDATE \"{schema}\".sg_store_items SET updated_at = 2000 WHERE key = 'tea'; \
+         INSERT INTO \"{schema}\".sg_store_vectors VALUES ('docs', 'tea', 0, '{{1,0}}')"
+    ))
+    .await
+    .expect("write");
+    // The single put starts and waits for the writer.
+    let put = tokio::spawn({
+        let (plain, at) = (plain.clone(), at.clone());
+        async move {
+            plain
+                .put(&at, "tea", obj(json!({"text": "black tea"})))
+                .await
+        }
+    });
+    let watcher = saver.connection().await.expect("connection");
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+         AND query LIKE '%\"{schema}\".sg_store_put%'"
+    );
+    for _ in 0..200 {
+        let row = watcher.query_one(&waiting, &[]).await.expect("watch");
+        if row.get::<_, i64>(0) > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tx.commit().await.expect("commit");
+    put.await.expect("join").expect("put");
+    let item = plain.get(&at, "tea").await.expect("get").expect("found");
+    assert_eq!(item.value, obj(json!({"text": "black tea"})));
+    let left = watcher
+        .query_one(
+            &format!("SELECT count(*) FROM \"{schema}\".sg_store_vectors"),
+            &[],
+        )
+        .await
+        .expect("count");
+    assert_eq!(
+        left.get::<_, i64>(0),
+        0,
+        "the writer's vector outlived the put"
+    );
+    drop((watcher, writer));
+    saver.drop_schema().await.expect("drop");
+}
+
+/// The advisory lock key a batch takes for an item: FNV-1a of the schema, namespace and key,
+/// NUL-separated, as the store computes it.
+fn item_lock(schema: &str, ns: &str, key: &str) -> i64 {
+    let h = [schema, ns, key]
+        .join("\0")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    i64::from_ne_bytes(h.to_ne_bytes())
+}
