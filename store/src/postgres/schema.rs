@@ -84,15 +84,15 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
     )
     .await
     .map_err(db("locking the store's schema against other openers"))?;
-    let exists = holds(&tx, schema, "sg_store_meta").await?;
+    let exists = holds(&tx, schema, Object::Relation, "sg_store_meta").await?;
     let found = if exists {
         check_version(&tx, schema).await?
     } else {
         None
     };
     if found == Some(POSTGRES_SCHEMA_VERSION)
-        && holds(&tx, schema, LAST_OBJECT).await?
-        && has_function(&tx, schema, writes::PUT_FUNCTION).await?
+        && holds(&tx, schema, Object::Relation, LAST_OBJECT).await?
+        && holds(&tx, schema, Object::Function, writes::PUT_FUNCTION).await?
     {
         // Nothing to create: no DDL, whose table locks would wait for (and could deadlock
         // with) the writers of a schema in use.
@@ -127,34 +127,37 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<(), StoreE
 /// The object [`TABLES`] creates last: when it exists, every one before it does.
 const LAST_OBJECT: &str = "sg_store_items_by_recency";
 
-/// Whether the schema holds the function `name`.
-async fn has_function(
-    tx: &tokio_postgres::Transaction<'_>,
-    schema: &str,
-    name: &str,
-) -> Result<bool, StoreError> {
-    let name = format!("\"{schema}\".{name}");
-    let rows = tx
-        .query_typed("SELECT to_regproc($1) IS NOT NULL", &[(&name, Type::TEXT)])
-        .await
-        .map_err(db("looking for the store's put function"))?;
-    match rows.first() {
-        Some(row) => super::rows::col(row, 0),
-        None => Ok(false),
-    }
+/// A kind of object in a schema, by the catalog function that resolves its name.
+#[derive(Clone, Copy)]
+enum Object {
+    /// A table or index (`to_regclass`).
+    Relation,
+    /// A function (`to_regproc`).
+    Function,
 }
 
-/// Whether the schema holds the table or index `table`.
+/// Whether the schema holds an object of `kind` named `name`.
 async fn holds(
     tx: &tokio_postgres::Transaction<'_>,
     schema: &str,
-    table: &str,
+    kind: Object,
+    name: &str,
 ) -> Result<bool, StoreError> {
-    let name = format!("\"{schema}\".{table}");
+    let (sql, what) = match kind {
+        Object::Relation => (
+            "SELECT to_regclass($1) IS NOT NULL",
+            "looking for the store's tables",
+        ),
+        Object::Function => (
+            "SELECT to_regproc($1) IS NOT NULL",
+            "looking for the store's put function",
+        ),
+    };
+    let name = format!("\"{schema}\".{name}");
     let rows = tx
-        .query_typed("SELECT to_regclass($1) IS NOT NULL", &[(&name, Type::TEXT)])
+        .query_typed(sql, &[(&name, Type::TEXT)])
         .await
-        .map_err(db("looking for the store's tables"))?;
+        .map_err(db(what))?;
     match rows.first() {
         Some(row) => super::rows::col(row, 0),
         None => Ok(false),
