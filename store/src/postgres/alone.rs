@@ -93,10 +93,7 @@ impl Alone<'_> {
     }
 
     /// The walk, as its one statement: one round trip. Unnamed, since a filter's shape
-    /// changes the text. No transaction sets sorting off around it: its filter sits outside
-    /// the limited walk, so no estimate of the filter's selectivity can make the planner
-    /// prefer a sort of the table to the recency index for the walk's few rows (checked
-    /// with statistics taken at 10 rows and 100,000 rows loaded after, and with none).
+    /// changes the text.
     async fn walk(&self, op: &SearchOp) -> Result<Option<Vec<Found>>, StoreError> {
         let q = batch::walk_statement(self.schema, self.now, op);
         batch::walked_page(&self.query(&q, "searching items").await?, op)
