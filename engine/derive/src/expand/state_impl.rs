@@ -128,15 +128,13 @@ fn apply_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>, no_fields: boo
         quote!()
     };
     let single_write = single_write_path(names, per_field);
+    let applied = applied_type(field_enum);
     quote! {
         fn apply(
             &mut self,
             writes: ::std::vec::Vec<#update>,
             __ctx: &mut #r::ReduceCtx,
-        ) -> ::core::result::Result<
-            ::std::vec::Vec<(#field_enum, #r::Change)>,
-            (#field_enum, #r::ReduceError),
-        > {
+        ) -> #applied {
             #quiet_unused
             if writes.iter().any(|__w| __w.__overwrite.is_some()) {
                 return self.__stategraph_apply_overwrites(writes, __ctx);
@@ -167,6 +165,18 @@ fn apply_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>, no_fields: boo
             )*
             ::core::result::Result::Ok(__changes)
         }
+    }
+}
+
+/// What `apply` and its cold path return: each changed field's change, or the field whose
+/// reducer failed.
+fn applied_type(field_enum: &impl quote::ToTokens) -> TokenStream {
+    let r = quote!(::stategraph::reducers);
+    quote! {
+        ::core::result::Result<
+            ::std::vec::Vec<(#field_enum, #r::Change)>,
+            (#field_enum, #r::ReduceError),
+        >
     }
 }
 
@@ -203,6 +213,7 @@ fn overwrites_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> TokenS
         };
         overwrite_or_reduce(names, per_field, i, &ow[i], too_many, quote!(#b))
     });
+    let applied = applied_type(field_enum);
     quote! {
         #[automatically_derived]
         impl #state {
@@ -214,10 +225,7 @@ fn overwrites_fn(names: &GeneratedNames<'_>, per_field: &PerField<'_>) -> TokenS
                 &mut self,
                 writes: ::std::vec::Vec<#update>,
                 __ctx: &mut #r::ReduceCtx,
-            ) -> ::core::result::Result<
-                ::std::vec::Vec<(#field_enum, #r::Change)>,
-                (#field_enum, #r::ReduceError),
-            > {
+            ) -> #applied {
                 let _ = &__ctx;
                 #(
                     let mut #bucket: ::std::vec::Vec<#reducers::Update> =
