@@ -102,28 +102,30 @@ async fn two_writes_to_a_last_value_field_in_one_step_fail_naming_field_and_writ
         .add_edge(START, "a")
         .add_edge(START, "b")
         .compile()?;
-    let err = g
-        .invoke(Log::update(), &RunConfig::new())
-        .await
-        .err()
-        .ok_or("expected a conflict")?;
+    let err = g.invoke(Log::update(), &RunConfig::new()).await.err();
+    let (field, writers, source) = reduce_error(err.ok_or("expected a conflict")?)?;
+    assert_eq!(field, "value");
+    assert_eq!(writers, ["a", "b"]);
+    assert!(matches!(
+        source,
+        stategraph::reducers::ReduceError::ConcurrentUpdate { writes: 2 }
+    ));
+    Ok(())
+}
+
+/// The field, writers and reducer error of a failed step's `RunError::Reduce`.
+fn reduce_error(
+    err: RunError,
+) -> Result<(&'static str, Vec<String>, stategraph::reducers::ReduceError), BoxError> {
     match err {
         RunError::Reduce {
             field,
             writers,
             source,
             ..
-        } => {
-            assert_eq!(field, "value");
-            assert_eq!(writers, ["a", "b"]);
-            assert!(matches!(
-                source,
-                stategraph::reducers::ReduceError::ConcurrentUpdate { writes: 2 }
-            ));
-        }
-        other => return Err(format!("unexpected error {other}").into()),
+        } => Ok((field, writers, source)),
+        other => Err(format!("unexpected error {other}").into()),
     }
-    Ok(())
 }
 
 #[tokio::test]
@@ -531,24 +533,12 @@ async fn a_reducer_error_of_a_step_with_one_writer_names_that_writer() -> TestRe
         })
         .add_edge(START, "remover")
         .compile()?;
-    let err = g
-        .invoke(Notes::update(), &RunConfig::new())
-        .await
-        .err()
-        .ok_or("expected the removal of an unknown id to fail")?;
-    match err {
-        RunError::Reduce {
-            field,
-            writers,
-            source,
-            ..
-        } => {
-            assert_eq!(field, "notes");
-            assert_eq!(writers, ["remover"]);
-            assert!(matches!(source, ReduceError::UnknownMessageId { .. }));
-        }
-        other => return Err(format!("unexpected error {other}").into()),
-    }
+    let err = g.invoke(Notes::update(), &RunConfig::new()).await.err();
+    let err = err.ok_or("expected the removal of an unknown id to fail")?;
+    let (field, writers, source) = reduce_error(err)?;
+    assert_eq!(field, "notes");
+    assert_eq!(writers, ["remover"]);
+    assert!(matches!(source, ReduceError::UnknownMessageId { .. }));
     Ok(())
 }
 
